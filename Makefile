@@ -1,0 +1,22 @@
+# Two commands do all set-up on a fresh machine: `make demo` (the embedded default sweep and its
+# report) and `make test`. Both run scripts/setup.sh first, which is idempotent and quick when warm.
+SHELL := /bin/bash
+VENV ?= .venv
+export HVDBENCH_VENV := $(abspath $(VENV))
+BIN := $(HVDBENCH_VENV)/bin
+DEMO_OUT ?= results/demo
+DEMO_ARGS ?= --model resnet20 --batch-size 32 --steps 40 --warmup-steps 5
+
+.PHONY: setup demo test clean
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	$(BIN)/hvdbench run cifar10 --np 1,2 --controller gloo --output $(DEMO_OUT) $(DEMO_ARGS)
+
+test: setup
+	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+
+clean:
+	rm -rf results hvdbench-logs .pytest_cache

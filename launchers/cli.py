@@ -1,0 +1,122 @@
+"""The ``hvdbench`` command: run benchmarks on this machine and report on their logs."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from hvdbench.suite.catalog import BENCHMARKS, get_benchmark
+from hvdbench.suite.errors import HvdbenchError, UsageError
+from hvdbench.suite.flags import Parser, positive_int
+from hvdbench.suite.spec import CONTROLLERS, RunSpec
+
+from . import mpi  # noqa: F401  (registers the horovodrun and mpirun launchers)
+from .base import LaunchContext, get_launcher, launcher_names
+from .local import LocalExecutor
+
+
+def rank_counts(text: str) -> list[int]:
+    """``1,2,4`` as a sorted list of distinct positive integers."""
+    try:
+        values = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from None
+    if not values or values[0] < 1:
+        raise argparse.ArgumentTypeError(f"rank counts must be positive integers, got {text!r}")
+    return values
+
+
+def build_parser() -> Parser:
+    """The command line of every subcommand."""
+    parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    run = sub.add_parser(
+        "run", allow_abbrev=False,
+        help="run one benchmark at several rank counts on this machine",
+        description="Run one benchmark at each rank count, each in its own run directory, then report. "
+                    "Arguments after the benchmark's name that hvdbench does not know go to the benchmark "
+                    "(e.g. --model resnet20 --batch-size 32 --steps 20).",
+        epilog="benchmarks: " + ", ".join(f"{b.name} ({b.framework}: {', '.join(b.models)})"
+                                          for b in BENCHMARKS.values()))
+    run.add_argument("benchmark", help="benchmark name: " + ", ".join(sorted(BENCHMARKS)))
+    run.add_argument("--np", type=rank_counts, default=[1, 2], help="rank counts, e.g. 1,2 (default 1,2)")
+    run.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
+    run.add_argument("--controller", choices=CONTROLLERS, default="gloo", help="Horovod controller")
+    run.add_argument("--repeats", type=positive_int, default=1, help="runs of each configuration")
+    run.add_argument("--system", default="local", help="label of this system in the report")
+    run.add_argument("-o", "--output", type=Path, default=Path("results/local"), help="results root")
+    run.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run is killed")
+    run.add_argument("--no-resume", dest="resume", action="store_false",
+                     help="run again even where a complete run exists")
+    run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
+    run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+
+    report = sub.add_parser("report", help="write the scaling report of result directories",
+                            description="Read every run under the directories; write report.md, scaling.csv "
+                                        "and runs.csv; print the scaling table.")
+    report.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
+    report.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+    return parser
+
+
+def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
+    """Plan the specs, then run them one at a time (or print them with --dry-run)."""
+    info = get_benchmark(args.benchmark)
+    info.parser().parse_args(bench_args)  # a bad benchmark flag fails here, before anything runs
+    launcher = get_launcher(args.launcher)
+    controller = "mpi" if args.launcher == "mpirun" else args.controller
+    specs = [RunSpec(benchmark=info.name, framework=info.framework, args=tuple(bench_args), np=n,
+                     launcher=args.launcher, controller=controller, repeat=r, system=args.system)
+             for n in args.np for r in range(args.repeats)]
+    if args.dry_run:
+        for spec in specs:
+            ctx = LaunchContext(python=sys.executable, run_dir=args.output / spec.id)
+            print(f"{spec.id}: {shlex.join(launcher.command(spec, ctx))}")
+        return 0
+    executor = LocalExecutor(args.output, launcher, timeout=args.timeout, resume=args.resume)
+    statuses = executor.run_all(specs)
+    failed = [s for s in statuses if s.status != "ok"]
+    if args.report and len(failed) < len(statuses):
+        cmd_report(argparse.Namespace(dirs=[args.output], output=None))
+    if failed:
+        print(f"hvdbench: {len(failed)} of {len(statuses)} run(s) did not complete; "
+              f"finished runs are kept in {args.output}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Build the report and print its table."""
+    from hvdbench.analysis.report import build_report
+
+    out = args.output or (args.dirs[0] / "report")
+    text, paths = build_report(list(args.dirs), out)
+    print(text)
+    print(f"report: {paths['markdown']} (tables: {paths['scaling']}, {paths['runs']})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; every expected failure is one line on stderr and a non-zero status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args, rest = build_parser().parse_known_args(argv)
+        if args.command == "run":
+            return cmd_run(args, rest)
+        if rest:
+            raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
+        return cmd_report(args)
+    except HvdbenchError as exc:
+        print(f"hvdbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hvdbench: interrupted; finished runs are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

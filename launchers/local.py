@@ -1,0 +1,164 @@
+"""The local executor: runs each RunSpec's command on this machine, one at a time, with a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from hvdbench.suite.records import ParseStats, rank_log_name, read_records
+from hvdbench.suite.spec import RunSpec
+
+from .base import LaunchContext, Launcher
+
+STATUS_FILE = "status.json"
+LAUNCHER_LOG = "launcher.log"
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """How a run ended: ok, failed, timeout, interrupted; with the exit code and a one-line reason."""
+
+    status: str
+    returncode: int | None
+    seconds: float
+    message: str = ""
+
+    def write(self, run_dir: Path) -> None:
+        """Write status.json into the run directory."""
+        (run_dir / STATUS_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "RunStatus | None":
+        """The recorded status, or None where the run has none (never run, or started by hand)."""
+        try:
+            return cls(**json.loads((run_dir / STATUS_FILE).read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def missing_summaries(run_dir: Path, np: int) -> list[int]:
+    """Ranks whose log holds no summary record: the run did not finish on them."""
+    missing = []
+    for rank in range(np):
+        path = run_dir / rank_log_name(rank)
+        records = read_records(path, ParseStats()) if path.exists() else []
+        if not any(r["kind"] == "summary" for r in records):
+            missing.append(rank)
+    return missing
+
+
+_PREFIX = re.compile(r"^(\[[\d,]+\](<std(?:out|err)>)?:|\d+:)\s*")
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b:?")
+
+
+def failure_reason(log: Path, limit: int = 300) -> str:
+    """One line that says why a run failed, best first: a rank's own 'error:' line, the first exception
+    a rank raised, any error line, the last line."""
+    try:
+        raw = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "no launcher log"
+    ranked = [(line, _PREFIX.sub("", line.strip())) for line in raw if line.strip()]
+    own = [text for _, text in ranked if text.startswith("error: rank ")]
+    from_ranks = [text for line, text in ranked if _PREFIX.match(line.strip()) and _EXCEPTION.match(text)]
+    anywhere = [text for _, text in ranked if _EXCEPTION.match(text) or "error:" in text.lower()]
+    for found in (own, from_ranks):
+        if found:
+            return found[0][:limit]
+    chosen = anywhere[-1] if anywhere else (ranked[-1][1] if ranked else "no output")
+    return chosen[:limit]
+
+
+class LocalExecutor:
+    """Runs specs in order under one results root; finished runs are kept and skipped on resume."""
+
+    def __init__(self, root: Path, launcher: Launcher, *, python: str = sys.executable,
+                 timeout: float = 1800.0, resume: bool = True,
+                 report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
+        self.root = root
+        self.launcher = launcher
+        self.python = python
+        self.timeout = timeout
+        self.resume = resume
+        self.report = report
+
+    def run_all(self, specs: Iterable[RunSpec]) -> list[RunStatus]:
+        """Run every spec; a failure is recorded and the next spec runs."""
+        specs = list(specs)
+        results = []
+        for index, spec in enumerate(specs, 1):
+            self.report(f"[{index}/{len(specs)}] {spec.id}: {spec.np} rank(s) via {spec.launcher}")
+            status = self.run(spec)
+            self.report(f"[{index}/{len(specs)}] {spec.id}: {status.status}"
+                        + (f" ({status.message})" if status.message else f" in {status.seconds:.1f} s"))
+            results.append(status)
+        return results
+
+    def run(self, spec: RunSpec) -> RunStatus:
+        """Run one spec in its own directory and record how it ended."""
+        run_dir = self.root / spec.id
+        previous = RunStatus.read(run_dir)
+        if self.resume and previous is not None and previous.status == "ok":
+            return RunStatus("ok", previous.returncode, previous.seconds, "already complete, skipped")
+        spec.write(run_dir)
+        for stale in run_dir.glob("rank-*.jsonl"):
+            stale.unlink()
+        argv = self.launcher.command(spec, LaunchContext(python=self.python, run_dir=run_dir.resolve()))
+        (run_dir / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
+        status = self._execute(argv, spec, run_dir)
+        status.write(run_dir)
+        return status
+
+    def _execute(self, argv: list[str], spec: RunSpec, run_dir: Path) -> RunStatus:
+        env = {**os.environ, **self.launcher.environment(spec)}
+        if os.geteuid() == 0:  # Open MPI refuses root unless told; containers and CI run as root
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
+        start = time.monotonic()
+        log_path = run_dir / LAUNCHER_LOG
+        with open(log_path, "w", encoding="utf-8") as log:
+            try:
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, cwd=run_dir, start_new_session=True)
+            except OSError as exc:
+                return RunStatus("failed", None, 0.0, f"could not start {argv[0]}: {exc.strerror}")
+            try:
+                returncode = proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return RunStatus("timeout", None, time.monotonic() - start,
+                                 f"no end after {self.timeout:g} s; every rank was killed")
+            except KeyboardInterrupt:
+                _kill_group(proc)
+                RunStatus("interrupted", None, time.monotonic() - start, "stopped by Ctrl-C").write(run_dir)
+                raise
+        seconds = time.monotonic() - start
+        if returncode != 0:
+            return RunStatus("failed", returncode, seconds, failure_reason(log_path))
+        missing = missing_summaries(run_dir, spec.np)
+        if missing:
+            return RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary")
+        return RunStatus("ok", returncode, seconds)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate the launcher and every rank it started (one process group), then make sure."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue

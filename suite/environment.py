@@ -1,0 +1,84 @@
+"""What a result depends on besides the code: hosts, devices, versions and the relevant variables."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from functools import lru_cache
+from typing import Any, Mapping
+
+_ENV_PATTERNS = re.compile(
+    r"^(HOROVOD_|NCCL_|OMPI_COMM_WORLD_|OMPI_MCA_|PMIX_RANK$|PMI_RANK$|PMI_SIZE$|SLURM_(JOB_|STEP_|NNODES$|"
+    r"NTASKS|PROCID$|LOCALID$|NODEID$|GPUS|CPUS_PER_TASK$|CLUSTER_NAME$|SUBMIT_HOST$)|CUDA_VISIBLE_DEVICES$|"
+    r"CUDA_DEVICE_ORDER$|OMP_NUM_THREADS$|UCX_)"
+)
+
+
+def relevant_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The HOROVOD_*, NCCL_*, MPI rank, SLURM job and CUDA variables of this process, sorted."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in sorted(environ) if _ENV_PATTERNS.match(k)}
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it, or the platform's processor string."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+@lru_cache(maxsize=1)
+def mpi_version() -> str | None:
+    """First line of ``mpirun --version`` for the MPI on PATH, or None where there is none."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        return None
+    try:
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    return lines[0] if lines else None
+
+
+def horovod_info(hvd: Any) -> dict[str, Any]:
+    """Horovod's version, what it was built with, and which controller this job runs on."""
+    import horovod
+
+    def flag(name: str) -> bool | None:
+        func = getattr(hvd, name, None)
+        try:
+            return bool(func()) if func is not None else None
+        except Exception:  # a query that needs init or a backend that is absent
+            return None
+
+    return {
+        "version": horovod.__version__,
+        "built": {name: flag(f"{name}_built") for name in ("mpi", "gloo", "nccl", "cuda", "rocm", "ddl", "ccl")},
+        "controller": "mpi" if flag("mpi_enabled") else "gloo" if flag("gloo_enabled") else None,
+        "mpi_threads_supported": flag("mpi_threads_supported"),
+    }
+
+
+def base_environment() -> dict[str, Any]:
+    """Host, CPU, OS, Python, MPI and the relevant variables; no framework needed."""
+    return {
+        "host": socket.gethostname(),
+        "os": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "python": sys.version.split()[0],
+        "mpi": mpi_version(),
+        "variables": relevant_variables(),
+    }

@@ -1,0 +1,145 @@
+"""The framework-neutral part of the harness: log directory, warm-up, the timed loop, records, summary.
+
+A framework module (``suite/pytorch.py``) supplies a Runtime (rank facts, barrier, device sync,
+object collectives) and a step; this module owns how the step is timed and recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from .records import RecordWriter, rank_log_name
+from .spec import RUN_FILE, RunSpec
+
+_LOCAL_FLAGS = {"--log-dir": 1, "--echo-records": 0}
+
+
+class Runtime(Protocol):
+    """What the timed loop needs from a framework and Horovod."""
+
+    rank: int
+    local_rank: int
+    size: int
+    local_size: int
+
+    def barrier(self) -> None:
+        """Wait until every rank arrives."""
+
+    def sync(self) -> None:
+        """Wait until the device has finished all work queued so far."""
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        """Every rank's obj, in rank order."""
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's obj on every rank."""
+
+
+def benchmark_args(argv: Sequence[str]) -> tuple[str, ...]:
+    """The arguments that define the measurement: argv without where-to-log flags."""
+    out: list[str] = []
+    skip = 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _LOCAL_FLAGS:
+            skip = _LOCAL_FLAGS[name] if "=" not in arg else 0
+            continue
+        out.append(arg)
+    return tuple(out)
+
+
+def resolve_log_dir(runtime: Runtime, flags: argparse.Namespace, label: str) -> Path:
+    """The run directory: --log-dir, or one new directory that rank 0 names for all ranks."""
+    if flags.log_dir:
+        return Path(flags.log_dir)
+    name = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}" if runtime.rank == 0 else None
+    return Path("hvdbench-logs") / runtime.broadcast_object(name)
+
+
+def ensure_run_file(runtime: Runtime, log_dir: Path, spec: RunSpec) -> None:
+    """A standalone run describes itself: rank 0 writes run.json where no launcher did."""
+    if runtime.rank == 0 and not (log_dir / RUN_FILE).exists():
+        spec.write(log_dir)
+
+
+def open_writer(runtime: Runtime, log_dir: Path, echo: bool) -> RecordWriter:
+    """This rank's record file; an existing one is replaced (a rerun into the same directory)."""
+    path = log_dir / rank_log_name(runtime.rank)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    return RecordWriter(path, rank=runtime.rank, local_rank=runtime.local_rank, size=runtime.size,
+                        echo=sys.stdout if echo else None)
+
+
+def timed_loop(
+    runtime: Runtime,
+    writer: RecordWriter,
+    step: Callable[[], Any],
+    loss_value: Callable[[Any], float],
+    *,
+    samples_per_step: int,
+    warmup_steps: int,
+    steps: int,
+) -> dict[str, Any]:
+    """Run warm-up then timed steps; record each step; return this rank's summary fields.
+
+    Every step ends with a device sync, so its duration is the device's work, not the dispatch.
+    The timed window starts after a barrier and a sync and ends with a sync and a barrier.
+    """
+    losses: list[float] = []
+    durations: list[float] = []
+
+    def one(index: int, warmup: bool) -> None:
+        start = time.perf_counter()
+        out = step()
+        runtime.sync()
+        duration = time.perf_counter() - start
+        loss = loss_value(out)
+        losses.append(loss)
+        if not warmup:
+            durations.append(duration)
+        writer.write("step", step=index, warmup=warmup, duration=duration,
+                     samples=samples_per_step, loss=loss)
+
+    writer.write("phase", phase="warmup", steps=warmup_steps)
+    for index in range(warmup_steps):
+        one(index, True)
+    runtime.barrier()
+    runtime.sync()
+    writer.write("phase", phase="timed", steps=steps)
+    window_start = time.perf_counter()
+    for index in range(warmup_steps, warmup_steps + steps):
+        one(index, False)
+    runtime.sync()
+    window = time.perf_counter() - window_start
+    runtime.barrier()
+    samples = samples_per_step * steps
+    return {
+        "steps": steps,
+        "warmup_steps": warmup_steps,
+        "samples_per_step": samples_per_step,
+        "samples": samples,
+        "window_s": window,
+        "step_time_sum_s": sum(durations),
+        "median_step_s": statistics.median(durations),
+        "throughput": samples / window,
+        "final_loss": losses[-1],
+        "loss_finite": all(math.isfinite(x) for x in losses),
+    }
+
+
+def summary_line(label: str, unit: str, per_rank: Sequence[dict[str, Any]]) -> str:
+    """Rank 0's human summary: total throughput from every rank's own timing."""
+    total = sum(s["throughput"] for s in per_rank)
+    slowest = max(s["median_step_s"] for s in per_rank)
+    return (f"hvdbench {label}: {len(per_rank)} rank(s), {total:,.1f} {unit}/s total "
+            f"({total / len(per_rank):,.1f} per rank), slowest rank's median step {slowest * 1e3:.1f} ms")

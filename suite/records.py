@@ -1,0 +1,147 @@
+"""The rank-log record format: one JSON object per line, one file per rank, readable behind any prefix.
+
+Every record starts with the key ``"hvdbench"`` (the schema version), so a parser finds it inside
+lines captured by ``mpirun --tag-output`` (``[1,0]<stdout>:{...}``), SLURM or any other wrapper.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator
+
+SCHEMA_VERSION = 1
+MARKER = '{"hvdbench":'
+KINDS = ("env", "phase", "step", "telemetry", "summary", "error")
+
+
+def rank_log_name(rank: int) -> str:
+    """File name of one rank's log inside a run directory."""
+    return f"rank-{rank}.jsonl"
+
+
+def make_record(kind: str, *, rank: int, local_rank: int, size: int, **fields: Any) -> dict[str, Any]:
+    """Build one record: the common header, then the kind's own fields."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown record kind {kind!r}; valid: {', '.join(KINDS)}")
+    record: dict[str, Any] = {
+        "hvdbench": SCHEMA_VERSION,
+        "kind": kind,
+        "rank": rank,
+        "local_rank": local_rank,
+        "size": size,
+        "host": socket.gethostname(),
+        "time": time.time(),
+        "mono": time.monotonic(),
+    }
+    record.update(fields)
+    return record
+
+
+def encode(record: dict[str, Any]) -> str:
+    """One record as one line of text, newline included."""
+    return json.dumps(record, separators=(",", ":"), allow_nan=True, default=str) + "\n"
+
+
+class RecordWriter:
+    """Appends records to one rank's file; each record is a single write, flushed at once."""
+
+    def __init__(self, path: Path, *, rank: int, local_rank: int, size: int, echo: IO[str] | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a", encoding="utf-8")
+        self._header = {"rank": rank, "local_rank": local_rank, "size": size}
+        self._echo = echo
+
+    def write(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Write one record of the given kind and return it."""
+        record = make_record(kind, **self._header, **fields)
+        line = encode(record)
+        self._file.write(line)
+        self._file.flush()
+        if self._echo is not None:
+            self._echo.write(line)
+            self._echo.flush()
+        return record
+
+    def close(self) -> None:
+        """Flush and close the file (and sync it to disk)."""
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class ParseStats:
+    """What a parse saw: record lines read, and lines that looked like records but were not."""
+
+    records: int = 0
+    malformed: int = 0
+    other_lines: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, other: "ParseStats") -> None:
+        """Accumulate another file's counts."""
+        self.records += other.records
+        self.malformed += other.malformed
+        self.other_lines += other.other_lines
+        self.examples.extend(other.examples[: max(0, 3 - len(self.examples))])
+
+
+_decoder = json.JSONDecoder()
+
+
+def parse_line(line: str) -> dict[str, Any] | None:
+    """The record inside one line, or None when the line holds none.
+
+    Raises ValueError for a line that starts a record but does not hold a whole, valid one.
+    """
+    start = line.find(MARKER)
+    if start < 0:
+        return None
+    try:
+        record, _ = _decoder.raw_decode(line, start)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"truncated or malformed record: {exc.msg}") from None
+    if not isinstance(record, dict) or record.get("kind") not in KINDS:
+        raise ValueError(f"record of unknown kind {record.get('kind')!r}")
+    for key in ("rank", "size"):
+        if not isinstance(record.get(key), int):
+            raise ValueError(f"record without an integer {key!r}")
+    return record
+
+
+def parse_lines(lines: Iterable[str], stats: ParseStats | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the records among lines; count malformed ones in ``stats`` instead of failing."""
+    stats = stats if stats is not None else ParseStats()
+    for number, line in enumerate(lines, 1):
+        try:
+            record = parse_line(line)
+        except ValueError as exc:
+            stats.malformed += 1
+            if len(stats.examples) < 3:
+                stats.examples.append(f"line {number}: {exc}")
+            continue
+        if record is None:
+            if line.strip():
+                stats.other_lines += 1
+            continue
+        stats.records += 1
+        yield record
+
+
+def read_records(path: Path, stats: ParseStats | None = None) -> list[dict[str, Any]]:
+    """Every record of one file; undecodable bytes are replaced, malformed lines counted."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return list(parse_lines(handle, stats))

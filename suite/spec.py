@@ -1,0 +1,121 @@
+"""RunSpec: the one typed, frozen description of a run, written as run.json beside its rank logs."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import SpecError
+
+RUN_FILE = "run.json"
+CONTROLLERS = ("gloo", "mpi")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What one run measures and how it is launched; its id is a stable hash of these fields."""
+
+    benchmark: str
+    framework: str = "pytorch"
+    args: tuple[str, ...] = ()
+    np: int = 1
+    nodes: int = 1
+    placement: str | None = None
+    devices: tuple[int, ...] | None = None
+    launcher: str = "horovodrun"
+    controller: str = "gloo"
+    env: tuple[tuple[str, str], ...] = ()
+    repeat: int = 0
+    system: str = "local"
+
+    def __post_init__(self) -> None:
+        _check_type(self, "benchmark", str)
+        if not self.benchmark:
+            raise SpecError("RunSpec.benchmark must not be empty")
+        for name in ("np", "nodes", "repeat"):
+            _check_type(self, name, int)
+        if self.np < 1 or self.nodes < 1 or self.repeat < 0:
+            raise SpecError(f"RunSpec needs np >= 1, nodes >= 1, repeat >= 0 (got np={self.np}, "
+                            f"nodes={self.nodes}, repeat={self.repeat})")
+        if self.np % self.nodes:
+            raise SpecError(f"RunSpec np={self.np} is not a multiple of nodes={self.nodes}")
+        if self.controller not in CONTROLLERS:
+            raise SpecError(f"RunSpec.controller {self.controller!r} is not one of {', '.join(CONTROLLERS)}")
+        if self.devices is not None and (len(set(self.devices)) != len(self.devices)
+                                         or any(d < 0 for d in self.devices)):
+            raise SpecError(f"RunSpec.devices must be distinct non-negative ids, got {list(self.devices)}")
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Ranks (one per GPU) on each node."""
+        return self.np // self.nodes
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        """The environment knobs as a mapping."""
+        return dict(self.env)
+
+    @property
+    def id(self) -> str:
+        """Stable, readable id: benchmark, rank count and a hash of every field."""
+        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
+        return f"{self.benchmark}-np{self.np}-r{self.repeat}-{digest}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready fields."""
+        out = dataclasses.asdict(self)
+        out["args"] = list(self.args)
+        out["devices"] = None if self.devices is None else list(self.devices)
+        out["env"] = dict(self.env)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunSpec":
+        """Build from plain fields; an unknown field is an error that lists the valid ones."""
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(valid))
+        if unknown:
+            raise SpecError(f"unknown RunSpec field(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+        values = dict(data)
+        if "args" in values:
+            values["args"] = tuple(str(a) for a in values["args"])
+        if values.get("devices") is not None:
+            values["devices"] = tuple(values["devices"])
+        if "env" in values:
+            env = values["env"]
+            pairs = env.items() if isinstance(env, Mapping) else env
+            values["env"] = tuple(sorted((str(k), str(v)) for k, v in pairs))
+        return cls(**values)
+
+    def write(self, run_dir: Path) -> Path:
+        """Write run.json into run_dir (created if needed) and return its path."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / RUN_FILE
+        payload = {"schema": 1, "id": self.id, "spec": self.to_dict()}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> "RunSpec":
+        """Read a run.json; a missing, unreadable or malformed file is a SpecError naming it."""
+        try:
+            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+            spec = payload["spec"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SpecError(f"{path}: not a readable run description ({exc})") from None
+        try:
+            return cls.from_dict(spec)
+        except (SpecError, TypeError) as exc:
+            raise SpecError(f"{path}: {exc}") from None
+
+
+def _check_type(spec: RunSpec, name: str, kind: type) -> None:
+    value = getattr(spec, name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise SpecError(f"RunSpec.{name} must be {kind.__name__}, got {value!r}")

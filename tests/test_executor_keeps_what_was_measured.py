@@ -1,0 +1,79 @@
+"""The local executor: a hung run is killed at its timeout, the next runs on, finished runs are skipped."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from hvdbench.launchers.base import LaunchContext, Launcher
+from hvdbench.launchers.local import LocalExecutor, RunStatus, failure_reason
+from hvdbench.suite.spec import RunSpec
+
+
+class ScriptLauncher(Launcher):
+    """Runs a Python snippet chosen by the spec's first argument instead of a benchmark."""
+
+    name = "script"
+    SNIPPETS = {
+        "hang": "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']);"
+                " time.sleep(120)",
+        "crash": "import sys; print('[1,1]<stderr>:ValueError: rank 1 exploded', flush=True); sys.exit(3)",
+        "quiet": "pass",
+    }
+
+    def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
+        return [ctx.python, "-c", self.SNIPPETS[spec.args[0]]]
+
+
+def _spec(kind: str) -> RunSpec:
+    return RunSpec(benchmark="cifar10", args=(kind,), launcher="script")
+
+
+def test_hung_run_is_killed_with_its_children_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    lines: list[str] = []
+    executor = LocalExecutor(tmp_path, ScriptLauncher(), timeout=2.0, report=lines.append)
+    start = time.monotonic()
+    statuses = executor.run_all([_spec("hang"), _spec("crash")])
+    assert time.monotonic() - start < 30
+    assert [s.status for s in statuses] == ["timeout", "failed"]
+    assert "no end after 2 s" in statuses[0].message
+    assert statuses[1].returncode == 3 and statuses[1].message == "ValueError: rank 1 exploded"
+    assert RunStatus.read(tmp_path / _spec("hang").id) == statuses[0]
+    assert len(lines) == 4 and "timeout" in lines[1]
+
+
+def test_exit_zero_without_summaries_is_not_ok(tmp_path: Path) -> None:
+    status = LocalExecutor(tmp_path, ScriptLauncher(), timeout=30, report=lambda _: None).run(_spec("quiet"))
+    assert status.status == "failed" and status.message == "rank(s) [0] wrote no summary"
+
+
+def test_resume_skips_complete_runs_and_reruns_the_rest(tmp_path: Path) -> None:
+    done, failed = _spec("quiet"), _spec("crash")
+    RunStatus("ok", 0, 1.0).write(_mkdir(tmp_path / done.id))
+    RunStatus("failed", 1, 1.0, "x").write(_mkdir(tmp_path / failed.id))
+    executor = LocalExecutor(tmp_path, ScriptLauncher(), timeout=30, report=lambda _: None)
+    first, second = executor.run_all([done, failed])
+    assert first.message == "already complete, skipped"
+    assert second.status == "failed" and second.returncode == 3
+    rerun = LocalExecutor(tmp_path, ScriptLauncher(), timeout=30, resume=False, report=lambda _: None).run(done)
+    assert rerun.message == "rank(s) [0] wrote no summary"
+
+
+def test_failure_reason_prefers_a_ranks_own_error(tmp_path: Path) -> None:
+    log = tmp_path / "launcher.log"
+    log.write_text("\n".join([
+        "[0]<stderr>:Traceback (most recent call last):",
+        "[0]<stderr>:TypeError: bad argument",
+        "[1]<stderr>:error: rank 1: local rank 1 has no GPU: 1 visible (CUDA_VISIBLE_DEVICES=0)",
+        "RuntimeError: Horovod detected that one or more processes exited with non-zero status",
+    ]))
+    assert failure_reason(log) == "error: rank 1: local rank 1 has no GPU: 1 visible (CUDA_VISIBLE_DEVICES=0)"
+    log.write_text("[0]<stderr>:TypeError: bad argument\nRuntimeError: Horovod detected that ...\n")
+    assert failure_reason(log) == "TypeError: bad argument"
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+

@@ -1,0 +1,59 @@
+"""RunSpec: unknown fields are rejected with the valid ones listed; ids are stable; run.json round-trips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hvdbench.suite.errors import SpecError
+from hvdbench.suite.spec import RunSpec
+
+
+def test_unknown_field_lists_valid_fields() -> None:
+    with pytest.raises(SpecError) as err:
+        RunSpec.from_dict({"benchmark": "cifar10", "gpus": 4})
+    message = str(err.value)
+    assert "unknown RunSpec field(s) gpus" in message
+    for name in ("benchmark", "np", "nodes", "placement", "controller"):
+        assert name in message
+
+
+def test_id_is_stable_and_depends_on_every_field() -> None:
+    a = RunSpec(benchmark="cifar10", args=("--batch-size", "32"), np=2)
+    b = RunSpec.from_dict({"benchmark": "cifar10", "args": ["--batch-size", "32"], "np": 2})
+    assert a == b and a.id == b.id
+    assert a.id.startswith("cifar10-np2-r0-")
+    assert RunSpec(benchmark="cifar10", args=("--batch-size", "64"), np=2).id != a.id
+    assert RunSpec(benchmark="cifar10", args=("--batch-size", "32"), np=2, repeat=1).id != a.id
+
+
+def test_env_order_does_not_change_the_id() -> None:
+    one = RunSpec.from_dict({"benchmark": "b", "env": {"NCCL_ALGO": "ring", "HOROVOD_CYCLE_TIME": "1"}})
+    two = RunSpec.from_dict({"benchmark": "b", "env": [("HOROVOD_CYCLE_TIME", "1"), ("NCCL_ALGO", "ring")]})
+    assert one.id == two.id and one.env_dict == {"NCCL_ALGO": "ring", "HOROVOD_CYCLE_TIME": "1"}
+
+
+@pytest.mark.parametrize("fields, text", [
+    ({"np": 0}, "np >= 1"),
+    ({"np": 3, "nodes": 2}, "not a multiple"),
+    ({"controller": "nccl"}, "controller"),
+    ({"devices": [0, 0]}, "distinct"),
+    ({"np": "2"}, "must be int"),
+])
+def test_impossible_values_are_rejected(fields: dict, text: str) -> None:
+    with pytest.raises(SpecError, match=text):
+        RunSpec.from_dict({"benchmark": "cifar10", **fields})
+
+
+def test_run_file_round_trips_and_bad_files_name_the_path(tmp_path: Path) -> None:
+    spec = RunSpec(benchmark="cifar10", np=4, nodes=2, devices=(0, 1), env=(("NCCL_DEBUG", "INFO"),))
+    path = spec.write(tmp_path / spec.id)
+    assert RunSpec.read(path) == spec
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"spec": {"benchmark": "x", "colour": "red"}}')
+    with pytest.raises(SpecError, match="bad.json: unknown RunSpec field"):
+        RunSpec.read(bad)
+    bad.write_text("{not json")
+    with pytest.raises(SpecError, match="not a readable run description"):
+        RunSpec.read(bad)
