@@ -57,90 +57,104 @@ if [[ ! -x "$VENV/bin/python" ]]; then
     "$PYTHON" -m venv "${venv_flags[@]}" "$VENV"
 fi
 PY=$VENV/bin/python
+# Everything below is skipped when this exact set-up already completed in this environment.
+stamp_file=$VENV/.hvdbench-setup
+stamp=$(cat "$ROOT/setup.cfg" "$ROOT/scripts/setup.sh" <(echo "$TORCH_SPEC $TF_SPEC $HOROVOD_VERSION $ROOT") \
+    | sha256sum | cut -c1-16)
+if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" ]] && "$PY" -c 'import hvdbench.suite, horovod.torch' 2>/dev/null; then
+    log "environment $VENV is current"
+    skip_install=1
+fi
 pip_install() { "$PY" -m pip install --disable-pip-version-check -q "$@"; }
-pip_install packaging setuptools wheel 'cmake>=3.18'
+install_all() {
+    pip_install packaging setuptools wheel 'cmake>=3.18'
 
-# --- 3. Frameworks.
-have_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
-if [[ "${HVDBENCH_SYSTEM_SITE:-0}" == 1 ]] && have_module torch; then
-    log "using the PyTorch the environment already sees"
-else
-    pip_install "$TORCH_SPEC"
-fi
-if [[ "$TF_SPEC" == none ]]; then
-    log "TensorFlow skipped (HVDBENCH_TF_SPEC=none)"
-elif [[ "${HVDBENCH_SYSTEM_SITE:-0}" == 1 ]] && have_module tensorflow; then
-    log "using the TensorFlow the environment already sees"
-else
-    pip_install "$TF_SPEC"
-fi
-torch_ver=$("$PY" -c 'import torch; print(torch.__version__)')
-cuda_ver=$("$PY" -c 'import torch; print(torch.version.cuda or "cpu")')
-tf_ver=none
-[[ "$TF_SPEC" != none ]] && tf_ver=$("$PY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)
-py_ver=$("$PY" -c 'import sys; print("py%d%d" % sys.version_info[:2])')
-log "torch $torch_ver (CUDA: $cuda_ver), TensorFlow $tf_ver, $py_ver"
-
-# --- 4. Horovod, built from its source release once per (Horovod, torch, TensorFlow, Python, GPU ops).
-gpu_ops=${HOROVOD_GPU_OPERATIONS:-}
-if [[ -z "$gpu_ops" && "$cuda_ver" != cpu ]]; then
-    nccl_home=${HOROVOD_NCCL_HOME:-$("$PY" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)}
-    if [[ -n "$nccl_home" && -d "$nccl_home/include" ]] || ldconfig -p 2>/dev/null | grep -q libnccl.so; then
-        gpu_ops=NCCL
-        [[ -n "$nccl_home" ]] && export HOROVOD_NCCL_HOME=$nccl_home
-    fi
-fi
-key="horovod-${HOROVOD_VERSION}_torch-${torch_ver}_tf-${tf_ver}_${py_ver}_gpu-${gpu_ops:-none}"
-key=${key//+/-}
-marker=$VENV/.hvdbench-horovod
-if [[ -f "$marker" && "$(cat "$marker")" == "$key" ]] && have_module horovod.torch; then
-    log "Horovod already installed ($key)"
-else
-    wheel_dir=$CACHE/wheels/$key
-    if ! compgen -G "$wheel_dir/horovod-*.whl" >/dev/null; then
-        log "building Horovod $HOROVOD_VERSION from source (several minutes on 2 cores); cache: $wheel_dir"
-        build_started=$(date +%s)
-        work=$(mktemp -d)
-        trap 'rm -rf "$work"' EXIT
-        "$PY" -m pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work"
-        tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
-        src=$work/horovod-$HOROVOD_VERSION
-        # torch >= 2.1 headers need C++17; 0.28.1 asks for C++14.
-        sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' \
-            "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
-        grep -q 'CMAKE_CXX_STANDARD 14' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt" \
-            && die "could not switch Horovod's build to C++17"
-        # The XLA op file includes TensorFlow headers that newer releases moved; the rest builds.
-        sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
-        export CMAKE_POLICY_VERSION_MINIMUM=3.5 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 \
-            HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_MXNET=1
-        if [[ "$tf_ver" != none ]]; then export HOROVOD_WITH_TENSORFLOW=1; else export HOROVOD_WITHOUT_TENSORFLOW=1; fi
-        [[ -n "$gpu_ops" ]] && export HOROVOD_GPU_OPERATIONS=$gpu_ops
-        export PATH=$VENV/bin:$PATH
-        (cd "$src" && "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$work/dist" .) \
-            > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log" >&2; die "Horovod build failed (log above)"; }
-        mkdir -p "$wheel_dir"
-        cp "$work"/dist/horovod-*.whl "$wheel_dir/"
-        log "Horovod built in $(( $(date +%s) - build_started )) s"
+    # --- 3. Frameworks.
+    have_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
+    if [[ "${HVDBENCH_SYSTEM_SITE:-0}" == 1 ]] && have_module torch; then
+        log "using the PyTorch the environment already sees"
     else
-        log "Horovod wheel found in cache: $wheel_dir"
+        pip_install "$TORCH_SPEC"
     fi
-    pip_install --no-deps --force-reinstall "$wheel_dir"/horovod-*.whl
-    # Horovod's own Python dependencies (its wheel was installed without them).
-    pip_install cffi cloudpickle psutil pyyaml packaging
-    echo "$key" > "$marker"
-fi
+    if [[ "$TF_SPEC" == none ]]; then
+        log "TensorFlow skipped (HVDBENCH_TF_SPEC=none)"
+    elif [[ "${HVDBENCH_SYSTEM_SITE:-0}" == 1 ]] && have_module tensorflow; then
+        log "using the TensorFlow the environment already sees"
+    else
+        pip_install "$TF_SPEC"
+    fi
+    torch_ver=$("$PY" -c 'import torch; print(torch.__version__)')
+    cuda_ver=$("$PY" -c 'import torch; print(torch.version.cuda or "cpu")')
+    tf_ver=none
+    [[ "$TF_SPEC" != none ]] && tf_ver=$("$PY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)
+    py_ver=$("$PY" -c 'import sys; print("py%d%d" % sys.version_info[:2])')
+    log "torch $torch_ver (CUDA: $cuda_ver), TensorFlow $tf_ver, $py_ver"
 
-# --- 5. hvdbench itself, with mpi4py built against the MPI on PATH.
-PIP_NO_BINARY=mpi4py pip_install -e "$ROOT[slurm,gpu,report,test]"
+    # --- 4. Horovod, built from its source release once per (Horovod, torch, TensorFlow, Python, GPU ops).
+    gpu_ops=${HOROVOD_GPU_OPERATIONS:-}
+    if [[ -z "$gpu_ops" && "$cuda_ver" != cpu ]]; then
+        nccl_home=${HOROVOD_NCCL_HOME:-$("$PY" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)}
+        if [[ -n "$nccl_home" && -d "$nccl_home/include" ]] || ldconfig -p 2>/dev/null | grep -q libnccl.so; then
+            gpu_ops=NCCL
+            [[ -n "$nccl_home" ]] && export HOROVOD_NCCL_HOME=$nccl_home
+        fi
+    fi
+    key="horovod-${HOROVOD_VERSION}_torch-${torch_ver}_tf-${tf_ver}_${py_ver}_gpu-${gpu_ops:-none}"
+    key=${key//+/-}
+    marker=$VENV/.hvdbench-horovod
+    if [[ -f "$marker" && "$(cat "$marker")" == "$key" ]] && have_module horovod.torch; then
+        log "Horovod already installed ($key)"
+    else
+        wheel_dir=$CACHE/wheels/$key
+        if ! compgen -G "$wheel_dir/horovod-*.whl" >/dev/null; then
+            log "building Horovod $HOROVOD_VERSION from source (several minutes on 2 cores); cache: $wheel_dir"
+            build_started=$(date +%s)
+            work=$(mktemp -d)
+            trap 'rm -rf "$work"' EXIT
+            "$PY" -m pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work"
+            tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
+            src=$work/horovod-$HOROVOD_VERSION
+            # torch >= 2.1 headers need C++17; 0.28.1 asks for C++14.
+            sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' \
+                "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+            grep -q 'CMAKE_CXX_STANDARD 14' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt" \
+                && die "could not switch Horovod's build to C++17"
+            # The XLA op file includes TensorFlow headers that newer releases moved; the rest builds.
+            sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+            export CMAKE_POLICY_VERSION_MINIMUM=3.5 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 \
+                HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_MXNET=1
+            if [[ "$tf_ver" != none ]]; then export HOROVOD_WITH_TENSORFLOW=1; else export HOROVOD_WITHOUT_TENSORFLOW=1; fi
+            [[ -n "$gpu_ops" ]] && export HOROVOD_GPU_OPERATIONS=$gpu_ops
+            export PATH=$VENV/bin:$PATH
+            (cd "$src" && "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$work/dist" .) \
+                > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log" >&2; die "Horovod build failed (log above)"; }
+            mkdir -p "$wheel_dir"
+            cp "$work"/dist/horovod-*.whl "$wheel_dir/"
+            log "Horovod built in $(( $(date +%s) - build_started )) s"
+        else
+            log "Horovod wheel found in cache: $wheel_dir"
+        fi
+        pip_install --no-deps --force-reinstall "$wheel_dir"/horovod-*.whl
+        # Horovod's own Python dependencies (its wheel was installed without them).
+        pip_install cffi cloudpickle psutil pyyaml packaging
+        echo "$key" > "$marker"
+    fi
+
+    # --- 5. hvdbench itself, with mpi4py built against the MPI on PATH.
+    PIP_NO_BINARY=mpi4py pip_install -e "$ROOT[slurm,gpu,report,test]"
+}
+[[ -n "${skip_install:-}" ]] || install_all
 
 # --- 6. Check the build: every framework and controller we asked for must be there.
-check=$("$VENV/bin/horovodrun" --check-build)
+# (the check imports each framework; TensorFlow's start-up chatter goes to a file, shown on failure)
+check=$("$VENV/bin/horovodrun" --check-build 2>"$VENV/.check-build.err") || { cat "$VENV/.check-build.err" >&2; die "horovodrun --check-build failed"; }
 echo "$check"
+built_key=$(cat "$VENV/.hvdbench-horovod")
 expect=("PyTorch" "MPI" "Gloo")
-[[ "$tf_ver" != none ]] && expect+=("TensorFlow")
-[[ -n "$gpu_ops" ]] && expect+=("NCCL")
+[[ "$built_key" != *_tf-none_* ]] && expect+=("TensorFlow")
+[[ "$built_key" == *_gpu-NCCL ]] && expect+=("NCCL")
 for item in "${expect[@]}"; do
     grep -Eq "\[X\] $item\b" <<<"$check" || die "Horovod was built without $item (see 'horovodrun --check-build' above)"
 done
+echo "$stamp" > "$stamp_file"
 log "ready in $(( $(date +%s) - started )) s: activate with 'source $VENV/bin/activate'"
