@@ -19,12 +19,14 @@ RUNS_SCHEMA: dict[str, str] = {
     "launcher": "string", "controller": "string", "placement": "string", "repeat": "int64",
     "unit": "string", "status": "string", "reason": "string", "ranks_logged": "int64",
 }
+PHASES = ("forward", "backward", "exchange", "optimizer")
 STEPS_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "step": "int64", "warmup": "bool",
-    "duration": "float64", "samples": "int64", "loss": "float64",
+    "duration": "float64", "samples": "float64", "loss": "float64",
+    **{phase: "float64" for phase in PHASES},
 }
 SUMMARIES_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", "host": "string", "steps": "int64", "samples": "int64",
+    "run_id": "string", "rank": "int64", "host": "string", "steps": "int64", "samples": "float64",
     "window_s": "float64", "median_step_s": "float64", "throughput": "float64",
 }
 
@@ -125,9 +127,11 @@ def collect(roots: Iterable[Path]) -> Collection:
                     env = rec
                 elif kind == "step" and rec.get("step") not in seen_steps:
                     seen_steps.add(rec.get("step"))
+                    phases = rec.get("phases") or {}
                     steps.append({"run_id": spec.id, "rank": rec["rank"], "step": rec.get("step"),
                                   "warmup": bool(rec.get("warmup")), "duration": rec.get("duration"),
-                                  "samples": rec.get("samples"), "loss": rec.get("loss")})
+                                  "samples": rec.get("samples"), "loss": rec.get("loss"),
+                                  **{phase: phases.get(phase) for phase in PHASES}})
                 elif kind == "summary" and rec["rank"] not in summary_ranks:
                     summary_ranks.add(rec["rank"])
                     summaries.append({"run_id": spec.id, "rank": rec["rank"], "host": rec.get("host"),

@@ -62,8 +62,8 @@ def render_markdown(table: pd.DataFrame, collection: Collection) -> str:
     out = ["# hvdbench scaling report", ""]
     runs = collection.runs
     out.append(f"{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete. "
-               "Throughput is the sum over ranks of samples per step / that rank's median step time "
-               "(timed steps only, warm-up excluded); the 95% interval is a percentile bootstrap over "
+               "Throughput is the sum over ranks of each rank's median per-step rate (samples / step time; "
+               "timed steps only, warm-up excluded); the 95% interval is a percentile bootstrap over "
                "steps (over repeats where a configuration was repeated). Speedup = throughput(N) / "
                "throughput(1 rank); efficiency = speedup / N.")
     out.append("")

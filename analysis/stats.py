@@ -15,7 +15,7 @@ BOOTSTRAP_SAMPLES = 2000
 class RunStats:
     """Throughput of one run over its timed (non-warm-up) steps."""
 
-    throughput: float          # sum over ranks of samples per step / that rank's median step time
+    throughput: float          # sum over ranks of that rank's median per-step rate (samples / duration)
     ci_low: float              # 95% percentile-bootstrap interval of throughput (steps resampled)
     ci_high: float
     mean_throughput: float     # sum over ranks of samples / that rank's summed step time
@@ -25,19 +25,18 @@ class RunStats:
 
 
 def step_matrix(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Timed step durations as a (steps x ranks) matrix aligned by step index, and samples per step per rank.
+    """Timed step durations and samples as (steps x ranks) matrices aligned by step index.
 
     Steps that some rank lacks are dropped, so every row is one synchronous step of all ranks.
     """
     timed = steps[~steps["warmup"]]
-    durations = timed.pivot_table(index="step", columns="rank", values="duration", aggfunc="first").dropna()
-    samples = timed.groupby("rank")["samples"].first().reindex(durations.columns)
-    return durations.to_numpy(dtype=float), samples.to_numpy(dtype=float)
+    wide = timed.pivot_table(index="step", columns="rank", values=["duration", "samples"], aggfunc="first").dropna()
+    return wide["duration"].to_numpy(dtype=float), wide["samples"].to_numpy(dtype=float)
 
 
 def median_throughput(durations: np.ndarray, samples: np.ndarray) -> np.ndarray:
-    """Sum over ranks of samples / median step time; ``durations`` may carry leading batch axes."""
-    return (samples / np.median(durations, axis=-2)).sum(axis=-1)
+    """Sum over ranks of the median per-step rate (samples / duration); leading batch axes allowed."""
+    return np.median(samples / durations, axis=-2).sum(axis=-1)
 
 
 def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
@@ -45,8 +44,9 @@ def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = B
     """Percentile bootstrap of median throughput, resampling whole steps (all ranks together)."""
     rng = np.random.default_rng(seed)
     rows = durations.shape[0]
+    samples = np.broadcast_to(samples, durations.shape)
     idx = rng.integers(0, rows, size=(n, rows))
-    values = median_throughput(durations[idx], samples)
+    values = median_throughput(durations[idx], samples[idx])
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(values, [tail, 1.0 - tail])
     return float(low), float(high)
@@ -63,7 +63,7 @@ def run_stats(steps: pd.DataFrame) -> RunStats | None:
         throughput=float(median_throughput(durations, samples)),
         ci_low=low,
         ci_high=high,
-        mean_throughput=float((samples * durations.shape[0] / durations.sum(axis=0)).sum()),
+        mean_throughput=float((samples.sum(axis=0) / durations.sum(axis=0)).sum()),
         median_step_s=float(np.median(durations, axis=0).max()),
         cv=float((durations.std(axis=0, ddof=1) / means).mean()) if durations.shape[0] > 1 else 0.0,
         steps=int(durations.shape[0]),

@@ -66,7 +66,7 @@ def build_parser() -> Parser:
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     """Plan the specs, then run them one at a time (or print them with --dry-run)."""
     info = get_benchmark(args.benchmark)
-    info.parser().parse_args(bench_args)  # a bad benchmark flag fails here, before anything runs
+    info.check(bench_args)  # a bad benchmark flag or combination fails here, before anything runs
     launcher = get_launcher(args.launcher)
     controller = "mpi" if args.launcher == "mpirun" else args.controller
     specs = [RunSpec(benchmark=info.name, framework=info.framework, args=tuple(bench_args), np=n,

@@ -1,14 +1,82 @@
-"""The benchmarks hvdbench knows: name, framework, script and models; importable without any framework."""
+"""The benchmarks hvdbench knows: name, framework, script, models, unit and model options.
+Importable without any framework, so flags are checked before anything starts."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
 from .errors import UsageError
-from .flags import Parser, benchmark_parser
+from .flags import Parser, benchmark_parser, check_flags, int_list, parse_or_exit, positive_int
 
 SUITE_DIR = Path(__file__).resolve().parent
+
+
+def _mlp_flags(group: Parser) -> None:
+    group.add_argument("--mlp-input", type=positive_int, default=1024, help="input features")
+    group.add_argument("--mlp-widths", type=int_list, default=[4096, 4096], help="hidden widths, e.g. 4096,4096")
+    group.add_argument("--mlp-classes", type=positive_int, default=10, help="output classes")
+
+
+def seconds_distribution(text: str) -> tuple[str, tuple[float, ...]]:
+    """argparse type: ``normal:MEAN:STD:MIN:MAX``, ``uniform:MIN:MAX`` or ``fixed:SECONDS``."""
+    kind, _, rest = text.partition(":")
+    arity = {"normal": 4, "uniform": 2, "fixed": 1}
+    try:
+        values = tuple(float(v) for v in rest.split(":")) if rest else ()
+    except ValueError:
+        values = ()
+    if kind not in arity or len(values) != arity[kind] or min(values, default=0) < 0 \
+            or (kind != "fixed" and values[-2] > values[-1]) or (kind == "fixed" and values[0] <= 0):
+        raise argparse.ArgumentTypeError(
+            f"expected normal:MEAN:STD:MIN:MAX, uniform:MIN:MAX or fixed:SECONDS, got {text!r}")
+    return kind, values
+
+
+def _speech_flags(group: Parser) -> None:
+    group.add_argument("--rnn-type", choices=["lstm", "gru"], default="lstm")
+    group.add_argument("--rnn-impl", choices=["fused", "unrolled"], default="fused",
+                       help="fused: nn.LSTM/nn.GRU (cuDNN on GPU); unrolled: a cell stepped over time")
+    group.add_argument("--rnn-layers", type=positive_int, default=5)
+    group.add_argument("--rnn-hidden", type=positive_int, default=800)
+    group.add_argument("--utt-seconds", type=seconds_distribution, default="normal:12.5:5:2:35",
+                       help="utterance length distribution: normal:MEAN:STD:MIN:MAX, uniform:MIN:MAX or "
+                            "fixed:SECONDS (100 frames/s; the default resembles LibriSpeech, 2-35 s)")
+    group.add_argument("--bucketing", action="store_true", help="batch utterances of similar length")
+
+
+def _translation_flags(group: Parser) -> None:
+    group.add_argument("--src-max-len", type=positive_int, default=100, help="longest source sentence")
+    group.add_argument("--vocab", type=positive_int, default=32000)
+    group.add_argument("--hidden", type=positive_int, default=1024)
+    group.add_argument("--layers", type=positive_int, default=4)
+    group.add_argument("--no-attention", dest="attention", action="store_false")
+
+
+def _imagenet_flags(group: Parser) -> None:
+    group.add_argument("--image-size", type=positive_int, default=None,
+                       help="side of the synthetic images (default 224; Inception v3: 299, its least)")
+
+
+MIN_IMAGE_SIDE = {"inception_v3": 299, "alexnet": 63}  # Inception's auxiliary head needs its 17x17 grid
+
+
+def _imagenet_check(flags: argparse.Namespace) -> None:
+    least = MIN_IMAGE_SIDE.get(flags.model, 32)
+    if flags.image_size is not None and flags.image_size < least:
+        raise UsageError(f"--image-size {flags.image_size} is too small for {flags.model} (at least {least})")
+    if flags.model == "inception_v3" and flags.batch_size < 2:
+        raise UsageError("inception_v3 needs --batch-size 2 or more (its auxiliary head's batch norm sees 1x1 maps)")
+
+
+def _lm_flags(group: Parser) -> None:
+    group.add_argument("--layers", type=positive_int, default=12)
+    group.add_argument("--width", type=positive_int, default=768)
+    group.add_argument("--heads", type=positive_int, default=12)
+    group.add_argument("--context", type=positive_int, default=1024, help="tokens per sequence")
+    group.add_argument("--vocab", type=positive_int, default=50257)
 
 
 @dataclass(frozen=True)
@@ -22,6 +90,9 @@ class BenchmarkInfo:
     default_model: str
     unit: str
     description: str
+    cnn: bool = False
+    extra_flags: Callable[[Parser], None] | None = None
+    extra_check: Callable[[argparse.Namespace], None] | None = None
 
     @property
     def path(self) -> Path:
@@ -29,22 +100,44 @@ class BenchmarkInfo:
         return SUITE_DIR / self.script
 
     def parser(self) -> Parser:
-        """The shared flags, with this benchmark's models."""
-        return benchmark_parser(self.name, self.models, self.default_model, self.unit)
+        """The shared flags, with this benchmark's models and model options."""
+        return benchmark_parser(self.name, self.models, self.default_model, self.unit, self.extra_flags)
 
+    def check(self, argv: Sequence[str]) -> argparse.Namespace:
+        """Parse and check argv; a UsageError names the first problem."""
+        flags = self.parser().parse_args(list(argv))
+        check_flags(flags, cnn=self.cnn)
+        if self.extra_check is not None:
+            self.extra_check(flags)
+        return flags
+
+    def parse_or_exit(self, argv: Sequence[str]) -> argparse.Namespace:
+        """For scripts: parse and check, or print one line and exit with status 2."""
+        return parse_or_exit(lambda: self.check(argv))
+
+
+_CIFAR = ("resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "densenet40_k12", "densenet100_k12")
+_IMAGENET = ("resnet50", "resnet101", "resnet152", "inception_v3", "vgg16", "alexnet")
 
 BENCHMARKS: dict[str, BenchmarkInfo] = {
     info.name: info
     for info in (
-        BenchmarkInfo(
-            name="cifar10",
-            framework="pytorch",
-            script="cifar10.py",
-            models=("resnet20", "resnet32", "resnet44", "resnet56", "resnet110"),
-            default_model="resnet20",
-            unit="images",
-            description="CIFAR-10 ResNets (He et al. 2016), synthetic 32x32x3 images, 10 classes",
-        ),
+        BenchmarkInfo("cifar10", "pytorch", "cifar10.py", _CIFAR, "resnet20", "images",
+                      "CIFAR-10 ResNets (He et al. 2016) and DenseNets (Huang et al. 2017, non-BC), "
+                      "synthetic 32x32x3 images, 10 classes", cnn=True),
+        BenchmarkInfo("imagenet", "pytorch", "imagenet.py", _IMAGENET, "resnet50", "images",
+                      "ImageNet CNNs, synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
+                      extra_flags=_imagenet_flags, extra_check=_imagenet_check),
+        BenchmarkInfo("mlp", "pytorch", "mlp.py", ("mlp",), "mlp", "samples",
+                      "a large fully connected network on synthetic vectors", extra_flags=_mlp_flags),
+        BenchmarkInfo("speech", "pytorch", "speech.py", ("deepspeech2",), "deepspeech2", "utterances",
+                      "DeepSpeech2-style recognition with CTC on synthetic utterances of varying length",
+                      extra_flags=_speech_flags),
+        BenchmarkInfo("translation", "pytorch", "translation.py", ("gnmt",), "gnmt", "words",
+                      "GNMT-like LSTM sequence-to-sequence translation; words = target tokens",
+                      extra_flags=_translation_flags),
+        BenchmarkInfo("lm", "pytorch", "lm.py", ("gpt2",), "gpt2", "tokens",
+                      "Transformer language model, GPT-2 small shape by default", extra_flags=_lm_flags),
     )
 }
 

@@ -1,4 +1,4 @@
-"""CIFAR-10 ResNets (ResNet-20 ... ResNet-110) on synthetic 32x32x3 images, trained under Horovod.
+"""CIFAR-10 CNNs (ResNet-20 ... ResNet-110, DenseNet-40/100 k=12) on synthetic 32x32x3 images.
 
     horovodrun -np 2 -H localhost:2 python suite/cifar10.py --model resnet20 --batch-size 32 --steps 20
 """
@@ -10,20 +10,18 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from hvdbench.suite.models.densenet_cifar import densenet_cifar
 from hvdbench.suite.models.resnet_cifar import resnet_cifar
 from hvdbench.suite.pytorch import BuildContext, TorchWorkload, main
 
 
 def build(ctx: BuildContext) -> TorchWorkload:
-    """Model, one device-resident synthetic batch, cross-entropy loss."""
-    flags, device, generator = ctx.flags, ctx.device, ctx.data_generator()
-    images = torch.randn(flags.batch_size, 3, 32, 32, generator=generator).to(device)
-    labels = torch.randint(0, 10, (flags.batch_size,), generator=generator).to(device)
+    """Model, synthetic images and labels, cross-entropy."""
+    name, batch = ctx.flags.model, ctx.flags.batch_size
     return TorchWorkload(
-        model=resnet_cifar(flags.model),
-        batch=lambda: (images, labels),
-        loss=lambda model, batch: F.cross_entropy(model(batch[0]), batch[1]),
-        samples_per_step=flags.batch_size,
+        model=densenet_cifar(name) if name.startswith("densenet") else resnet_cifar(name),
+        make_batch=lambda g: (torch.randn(batch, 3, 32, 32, generator=g), torch.randint(0, 10, (batch,), generator=g)),
+        loss=lambda model, b: F.cross_entropy(model(b[0]), b[1]),
     )
 
 

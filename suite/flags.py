@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from .errors import UsageError
 
@@ -39,8 +39,14 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
 
 
-def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit: str) -> Parser:
-    """The shared benchmark flags; ``models`` are the architectures this benchmark offers."""
+PRECISIONS = ("fp32", "fp16", "bf16", "amp")
+DATA_MODES = ("device", "host", "loader")
+
+
+def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit: str,
+                     extra: Callable[[Parser], None] | None = None) -> Parser:
+    """The shared benchmark flags; ``models`` are the architectures this benchmark offers and
+    ``extra`` adds the options that size its model family."""
     parser = Parser(prog=prog, description=f"Horovod training throughput benchmark ({unit}/s).")
     parser.add_argument("--model", choices=list(models), default=default_model,
                         help=f"architecture (default {default_model})")
@@ -50,23 +56,60 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                         help="untimed steps first (allocation, autotuning); recorded, marked warm-up")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="where to train: the GPU of this rank's local rank, or the CPU")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="fp32; fp16 or bf16 weights and activations; amp: autocast (fp16 with a "
+                             "gradient scaler on CUDA, bf16 on CPU)")
+    parser.add_argument("--channels-last", action="store_true", help="NHWC memory format (CNNs only)")
+    parser.add_argument("--data", choices=DATA_MODES, default="device",
+                        help="synthetic batches resident on the device; made on the host and copied "
+                             "every step; or served by a DataLoader with workers and pinned memory")
+    parser.add_argument("--loader-workers", type=non_negative_int, default=2, help="DataLoader workers")
     parser.add_argument("--threads", type=positive_int, default=None,
                         help="CPU threads per rank (default: the node's cores / ranks on the node)")
     parser.add_argument("--independent", action="store_true",
                         help="no gradient exchange: each rank trains alone (the ideal-scaling baseline)")
+    parser.add_argument("--fp16-allreduce", action="store_true", help="Horovod fp16 gradient compression")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="time forward, backward, gradient exchange and optimizer per step, each "
+                             "bounded by a sync (perturbs the overlap of exchange and backward)")
+    parser.add_argument("--profile", type=non_negative_int, default=0, metavar="N",
+                        help="profile N extra steps after the timed ones: top operators into the log, "
+                             "trace-rank<r>.json beside it")
     parser.add_argument("--lr", type=float, default=0.01, help="learning rate of the SGD optimizer")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the model and synthetic data")
     parser.add_argument("--log-dir", default=None,
                         help="directory for run.json and rank-<r>.jsonl (default: hvdbench-logs/<name>-<time>)")
     parser.add_argument("--echo-records", action="store_true",
                         help="also print every record on stdout (one whole line per record)")
+    if extra is not None:
+        extra(parser.add_argument_group(f"{prog} model options"))  # type: ignore[arg-type]
     return parser
 
 
-def parse_or_exit(parser: Parser, argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parse argv; a usage error is printed as one line and the process exits with status 2."""
+def check_flags(flags: argparse.Namespace, *, cnn: bool) -> None:
+    """Combinations no device can run, caught before any rank starts: a UsageError naming them."""
+    if flags.channels_last and not cnn:
+        raise UsageError(f"--channels-last applies to CNNs; model {flags.model} is not one")
+    if flags.precision == "fp16" and flags.device == "cpu":
+        raise UsageError("--precision fp16 needs a CUDA device; on the CPU use bf16 or amp")
+
+
+def int_list(text: str) -> list[int]:
+    """argparse type: ``4096,4096`` as positive integers."""
     try:
-        return parser.parse_args(argv)
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def parse_or_exit(parse: Callable[[], argparse.Namespace]) -> argparse.Namespace:
+    """Run a parse; a usage error is printed as one line and the process exits with status 2."""
+    try:
+        return parse()
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -11,6 +11,7 @@ import math
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -80,35 +81,48 @@ def open_writer(runtime: Runtime, log_dir: Path, echo: bool) -> RecordWriter:
                         echo=sys.stdout if echo else None)
 
 
+@dataclass
+class StepOutcome:
+    """What one step returns: its loss (read after the sync), the work it did, optional phase times."""
+
+    loss: Any
+    counts: dict[str, float]
+    phases: dict[str, float] | None = None
+
+
 def timed_loop(
     runtime: Runtime,
     writer: RecordWriter,
-    step: Callable[[], Any],
+    step: Callable[[], StepOutcome],
     loss_value: Callable[[Any], float],
     *,
-    samples_per_step: int,
     warmup_steps: int,
     steps: int,
 ) -> dict[str, Any]:
     """Run warm-up then timed steps; record each step; return this rank's summary fields.
 
-    Every step ends with a device sync, so its duration is the device's work, not the dispatch.
-    The timed window starts after a barrier and a sync and ends with a sync and a barrier.
+    ``counts["samples"]`` is the work in the benchmark's unit (images, words, tokens ...); other
+    counts (audio seconds, sentences) are summed beside it. Every step ends with a device sync, so
+    its duration is the device's work, not the dispatch. The timed window starts after a barrier
+    and a sync and ends with a sync and a barrier.
     """
     losses: list[float] = []
     durations: list[float] = []
+    totals: dict[str, float] = {}
 
     def one(index: int, warmup: bool) -> None:
         start = time.perf_counter()
         out = step()
         runtime.sync()
         duration = time.perf_counter() - start
-        loss = loss_value(out)
+        loss = loss_value(out.loss)
         losses.append(loss)
         if not warmup:
             durations.append(duration)
-        writer.write("step", step=index, warmup=warmup, duration=duration,
-                     samples=samples_per_step, loss=loss)
+            for key, value in out.counts.items():
+                totals[key] = totals.get(key, 0.0) + value
+        extra = {"phases": out.phases} if out.phases is not None else {}
+        writer.write("step", step=index, warmup=warmup, duration=duration, **out.counts, loss=loss, **extra)
 
     writer.write("phase", phase="warmup", steps=warmup_steps)
     for index in range(warmup_steps):
@@ -122,16 +136,17 @@ def timed_loop(
     runtime.sync()
     window = time.perf_counter() - window_start
     runtime.barrier()
-    samples = samples_per_step * steps
+    samples = totals.pop("samples", 0.0)
     return {
         "steps": steps,
         "warmup_steps": warmup_steps,
-        "samples_per_step": samples_per_step,
         "samples": samples,
         "window_s": window,
         "step_time_sum_s": sum(durations),
         "median_step_s": statistics.median(durations),
         "throughput": samples / window,
+        "totals": totals,
+        "rates": {key: value / window for key, value in totals.items()},
         "final_loss": losses[-1],
         "loss_finite": all(math.isfinite(x) for x in losses),
     }

@@ -1,15 +1,20 @@
-"""The PyTorch side of the harness: Horovod init, device pinning, gradient exchange, the benchmark's main.
+"""The PyTorch side of the harness: Horovod init, device pinning, precision, gradient exchange,
+the per-step work, profiling, and the benchmark's main.
 
-A benchmark script supplies a ``build(BuildContext) -> TorchWorkload`` and calls ``main``.
+A benchmark script supplies ``build(BuildContext) -> TorchWorkload`` and calls ``main``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import sys
+import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -19,18 +24,22 @@ from . import harness
 from .catalog import get_benchmark
 from .environment import base_environment, horovod_info
 from .errors import UsageError
-from .flags import parse_or_exit
+from .harness import StepOutcome
+from .records import RecordWriter
 from .spec import RunSpec
+from .torchdata import Batch, BatchSource, Count, MakeBatch, autocast, check_precision, weight_dtype
 
 
 @dataclass
 class TorchWorkload:
-    """What a benchmark supplies: a model, a synthetic batch, a loss and the samples in one step."""
+    """What a benchmark supplies: a model, a maker of synthetic batches (on the host), a loss, and
+    what a batch counts (``{"samples": n, ...}`` in the benchmark's unit; default: the batch's rows)."""
 
     model: nn.Module
-    batch: Callable[[], Sequence[torch.Tensor]]
-    loss: Callable[[nn.Module, Sequence[torch.Tensor]], torch.Tensor]
-    samples_per_step: int
+    make_batch: MakeBatch
+    loss: Callable[[nn.Module, Batch], torch.Tensor]
+    count: Count | None = None
+    distinct_batches: int = 1  # >1 where batches differ (lengths): the device pool keeps that many
 
 
 @dataclass(frozen=True)
@@ -114,11 +123,141 @@ def _pci_bus_id(props: Any) -> str | None:
     return f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{getattr(props, 'pci_device_id', 0):02X}.0"
 
 
+class GradientCompression:
+    """What Horovod exchanges for a gradient: contiguous (channels-last gradients are not), bf16 as fp32
+    (Horovod 0.28 has no bf16 allreduce), then Horovod's own compression (none or fp16)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def compress(self, tensor: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.dtype, Any]]:
+        dtype = tensor.dtype
+        tensor = tensor.contiguous()
+        if dtype == torch.bfloat16:
+            tensor = tensor.float()
+        compressed, ctx = self.inner.compress(tensor)
+        return compressed, (dtype, ctx)
+
+    def decompress(self, tensor: torch.Tensor, ctx: tuple[torch.dtype, Any]) -> torch.Tensor:
+        dtype, inner_ctx = ctx
+        return self.inner.decompress(tensor, inner_ctx).to(dtype)
+
+
+class Trainer:
+    """One rank's model, optimizer and batches; ``step`` trains one step, ``breakdown_step`` times its parts."""
+
+    def __init__(self, hvd: Any, workload: TorchWorkload, flags: argparse.Namespace, device: torch.device,
+                 generator: torch.Generator, seed: int) -> None:
+        self.workload, self.flags, self.device = workload, flags, device
+        dtype = weight_dtype(flags.precision)
+        model = workload.model.to(device)
+        self.distributed = not flags.independent
+        if self.distributed:  # in fp32, before any cast: Horovod 0.28 cannot broadcast bf16 tensors
+            hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        model = model.to(dtype=dtype)
+        if flags.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.params = model
+        # A fresh optimizer has the same (empty) state on every rank, so there is nothing to broadcast.
+        optimizer: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=flags.lr, momentum=0.9)
+        if self.distributed:
+            compression = GradientCompression(hvd.Compression.fp16 if flags.fp16_allreduce else hvd.Compression.none)
+            optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                                 compression=compression, op=hvd.Average)
+        self.optimizer = optimizer
+        self.model: nn.Module = torch.compile(model) if flags.compile else model  # type: ignore[assignment]
+        self.scaler = torch.amp.GradScaler("cuda") if flags.precision == "amp" and device.type == "cuda" else None
+        count = workload.count or (lambda batch: {"samples": float(batch[0].shape[0])})
+        self.source = BatchSource(flags.data, workload.make_batch, count, device=device, generator=generator,
+                                  seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
+                                  dtype=dtype, channels_last=flags.channels_last)
+        self.model.train()
+
+    def _forward(self) -> tuple[torch.Tensor, dict[str, float]]:
+        batch, counts = self.source.next()
+        with autocast(self.flags.precision, self.device):
+            loss = self.workload.loss(self.model, batch)
+        return loss, counts
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def _exchange(self) -> None:
+        """Wait for the gradient allreduce that backward's hooks started."""
+        if self.distributed:
+            self.optimizer.synchronize()  # type: ignore[attr-defined]
+
+    def _apply(self) -> None:
+        skip = self.optimizer.skip_synchronize() if self.distributed else contextlib.nullcontext()  # type: ignore[attr-defined]
+        with skip:
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+
+    def step(self) -> StepOutcome:
+        """One training step: batch, forward, backward (exchange overlapped), optimizer."""
+        self.optimizer.zero_grad()
+        loss, counts = self._forward()
+        self._backward(loss)
+        self._exchange()
+        self._apply()
+        return StepOutcome(loss.detach(), counts)
+
+    def breakdown_step(self, sync: Callable[[], None]) -> StepOutcome:
+        """One step with each part bounded by a device sync; exchange is what remains after backward."""
+        marks = [time.perf_counter()]
+        self.optimizer.zero_grad()
+        loss, counts = self._forward()
+        for part in (lambda: None, lambda: self._backward(loss), self._exchange, self._apply):
+            part()
+            sync()
+            marks.append(time.perf_counter())
+        names = ("forward", "backward", "exchange", "optimizer")
+        return StepOutcome(loss.detach(), counts, {n: b - a for n, a, b in zip(names, marks, marks[1:])})
+
+    def checksum(self) -> float:
+        """Sum of every parameter: equal on all ranks when gradients are exchanged."""
+        with torch.no_grad():
+            return float(sum(p.double().sum().item() for p in self.params.parameters()))
+
+
+def profile(trainer: Trainer, runtime: TorchRuntime, writer: RecordWriter, steps: int, log_dir: Path) -> None:
+    """Profile extra steps: the top operators by self time as a record, the trace beside the log."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if runtime.device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            trainer.step()
+            runtime.sync()
+    trace = log_dir / f"trace-rank{runtime.rank}.json"
+    prof.export_chrome_trace(str(trace))
+
+    def device_us(event: Any) -> float:
+        return float(getattr(event, "self_device_time_total", 0) or getattr(event, "self_cuda_time_total", 0) or 0)
+
+    key = device_us if runtime.device.type == "cuda" else (lambda e: float(e.self_cpu_time_total))
+    top = sorted(prof.key_averages(), key=key, reverse=True)[:15]
+    writer.write("profile", steps=steps, trace=trace.name,
+                 sort_by="self device time" if runtime.device.type == "cuda" else "self CPU time",
+                 top=[{"name": e.key, "calls": e.count, "self_cpu_us": float(e.self_cpu_time_total),
+                       "self_device_us": device_us(e), "cpu_total_us": float(e.cpu_time_total)} for e in top])
+
+
+def peak_memory(device: torch.device) -> dict[str, int]:
+    """Peak device memory allocated (CUDA) or the process's peak resident set (CPU), in bytes."""
+    if device.type == "cuda":
+        return {"peak_device_bytes": int(torch.cuda.max_memory_allocated(device))}
+    return {"peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
+
+
 def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
     """Run one benchmark on this rank: parse flags, init Horovod, train, record. Returns the exit status."""
     info = get_benchmark(name)
     argv = list(sys.argv[1:] if argv is None else argv)
-    flags = parse_or_exit(info.parser(), argv)
+    flags = info.parse_or_exit(argv)
     import horovod.torch as hvd
 
     hvd.init()
@@ -134,35 +273,22 @@ def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
             controller="mpi" if hvd.mpi_enabled() else "gloo"))
         writer = harness.open_writer(runtime, log_dir, flags.echo_records)
         device = runtime.device = pick_device(flags.device, runtime.local_rank)
+        check_precision(flags.precision, device)
         threads = set_threads(flags, runtime.local_size) if device.type == "cpu" else None
-
         torch.manual_seed(flags.seed)
-        workload = build(BuildContext(flags, device, runtime.rank, runtime.size))
-        model = workload.model.to(device)
-        optimizer: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=flags.lr, momentum=0.9)
-        if not flags.independent:
-            hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-            hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-            optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                                 op=hvd.Average)
+        ctx = BuildContext(flags, device, runtime.rank, runtime.size)
+        workload = build(ctx)
+        trainer = Trainer(hvd, workload, flags, device, ctx.data_generator(), flags.seed + 1 + runtime.rank)
         writer.write("env", benchmark=name, framework=info.framework, model=flags.model,
                      flags=vars(flags), unit=info.unit, threads=threads,
-                     parameters=sum(p.numel() for p in model.parameters()),
+                     parameters=sum(p.numel() for p in trainer.params.parameters()),
                      device=device_info(device), horovod=horovod_info(hvd), **base_environment())
-
-        def step() -> torch.Tensor:
-            optimizer.zero_grad()
-            loss = workload.loss(model, workload.batch())
-            loss.backward()
-            optimizer.step()
-            return loss.detach()
-
-        model.train()
-        summary = harness.timed_loop(
-            runtime, writer, step, lambda loss: float(loss.item()),
-            samples_per_step=workload.samples_per_step, warmup_steps=flags.warmup_steps, steps=flags.steps)
-        with torch.no_grad():  # equal on every rank when gradients are exchanged, not under --independent
-            summary["param_checksum"] = float(sum(p.double().sum().item() for p in model.parameters()))
+        step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
+        summary = harness.timed_loop(runtime, writer, step, lambda loss: float(loss.float().item()),
+                                     warmup_steps=flags.warmup_steps, steps=flags.steps)
+        if flags.profile:
+            profile(trainer, runtime, writer, flags.profile, log_dir)
+        summary.update(peak_memory(device), param_checksum=trainer.checksum())
         writer.write("summary", unit=info.unit, **summary)
         per_rank = runtime.allgather_object(summary)
         if runtime.rank == 0:

@@ -1,0 +1,97 @@
+"""Where synthetic batches live and in what precision: the data half of the PyTorch harness."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any, Callable, ContextManager, Iterator
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from .errors import UsageError
+
+Batch = tuple[torch.Tensor, ...]
+MakeBatch = Callable[[torch.Generator], Batch]
+Count = Callable[[Batch], dict[str, float]]
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """Refuse what this device cannot train in, with one line that says so."""
+    if precision == "fp16" and device.type != "cuda":
+        raise UsageError("--precision fp16 needs a CUDA device; on the CPU use bf16 or amp")
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UsageError(f"--precision bf16: {torch.cuda.get_device_name(device)} has no bf16 support")
+
+
+def weight_dtype(precision: str) -> torch.dtype:
+    """The dtype of weights and activations (amp keeps fp32 weights)."""
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
+
+
+def autocast(precision: str, device: torch.device) -> ContextManager[Any]:
+    """Autocast for amp (fp16 on CUDA, bf16 on CPU); nothing otherwise."""
+    if precision != "amp":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.float16 if device.type == "cuda" else torch.bfloat16)
+
+
+class _Batches(IterableDataset):  # type: ignore[type-arg]
+    """An endless stream of synthetic batches for a DataLoader; each worker seeds its own generator."""
+
+    def __init__(self, make: MakeBatch, seed: int) -> None:
+        self.make, self.seed = make, seed
+
+    def __iter__(self) -> Iterator[Batch]:
+        info = torch.utils.data.get_worker_info()
+        generator = torch.Generator().manual_seed(self.seed + 7919 * (info.id + 1 if info else 0))
+        while True:
+            yield self.make(generator)
+
+
+class BatchSource:
+    """Serves (batch on the device, counts) every step, by ``--data``:
+
+    - ``device``: ``distinct`` batches made once and kept on the device, served in turn;
+    - ``host``: the same batches kept on the host (pinned with CUDA) and copied every step;
+    - ``loader``: a DataLoader whose workers make new batches, pinned, copied every step.
+    """
+
+    def __init__(self, mode: str, make: MakeBatch, count: Count, *, device: torch.device, generator: torch.Generator,
+                 seed: int, distinct: int = 1, workers: int = 2, dtype: torch.dtype = torch.float32,
+                 channels_last: bool = False) -> None:
+        self.mode, self.count, self.device = mode, count, device
+        self.dtype, self.channels_last = dtype, channels_last
+        self.pin = device.type == "cuda"
+        if mode == "loader":
+            loader = DataLoader(_Batches(make, seed), batch_size=None, num_workers=workers, pin_memory=self.pin,
+                                persistent_workers=workers > 0)
+            self._host: Iterator[Batch] = iter(loader)
+            return
+        batches = [make(generator) for _ in range(distinct)]
+        if mode == "device":
+            pool = [(self._to_device(b), self.count(b)) for b in batches]
+            self._ready: Iterator[tuple[Batch, dict[str, float]]] = itertools.cycle(pool)
+        elif mode == "host":
+            pinned = [tuple(t.pin_memory() if self.pin else t for t in b) for b in batches]
+            self._host = itertools.cycle(pinned)
+        else:
+            raise UsageError(f"unknown --data mode {mode!r}")
+
+    def _to_device(self, batch: Batch) -> Batch:
+        out = []
+        for i, tensor in enumerate(batch):
+            tensor = tensor.to(self.device, non_blocking=True)
+            if tensor.is_floating_point() and self.dtype != torch.float32:
+                tensor = tensor.to(self.dtype)
+            if i == 0 and self.channels_last and tensor.dim() == 4:
+                tensor = tensor.contiguous(memory_format=torch.channels_last)
+            out.append(tensor)
+        return tuple(out)
+
+    def next(self) -> tuple[Batch, dict[str, float]]:
+        """The next batch on the device and what it counts (computed on the host copy)."""
+        if self.mode == "device":
+            return next(self._ready)
+        host = next(self._host)
+        return self._to_device(host), self.count(host)
