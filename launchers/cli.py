@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
@@ -60,7 +63,39 @@ def build_parser() -> Parser:
                                         "and runs.csv; print the scaling table.")
     report.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
     report.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+    topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
+                          description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
+                                      "named placements for 2, 4, ... GPUs.")
+    topo.add_argument("--file", type=Path, default=None,
+                      help="a saved 'nvidia-smi topo -m' output (or 'hvdbench topo --json') instead of this machine")
+    topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")
+    topo.add_argument("--exhaustive", action="store_true", help="every subset up to symmetry, labelled by ids")
+    topo.add_argument("--json", action="store_true", help="print JSON for other tools")
     return parser
+
+
+def cmd_topo(args: argparse.Namespace) -> int:
+    """Print the topology and its placements."""
+    from .placement import by_link_class, default_counts, exhaustive
+    from .topology import link_rank, local_topology, read_topology_file
+
+    topo = read_topology_file(args.file) if args.file else local_topology()
+    counts = args.gpus or default_counts(topo)
+    plan = exhaustive if args.exhaustive else by_link_class
+    placements = {k: plan(topo, k) for k in counts}
+    if args.json:
+        print(json.dumps({"topology": topo.to_json(),
+                          "placements": {str(k): [{**asdict(p), "visible_devices": p.visible_devices} for p in ps]
+                                         for k, ps in placements.items()}}, indent=2))
+        return 0
+    print(f"topology from {topo.source}: {len(topo.gpus)} GPU(s), {len(topo.nics)} NIC(s)\n")
+    print(topo.matrix_text())
+    print("\nlinks between GPUs, fastest first: " + ", ".join(sorted(topo.gpu_classes(), key=link_rank)))
+    for k, found in placements.items():
+        print(f"\nplacements of {k} GPU(s):")
+        for placement in found:
+            print("  " + placement.describe())
+    return 0
 
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
@@ -109,10 +144,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, rest)
         if rest:
             raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
-        return cmd_report(args)
+        return {"report": cmd_report, "topo": cmd_topo}[args.command](args)
     except HvdbenchError as exc:
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into head and the like
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except KeyboardInterrupt:
         print("hvdbench: interrupted; finished runs are kept", file=sys.stderr)
         return 130

@@ -1,0 +1,346 @@
+"""Topology: which link joins each pair of GPUs (and NICs) of a node, from NVML or ``nvidia-smi topo -m``.
+
+Both sources produce the same typed Topology. Link classes, fastest first: NV# (more bonded NVLinks
+faster), PIX (one PCIe switch), PXB (several PCIe bridges), PHB (a PCIe host bridge), NODE (host
+bridges within a NUMA node), SYS (across the SMP interconnect between NUMA nodes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from hvdbench.suite.errors import HvdbenchError
+
+PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+_NV = re.compile(r"^NV(\d+)$")
+_ALIASES = {"SOC": "SYS"}  # drivers before 384 printed SOC for what later ones call SYS
+_MULTIWORD = {"CPU Affinity": "CPU_Affinity", "NUMA Affinity": "NUMA_Affinity", "GPU NUMA ID": "GPU_NUMA_ID"}
+_GPU = re.compile(r"^GPU(\d+)$")
+
+
+class TopologyError(HvdbenchError):
+    """A link matrix that cannot be read: ragged, asymmetric, or with an unknown link code."""
+
+
+def link_rank(link: str) -> tuple[int, int]:
+    """Sort key, fastest first: NV# by descending link count, then the PCIe classes in order."""
+    match = _NV.match(link)
+    if match:
+        return (0, -int(match.group(1)))
+    return (1 + PCIE_CLASSES.index(link), 0)
+
+
+def normalise_link(code: str) -> str:
+    """A link code as printed, checked: NV<n>, PIX, PXB, PHB, NODE, SYS (SOC read as SYS)."""
+    code = _ALIASES.get(code, code)
+    if _NV.match(code) or code in PCIE_CLASSES:
+        return code
+    raise ValueError(f"unknown link code {code!r} (known: NV#, {', '.join(PCIE_CLASSES)})")
+
+
+def parse_cpus(text: str | None) -> tuple[int, ...]:
+    """``0-11,24-35`` as CPU numbers; ``N/A`` or nothing as none."""
+    if not text or text.upper() == "N/A":
+        return ()
+    cpus: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.extend(range(int(low), int(high or low) + 1))
+    return tuple(cpus)
+
+
+def format_cpus(cpus: Sequence[int]) -> str:
+    """CPU numbers as ranges, the way nvidia-smi prints them."""
+    ranges: list[str] = []
+    ordered = sorted(set(cpus))
+    start = prev = None
+    for cpu in ordered + [None]:  # type: ignore[list-item]
+        if start is None:
+            start = prev = cpu
+        elif cpu is not None and cpu == prev + 1:
+            prev = cpu
+        else:
+            ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = cpu
+    return ",".join(ranges)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU of the node."""
+
+    index: int
+    pci_bus_id: str | None = None
+    cpus: tuple[int, ...] = ()
+    numa_node: int | None = None
+
+
+@dataclass(frozen=True)
+class Nic:
+    """One network adapter in the matrix: its column label and its device name (NIC0 -> mlx5_0)."""
+
+    label: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    """GPUs, NICs and the link class of every pair (keys are column labels: GPU0, NIC0, mlx5_0)."""
+
+    gpus: tuple[Gpu, ...]
+    nics: tuple[Nic, ...] = ()
+    links: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    source: str = ""
+
+    def link(self, a: int, b: int) -> str:
+        """The link class between GPU a and GPU b."""
+        return self.links[(f"GPU{a}", f"GPU{b}")]
+
+    def labels(self) -> list[str]:
+        """Column labels: GPUs then NICs."""
+        return [f"GPU{g.index}" for g in self.gpus] + [n.label for n in self.nics]
+
+    def gpu_classes(self) -> list[str]:
+        """The link classes present between GPUs, fastest first."""
+        found = {self.link(a.index, b.index) for a in self.gpus for b in self.gpus if a.index < b.index}
+        return sorted(found, key=link_rank)
+
+    def slowest(self, devices: Iterable[int]) -> str | None:
+        """The slowest link among a set of GPUs (None for fewer than two)."""
+        ids = sorted(devices)
+        links = [self.link(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
+        return max(links, key=link_rank) if links else None
+
+    def matrix_text(self) -> str:
+        """The matrix in nvidia-smi's layout (tab-separated), with CPU and NUMA affinity per GPU."""
+        labels = self.labels()
+        lines = ["\t" + "\t".join(labels + ["CPU Affinity", "NUMA Affinity"])]
+        for label in labels:
+            cells = ["X" if label == other else self.links[(label, other)] for other in labels]
+            gpu = next((g for g in self.gpus if f"GPU{g.index}" == label), None)
+            extra = [format_cpus(gpu.cpus) or "N/A", "N/A" if gpu.numa_node is None else str(gpu.numa_node)] if gpu else []
+            lines.append("\t".join([label, *cells, *extra]))
+        if any(n.label != n.name for n in self.nics):
+            lines += ["", "NIC Legend:", ""] + [f"  {n.label}: {n.name}" for n in self.nics]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON: GPUs, NICs, and the matrix as rows of labels."""
+        labels = self.labels()
+        return {
+            "source": self.source,
+            "gpus": [asdict(g) for g in self.gpus],
+            "nics": [asdict(n) for n in self.nics],
+            "labels": labels,
+            "matrix": [["X" if a == b else self.links[(a, b)] for b in labels] for a in labels],
+            "gpu_classes": self.gpu_classes(),
+        }
+
+
+def _tokens(line: str) -> list[str]:
+    for words, joined in _MULTIWORD.items():
+        line = line.replace(words, joined)
+    return line.split()
+
+
+def parse_topo_text(text: str, source: str = "text") -> Topology:
+    """Parse ``nvidia-smi topo -m`` output in any of its printed or pasted forms.
+
+    Raises TopologyError naming the line for a ragged row, an asymmetric matrix or an unknown code.
+    """
+    lines = text.splitlines()
+    header_at = next((i for i, line in enumerate(lines) if re.match(r"^GPU0$", (_tokens(line) or [""])[0])), None)
+    if header_at is None:
+        raise TopologyError(f"{source}: no topology matrix (no header line starting with GPU0)")
+    header = _tokens(lines[header_at])
+    extra_cols = [h for h in header if h in _MULTIWORD.values()]
+    devices = [h for h in header if h not in _MULTIWORD.values()]
+    if header[: len(devices)] != devices:
+        raise TopologyError(f"{source}: line {header_at + 1}: affinity columns before device columns")
+    rows: dict[str, list[str]] = {}
+    extras: dict[str, dict[str, str]] = {}
+    end = header_at + 1
+    for end in range(header_at + 1, len(lines)):
+        tokens = _tokens(lines[end])
+        if not tokens:
+            break
+        if tokens[0] not in devices:
+            break
+        label, cells = tokens[0], tokens[1:]
+        expected = len(devices) + (len(extra_cols) if _GPU.match(label) else 0)  # NIC rows carry no affinity
+        if len(cells) != expected:
+            raise TopologyError(f"{source}: line {end + 1}: row {label} has {len(cells)} cells, expected "
+                                f"{len(devices)} links" + (f" and {len(extra_cols)} affinity columns"
+                                                           if expected > len(devices) else ""))
+        rows[label] = cells[: len(devices)]
+        extras[label] = dict(zip(extra_cols, cells[len(devices):]))
+    else:
+        end = len(lines)
+    missing = [d for d in devices if d not in rows]
+    if missing:
+        raise TopologyError(f"{source}: line {header_at + 1}: no row for {', '.join(missing)}")
+    row_line = {label: header_at + 2 + i for i, label in enumerate(rows)}
+    links: dict[tuple[str, str], str] = {}
+    for a, cells in rows.items():
+        for b, code in zip(devices, cells):
+            if a == b:
+                if code != "X":
+                    raise TopologyError(f"{source}: line {row_line[a]}: {a} to itself is {code!r}, expected X")
+                continue
+            try:
+                links[(a, b)] = normalise_link(code)
+            except ValueError as exc:
+                raise TopologyError(f"{source}: line {row_line[a]}: {a}-{b}: {exc}") from None
+    for (a, b), code in links.items():
+        if links[(b, a)] != code:
+            raise TopologyError(f"{source}: line {row_line[a]}: not symmetric: {a}-{b} is {code} "
+                                f"but {b}-{a} is {links[(b, a)]}")
+    nic_names = _nic_legend(lines[end:])
+    gpus, nics = [], []
+    for label in devices:
+        match = _GPU.match(label)
+        if match:
+            info = extras[label]
+            numa = info.get("NUMA_Affinity", "N/A")
+            gpus.append(Gpu(int(match.group(1)), cpus=parse_cpus(info.get("CPU_Affinity")),
+                            numa_node=int(numa) if numa.isdigit() else None))
+        else:
+            nics.append(Nic(label, nic_names.get(label, label)))
+    if [g.index for g in gpus] != list(range(len(gpus))):
+        raise TopologyError(f"{source}: line {header_at + 1}: GPU columns are not GPU0..GPU{len(gpus) - 1}")
+    return Topology(tuple(gpus), tuple(nics), links, source)
+
+
+def _nic_legend(lines: Sequence[str]) -> dict[str, str]:
+    """``NIC0: mlx5_0`` lines after a ``NIC Legend:`` heading."""
+    names: dict[str, str] = {}
+    in_legend = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("NIC Legend"):
+            in_legend = True
+            continue
+        match = re.match(r"^(NIC\d+)\s*:\s*(\S+)$", stripped)
+        if in_legend and match:
+            names[match.group(1)] = match.group(2)
+    return names
+
+
+def read_topology_file(path: Path) -> Topology:
+    """A saved ``nvidia-smi topo -m`` output, or hvdbench's own ``topo --json``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise TopologyError(f"cannot read {path}: {exc.strerror}") from None
+    if text.lstrip().startswith("{"):
+        return topology_from_json(json.loads(text), str(path))
+    return parse_topo_text(text, str(path))
+
+
+def topology_from_json(data: Mapping[str, Any], source: str = "json") -> Topology:
+    """The inverse of Topology.to_json."""
+    labels = list(data["labels"])
+    links = {(a, b): data["matrix"][i][j] for i, a in enumerate(labels) for j, b in enumerate(labels) if a != b}
+    gpus = tuple(Gpu(g["index"], g.get("pci_bus_id"), tuple(g.get("cpus", ())), g.get("numa_node")) for g in data["gpus"])
+    return Topology(gpus, tuple(Nic(n["label"], n["name"]) for n in data.get("nics", [])), links, source)
+
+
+# NVML's topology levels (nvmlGpuTopologyLevel_t) and the class nvidia-smi prints for each.
+NVML_LEVELS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+
+def topology_from_nvml_values(bus_ids: Sequence[str], ancestors: Sequence[Sequence[int]],
+                              nvlinks: Sequence[Sequence[int]], cpus: Sequence[Sequence[int]],
+                              numa_nodes: Sequence[int | None]) -> Topology:
+    """Build a Topology from what NVML reports per GPU pair: the common PCIe ancestor level and the
+    number of active NVLinks between them (NV<n> wins over the PCIe path, as in nvidia-smi)."""
+    count = len(bus_ids)
+    links: dict[tuple[str, str], str] = {}
+    for a in range(count):
+        for b in range(count):
+            if a == b:
+                continue
+            if nvlinks[a][b] != nvlinks[b][a] or ancestors[a][b] != ancestors[b][a]:
+                raise TopologyError(f"NVML: GPU{a}-GPU{b} is not symmetric")
+            if ancestors[a][b] not in NVML_LEVELS:
+                raise TopologyError(f"NVML: GPU{a}-GPU{b}: unknown topology level {ancestors[a][b]}")
+            links[(f"GPU{a}", f"GPU{b}")] = f"NV{nvlinks[a][b]}" if nvlinks[a][b] else NVML_LEVELS[ancestors[a][b]]
+    gpus = tuple(Gpu(i, bus_ids[i], tuple(cpus[i]), numa_nodes[i]) for i in range(count))
+    return Topology(gpus, (), links, "nvml")
+
+
+def _cpus_from_mask(words: Sequence[int], bits: int = 64) -> list[int]:
+    return [w * bits + b for w, word in enumerate(words) for b in range(bits) if word >> b & 1]
+
+
+def read_nvml_topology() -> Topology:
+    """This node's GPU topology from the driver through pynvml; TopologyError where there is none."""
+    try:
+        import pynvml
+    except ImportError:
+        raise TopologyError("no NVML: the nvidia-ml-py package is not installed (pip install hvdbench[gpu])") from None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise TopologyError(f"no NVIDIA driver on this machine (NVML: {exc})") from None
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        if count == 0:
+            raise TopologyError("NVML found no GPU on this machine")
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        bus_ids = [_text(pynvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
+        ancestors = [[0 if a == b else int(pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]))
+                      for b in range(count)] for a in range(count)]
+        nvlinks = [[0] * count for _ in range(count)]
+        for a, handle in enumerate(handles):
+            for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+                try:
+                    if pynvml.nvmlDeviceGetNvLinkState(handle, link) != pynvml.NVML_FEATURE_ENABLED:
+                        continue
+                    remote = _text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
+                except pynvml.NVMLError:
+                    continue
+                if remote in bus_ids:
+                    nvlinks[a][bus_ids.index(remote)] += 1
+        cpus = [_cpus_from_mask(pynvml.nvmlDeviceGetCpuAffinity(h, 16)) for h in handles]
+        numa = [_numa_node(bus) for bus in bus_ids]
+        return topology_from_nvml_values(bus_ids, ancestors, nvlinks, cpus, numa)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _numa_node(bus_id: str) -> int | None:
+    """The NUMA node the kernel reports for a PCI device (NVML's bus id has an 8-digit domain)."""
+    short = bus_id.lower()[-12:]
+    try:
+        node = int(Path(f"/sys/bus/pci/devices/{short}/numa_node").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
+def local_topology() -> Topology:
+    """This machine's topology: NVML first, then ``nvidia-smi topo -m``; a TopologyError saying why
+    neither is there (no driver) otherwise."""
+    try:
+        return read_nvml_topology()
+    except TopologyError as nvml_error:
+        smi = shutil.which("nvidia-smi")
+        if smi is None:
+            raise TopologyError(f"{nvml_error} and no nvidia-smi on PATH; read a saved matrix with --file") from None
+        try:
+            out = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=60, check=True).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise TopologyError(f"{nvml_error} and 'nvidia-smi topo -m' failed ({exc}); "
+                                "read a saved matrix with --file") from None
+        return parse_topo_text(out, "nvidia-smi topo -m")
