@@ -12,9 +12,10 @@ from hvdbench.suite.errors import ReportError
 from .collect import Collection, collect
 from .scaling import scaling_table
 
-HEADLINE = ["benchmark", "model", "launcher", "controller", "np", "throughput", "ci", "speedup", "efficiency",
+HEADLINE = ["benchmark", "model", "launcher", "controller", "placement", "np", "throughput", "ci", "speedup", "efficiency",
             "median_step_ms", "cv"]
-TITLES = {"benchmark": "benchmark", "model": "model", "launcher": "launcher", "controller": "controller", "np": "ranks",
+TITLES = {"benchmark": "benchmark", "model": "model", "launcher": "launcher", "controller": "controller",
+          "placement": "placement", "np": "ranks",
           "throughput": "{unit}/s", "ci": "95% CI", "speedup": "speedup", "efficiency": "efficiency",
           "median_step_ms": "median step (ms)", "cv": "step CV"}
 
@@ -27,7 +28,7 @@ def headline_rows(table: pd.DataFrame) -> list[list[str]]:
     """The headline columns of each scaling row, formatted."""
     rows = []
     for _, r in table.iterrows():
-        rows.append([r["benchmark"], r["model"], r["launcher"], r["controller"], str(r["np"]), _num(r["throughput"]),
+        rows.append([r["benchmark"], r["model"], r["launcher"], r["controller"], r["placement"] or "-", str(r["np"]), _num(r["throughput"]),
                      f"{_num(r['ci_low'])} – {_num(r['ci_high'])}", _num(r["speedup"], 2),
                      "n/a" if math.isnan(r["efficiency"]) else f"{r['efficiency']:.0%}",
                      _num(r["median_step_ms"], 2), f"{r['cv']:.1%}"])

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from hvdbench.suite.catalog import BENCHMARKS, get_benchmark
 from hvdbench.suite.errors import HvdbenchError, UsageError
-from hvdbench.suite.flags import Parser, positive_int
+from hvdbench.suite.flags import Parser, int_list, positive_int
 from hvdbench.suite.spec import CONTROLLERS, RunSpec
 
 from . import mpi  # noqa: F401  (registers the horovodrun and mpirun launchers)
@@ -23,13 +23,29 @@ from .local import LocalExecutor
 
 def rank_counts(text: str) -> list[int]:
     """``1,2,4`` as a sorted list of distinct positive integers."""
-    try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from None
-    if not values or values[0] < 1:
-        raise argparse.ArgumentTypeError(f"rank counts must be positive integers, got {text!r}")
-    return values
+    return sorted(set(int_list("rank counts")(text)))
+
+
+device_ids = int_list("GPU ids", minimum=0)
+
+
+def placements_for(args: argparse.Namespace) -> dict[int, tuple[tuple[int, ...] | None, str | None]]:
+    """Devices and placement name per rank count, checked against the node's topology."""
+    if args.devices is None:
+        return {n: (None, None) for n in args.np}
+    from .placement import explicit
+    from .topology import local_topology, read_topology_file
+
+    topo = read_topology_file(args.topology) if args.topology else local_topology()
+    too_many = [n for n in args.np if n > len(args.devices)]
+    if too_many:
+        raise UsageError(f"--np {','.join(map(str, too_many))} needs more GPUs than --devices "
+                         f"{','.join(map(str, args.devices))} gives")
+    out = {}
+    for n in args.np:
+        placement = explicit(topo, args.devices[:n])
+        out[n] = (placement.devices, placement.name)
+    return out
 
 
 def build_parser() -> Parser:
@@ -55,6 +71,11 @@ def build_parser() -> Parser:
     run.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run is killed")
     run.add_argument("--no-resume", dest="resume", action="store_false",
                      help="run again even where a complete run exists")
+    run.add_argument("--devices", type=device_ids, default=None,
+                     help="GPU ids for the runs, e.g. 0,3: a run of N ranks uses the first N of them "
+                          "(one CUDA_VISIBLE_DEVICES list for all its ranks)")
+    run.add_argument("--topology", type=Path, default=None,
+                     help="saved 'nvidia-smi topo -m' output to check --devices against (default: this machine)")
     run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
     run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
 
@@ -104,13 +125,16 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     info.check(bench_args)  # a bad benchmark flag or combination fails here, before anything runs
     launcher = get_launcher(args.launcher)
     controller = "mpi" if args.launcher == "mpirun" else args.controller
+    placements = placements_for(args)
     specs = [RunSpec(benchmark=info.name, framework=info.framework, args=tuple(bench_args), np=n,
-                     launcher=args.launcher, controller=controller, repeat=r, system=args.system)
+                     launcher=args.launcher, controller=controller, repeat=r, system=args.system,
+                     devices=placements[n][0], placement=placements[n][1])
              for n in args.np for r in range(args.repeats)]
     if args.dry_run:
         for spec in specs:
             ctx = LaunchContext(python=sys.executable, run_dir=args.output / spec.id)
-            print(f"{spec.id}: {shlex.join(launcher.command(spec, ctx))}")
+            env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(launcher.environment(spec).items()))
+            print(f"{spec.id}: {env + ' ' if env else ''}{shlex.join(launcher.command(spec, ctx))}")
         return 0
     executor = LocalExecutor(args.output, launcher, timeout=args.timeout, resume=args.resume)
     statuses = executor.run_all(specs)

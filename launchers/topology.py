@@ -337,10 +337,11 @@ def local_topology() -> Topology:
     except TopologyError as nvml_error:
         smi = shutil.which("nvidia-smi")
         if smi is None:
-            raise TopologyError(f"{nvml_error} and no nvidia-smi on PATH; read a saved matrix with --file") from None
+            raise TopologyError(f"{nvml_error} and no nvidia-smi on PATH; "
+                                "pass a saved 'nvidia-smi topo -m' output (topo --file, run --topology)") from None
         try:
             out = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=60, check=True).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             raise TopologyError(f"{nvml_error} and 'nvidia-smi topo -m' failed ({exc}); "
-                                "read a saved matrix with --file") from None
+                                "pass a saved 'nvidia-smi topo -m' output (topo --file, run --topology)") from None
         return parse_topo_text(out, "nvidia-smi topo -m")

@@ -16,7 +16,7 @@ SUITE_DIR = Path(__file__).resolve().parent
 
 def _mlp_flags(group: Parser) -> None:
     group.add_argument("--mlp-input", type=positive_int, default=1024, help="input features")
-    group.add_argument("--mlp-widths", type=int_list, default=[4096, 4096], help="hidden widths, e.g. 4096,4096")
+    group.add_argument("--mlp-widths", type=int_list("hidden widths"), default=[4096, 4096], help="hidden widths, e.g. 4096,4096")
     group.add_argument("--mlp-classes", type=positive_int, default=10, help="output classes")
 
 

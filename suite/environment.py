@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping
 
 _ENV_PATTERNS = re.compile(
@@ -51,6 +52,14 @@ def mpi_version() -> str | None:
     return lines[0] if lines else None
 
 
+def mpi_info() -> dict[str, str | None]:
+    """The MPI on PATH: ``mpirun --version``'s first line, its implementation and version."""
+    line = mpi_version()
+    match = re.search(r"\(([^)]+)\)\s*([\d.]+\w*)", line or "") or re.search(r"(MPICH|Intel\S* MPI)\D*([\d.]+)", line or "")
+    return {"mpirun": line, "implementation": match.group(1) if match else None,
+            "version": match.group(2) if match else None}
+
+
 def horovod_info(hvd: Any) -> dict[str, Any]:
     """Horovod's version, what it was built with, and which controller this job runs on."""
     import horovod
@@ -62,8 +71,14 @@ def horovod_info(hvd: Any) -> dict[str, Any]:
         except Exception:  # a query that needs init or a backend that is absent
             return None
 
+    # Which framework plugins were built: their libraries on disk (importing another plugin here
+    # would load its framework and a second Horovod core into this rank).
+    package = Path(horovod.__file__).parent
+    frameworks = {name: any(package.joinpath(sub).glob("mpi_lib*.so"))
+                  for name, sub in (("pytorch", "torch"), ("tensorflow", "tensorflow"), ("mxnet", "mxnet"))}
     return {
         "version": horovod.__version__,
+        "frameworks": frameworks,
         "built": {name: flag(f"{name}_built") for name in ("mpi", "gloo", "nccl", "cuda", "rocm", "ddl", "ccl")},
         "controller": "mpi" if flag("mpi_enabled") else "gloo" if flag("gloo_enabled") else None,
         "mpi_threads_supported": flag("mpi_threads_supported"),
@@ -79,6 +94,6 @@ def base_environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "python": sys.version.split()[0],
-        "mpi": mpi_version(),
+        "mpi": mpi_info(),
         "variables": relevant_variables(),
     }

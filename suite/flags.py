@@ -32,6 +32,17 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """argparse type: a number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def _int(text: str) -> int:
     try:
         return int(text)
@@ -76,6 +87,8 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
     parser.add_argument("--profile", type=non_negative_int, default=0, metavar="N",
                         help="profile N extra steps after the timed ones: top operators into the log, "
                              "trace-rank<r>.json beside it")
+    parser.add_argument("--telemetry-interval", type=non_negative_float, default=1.0, metavar="SECONDS",
+                        help="sample GPU (or process CPU/RSS) telemetry every SECONDS; 0 turns it off")
     parser.add_argument("--lr", type=float, default=0.01, help="learning rate of the SGD optimizer")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the model and synthetic data")
     parser.add_argument("--log-dir", default=None,
@@ -95,15 +108,19 @@ def check_flags(flags: argparse.Namespace, *, cnn: bool) -> None:
         raise UsageError("--precision fp16 needs a CUDA device; on the CPU use bf16 or amp")
 
 
-def int_list(text: str) -> list[int]:
-    """argparse type: ``4096,4096`` as positive integers."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
+def int_list(what: str, minimum: int = 1) -> Callable[[str], list[int]]:
+    """argparse type factory: ``4096,4096`` as integers >= minimum, in the order given."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") from None
+        if not values or min(values) < minimum:
+            kind = "positive" if minimum == 1 else f">= {minimum}" if minimum > 1 else "non-negative"
+            raise argparse.ArgumentTypeError(f"{what} must be {kind} integers, got {text!r}")
+        return values
+
+    return parse
 
 
 def parse_or_exit(parse: Callable[[], argparse.Namespace]) -> argparse.Namespace:

@@ -24,6 +24,7 @@ from . import harness
 from .catalog import get_benchmark
 from .environment import base_environment, horovod_info
 from .errors import UsageError
+from .gpu import Nvml, TelemetrySampler, telemetry_for
 from .harness import StepOutcome
 from .records import RecordWriter
 from .spec import RunSpec
@@ -94,6 +95,14 @@ def pick_device(choice: str, local_rank: int) -> torch.device:
         raise UsageError(f"local rank {local_rank} has no GPU: {count} visible (CUDA_VISIBLE_DEVICES={visible})")
     torch.cuda.set_device(local_rank)
     return torch.device("cuda", local_rank)
+
+
+def physical_gpu(local_rank: int) -> int:
+    """The NVML index of this rank's GPU: its place in CUDA_VISIBLE_DEVICES, when that lists indices."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if local_rank < len(visible) and visible[local_rank].isdigit():
+        return int(visible[local_rank])
+    return local_rank
 
 
 def set_threads(flags: argparse.Namespace, local_size: int) -> int:
@@ -279,13 +288,21 @@ def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
         ctx = BuildContext(flags, device, runtime.rank, runtime.size)
         workload = build(ctx)
         trainer = Trainer(hvd, workload, flags, device, ctx.data_generator(), flags.seed + 1 + runtime.rank)
+        dev = device_info(device)
+        nvml = Nvml()
+        handle = nvml.handle(dev.get("pci_bus_id"), physical_gpu(runtime.local_rank)) if device.type == "cuda" else None
         writer.write("env", benchmark=name, framework=info.framework, model=flags.model,
                      flags=vars(flags), unit=info.unit, threads=threads,
                      parameters=sum(p.numel() for p in trainer.params.parameters()),
-                     device=device_info(device), horovod=horovod_info(hvd), **base_environment())
+                     device=dev, nvml=nvml.driver(), gpu=nvml.static(handle) if handle is not None else None,
+                     horovod=horovod_info(hvd), **base_environment())
         step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
-        summary = harness.timed_loop(runtime, writer, step, lambda loss: float(loss.float().item()),
-                                     warmup_steps=flags.warmup_steps, steps=flags.steps)
+        sampler = TelemetrySampler(writer, flags.telemetry_interval, *telemetry_for(nvml, handle)).start()
+        try:
+            summary = harness.timed_loop(runtime, writer, step, lambda loss: float(loss.float().item()),
+                                         warmup_steps=flags.warmup_steps, steps=flags.steps)
+        finally:
+            sampler.stop()
         if flags.profile:
             profile(trainer, runtime, writer, flags.profile, log_dir)
         summary.update(peak_memory(device), param_checksum=trainer.checksum())

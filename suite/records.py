@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,24 +57,27 @@ class RecordWriter:
         self._file = open(self.path, "a", encoding="utf-8")
         self._header = {"rank": rank, "local_rank": local_rank, "size": size}
         self._echo = echo
+        self._lock = threading.Lock()  # the telemetry thread writes too
 
     def write(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """Write one record of the given kind and return it."""
+        """Write one record of the given kind and return it (ValueError once closed)."""
         record = make_record(kind, **self._header, **fields)
         line = encode(record)
-        self._file.write(line)
-        self._file.flush()
-        if self._echo is not None:
-            self._echo.write(line)
-            self._echo.flush()
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+            if self._echo is not None:
+                self._echo.write(line)
+                self._echo.flush()
         return record
 
     def close(self) -> None:
         """Flush and close the file (and sync it to disk)."""
-        if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+        with self._lock:
+            if not self._file.closed:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
 
     def __enter__(self) -> "RecordWriter":
         return self

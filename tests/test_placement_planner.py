@@ -106,3 +106,18 @@ def test_topo_without_a_driver_says_so_in_one_line(tmp_path: Path) -> None:
     bad.write_text("GPU0 GPU1\nGPU0 X NV1\nGPU1 PIX X\n")
     proc = subprocess.run([hvdbench_exe(), "topo", "--file", str(bad)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "line 2: not symmetric" in proc.stderr
+
+
+def test_run_devices_become_one_visible_list_per_run_checked_against_the_node(tmp_path: Path) -> None:
+    fixture = str(FIXTURES / "dgx1-v100-nv1-nv2.txt")
+    base = [hvdbench_exe(), "run", "cifar10", "--topology", fixture, "--output", str(tmp_path), "--dry-run"]
+    ok = subprocess.run(base + ["--np", "1,2", "--devices", "2,6"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0
+    lines = ok.stdout.splitlines()
+    assert "CUDA_VISIBLE_DEVICES=2 horovodrun -np 1" in lines[0]
+    assert "CUDA_VISIBLE_DEVICES=2,6 horovodrun -np 2" in lines[1]
+    for args, text in ((["--np", "2", "--devices", "0,9"], "GPU id(s) [9] do not exist: this node has 8 GPU(s)"),
+                       (["--np", "1,4", "--devices", "0,3"], "--np 4 needs more GPUs than --devices 0,3 gives"),
+                       (["--np", "2", "--devices", "0,x"], "expected comma-separated GPU ids")):
+        bad = subprocess.run(base + args, capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and text in bad.stderr

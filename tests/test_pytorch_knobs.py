@@ -72,7 +72,7 @@ def test_compile_trains(tmp_path: Path, hvd_env: dict) -> None:
     (["cifar10", "--device", "cpu", "--precision", "fp16"], "--precision fp16 needs a CUDA device"),
     (["imagenet", "--model", "inception_v3", "--image-size", "224"], "too small for inception_v3 (at least 299)"),
     (["speech", "--utt-seconds", "normal:1:2"], "expected normal:MEAN:STD:MIN:MAX"),
-    (["mlp", "--mlp-widths", "64,0"], "expected positive integers"),
+    (["mlp", "--mlp-widths", "64,0"], "hidden widths must be positive integers"),
 ])
 def test_bad_values_are_refused_before_anything_starts(args: list[str], text: str, tmp_path: Path) -> None:
     for argv in ([hvdbench_exe(), "run", *args, "--output", str(tmp_path / "out")],

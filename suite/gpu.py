@@ -1,0 +1,194 @@
+"""NVML facts about this rank's GPU: fixed ones for the env record, sampled ones for telemetry.
+
+Where no driver exists every call degrades to a one-line note ("no NVIDIA driver ...") instead of an
+exception; the CPU sampler then records this process's CPU use and resident memory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from .records import RecordWriter
+
+# nvmlClocksEventReason* bits (called throttle reasons by older drivers)
+CLOCK_EVENTS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+
+def clock_event_names(mask: int) -> list[str]:
+    """The named reasons set in an NVML clock-event (throttle) bit mask."""
+    return [name for bit, name in CLOCK_EVENTS.items() if mask & bit]
+
+
+class Nvml:
+    """NVML for this process, or the reason it is absent (``available`` False, ``reason`` set)."""
+
+    def __init__(self, module: Any = None) -> None:
+        self.nv: Any = None
+        self.reason: str | None = None
+        try:
+            if module is None:
+                import pynvml as module  # noqa: N813
+            module.nvmlInit()
+            self.nv = module
+        except ImportError:
+            self.reason = "no NVML: the nvidia-ml-py package is not installed"
+        except Exception as exc:  # pynvml.NVMLError and its many subclasses
+            self.reason = f"no NVIDIA driver on this machine (NVML: {exc})"
+
+    @property
+    def available(self) -> bool:
+        return self.nv is not None
+
+    def _get(self, name: str, *args: Any) -> Any:
+        """One NVML query; None where this GPU or driver does not support it."""
+        try:
+            value = getattr(self.nv, name)(*args)
+        except Exception:
+            return None
+        return value.decode() if isinstance(value, bytes) else value
+
+    def handle(self, pci_bus_id: str | None, index: int) -> Any:
+        """The NVML handle of a GPU by PCI bus id (what CUDA sees), else by NVML index."""
+        if not self.available:
+            return None
+        if pci_bus_id:
+            handle = self._get("nvmlDeviceGetHandleByPciBusId", pci_bus_id)
+            if handle is not None:
+                return handle
+        return self._get("nvmlDeviceGetHandleByIndex", index)
+
+    def driver(self) -> dict[str, Any]:
+        """Driver and CUDA driver versions, or the note saying NVML is absent."""
+        if not self.available:
+            return {"available": False, "reason": self.reason}
+        cuda = self._get("nvmlSystemGetCudaDriverVersion")
+        return {"available": True, "driver": self._get("nvmlSystemGetDriverVersion"),
+                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
+                "nvml": self._get("nvmlSystemGetNVMLVersion")}
+
+    def static(self, handle: Any) -> dict[str, Any]:
+        """Fixed facts of one GPU."""
+        clk = self.nv.NVML_CLOCK_SM if self.available else 0
+        mem_clk = self.nv.NVML_CLOCK_MEM if self.available else 1
+        pci = self._get("nvmlDeviceGetPciInfo", handle)
+        memory = self._get("nvmlDeviceGetMemoryInfo", handle)
+        limit = self._get("nvmlDeviceGetEnforcedPowerLimit", handle)
+        return {
+            "name": self._get("nvmlDeviceGetName", handle), "uuid": self._get("nvmlDeviceGetUUID", handle),
+            "pci_bus_id": None if pci is None else _text(pci.busId), "index": self._get("nvmlDeviceGetIndex", handle),
+            "memory_total_bytes": None if memory is None else memory.total,
+            "max_sm_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", handle, clk),
+            "max_memory_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", handle, mem_clk),
+            "power_limit_w": None if limit is None else limit / 1000.0,
+            "pcie_max_gen": self._get("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            "pcie_max_width": self._get("nvmlDeviceGetMaxPcieLinkWidth", handle),
+            "persistence_mode": self._get("nvmlDeviceGetPersistenceMode", handle),
+            "numa_node": _numa_node(None if pci is None else _text(pci.busId)),
+        }
+
+    def sample(self, handle: Any) -> dict[str, Any]:
+        """What changes while training: utilization, memory, clocks, power, temperature, PCIe link, clock events."""
+        util = self._get("nvmlDeviceGetUtilizationRates", handle)
+        memory = self._get("nvmlDeviceGetMemoryInfo", handle)
+        power = self._get("nvmlDeviceGetPowerUsage", handle)
+        events = self._get("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        if events is None:
+            events = self._get("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+        return {
+            "gpu_util_pct": None if util is None else util.gpu, "mem_util_pct": None if util is None else util.memory,
+            "memory_used_bytes": None if memory is None else memory.used,
+            "sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", handle, self.nv.NVML_CLOCK_SM),
+            "memory_clock_mhz": self._get("nvmlDeviceGetClockInfo", handle, self.nv.NVML_CLOCK_MEM),
+            "power_w": None if power is None else power / 1000.0,
+            "temperature_c": self._get("nvmlDeviceGetTemperature", handle, self.nv.NVML_TEMPERATURE_GPU),
+            "pcie_gen": self._get("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+            "pcie_width": self._get("nvmlDeviceGetCurrPcieLinkWidth", handle),
+            "clock_events": None if events is None else clock_event_names(int(events)),
+        }
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _numa_node(bus_id: str | None) -> int | None:
+    if not bus_id:
+        return None
+    try:
+        node = int(open(f"/sys/bus/pci/devices/{bus_id.lower()[-12:]}/numa_node").read().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
+class ProcessSampler:
+    """This process's CPU use since the last sample (percent of one core) and resident memory."""
+
+    def __init__(self) -> None:
+        self._last = (time.monotonic(), _cpu_seconds())
+
+    def sample(self) -> dict[str, Any]:
+        now, cpu = time.monotonic(), _cpu_seconds()
+        wall = now - self._last[0]
+        percent = 100.0 * (cpu - self._last[1]) / wall if wall > 0 else None
+        self._last = (now, cpu)
+        return {"process_cpu_pct": percent, "rss_bytes": _rss_bytes()}
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class TelemetrySampler:
+    """A daemon thread writing a ``telemetry`` record every ``interval`` seconds until stopped."""
+
+    def __init__(self, writer: RecordWriter, interval: float, sample: Callable[[], dict[str, Any]],
+                 note: str | None = None) -> None:
+        self.writer, self.interval, self._sample, self.note = writer, interval, sample, note
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hvdbench-telemetry", daemon=True)
+
+    def start(self) -> "TelemetrySampler":
+        if self.interval > 0:
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        first = True
+        while not self._stop.wait(0 if first else self.interval):
+            extra = {"note": self.note} if first and self.note else {}
+            try:
+                self.writer.write("telemetry", **self._sample(), **extra)
+            except ValueError:  # the writer was closed under us: the run is over
+                return
+            first = False
+
+    def stop(self) -> None:
+        """Stop sampling and wait for the thread."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+def telemetry_for(nvml: Nvml, handle: Any) -> tuple[Callable[[], dict[str, Any]], str | None]:
+    """The sampling function for this rank, and the note to record once (NVML absent)."""
+    process = ProcessSampler()
+    if nvml.available and handle is not None:
+        return (lambda: {**nvml.sample(handle), **process.sample()}), None
+    return process.sample, f"GPU telemetry off: {nvml.reason or 'this rank trains on the CPU'}"

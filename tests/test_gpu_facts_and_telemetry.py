@@ -1,0 +1,129 @@
+"""Environment capture and telemetry: real on this machine (no GPU: a clear note, process CPU and RSS),
+and the NVML path through an NVML-shaped stand-in carrying an H100 SXM's published figures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from conftest import REPO
+from hvdbench.suite.environment import mpi_info, relevant_variables
+from hvdbench.suite.gpu import Nvml, TelemetrySampler, clock_event_names, telemetry_for
+from hvdbench.suite.records import RecordWriter, read_records
+
+
+class H100Nvml:
+    """Answers the pynvml calls hvdbench makes with an H100 SXM5's values (700 W, 1980/2619 MHz max)."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+
+    class NVMLError(Exception):
+        pass
+
+    def nvmlInit(self) -> None: ...
+    def nvmlSystemGetDriverVersion(self) -> bytes: return b"550.54.15"
+    def nvmlSystemGetCudaDriverVersion(self) -> int: return 12040
+    def nvmlSystemGetNVMLVersion(self) -> str: return "12.550.54.15"
+    def nvmlDeviceGetHandleByPciBusId(self, bus: str) -> str: return f"h:{bus}"
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str: return f"i:{index}"
+    def nvmlDeviceGetName(self, h: str) -> str: return "NVIDIA H100 80GB HBM3"
+    def nvmlDeviceGetUUID(self, h: str) -> str: return "GPU-5f1a0d6e-0000-0000-0000-000000000000"
+    def nvmlDeviceGetPciInfo(self, h: str) -> Any: return SimpleNamespace(busId=b"00000000:18:00.0")
+    def nvmlDeviceGetIndex(self, h: str) -> int: return 0
+    def nvmlDeviceGetMemoryInfo(self, h: str) -> Any: return SimpleNamespace(total=85520809984, used=1234567890)
+    def nvmlDeviceGetMaxClockInfo(self, h: str, kind: int) -> int: return {1: 1980, 2: 2619}[kind]
+    def nvmlDeviceGetClockInfo(self, h: str, kind: int) -> int: return {1: 1755, 2: 2619}[kind]
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: str) -> int: return 700000
+    def nvmlDeviceGetPowerUsage(self, h: str) -> int: return 612345
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: str) -> int: return 5
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: str) -> int: return 16
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: str) -> int: return 5
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: str) -> int: return 16
+    def nvmlDeviceGetUtilizationRates(self, h: str) -> Any: return SimpleNamespace(gpu=97, memory=41)
+    def nvmlDeviceGetTemperature(self, h: str, sensor: int) -> int: return 63
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: str) -> int: return 0x4 | 0x20
+
+    def nvmlDeviceGetPersistenceMode(self, h: str) -> int:
+        raise self.NVMLError("Not Supported")  # some fields are unsupported on some GPUs
+
+
+def test_no_driver_is_a_note_not_an_exception() -> None:
+    nvml = Nvml()
+    if nvml.available:  # a machine with a driver: nothing to prove here
+        return
+    assert nvml.driver() == {"available": False, "reason": nvml.reason}
+    assert "no NVIDIA driver" in (nvml.reason or "") or "nvidia-ml-py" in (nvml.reason or "")
+    assert nvml.handle("00000000:18:00.0", 0) is None
+    sample, note = telemetry_for(nvml, None)
+    assert note and note.startswith("GPU telemetry off: ")
+    assert set(sample()) == {"process_cpu_pct", "rss_bytes"}
+
+
+def test_nvml_facts_and_samples_from_an_nvml_shaped_source() -> None:
+    nvml = Nvml(H100Nvml())
+    handle = nvml.handle("00000000:18:00.0", 0)
+    assert handle == "h:00000000:18:00.0"
+    assert nvml.driver() == {"available": True, "driver": "550.54.15", "cuda_driver": "12.4", "nvml": "12.550.54.15"}
+    static = nvml.static(handle)
+    assert static["name"] == "NVIDIA H100 80GB HBM3" and static["pci_bus_id"] == "00000000:18:00.0"
+    assert (static["max_sm_clock_mhz"], static["max_memory_clock_mhz"], static["power_limit_w"]) == (1980, 2619, 700.0)
+    assert static["persistence_mode"] is None  # unsupported: None, not an exception
+    sample, note = telemetry_for(nvml, handle)
+    values = sample()
+    assert note is None
+    assert values["sm_clock_mhz"] == 1755 and values["power_w"] == 612.345 and values["gpu_util_pct"] == 97
+    assert values["clock_events"] == ["sw_power_cap", "sw_thermal_slowdown"] and values["pcie_width"] == 16
+    assert "rss_bytes" in values
+
+
+def test_clock_event_mask_decoding() -> None:
+    assert clock_event_names(0) == []
+    assert clock_event_names(0x1 | 0x8 | 0x40) == ["gpu_idle", "hw_slowdown", "hw_thermal_slowdown"]
+
+
+def test_sampler_writes_records_on_time_and_stops(tmp_path: Path) -> None:
+    path = tmp_path / "rank-0.jsonl"
+    with RecordWriter(path, rank=0, local_rank=0, size=1) as writer:
+        sampler = TelemetrySampler(writer, 0.05, lambda: {"value": 1}, note="GPU telemetry off: test").start()
+        time.sleep(0.5)
+        sampler.stop()
+        count = len(read_records(path))
+        time.sleep(0.2)
+        assert len(read_records(path)) == count  # stopped means stopped
+    records = read_records(path)
+    assert 4 <= len(records) <= 12 and all(r["kind"] == "telemetry" for r in records)
+    assert records[0]["note"] == "GPU telemetry off: test" and all("note" not in r for r in records[1:])
+    off = TelemetrySampler(writer, 0, lambda: {}).start()  # interval 0: no thread at all
+    off.stop()
+
+
+def test_run_records_environment_and_cpu_telemetry(tmp_path: Path, hvd_env: dict) -> None:
+    env = {**hvd_env, "HOROVOD_FUSION_THRESHOLD": "33554432", "NCCL_DEBUG": "WARN"}
+    proc = subprocess.run(["mpirun", "-np", "2", "-x", "HOROVOD_FUSION_THRESHOLD", "-x", "NCCL_DEBUG", sys.executable,
+                           str(REPO / "suite" / "mlp.py"), "--batch-size", "8", "--mlp-widths", "256",
+                           "--warmup-steps", "1", "--steps", "40", "--telemetry-interval", "0.02",
+                           "--log-dir", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = read_records(tmp_path / "rank-1.jsonl")
+    envrec = records[0]
+    assert envrec["kind"] == "env" and envrec["variables"]["HOROVOD_FUSION_THRESHOLD"] == "33554432"
+    assert envrec["variables"]["NCCL_DEBUG"] == "WARN" and envrec["variables"]["OMPI_COMM_WORLD_RANK"] == "1"
+    assert envrec["mpi"]["implementation"] == "Open MPI" and envrec["horovod"]["frameworks"]["pytorch"]
+    assert envrec["horovod"]["controller"] == "mpi" and envrec["cpu_model"]
+    if not envrec["nvml"]["available"]:
+        assert "no NVIDIA driver" in envrec["nvml"]["reason"] or "nvidia-ml-py" in envrec["nvml"]["reason"]
+    telemetry = [r for r in records if r["kind"] == "telemetry"]
+    assert telemetry and telemetry[0]["note"].startswith("GPU telemetry off")
+    assert all(r["rss_bytes"] > 0 for r in telemetry)
+
+
+def test_variable_capture_and_mpi_parsing() -> None:
+    env = {"HOROVOD_CYCLE_TIME": "1", "NCCL_ALGO": "Ring", "OMPI_COMM_WORLD_SIZE": "8", "PMIX_RANK": "3",
+           "SLURM_JOB_ID": "42", "SLURM_PROCID": "3", "CUDA_VISIBLE_DEVICES": "0,3", "HOME": "/root", "PATH": "/bin"}
+    assert relevant_variables(env) == {k: v for k, v in sorted(env.items()) if k not in ("HOME", "PATH")}
+    info = mpi_info()
+    assert set(info) == {"mpirun", "implementation", "version"}
