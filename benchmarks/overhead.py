@@ -3,7 +3,9 @@
 - ``--compare harness``: throughput through the harness / a bare Horovod training loop of the same
   model, batch and threads (target: at least 0.99);
 - ``--compare telemetry``: throughput through the harness with the telemetry sampler on / off
-  (target: at most 0.5% lost).
+  (target: at most 0.5% lost);
+- ``--compare null``: the harness's own cost per step (timing, sync, one record) around a step that
+  does nothing, which bounds its overhead on any workload without the noise of training.
 
     python benchmarks/overhead.py --compare harness --model resnet20 --batch-size 32 --rounds 15 --steps 30
 """
@@ -32,7 +34,7 @@ from hvdbench.suite.pytorch import BuildContext, TorchRuntime, Trainer, pick_dev
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compare", choices=["harness", "telemetry"], default="harness")
+    parser.add_argument("--compare", choices=["harness", "telemetry", "null"], default="harness")
     parser.add_argument("--model", default="resnet20")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=30, help="steps per side per round")
@@ -76,6 +78,24 @@ def main() -> int:
             finally:
                 sampler.stop()
 
+        if args.compare == "null":
+            nothing = harness.StepOutcome(torch.zeros(()), {"samples": 1.0})
+            steps = 20 * args.steps * args.rounds
+            summary = harness.timed_loop(runtime, writer, lambda: nothing, lambda t: float(t.item()),
+                                         warmup_steps=0, steps=steps)
+            nvml = Nvml()
+            sample, _ = telemetry_for(nvml, nvml.handle(None, hvd.local_rank()) if device.type == "cuda" else None)
+            start = time.perf_counter()
+            for _ in range(1000):
+                writer.write("telemetry", **sample())
+            per_sample = (time.perf_counter() - start) / 1000
+            writer.close()
+            print(f"harness cost per step around a no-op step: {summary['window_s'] / steps * 1e6:.1f} us "
+                  f"(median {summary['median_step_s'] * 1e6:.1f} us inside the step's sync), {steps} steps")
+            print(f"one telemetry sample and its record: {per_sample * 1e6:.1f} us "
+                  f"({'NVML' if nvml.available else 'process CPU/RSS only'}); at a 1 s interval "
+                  f"{per_sample * 100:.4f}% of one core")
+            return 0
         sides: tuple[Callable[[int], float], Callable[[int], float]]
         if args.compare == "harness":
             sides, labels_ = (through_harness, bare), ("harness", "bare loop")
