@@ -25,8 +25,12 @@ STEPS_SCHEMA: dict[str, str] = {
     "duration": "float64", "samples": "float64", "loss": "float64",
     **{phase: "float64" for phase in PHASES},
 }
+COMM_SCHEMA: dict[str, str] = {
+    "run_id": "string", "rank": "int64", "op": "string", "backend": "string", "dtype": "string",
+    "bytes": "int64", "iteration": "int64", "time": "float64",
+}
 SUMMARIES_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", "host": "string", "steps": "int64", "samples": "float64",
+    "run_id": "string", "rank": "int64", "host": "string", "steps": "Int64", "samples": "float64",
     "window_s": "float64", "median_step_s": "float64", "throughput": "float64",
 }
 
@@ -47,8 +51,10 @@ class Collection:
     runs: pd.DataFrame
     steps: pd.DataFrame
     summaries: pd.DataFrame
+    comm: pd.DataFrame
     file_issues: list[FileIssue] = field(default_factory=list)
     spec_errors: list[str] = field(default_factory=list)
+    comm_skipped: list[str] = field(default_factory=list)
 
 
 def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> pd.DataFrame:
@@ -92,12 +98,20 @@ def _model(spec: RunSpec, env: dict[str, Any] | None) -> str:
     return ""
 
 
+def _valid_step(rec: dict[str, Any]) -> bool:
+    step, duration, samples = rec.get("step"), rec.get("duration"), rec.get("samples")
+    return (isinstance(step, int) and isinstance(duration, (int, float)) and duration > 0
+            and isinstance(samples, (int, float)))
+
+
 def collect(roots: Iterable[Path]) -> Collection:
     """Read every run under the roots: specs, rank logs, statuses. Never fails on a bad line."""
     roots = [Path(r) for r in roots]
     runs: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     summaries: list[dict[str, Any]] = []
+    comm: list[dict[str, Any]] = []
+    skipped: set[str] = set()
     issues: list[FileIssue] = []
     spec_errors: list[str] = []
     for root, run_dir in find_runs(roots):
@@ -117,14 +131,16 @@ def collect(roots: Iterable[Path]) -> Collection:
             except OSError as exc:
                 issues.append(FileIssue(str(log), 0, [f"unreadable: {exc.strerror}"]))
                 continue
-            if stats.malformed:
-                issues.append(FileIssue(str(log), stats.malformed, stats.examples))
             logged += 1
             seen_steps: set[int] = set()
             for rec in records:
                 kind = rec["kind"]
                 if kind == "env" and env is None:
                     env = rec
+                elif kind == "step" and not _valid_step(rec):
+                    stats.malformed += 1
+                    if len(stats.examples) < 3:
+                        stats.examples.append("step record without an integer step and a positive duration")
                 elif kind == "step" and rec.get("step") not in seen_steps:
                     seen_steps.add(rec.get("step"))
                     phases = rec.get("phases") or {}
@@ -137,8 +153,16 @@ def collect(roots: Iterable[Path]) -> Collection:
                     summaries.append({"run_id": spec.id, "rank": rec["rank"], "host": rec.get("host"),
                                       **{k: rec.get(k) for k in ("steps", "samples", "window_s",
                                                                  "median_step_s", "throughput")}})
+                elif kind == "comm" and rec.get("skipped"):
+                    skipped.add(f"{rec.get('op')} via {rec.get('backend')}, {rec.get('dtype')}: {rec['skipped']}")
+                elif kind == "comm":
+                    comm += [{"run_id": spec.id, "rank": rec["rank"], "op": rec.get("op"), "backend": rec.get("backend"),
+                              "dtype": rec.get("dtype"), "bytes": rec.get("bytes"), "iteration": i, "time": t}
+                             for i, t in enumerate(rec.get("times") or [])]
                 elif kind == "error":
                     errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
+            if stats.malformed:
+                issues.append(FileIssue(str(log), stats.malformed, stats.examples))
         status, message = _status(run_dir)
         missing = sorted(set(range(spec.np)) - summary_ranks)
         if status not in (None, "ok"):
@@ -158,4 +182,4 @@ def collect(roots: Iterable[Path]) -> Collection:
             "ranks_logged": logged,
         })
     return Collection(frame(runs, RUNS_SCHEMA), frame(steps, STEPS_SCHEMA), frame(summaries, SUMMARIES_SCHEMA),
-                      issues, spec_errors)
+                      frame(comm, COMM_SCHEMA), issues, spec_errors, sorted(skipped))

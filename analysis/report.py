@@ -10,6 +10,7 @@ import pandas as pd
 from hvdbench.suite.errors import ReportError
 
 from .collect import Collection, collect
+from .comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
 from .scaling import scaling_table
 
 HEADLINE = ["benchmark", "model", "launcher", "controller", "placement", "np", "throughput", "ci", "speedup", "efficiency",
@@ -68,6 +69,8 @@ def render_markdown(table: pd.DataFrame, collection: Collection) -> str:
                "steps (over repeats where a configuration was repeated). Speedup = throughput(N) / "
                "throughput(1 rank); efficiency = speedup / N.")
     out.append("")
+    if collection.comm_skipped:
+        out += ["Collective cases not run here: " + "; ".join(collection.comm_skipped) + ".", ""]
     for (system, args), group in table.groupby(["system", "args"], sort=True):
         out += [f"## {system}: `{args or '(defaults)'}`", "", markdown_table(_titles(group), headline_rows(group)), ""]
     excluded = runs[runs["status"] != "ok"]
@@ -85,23 +88,62 @@ def render_markdown(table: pd.DataFrame, collection: Collection) -> str:
     return "\n".join(out)
 
 
+def comm_markdown(comm: pd.DataFrame, scaling: pd.DataFrame, plot: Path | None) -> list[str]:
+    """The collectives section: peak busbw, Horovod against raw MPI, the plot, and training beside them."""
+    out = ["## Collectives", "",
+           "Per iteration the slowest rank's time; algbw = bytes / mean time; busbw as nccl-tests defines it "
+           "(allreduce × 2(n−1)/n, allgather and alltoall × (n−1)/n, broadcast × 1). Every result was checked.", ""]
+    peaks = peak_table(comm)
+    header = ["system", "placement", "ranks", "op", "backend", "dtype", "peak busbw (GB/s)", "at bytes",
+              "training efficiency here"]
+    rows = []
+    for r in peaks.itertuples():
+        same = scaling[(scaling["system"] == r.system) & (scaling["placement"] == r.placement) & (scaling["np"] == r.np)]
+        training = ", ".join(f"{t.model} {t.efficiency:.0%}" for t in same.itertuples() if not math.isnan(t.efficiency))
+        rows.append([r.system, r.placement or "-", str(r.np), r.op, r.backend, r.dtype, f"{r.peak_busbw_gbs:.3f}",
+                     f"{r.at_bytes:,}", training or "-"])
+    out += [markdown_table(header, rows), ""]
+    ratio = horovod_over_mpi(comm)
+    if len(ratio):
+        out += ["Horovod / raw MPI busbw near 64 MiB:", "",
+                markdown_table(["system", "placement", "ranks", "op", "dtype", "bytes", "Horovod GB/s", "MPI GB/s",
+                                "ratio"],
+                               [[r.system, r.placement or "-", str(r.np), r.op, r.dtype, f"{r.bytes:,}",
+                                 f"{r.horovod_gbs:.3f}", f"{r.mpi_gbs:.3f}", f"{r.ratio:.2f}"] for r in ratio.itertuples()]),
+                ""]
+    if plot is not None:
+        out += [f"![bus bandwidth against message size]({plot.name})", ""]
+    return out
+
+
 def build_report(roots: list[Path], out_dir: Path) -> tuple[str, dict[str, Path]]:
-    """Collect, compute and write report.md, scaling.csv and runs.csv; return the terminal text and paths."""
+    """Collect, compute and write report.md and CSV tables; return the terminal text and the paths."""
     collection = collect(roots)
     if collection.runs.empty:
         where = ", ".join(map(str, roots))
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
     table = scaling_table(collection)
-    if table.empty:
+    comm = comm_table(collection)
+    if table.empty and comm.empty:
         reasons = "; ".join(sorted(set(collection.runs["reason"]))[:3])
         raise ReportError(f"no complete run under {', '.join(map(str, roots))}: {reasons}")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out_dir / "report.md", "scaling": out_dir / "scaling.csv", "runs": out_dir / "runs.csv"}
-    paths["markdown"].write_text(render_markdown(table, collection) + "\n", encoding="utf-8")
+    markdown = render_markdown(table, collection)
+    texts = [text_table(_titles(table), headline_rows(table))] if len(table) else []
+    if len(comm):
+        paths["comm"] = out_dir / "collectives.csv"
+        comm.to_csv(paths["comm"], index=False)
+        plot = plot_bandwidth(comm, out_dir / "collectives.svg")
+        markdown += "\n" + "\n".join(comm_markdown(comm, table, plot))
+        peaks = peak_table(comm)
+        texts.append(text_table(["ranks", "op", "backend", "dtype", "peak busbw GB/s", "at bytes"],
+                                [[str(r.np), r.op, r.backend, r.dtype, f"{r.peak_busbw_gbs:.3f}", f"{r.at_bytes:,}"]
+                                 for r in peaks.itertuples()]))
+    paths["markdown"].write_text(markdown + "\n", encoding="utf-8")
     table.to_csv(paths["scaling"], index=False)
     collection.runs.to_csv(paths["runs"], index=False)
-    text = text_table(_titles(table), headline_rows(table))
     notes = []
     left_out = collection.runs[collection.runs["status"] != "ok"]
     if len(left_out):
@@ -109,4 +151,4 @@ def build_report(roots: list[Path], out_dir: Path) -> tuple[str, dict[str, Path]
     malformed = sum(i.malformed for i in collection.file_issues)
     if malformed:
         notes.append(f"{malformed} malformed log line(s) in {len(collection.file_issues)} file(s)")
-    return text + ("\n" + "; ".join(notes) if notes else ""), paths
+    return "\n\n".join(texts) + ("\n" + "; ".join(notes) if notes else ""), paths

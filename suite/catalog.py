@@ -79,6 +79,18 @@ def _lm_flags(group: Parser) -> None:
     group.add_argument("--vocab", type=positive_int, default=50257)
 
 
+def _comm_parser() -> Parser:
+    from .comm import comm_parser  # torch is imported there, so only when asked for
+
+    return comm_parser()
+
+
+def _comm_check(flags: argparse.Namespace) -> None:
+    from .comm import check_comm_flags
+
+    check_comm_flags(flags)
+
+
 @dataclass(frozen=True)
 class BenchmarkInfo:
     """One benchmark script and the architectures it offers."""
@@ -93,6 +105,7 @@ class BenchmarkInfo:
     cnn: bool = False
     extra_flags: Callable[[Parser], None] | None = None
     extra_check: Callable[[argparse.Namespace], None] | None = None
+    own_parser: Callable[[], Parser] | None = None  # benchmarks that do not train (collectives)
 
     @property
     def path(self) -> Path:
@@ -101,12 +114,15 @@ class BenchmarkInfo:
 
     def parser(self) -> Parser:
         """The shared flags, with this benchmark's models and model options."""
+        if self.own_parser is not None:
+            return self.own_parser()
         return benchmark_parser(self.name, self.models, self.default_model, self.unit, self.extra_flags)
 
     def check(self, argv: Sequence[str]) -> argparse.Namespace:
         """Parse and check argv; a UsageError names the first problem."""
         flags = self.parser().parse_args(list(argv))
-        check_flags(flags, cnn=self.cnn)
+        if self.own_parser is None:
+            check_flags(flags, cnn=self.cnn)
         if self.extra_check is not None:
             self.extra_check(flags)
         return flags
@@ -138,6 +154,9 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                       extra_flags=_translation_flags),
         BenchmarkInfo("lm", "pytorch", "lm.py", ("gpt2",), "gpt2", "tokens",
                       "Transformer language model, GPT-2 small shape by default", extra_flags=_lm_flags),
+        BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
+                      "allreduce, allgather, broadcast, alltoall bandwidth through Horovod and raw MPI",
+                      own_parser=_comm_parser, extra_check=_comm_check),
     )
 }
 

@@ -17,7 +17,7 @@ from typing import IO, Any, Iterable, Iterator
 
 SCHEMA_VERSION = 1
 MARKER = '{"hvdbench":'
-KINDS = ("env", "phase", "step", "telemetry", "profile", "summary", "error")
+KINDS = ("env", "phase", "step", "comm", "telemetry", "profile", "summary", "error")
 
 
 def rank_log_name(rank: int) -> str:

@@ -1,0 +1,95 @@
+"""Collective bandwidth: algbw and busbw per size from every rank's own times, peaks, Horovod vs MPI, a plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hvdbench.suite.comm import bus_factor
+
+from .collect import Collection
+
+RUN_KEYS = ["system", "placement", "np", "nodes", "launcher", "controller"]
+CASE_KEYS = ["op", "backend", "dtype", "bytes"]
+COMM_TABLE_SCHEMA: dict[str, str] = {
+    "system": "string", "placement": "string", "np": "int64", "nodes": "int64", "launcher": "string",
+    "controller": "string", "op": "string", "backend": "string", "dtype": "string", "bytes": "int64",
+    "time_mean_us": "float64", "time_min_us": "float64", "algbw_gbs": "float64", "busbw_gbs": "float64",
+    "busbw_peak_gbs": "float64",
+}
+RATIO_BYTES = 64 * 2**20
+
+
+def comm_table(collection: Collection) -> pd.DataFrame:
+    """One row per run and case: per iteration the slowest rank's time; mean and min over iterations."""
+    rows: list[dict[str, Any]] = []
+    runs = collection.runs.set_index("run_id")
+    for (run_id, *case), group in collection.comm.groupby(["run_id", *CASE_KEYS], sort=True):
+        per_iteration = group.pivot_table(index="iteration", columns="rank", values="time", aggfunc="first")
+        slowest = per_iteration.dropna().max(axis=1).to_numpy()
+        if slowest.size == 0 or run_id not in runs.index:
+            continue
+        run = runs.loc[run_id]
+        op, _, _, nbytes = case
+        mean, best = float(slowest.mean()), float(slowest.min())
+        factor = bus_factor(op, int(run["np"]))
+        rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS, case)),
+                     "time_mean_us": mean * 1e6, "time_min_us": best * 1e6, "algbw_gbs": nbytes / mean / 1e9,
+                     "busbw_gbs": nbytes / mean / 1e9 * factor, "busbw_peak_gbs": nbytes / best / 1e9 * factor})
+    return pd.DataFrame(rows, columns=list(COMM_TABLE_SCHEMA)).astype(COMM_TABLE_SCHEMA)
+
+
+def peak_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The highest busbw (from mean times) of each configuration, and the size that reached it."""
+    keys = ["system", "placement", "np", "op", "backend", "dtype"]
+    best = table.loc[table.groupby(keys, sort=True)["busbw_gbs"].idxmax()] if len(table) else table
+    return best[keys + ["busbw_gbs", "bytes"]].rename(columns={"busbw_gbs": "peak_busbw_gbs", "bytes": "at_bytes"})
+
+
+def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataFrame:
+    """busbw through Horovod / through raw MPI at the size both measured closest to nbytes."""
+    keys = ["system", "placement", "np", "op", "dtype"]
+    rows = []
+    for key, group in table.groupby(keys, sort=True):
+        both = group.pivot_table(index="bytes", columns="backend", values="busbw_gbs", aggfunc="first")
+        if not {"horovod", "mpi"} <= set(both.columns):
+            continue
+        both = both.dropna()
+        if both.empty:
+            continue
+        size = int(both.index[np.argmin(np.abs(np.log2(both.index.to_numpy()) - np.log2(nbytes)))])
+        rows.append({**dict(zip(keys, key)), "bytes": size, "horovod_gbs": both.loc[size, "horovod"],
+                     "mpi_gbs": both.loc[size, "mpi"], "ratio": both.loc[size, "horovod"] / both.loc[size, "mpi"]})
+    return pd.DataFrame(rows, columns=keys + ["bytes", "horovod_gbs", "mpi_gbs", "ratio"])
+
+
+def plot_bandwidth(table: pd.DataFrame, path: Path) -> Path | None:
+    """busbw against message size, one panel per operation, a line per backend, dtype and placement."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    ops = list(dict.fromkeys(table["op"]))
+    fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        for key, group in table[table["op"] == op].groupby(["backend", "dtype", "placement", "np"], sort=True):
+            backend, dtype, placement, np_ = key
+            group = group.sort_values("bytes")
+            ax.plot(group["bytes"], group["busbw_gbs"], marker="o", markersize=3,
+                    label=f"{backend} {dtype} {placement or ''} {np_} ranks".replace("  ", " "))
+        ax.set_xscale("log", base=2)
+        ax.set_title(op)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("bus bandwidth (GB/s)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

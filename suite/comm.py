@@ -1,0 +1,225 @@
+"""Collective bandwidth in the field's terms (nccl-tests' algbw and busbw), through Horovod and raw MPI.
+
+For each operation, backend, dtype and message size: warm-up iterations, then timed iterations, each
+bounded by a barrier and a device sync; every rank records its own per-iteration times, and the
+result of every iteration is checked against values known in advance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from .errors import HvdbenchError
+from .flags import Parser, non_negative_int, positive_int
+
+OPS = ("allreduce", "allgather", "broadcast", "alltoall")
+BACKENDS = ("horovod", "mpi")
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+class WrongResult(HvdbenchError):
+    """A collective returned values other than the ones known in advance."""
+
+
+def bus_factor(op: str, size: int) -> float:
+    """busbw / algbw as nccl-tests defines it: allreduce 2(n-1)/n, allgather and alltoall (n-1)/n, broadcast 1."""
+    if op == "allreduce":
+        return 2.0 * (size - 1) / size
+    if op in ("allgather", "alltoall"):
+        return (size - 1) / size
+    return 1.0
+
+
+def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """Message sizes from min to max bytes, multiplying by factor."""
+    out, value = [], min_bytes
+    while value <= max_bytes:
+        out.append(value)
+        value *= factor
+    return out
+
+
+def byte_size(text: str) -> int:
+    """argparse type: ``8``, ``64K``, ``1M``, ``1G`` (powers of 1024)."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "")
+    try:
+        value = int(float(number) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 8, 64K, 1M, 1G; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a size must be at least 1 byte, got {text!r}")
+    return value
+
+
+def comm_parser() -> Parser:
+    """The collective benchmark's flags (the harness's device and logging flags included)."""
+    parser = Parser(prog="comm", description="Collective bandwidth (algbw, busbw) through Horovod and MPI.")
+    parser.add_argument("--ops", type=_choices("ops", OPS), default=list(OPS), help=f"of {', '.join(OPS)}")
+    parser.add_argument("--backends", type=_choices("backends", BACKENDS), default=list(BACKENDS),
+                        help="horovod (hvd ops on torch tensors), mpi (mpi4py on buffers; needs mpirun)")
+    parser.add_argument("--dtypes", type=_choices("dtypes", tuple(DTYPES)), default=["fp32"])
+    parser.add_argument("--min-bytes", type=byte_size, default=8)
+    parser.add_argument("--max-bytes", type=byte_size, default=2**30)
+    parser.add_argument("--factor", type=positive_int, default=2)
+    parser.add_argument("--iters", type=positive_int, default=20, help="timed iterations per size")
+    parser.add_argument("--warmup-iters", type=non_negative_int, default=5)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--cuda-aware-mpi", action="store_true",
+                        help="hand GPU buffers to MPI directly (else MPI gets host buffers)")
+    parser.add_argument("--corrupt-rank", type=int, default=None, help=argparse.SUPPRESS)  # self-test of the check
+    parser.add_argument("--log-dir", default=None)
+    parser.add_argument("--echo-records", action="store_true")
+    return parser
+
+
+def check_comm_flags(flags: argparse.Namespace) -> None:
+    """Sizes that make sense together."""
+    from .errors import UsageError
+
+    if flags.min_bytes > flags.max_bytes:
+        raise UsageError(f"--min-bytes {flags.min_bytes} is above --max-bytes {flags.max_bytes}")
+    if flags.factor < 2:
+        raise UsageError("--factor must be 2 or more")
+
+
+def _choices(what: str, valid: Sequence[str]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        bad = [v for v in values if v not in valid]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"unknown {what} {bad or text!r}; valid: {', '.join(valid)}")
+        return values
+    return parse
+
+
+@dataclass
+class Case:
+    """One measurement: an operation of one backend on one dtype at one size."""
+
+    op: str
+    backend: str
+    dtype: str
+    nbytes: int
+
+
+class Buffers:
+    """Inputs filled with values known in advance, and the expected results, for one case."""
+
+    def __init__(self, case: Case, rank: int, size: int, device: torch.device, corrupt: bool) -> None:
+        dtype = DTYPES[case.dtype]
+        item = torch.tensor([], dtype=dtype).element_size()
+        # nccl-tests' sizes: allgather counts the gathered output, the others one rank's buffer.
+        per_rank = case.nbytes // size if case.op == "allgather" else case.nbytes
+        self.count = max(size if case.op == "alltoall" else 1, per_rank // item)
+        if case.op == "alltoall":
+            self.count -= self.count % size
+        chunk = self.count // size if case.op == "alltoall" else self.count
+        # Small integers are exact in every dtype measured (bf16: up to 256).
+        if case.op == "allreduce":
+            self.input = torch.full((self.count,), float(rank % 4 + 1), dtype=dtype, device=device)
+            self.expected: torch.Tensor = torch.full_like(self.input, float(sum(r % 4 + 1 for r in range(size))))
+        elif case.op == "broadcast":
+            self.input = torch.full((self.count,), 7.0 if rank == 0 else 0.0, dtype=dtype, device=device)
+            self.expected = torch.full_like(self.input, 7.0)
+        elif case.op == "allgather":
+            self.input = torch.full((self.count,), float(rank % 200 + 1), dtype=dtype, device=device)
+            self.expected = torch.cat([torch.full_like(self.input, float(r % 200 + 1)) for r in range(size)])
+        else:  # alltoall: rank r sends (r + 1) to every peer; each chunk received says who sent it
+            self.input = torch.full((self.count,), float(rank % 200 + 1), dtype=dtype, device=device)
+            self.expected = torch.cat([torch.full((chunk,), float(r % 200 + 1), dtype=dtype, device=device)
+                                       for r in range(size)])
+        if corrupt:
+            self.input[0] += 1
+        self.bytes = self.count * item * (size if case.op == "allgather" else 1)
+
+    def check(self, output: torch.Tensor, case: Case, rank: int) -> None:
+        """Raise WrongResult naming the first wrong element."""
+        if output.shape != self.expected.shape or not torch.equal(output.to(self.expected.device), self.expected):
+            flat_out, flat_exp = output.flatten().float().cpu(), self.expected.flatten().float().cpu()
+            where = int((flat_out[: len(flat_exp)] != flat_exp[: len(flat_out)]).nonzero()[0]) \
+                if output.shape == self.expected.shape else 0
+            raise WrongResult(f"{case.op} via {case.backend}, {case.dtype}, {case.nbytes} B: wrong result on rank "
+                              f"{rank} at element {where} (expected {flat_exp[where].item():g}, "
+                              f"got {flat_out[where].item():g})" if len(flat_out) > where else "got nothing)")
+
+
+def horovod_op(hvd: Any, op: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """One Horovod collective on a tensor, returning its result."""
+    if op == "allreduce":
+        return lambda t: hvd.allreduce(t, op=hvd.Sum)
+    if op == "allgather":
+        return hvd.allgather
+    if op == "broadcast":
+        return lambda t: hvd.broadcast(t, root_rank=0)
+    return lambda t: _first(hvd.alltoall(t))
+
+
+def _first(value: Any) -> torch.Tensor:
+    return value[0] if isinstance(value, (tuple, list)) else value
+
+
+def mpi_op(comm: Any, op: str, size: int, cuda_aware: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """One mpi4py collective on the tensor's buffer (host memory unless MPI is CUDA-aware)."""
+    from mpi4py import MPI
+
+    def run(t: torch.Tensor) -> torch.Tensor:
+        src = t if (cuda_aware or t.device.type == "cpu") else t.cpu()
+        if op == "allreduce":
+            out = torch.empty_like(src)
+            comm.Allreduce(_typed(src), _typed(out), op=MPI.SUM)
+        elif op == "allgather":
+            out = torch.empty(src.numel() * size, dtype=src.dtype, device=src.device)
+            comm.Allgather([_raw(src), MPI.BYTE], [_raw(out), MPI.BYTE])
+        elif op == "broadcast":
+            out = src.clone()
+            comm.Bcast([_raw(out), MPI.BYTE], root=0)
+        else:
+            out = torch.empty_like(src)
+            comm.Alltoall([_raw(src), MPI.BYTE], [_raw(out), MPI.BYTE])
+        return out.to(t.device)
+
+    return run
+
+
+def _typed(t: torch.Tensor) -> Any:
+    """A buffer MPI reduces as its element type (fp32)."""
+    return t if t.device.type == "cuda" else t.numpy()
+
+
+def _raw(t: torch.Tensor) -> Any:
+    """The tensor's bytes, for collectives that move data without reducing it (any dtype)."""
+    return t.view(torch.uint8) if t.device.type == "cuda" else t.view(torch.uint8).numpy()
+
+
+def measure(run: Callable[[torch.Tensor], torch.Tensor], buffers: Buffers, case: Case, *, rank: int, iters: int,
+            warmup: int, barrier: Callable[[], None], sync: Callable[[], None]) -> list[float]:
+    """Warm-up, then timed iterations each bounded by a barrier and a device sync; every result checked."""
+    times: list[float] = []
+    for index in range(warmup + iters):
+        barrier()
+        sync()
+        start = time.perf_counter()
+        out = run(buffers.input)
+        sync()
+        elapsed = time.perf_counter() - start
+        buffers.check(out, case, rank)
+        if index >= warmup:
+            times.append(elapsed)
+    return times
+
+
+def summarize(op: str, nbytes: int, size: int, per_rank_times: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Per iteration the slowest rank's time; mean and min over iterations; algbw and busbw (GB/s)."""
+    slowest = np.max(np.asarray(per_rank_times, dtype=float), axis=0)
+    mean, best = float(slowest.mean()), float(slowest.min())
+    algbw = nbytes / mean / 1e9
+    return {"time_mean_s": mean, "time_min_s": best, "algbw_gbs": algbw, "busbw_gbs": algbw * bus_factor(op, size),
+            "algbw_peak_gbs": nbytes / best / 1e9, "busbw_peak_gbs": nbytes / best / 1e9 * bus_factor(op, size)}

@@ -1,0 +1,94 @@
+"""The collective benchmark: correct results through Horovod and raw MPI, nccl-tests' bandwidth
+formulas, a wrong reduction caught, and the report's table and plot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, hvdbench_exe
+from hvdbench.suite.comm import bus_factor, byte_size, sizes, summarize
+from hvdbench.suite.records import read_records
+
+SMALL = ["--min-bytes", "8", "--max-bytes", "64K", "--factor", "8", "--iters", "3", "--warmup-iters", "1"]
+
+
+def test_bus_bandwidth_factors_and_summary_by_hand() -> None:
+    assert bus_factor("allreduce", 8) == pytest.approx(1.75) and bus_factor("allreduce", 2) == 1.0
+    assert bus_factor("allgather", 4) == 0.75 and bus_factor("alltoall", 8) == 0.875
+    assert bus_factor("broadcast", 16) == 1.0
+    # 1 MB allreduce on 4 ranks; per iteration the slowest rank: 2 ms and 4 ms -> mean 3 ms, min 2 ms.
+    s = summarize("allreduce", 10**6, 4, [[0.001, 0.004], [0.002, 0.001], [0.0015, 0.003]])
+    assert s["time_mean_s"] == pytest.approx(0.003) and s["time_min_s"] == pytest.approx(0.002)
+    assert s["algbw_gbs"] == pytest.approx(1 / 3) and s["busbw_gbs"] == pytest.approx(1 / 3 * 1.5)
+    assert s["busbw_peak_gbs"] == pytest.approx(0.5 * 1.5)
+
+
+def test_sizes_and_size_parsing() -> None:
+    assert sizes(8, 1024, 2) == [8, 16, 32, 64, 128, 256, 512, 1024]
+    assert sizes(8, 2**30, 2)[-1] == 2**30 and len(sizes(8, 2**30, 2)) == 28
+    assert [byte_size(t) for t in ("8", "64K", "1M", "1G", "2MiB")] == [8, 65536, 2**20, 2**30, 2**21]
+
+
+def test_two_ranks_both_backends_correct_and_reported(tmp_path: Path, hvd_env: dict) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run([hvdbench_exe(), "run", "collectives", "--np", "2", "--launcher", "mpirun",
+                           "--output", str(out), "--dtypes", "fp32,fp16", *SMALL],
+                          capture_output=True, text=True, env=hvd_env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (run_dir,) = [d for d in out.iterdir() if d.name != "report"]
+    records = [r for r in read_records(run_dir / "rank-1.jsonl") if r["kind"] == "comm"]
+    measured = {(r["op"], r["backend"], r["dtype"]) for r in records if "times" in r}
+    assert {("allreduce", "horovod", "fp32"), ("allreduce", "mpi", "fp32"), ("alltoall", "mpi", "fp16"),
+            ("broadcast", "horovod", "fp16")} <= measured
+    assert all(r["correct"] and len(r["times"]) == 3 for r in records if "times" in r)
+    assert any("16-bit float type to reduce" in r.get("skipped", "") for r in records)  # mpi allreduce fp16
+    table = pd.read_csv(out / "report" / "collectives.csv")
+    assert set(table["op"]) == {"allreduce", "allgather", "broadcast", "alltoall"}
+    assert (table["busbw_gbs"] > 0).all()
+    allgather = table[table["op"] == "allgather"]
+    assert list(allgather["busbw_gbs"]) == pytest.approx(list(allgather["algbw_gbs"] * 0.5))
+    report = (out / "report" / "report.md").read_text()
+    assert "## Collectives" in report and "Horovod / raw MPI busbw near 64 MiB" in report
+    assert "collectives.svg" in report and (out / "report" / "collectives.svg").stat().st_size > 1000
+    assert "peak busbw GB/s" in proc.stdout
+
+
+def test_gloo_run_skips_the_mpi_backend_and_says_why(tmp_path: Path, hvd_env: dict) -> None:
+    proc = subprocess.run(["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
+                           str(REPO / "suite" / "collectives.py"), "--ops", "allreduce", *SMALL,
+                           "--log-dir", str(tmp_path)], capture_output=True, text=True, env=hvd_env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    records = [r for r in read_records(tmp_path / "rank-0.jsonl") if r["kind"] == "comm"]
+    assert [r["skipped"] for r in records if r["backend"] == "mpi"] == [
+        "Horovod runs on Gloo here: launch with mpirun or horovodrun --mpi for the MPI backend"]
+    assert sum(1 for r in records if r["backend"] == "horovod") == len(sizes(8, 65536, 8))
+
+
+@pytest.mark.parametrize("backend", ["horovod", "mpi"])
+def test_a_wrong_reduction_is_detected_and_reported(tmp_path: Path, hvd_env: dict, backend: str) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run([hvdbench_exe(), "run", "collectives", "--np", "2", "--launcher", "mpirun",
+                           "--output", str(out), "--ops", "allreduce", "--backends", backend, *SMALL,
+                           "--corrupt-rank", "1", "--timeout", "120"],
+                          capture_output=True, text=True, env=hvd_env, timeout=300)
+    assert proc.returncode == 1
+    (run_dir,) = list(out.iterdir())
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "failed"
+    assert f"allreduce via {backend}, fp32, 8 B: wrong result on rank" in status["message"]
+    assert "(expected 3, got 4)" in status["message"]
+
+
+def test_bad_comm_flags_are_one_line_errors(tmp_path: Path) -> None:
+    for args, text in ((["--ops", "allreduce,scan"], "unknown ops ['scan']"),
+                       (["--min-bytes", "1M", "--max-bytes", "1K"], "--min-bytes 1048576 is above --max-bytes 1024"),
+                       (["--max-bytes", "lots"], "expected a size such as 8, 64K, 1M, 1G")):
+        proc = subprocess.run([hvdbench_exe(), "run", "collectives", *args, "--output", str(tmp_path / "o")],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and text in proc.stderr
