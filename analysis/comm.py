@@ -16,7 +16,7 @@ RUN_KEYS = ["system", "placement", "np", "nodes", "launcher", "controller"]
 CASE_KEYS = ["op", "backend", "dtype", "bytes"]
 COMM_TABLE_SCHEMA: dict[str, str] = {
     "system": "string", "placement": "string", "np": "int64", "nodes": "int64", "launcher": "string",
-    "controller": "string", "op": "string", "backend": "string", "dtype": "string", "bytes": "int64",
+    "controller": "string", "op": "string", "backend": "string", "path": "string", "dtype": "string", "bytes": "int64",
     "time_mean_us": "float64", "time_min_us": "float64", "algbw_gbs": "float64", "busbw_gbs": "float64",
     "busbw_peak_gbs": "float64",
 }
@@ -36,7 +36,8 @@ def comm_table(collection: Collection) -> pd.DataFrame:
         op, _, _, nbytes = case
         mean, best = float(slowest.mean()), float(slowest.min())
         factor = bus_factor(op, int(run["np"]))
-        rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS, case)),
+        path = f"Horovod ({run['controller']})" if case[1] == "horovod" else "raw MPI (mpi4py)"
+        rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS, case)), "path": path,
                      "time_mean_us": mean * 1e6, "time_min_us": best * 1e6, "algbw_gbs": nbytes / mean / 1e9,
                      "busbw_gbs": nbytes / mean / 1e9 * factor, "busbw_peak_gbs": nbytes / best / 1e9 * factor})
     return pd.DataFrame(rows, columns=list(COMM_TABLE_SCHEMA)).astype(COMM_TABLE_SCHEMA)
@@ -44,26 +45,26 @@ def comm_table(collection: Collection) -> pd.DataFrame:
 
 def peak_table(table: pd.DataFrame) -> pd.DataFrame:
     """The highest busbw (from mean times) of each configuration, and the size that reached it."""
-    keys = ["system", "placement", "np", "op", "backend", "dtype"]
+    keys = ["system", "placement", "np", "op", "path", "dtype"]
     best = table.loc[table.groupby(keys, sort=True)["busbw_gbs"].idxmax()] if len(table) else table
     return best[keys + ["busbw_gbs", "bytes"]].rename(columns={"busbw_gbs": "peak_busbw_gbs", "bytes": "at_bytes"})
 
 
 def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataFrame:
-    """busbw through Horovod / through raw MPI at the size both measured closest to nbytes."""
+    """busbw through Horovod (each controller) / through raw MPI, at the size both measured closest to nbytes."""
     keys = ["system", "placement", "np", "op", "dtype"]
     rows = []
     for key, group in table.groupby(keys, sort=True):
-        both = group.pivot_table(index="bytes", columns="backend", values="busbw_gbs", aggfunc="first")
-        if not {"horovod", "mpi"} <= set(both.columns):
-            continue
-        both = both.dropna()
-        if both.empty:
-            continue
-        size = int(both.index[np.argmin(np.abs(np.log2(both.index.to_numpy()) - np.log2(nbytes)))])
-        rows.append({**dict(zip(keys, key)), "bytes": size, "horovod_gbs": both.loc[size, "horovod"],
-                     "mpi_gbs": both.loc[size, "mpi"], "ratio": both.loc[size, "horovod"] / both.loc[size, "mpi"]})
-    return pd.DataFrame(rows, columns=keys + ["bytes", "horovod_gbs", "mpi_gbs", "ratio"])
+        both = group.pivot_table(index="bytes", columns="path", values="busbw_gbs", aggfunc="first")
+        raw = "raw MPI (mpi4py)"
+        for path in [c for c in both.columns if c != raw] if raw in both.columns else []:
+            pair = both[[path, raw]].dropna()
+            if pair.empty:
+                continue
+            size = int(pair.index[np.argmin(np.abs(np.log2(pair.index.to_numpy()) - np.log2(nbytes)))])
+            rows.append({**dict(zip(keys, key)), "path": path, "bytes": size, "horovod_gbs": pair.loc[size, path],
+                         "mpi_gbs": pair.loc[size, raw], "ratio": pair.loc[size, path] / pair.loc[size, raw]})
+    return pd.DataFrame(rows, columns=keys + ["path", "bytes", "horovod_gbs", "mpi_gbs", "ratio"])
 
 
 def plot_bandwidth(table: pd.DataFrame, path: Path) -> Path | None:
@@ -78,7 +79,7 @@ def plot_bandwidth(table: pd.DataFrame, path: Path) -> Path | None:
     ops = list(dict.fromkeys(table["op"]))
     fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
     for ax, op in zip(axes[0], ops):
-        for key, group in table[table["op"] == op].groupby(["backend", "dtype", "placement", "np"], sort=True):
+        for key, group in table[table["op"] == op].groupby(["path", "dtype", "placement", "np"], sort=True):
             backend, dtype, placement, np_ = key
             group = group.sort_values("bytes")
             ax.plot(group["bytes"], group["busbw_gbs"], marker="o", markersize=3,

@@ -63,11 +63,11 @@ def render_markdown(table: pd.DataFrame, collection: Collection) -> str:
     """The whole report as Markdown."""
     out = ["# hvdbench scaling report", ""]
     runs = collection.runs
-    out.append(f"{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete. "
-               "Throughput is the sum over ranks of each rank's median per-step rate (samples / step time; "
-               "timed steps only, warm-up excluded); the 95% interval is a percentile bootstrap over "
-               "steps (over repeats where a configuration was repeated). Speedup = throughput(N) / "
-               "throughput(1 rank); efficiency = speedup / N.")
+    out.append(f"{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete."
+               + (" Throughput is the sum over ranks of each rank's median per-step rate (samples / step "
+                  "time; timed steps only, warm-up excluded); the 95% interval is a percentile bootstrap over "
+                  "steps (over repeats where a configuration was repeated). Speedup = throughput(N) / "
+                  "throughput(1 rank); efficiency = speedup / N." if len(table) else ""))
     out.append("")
     if collection.comm_skipped:
         out += ["Collective cases not run here: " + "; ".join(collection.comm_skipped) + ".", ""]
@@ -94,21 +94,21 @@ def comm_markdown(comm: pd.DataFrame, scaling: pd.DataFrame, plot: Path | None) 
            "Per iteration the slowest rank's time; algbw = bytes / mean time; busbw as nccl-tests defines it "
            "(allreduce × 2(n−1)/n, allgather and alltoall × (n−1)/n, broadcast × 1). Every result was checked.", ""]
     peaks = peak_table(comm)
-    header = ["system", "placement", "ranks", "op", "backend", "dtype", "peak busbw (GB/s)", "at bytes",
+    header = ["system", "placement", "ranks", "op", "through", "dtype", "peak busbw (GB/s)", "at bytes",
               "training efficiency here"]
     rows = []
     for r in peaks.itertuples():
         same = scaling[(scaling["system"] == r.system) & (scaling["placement"] == r.placement) & (scaling["np"] == r.np)]
         training = ", ".join(f"{t.model} {t.efficiency:.0%}" for t in same.itertuples() if not math.isnan(t.efficiency))
-        rows.append([r.system, r.placement or "-", str(r.np), r.op, r.backend, r.dtype, f"{r.peak_busbw_gbs:.3f}",
+        rows.append([r.system, r.placement or "-", str(r.np), r.op, r.path, r.dtype, f"{r.peak_busbw_gbs:.3f}",
                      f"{r.at_bytes:,}", training or "-"])
     out += [markdown_table(header, rows), ""]
     ratio = horovod_over_mpi(comm)
     if len(ratio):
         out += ["Horovod / raw MPI busbw near 64 MiB:", "",
-                markdown_table(["system", "placement", "ranks", "op", "dtype", "bytes", "Horovod GB/s", "MPI GB/s",
-                                "ratio"],
-                               [[r.system, r.placement or "-", str(r.np), r.op, r.dtype, f"{r.bytes:,}",
+                markdown_table(["system", "placement", "ranks", "op", "dtype", "Horovod over", "bytes", "Horovod GB/s",
+                                "MPI GB/s", "ratio"],
+                               [[r.system, r.placement or "-", str(r.np), r.op, r.dtype, r.path, f"{r.bytes:,}",
                                  f"{r.horovod_gbs:.3f}", f"{r.mpi_gbs:.3f}", f"{r.ratio:.2f}"] for r in ratio.itertuples()]),
                 ""]
     if plot is not None:
@@ -138,8 +138,8 @@ def build_report(roots: list[Path], out_dir: Path) -> tuple[str, dict[str, Path]
         plot = plot_bandwidth(comm, out_dir / "collectives.svg")
         markdown += "\n" + "\n".join(comm_markdown(comm, table, plot))
         peaks = peak_table(comm)
-        texts.append(text_table(["ranks", "op", "backend", "dtype", "peak busbw GB/s", "at bytes"],
-                                [[str(r.np), r.op, r.backend, r.dtype, f"{r.peak_busbw_gbs:.3f}", f"{r.at_bytes:,}"]
+        texts.append(text_table(["ranks", "op", "through", "dtype", "peak busbw GB/s", "at bytes"],
+                                [[str(r.np), r.op, r.path, r.dtype, f"{r.peak_busbw_gbs:.3f}", f"{r.at_bytes:,}"]
                                  for r in peaks.itertuples()]))
     paths["markdown"].write_text(markdown + "\n", encoding="utf-8")
     table.to_csv(paths["scaling"], index=False)

@@ -167,22 +167,30 @@ def _first(value: Any) -> torch.Tensor:
 
 
 def mpi_op(comm: Any, op: str, size: int, cuda_aware: bool) -> Callable[[torch.Tensor], torch.Tensor]:
-    """One mpi4py collective on the tensor's buffer (host memory unless MPI is CUDA-aware)."""
+    """One mpi4py collective on the tensor's buffer (host memory unless MPI is CUDA-aware). Output
+    buffers are allocated once per shape, outside the timed calls, as nccl-tests does."""
     from mpi4py import MPI
+
+    outputs: dict[tuple[Any, ...], torch.Tensor] = {}
+
+    def output(src: torch.Tensor, count: int) -> torch.Tensor:
+        key = (count, src.dtype, src.device)
+        if key not in outputs:
+            outputs.clear()
+            outputs[key] = torch.empty(count, dtype=src.dtype, device=src.device)
+        return outputs[key]
 
     def run(t: torch.Tensor) -> torch.Tensor:
         src = t if (cuda_aware or t.device.type == "cpu") else t.cpu()
+        if op == "broadcast":  # in place: the root's values land in every rank's buffer
+            comm.Bcast([_raw(src), MPI.BYTE], root=0)
+            return src.to(t.device)
+        out = output(src, src.numel() * (size if op == "allgather" else 1))
         if op == "allreduce":
-            out = torch.empty_like(src)
             comm.Allreduce(_typed(src), _typed(out), op=MPI.SUM)
         elif op == "allgather":
-            out = torch.empty(src.numel() * size, dtype=src.dtype, device=src.device)
             comm.Allgather([_raw(src), MPI.BYTE], [_raw(out), MPI.BYTE])
-        elif op == "broadcast":
-            out = src.clone()
-            comm.Bcast([_raw(out), MPI.BYTE], root=0)
         else:
-            out = torch.empty_like(src)
             comm.Alltoall([_raw(src), MPI.BYTE], [_raw(out), MPI.BYTE])
         return out.to(t.device)
 
