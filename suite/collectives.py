@@ -7,19 +7,14 @@ Horovod and through raw MPI (mpi4py), with nccl-tests' algbw and busbw; every re
 
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 from typing import Any, Callable
 
 import torch
 
-from hvdbench.suite import harness
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.comm import Buffers, Case, horovod_op, measure, mpi_op, sizes, summarize
-from hvdbench.suite.environment import base_environment, horovod_info
-from hvdbench.suite.pytorch import TorchRuntime, device_info, pick_device
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.pytorch import rank_session
 
 
 def skip_reason(case: Case, device: torch.device, hvd: Any) -> str | None:
@@ -40,21 +35,10 @@ def main() -> int:
     info = get_benchmark("collectives")
     argv = sys.argv[1:]
     flags = info.parse_or_exit(argv)
-    import horovod.torch as hvd
-
-    hvd.init()
-    writer = None
-    try:
-        runtime = TorchRuntime(hvd, torch.device("cpu"))
-        log_dir = harness.resolve_log_dir(runtime, flags, "collectives")
-        harness.ensure_run_file(runtime, log_dir, RunSpec(
-            benchmark="collectives", framework="pytorch", args=harness.benchmark_args(argv), np=runtime.size,
-            launcher="external", controller="mpi" if hvd.mpi_enabled() else "gloo"))
-        writer = harness.open_writer(runtime, log_dir, flags.echo_records)
-        device = runtime.device = pick_device(flags.device, runtime.local_rank)
+    with rank_session(info, flags, argv, "collectives") as session:
+        hvd, runtime, writer, device = session.hvd, session.runtime, session.writer, session.device
         writer.write("env", benchmark="collectives", framework="pytorch", model="collectives", flags=vars(flags),
-                     unit="GB/s", device=device_info(device), horovod=horovod_info(hvd), **base_environment())
-        comm = None
+                     unit="GB/s", **session.environment())
         runners: dict[str, Callable[[str], Callable[[torch.Tensor], torch.Tensor]]] = {
             "horovod": lambda op: horovod_op(hvd, op)}
         if "mpi" in flags.backends and hvd.mpi_enabled() and hvd.mpi_threads_supported():
@@ -65,11 +49,13 @@ def main() -> int:
         if runtime.rank == 0:
             print(f"{'op':>10} {'backend':>8} {'dtype':>5} {'bytes':>12} {'time(us)':>10} {'algbw':>8} "
                   f"{'busbw':>8}  (GB/s; slowest rank per iteration, mean over iterations)", flush=True)
+        measured = skipped = 0
         for op in flags.ops:
             for backend in flags.backends:
                 for dtype in flags.dtypes:
                     reason = skip_reason(Case(op, backend, dtype, 0), device, hvd)
                     if reason:
+                        skipped += 1
                         writer.write("comm", op=op, backend=backend, dtype=dtype, skipped=reason)
                         if runtime.rank == 0:
                             print(f"{op:>10} {backend:>8} {dtype:>5}  skipped: {reason}", flush=True)
@@ -83,23 +69,14 @@ def main() -> int:
                                         warmup=flags.warmup_iters, barrier=runtime.barrier, sync=runtime.sync)
                         writer.write("comm", op=op, backend=backend, dtype=dtype, bytes=buffers.bytes,
                                      elements=buffers.count, times=times, correct=True)
+                        measured += 1
                         everyone = runtime.allgather_object(times)
                         if runtime.rank == 0:
                             s = summarize(op, buffers.bytes, runtime.size, everyone)
                             print(f"{op:>10} {backend:>8} {dtype:>5} {buffers.bytes:>12} {s['time_mean_s'] * 1e6:>10.1f} "
                                   f"{s['algbw_gbs']:>8.3f} {s['busbw_gbs']:>8.3f}", flush=True)
-        writer.write("summary", unit="GB/s", samples=0, throughput=0.0, loss_finite=True)
-        return 0
-    except Exception as exc:  # a wrong result, a failed collective: an error record and one line
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if writer is not None:
-            writer.write("error", error=type(exc).__name__, message=message, traceback=traceback.format_exc(limit=6))
-        print(f"error: rank {hvd.rank()}: {message}", file=sys.stderr, flush=True)
-        os._exit(1)  # peers may wait in a collective that will never come; the launcher ends them
-    finally:
-        if writer is not None:
-            writer.close()
-
+        writer.write("summary", unit="GB/s", cases=measured, skipped=skipped)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,13 +15,13 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import nn
 
 from . import harness
-from .catalog import get_benchmark
+from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
 from .errors import UsageError
 from .gpu import Nvml, TelemetrySampler, telemetry_for
@@ -262,62 +262,96 @@ def peak_memory(device: torch.device) -> dict[str, int]:
     return {"peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
 
 
-def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
-    """Run one benchmark on this rank: parse flags, init Horovod, train, record. Returns the exit status."""
-    info = get_benchmark(name)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    flags = info.parse_or_exit(argv)
+@dataclass
+class RankSession:
+    """One rank's Horovod, run directory, record writer, pinned device and NVML handle."""
+
+    hvd: Any
+    runtime: TorchRuntime
+    writer: RecordWriter
+    log_dir: Path
+    nvml: Nvml
+    gpu_handle: Any
+
+    @property
+    def device(self) -> torch.device:
+        return self.runtime.device
+
+    def environment(self) -> dict[str, Any]:
+        """The env record's common fields: device, NVML, Horovod, host, MPI and variables."""
+        return {"device": device_info(self.device), "nvml": self.nvml.driver(),
+                "gpu": self.nvml.static(self.gpu_handle) if self.gpu_handle is not None else None,
+                "horovod": horovod_info(self.hvd), **base_environment()}
+
+
+@contextlib.contextmanager
+def rank_session(info: BenchmarkInfo, flags: argparse.Namespace, argv: Sequence[str],
+                 label: str) -> Iterator[RankSession]:
+    """Horovod init, the run directory and run.json, this rank's log, device pinning, NVML.
+
+    Any failure inside becomes an error record and one line on stderr, and the process exits 1 at
+    once: peers may wait in a collective that will never come, and the launcher ends them.
+    """
     import horovod.torch as hvd
 
     hvd.init()
     writer = None
     try:
         runtime = TorchRuntime(hvd, torch.device("cpu"))
-        label = f"{name}-{flags.model}"
         log_dir = harness.resolve_log_dir(runtime, flags, label)
-        hosts = runtime.allgather_object(os.uname().nodename)
+        hosts = len(set(runtime.allgather_object(os.uname().nodename)))
         harness.ensure_run_file(runtime, log_dir, RunSpec(
-            benchmark=name, framework=info.framework, args=harness.benchmark_args(argv), np=runtime.size,
-            nodes=len(set(hosts)) if runtime.size % len(set(hosts)) == 0 else 1, launcher="external",
+            benchmark=info.name, framework=info.framework, args=harness.benchmark_args(argv), np=runtime.size,
+            nodes=hosts if runtime.size % hosts == 0 else 1, launcher="external",
             controller="mpi" if hvd.mpi_enabled() else "gloo"))
         writer = harness.open_writer(runtime, log_dir, flags.echo_records)
         device = runtime.device = pick_device(flags.device, runtime.local_rank)
+        nvml = Nvml()
+        handle = (nvml.handle(device_info(device).get("pci_bus_id"), physical_gpu(runtime.local_rank))
+                  if device.type == "cuda" else None)
+        yield RankSession(hvd, runtime, writer, log_dir, nvml, handle)
+    except Exception as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if writer is not None:
+            writer.write("error", error=type(exc).__name__, message=message, traceback=traceback.format_exc(limit=8))
+            writer.close()
+        print(f"error: rank {hvd.rank()}: {message}", file=sys.stderr, flush=True)
+        os._exit(1)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
+    """Run one benchmark on this rank: parse flags, init Horovod, train, record. Returns the exit status."""
+    info = get_benchmark(name)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    flags = info.parse_or_exit(argv)
+    label = f"{name}-{flags.model}"
+    with rank_session(info, flags, argv, label) as session:
+        runtime, writer, device = session.runtime, session.writer, session.device
         check_precision(flags.precision, device)
         threads = set_threads(flags, runtime.local_size) if device.type == "cpu" else None
         torch.manual_seed(flags.seed)
         ctx = BuildContext(flags, device, runtime.rank, runtime.size)
         workload = build(ctx)
-        trainer = Trainer(hvd, workload, flags, device, ctx.data_generator(), flags.seed + 1 + runtime.rank)
-        dev = device_info(device)
-        nvml = Nvml()
-        handle = nvml.handle(dev.get("pci_bus_id"), physical_gpu(runtime.local_rank)) if device.type == "cuda" else None
-        writer.write("env", benchmark=name, framework=info.framework, model=flags.model,
-                     flags=vars(flags), unit=info.unit, threads=threads,
-                     parameters=sum(p.numel() for p in trainer.params.parameters()),
-                     device=dev, nvml=nvml.driver(), gpu=nvml.static(handle) if handle is not None else None,
-                     horovod=horovod_info(hvd), **base_environment())
+        trainer = Trainer(session.hvd, workload, flags, device, ctx.data_generator(), flags.seed + 1 + runtime.rank)
+        writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
+                     unit=info.unit, threads=threads, parameters=sum(p.numel() for p in trainer.params.parameters()),
+                     **session.environment())
         step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
-        sampler = TelemetrySampler(writer, flags.telemetry_interval, *telemetry_for(nvml, handle)).start()
+        sampler = TelemetrySampler(writer, flags.telemetry_interval,
+                                   *telemetry_for(session.nvml, session.gpu_handle)).start()
         try:
             summary = harness.timed_loop(runtime, writer, step, lambda loss: float(loss.float().item()),
                                          warmup_steps=flags.warmup_steps, steps=flags.steps)
         finally:
             sampler.stop()
         if flags.profile:
-            profile(trainer, runtime, writer, flags.profile, log_dir)
+            profile(trainer, runtime, writer, flags.profile, session.log_dir)
         summary.update(peak_memory(device), param_checksum=trainer.checksum())
         writer.write("summary", unit=info.unit, **summary)
         per_rank = runtime.allgather_object(summary)
         if runtime.rank == 0:
-            print(harness.summary_line(f"{label} ({log_dir})", info.unit, per_rank), flush=True)
-        return 0 if summary["loss_finite"] else 1
-    except Exception as exc:  # every failure becomes an error record and one line, then exit 1
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if writer is not None:
-            writer.write("error", error=type(exc).__name__, message=message,
-                         traceback=traceback.format_exc(limit=8))
-        print(f"error: rank {hvd.rank()}: {message}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if writer is not None:
-            writer.close()
+            print(harness.summary_line(f"{label} ({session.log_dir})", info.unit, per_rank), flush=True)
+    return 0 if summary["loss_finite"] else 1
