@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -11,7 +10,7 @@ import pandas as pd
 
 from hvdbench.suite.errors import ReportError, SpecError
 from hvdbench.suite.records import ParseStats, read_records
-from hvdbench.suite.spec import RUN_FILE, RunSpec
+from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
 
 RUNS_SCHEMA: dict[str, str] = {
     "run_id": "string", "root": "string", "system": "string", "framework": "string",
@@ -76,14 +75,6 @@ def find_runs(roots: Iterable[Path]) -> list[tuple[Path, Path]]:
         except PermissionError as exc:
             raise ReportError(f"cannot read {exc.filename}: permission denied") from None
     return found
-
-
-def _status(run_dir: Path) -> tuple[str | None, str]:
-    try:
-        data = json.loads((run_dir / "status.json").read_text(encoding="utf-8"))
-        return str(data.get("status")), str(data.get("message") or "")
-    except (OSError, ValueError, AttributeError):
-        return None, ""
 
 
 def _model(spec: RunSpec, env: dict[str, Any] | None) -> str:
@@ -163,10 +154,11 @@ def collect(roots: Iterable[Path]) -> Collection:
                     errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
             if stats.malformed:
                 issues.append(FileIssue(str(log), stats.malformed, stats.examples))
-        status, message = _status(run_dir)
+        recorded = RunStatus.read(run_dir)
+        status = recorded.status if recorded is not None else None
         missing = sorted(set(range(spec.np)) - summary_ranks)
-        if status not in (None, "ok"):
-            reason = f"{status}: {message}" if message else status
+        if recorded is not None and status != "ok":
+            reason = f"{status}: {recorded.message}" if recorded.message else recorded.status
         elif errors:
             reason, status = errors[0], "failed"
         elif missing:

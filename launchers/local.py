@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -10,39 +9,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 from hvdbench.suite.records import ParseStats, rank_log_name, read_records
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, Launcher
 
-STATUS_FILE = "status.json"
 LAUNCHER_LOG = "launcher.log"
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """How a run ended: ok, failed, timeout, interrupted; with the exit code and a one-line reason."""
-
-    status: str
-    returncode: int | None
-    seconds: float
-    message: str = ""
-
-    def write(self, run_dir: Path) -> None:
-        """Write status.json into the run directory."""
-        (run_dir / STATUS_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
-
-    @classmethod
-    def read(cls, run_dir: Path) -> "RunStatus | None":
-        """The recorded status, or None where the run has none (never run, or started by hand)."""
-        try:
-            return cls(**json.loads((run_dir / STATUS_FILE).read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
-            return None
 
 
 def missing_summaries(run_dir: Path, np: int) -> list[int]:

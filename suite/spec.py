@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import SpecError
 
 RUN_FILE = "run.json"
+STATUS_FILE = "status.json"
 CONTROLLERS = ("gloo", "mpi")
 
 
@@ -119,3 +120,25 @@ def _check_type(spec: RunSpec, name: str, kind: type) -> None:
     value = getattr(spec, name)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise SpecError(f"RunSpec.{name} must be {kind.__name__}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """How a run ended: ok, failed, timeout, interrupted; with the exit code and a one-line reason."""
+
+    status: str
+    returncode: int | None
+    seconds: float
+    message: str = ""
+
+    def write(self, run_dir: Path) -> None:
+        """Write status.json into the run directory (the launcher's record of how the run ended)."""
+        (run_dir / STATUS_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "RunStatus | None":
+        """The recorded status, or None where the run has none (never run, or started by hand)."""
+        try:
+            return cls(**json.loads((run_dir / STATUS_FILE).read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from hvdbench.launchers.base import LaunchContext, Launcher
-from hvdbench.launchers.local import LocalExecutor, RunStatus, failure_reason
+from hvdbench.launchers.local import LocalExecutor, failure_reason
+from hvdbench.suite.spec import RunStatus
 from hvdbench.suite.spec import RunSpec
 
 
