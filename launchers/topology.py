@@ -7,6 +7,7 @@ bridges within a NUMA node), SYS (across the SMP interconnect between NUMA nodes
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from hvdbench.suite.errors import HvdbenchError
+from hvdbench.suite.gpu import Nvml, pci_numa_node
+from hvdbench.suite.gpu import text as nvml_text
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _NV = re.compile(r"^NV(\d+)$")
@@ -56,18 +59,11 @@ def parse_cpus(text: str | None) -> tuple[int, ...]:
 
 
 def format_cpus(cpus: Sequence[int]) -> str:
-    """CPU numbers as ranges, the way nvidia-smi prints them."""
-    ranges: list[str] = []
-    ordered = sorted(set(cpus))
-    start = prev = None
-    for cpu in ordered + [None]:  # type: ignore[list-item]
-        if start is None:
-            start = prev = cpu
-        elif cpu is not None and cpu == prev + 1:
-            prev = cpu
-        else:
-            ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = cpu
+    """CPU numbers as ranges, the way nvidia-smi prints them (``0-11,24-35``)."""
+    ranges = []
+    for _, run in itertools.groupby(enumerate(sorted(set(cpus))), key=lambda pair: pair[1] - pair[0]):
+        values = [cpu for _, cpu in run]
+        ranges.append(f"{values[0]}" if len(values) == 1 else f"{values[0]}-{values[-1]}")
     return ",".join(ranges)
 
 
@@ -280,53 +276,30 @@ def _cpus_from_mask(words: Sequence[int], bits: int = 64) -> list[int]:
 
 
 def read_nvml_topology() -> Topology:
-    """This node's GPU topology from the driver through pynvml; TopologyError where there is none."""
+    """This node's GPU topology from the driver through NVML; TopologyError where there is none."""
+    nvml = Nvml()
+    if not nvml.available:
+        raise TopologyError(str(nvml.reason))
     try:
-        import pynvml
-    except ImportError:
-        raise TopologyError("no NVML: the nvidia-ml-py package is not installed (pip install hvdbench[gpu])") from None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        raise TopologyError(f"no NVIDIA driver on this machine (NVML: {exc})") from None
-    try:
-        count = pynvml.nvmlDeviceGetCount()
+        count = nvml.query("nvmlDeviceGetCount") or 0
         if count == 0:
             raise TopologyError("NVML found no GPU on this machine")
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-        bus_ids = [_text(pynvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
-        ancestors = [[0 if a == b else int(pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]))
+        handles = [nvml.query("nvmlDeviceGetHandleByIndex", i) for i in range(count)]
+        bus_ids = [nvml.bus_id(h) or f"GPU{i}" for i, h in enumerate(handles)]
+        ancestors = [[0 if a == b else nvml.query("nvmlDeviceGetTopologyCommonAncestor", handles[a], handles[b])
                       for b in range(count)] for a in range(count)]
         nvlinks = [[0] * count for _ in range(count)]
         for a, handle in enumerate(handles):
-            for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
-                try:
-                    if pynvml.nvmlDeviceGetNvLinkState(handle, link) != pynvml.NVML_FEATURE_ENABLED:
-                        continue
-                    remote = _text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
-                except pynvml.NVMLError:
+            for link in range(getattr(nvml.nv, "NVML_NVLINK_MAX_LINKS", 18)):
+                if nvml.query("nvmlDeviceGetNvLinkState", handle, link) != nvml.nv.NVML_FEATURE_ENABLED:
                     continue
-                if remote in bus_ids:
-                    nvlinks[a][bus_ids.index(remote)] += 1
-        cpus = [_cpus_from_mask(pynvml.nvmlDeviceGetCpuAffinity(h, 16)) for h in handles]
-        numa = [_numa_node(bus) for bus in bus_ids]
-        return topology_from_nvml_values(bus_ids, ancestors, nvlinks, cpus, numa)
+                remote = nvml.query("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
+                if remote is not None and nvml_text(remote.busId) in bus_ids:
+                    nvlinks[a][bus_ids.index(nvml_text(remote.busId))] += 1
+        cpus = [_cpus_from_mask(nvml.query("nvmlDeviceGetCpuAffinity", h, 16) or []) for h in handles]
+        return topology_from_nvml_values(bus_ids, ancestors, nvlinks, cpus, [pci_numa_node(b) for b in bus_ids])
     finally:
-        pynvml.nvmlShutdown()
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _numa_node(bus_id: str) -> int | None:
-    """The NUMA node the kernel reports for a PCI device (NVML's bus id has an 8-digit domain)."""
-    short = bus_id.lower()[-12:]
-    try:
-        node = int(Path(f"/sys/bus/pci/devices/{short}/numa_node").read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return node if node >= 0 else None
+        nvml.shutdown()
 
 
 def local_topology() -> Topology:

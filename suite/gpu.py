@@ -46,7 +46,7 @@ class Nvml:
     def available(self) -> bool:
         return self.nv is not None
 
-    def _get(self, name: str, *args: Any) -> Any:
+    def query(self, name: str, *args: Any) -> Any:
         """One NVML query; None where this GPU or driver does not support it."""
         try:
             value = getattr(self.nv, name)(*args)
@@ -54,75 +54,89 @@ class Nvml:
             return None
         return value.decode() if isinstance(value, bytes) else value
 
+    def shutdown(self) -> None:
+        """Release NVML (where it was initialised)."""
+        if self.available:
+            self.query("nvmlShutdown")
+            self.nv = None
+
+    def bus_id(self, handle: Any) -> str | None:
+        """A GPU's PCI bus id as NVML prints it (8-digit domain)."""
+        pci = self.query("nvmlDeviceGetPciInfo", handle)
+        return None if pci is None else text(pci.busId)
+
     def handle(self, pci_bus_id: str | None, index: int) -> Any:
         """The NVML handle of a GPU by PCI bus id (what CUDA sees), else by NVML index."""
         if not self.available:
             return None
         if pci_bus_id:
-            handle = self._get("nvmlDeviceGetHandleByPciBusId", pci_bus_id)
+            handle = self.query("nvmlDeviceGetHandleByPciBusId", pci_bus_id)
             if handle is not None:
                 return handle
-        return self._get("nvmlDeviceGetHandleByIndex", index)
+        return self.query("nvmlDeviceGetHandleByIndex", index)
 
     def driver(self) -> dict[str, Any]:
         """Driver and CUDA driver versions, or the note saying NVML is absent."""
         if not self.available:
             return {"available": False, "reason": self.reason}
-        cuda = self._get("nvmlSystemGetCudaDriverVersion")
-        return {"available": True, "driver": self._get("nvmlSystemGetDriverVersion"),
+        cuda = self.query("nvmlSystemGetCudaDriverVersion")
+        return {"available": True, "driver": self.query("nvmlSystemGetDriverVersion"),
                 "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
-                "nvml": self._get("nvmlSystemGetNVMLVersion")}
+                "nvml": self.query("nvmlSystemGetNVMLVersion")}
 
     def static(self, handle: Any) -> dict[str, Any]:
         """Fixed facts of one GPU."""
         clk = self.nv.NVML_CLOCK_SM if self.available else 0
         mem_clk = self.nv.NVML_CLOCK_MEM if self.available else 1
-        pci = self._get("nvmlDeviceGetPciInfo", handle)
-        memory = self._get("nvmlDeviceGetMemoryInfo", handle)
-        limit = self._get("nvmlDeviceGetEnforcedPowerLimit", handle)
+        bus = self.bus_id(handle)
+        memory = self.query("nvmlDeviceGetMemoryInfo", handle)
+        limit = self.query("nvmlDeviceGetEnforcedPowerLimit", handle)
         return {
-            "name": self._get("nvmlDeviceGetName", handle), "uuid": self._get("nvmlDeviceGetUUID", handle),
-            "pci_bus_id": None if pci is None else _text(pci.busId), "index": self._get("nvmlDeviceGetIndex", handle),
+            "name": self.query("nvmlDeviceGetName", handle), "uuid": self.query("nvmlDeviceGetUUID", handle),
+            "pci_bus_id": bus, "index": self.query("nvmlDeviceGetIndex", handle),
             "memory_total_bytes": None if memory is None else memory.total,
-            "max_sm_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", handle, clk),
-            "max_memory_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", handle, mem_clk),
+            "max_sm_clock_mhz": self.query("nvmlDeviceGetMaxClockInfo", handle, clk),
+            "max_memory_clock_mhz": self.query("nvmlDeviceGetMaxClockInfo", handle, mem_clk),
             "power_limit_w": None if limit is None else limit / 1000.0,
-            "pcie_max_gen": self._get("nvmlDeviceGetMaxPcieLinkGeneration", handle),
-            "pcie_max_width": self._get("nvmlDeviceGetMaxPcieLinkWidth", handle),
-            "persistence_mode": self._get("nvmlDeviceGetPersistenceMode", handle),
-            "numa_node": _numa_node(None if pci is None else _text(pci.busId)),
+            "pcie_max_gen": self.query("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            "pcie_max_width": self.query("nvmlDeviceGetMaxPcieLinkWidth", handle),
+            "persistence_mode": self.query("nvmlDeviceGetPersistenceMode", handle),
+            "numa_node": pci_numa_node(bus),
         }
 
     def sample(self, handle: Any) -> dict[str, Any]:
         """What changes while training: utilization, memory, clocks, power, temperature, PCIe link, clock events."""
-        util = self._get("nvmlDeviceGetUtilizationRates", handle)
-        memory = self._get("nvmlDeviceGetMemoryInfo", handle)
-        power = self._get("nvmlDeviceGetPowerUsage", handle)
-        events = self._get("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        util = self.query("nvmlDeviceGetUtilizationRates", handle)
+        memory = self.query("nvmlDeviceGetMemoryInfo", handle)
+        power = self.query("nvmlDeviceGetPowerUsage", handle)
+        events = self.query("nvmlDeviceGetCurrentClocksEventReasons", handle)
         if events is None:
-            events = self._get("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+            events = self.query("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         return {
             "gpu_util_pct": None if util is None else util.gpu, "mem_util_pct": None if util is None else util.memory,
             "memory_used_bytes": None if memory is None else memory.used,
-            "sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", handle, self.nv.NVML_CLOCK_SM),
-            "memory_clock_mhz": self._get("nvmlDeviceGetClockInfo", handle, self.nv.NVML_CLOCK_MEM),
+            "sm_clock_mhz": self.query("nvmlDeviceGetClockInfo", handle, self.nv.NVML_CLOCK_SM),
+            "memory_clock_mhz": self.query("nvmlDeviceGetClockInfo", handle, self.nv.NVML_CLOCK_MEM),
             "power_w": None if power is None else power / 1000.0,
-            "temperature_c": self._get("nvmlDeviceGetTemperature", handle, self.nv.NVML_TEMPERATURE_GPU),
-            "pcie_gen": self._get("nvmlDeviceGetCurrPcieLinkGeneration", handle),
-            "pcie_width": self._get("nvmlDeviceGetCurrPcieLinkWidth", handle),
+            "temperature_c": self.query("nvmlDeviceGetTemperature", handle, self.nv.NVML_TEMPERATURE_GPU),
+            "pcie_gen": self.query("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+            "pcie_width": self.query("nvmlDeviceGetCurrPcieLinkWidth", handle),
             "clock_events": None if events is None else clock_event_names(int(events)),
         }
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """An NVML string, which older bindings return as bytes."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _numa_node(bus_id: str | None) -> int | None:
+def pci_numa_node(bus_id: str | None) -> int | None:
+    """The NUMA node the kernel reports for a PCI device (NVML's bus id has an 8-digit domain)."""
     if not bus_id:
         return None
     try:
-        node = int(open(f"/sys/bus/pci/devices/{bus_id.lower()[-12:]}/numa_node").read().strip())
+        with open(f"/sys/bus/pci/devices/{bus_id.lower()[-12:]}/numa_node", encoding="ascii") as handle:
+            node = int(handle.read().strip())
     except (OSError, ValueError):
         return None
     return node if node >= 0 else None
