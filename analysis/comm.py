@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.comm import bus_factor
+from hvdbench.suite.comm import summarize
 
 from .collect import Collection
 
@@ -28,18 +28,16 @@ def comm_table(collection: Collection) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     runs = collection.runs.set_index("run_id")
     for (run_id, *case), group in collection.comm.groupby(["run_id", *CASE_KEYS], sort=True):
-        per_iteration = group.pivot_table(index="iteration", columns="rank", values="time", aggfunc="first")
-        slowest = per_iteration.dropna().max(axis=1).to_numpy()
-        if slowest.size == 0 or run_id not in runs.index:
+        per_iteration = group.pivot_table(index="iteration", columns="rank", values="time", aggfunc="first").dropna()
+        if per_iteration.empty or run_id not in runs.index:
             continue
         run = runs.loc[run_id]
-        op, _, _, nbytes = case
-        mean, best = float(slowest.mean()), float(slowest.min())
-        factor = bus_factor(op, int(run["np"]))
-        path = f"Horovod ({run['controller']})" if case[1] == "horovod" else "raw MPI (mpi4py)"
+        op, backend, _, nbytes = case
+        s = summarize(op, int(nbytes), int(run["np"]), per_iteration.to_numpy().T)
+        path = f"Horovod ({run['controller']})" if backend == "horovod" else "raw MPI (mpi4py)"
         rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS, case)), "path": path,
-                     "time_mean_us": mean * 1e6, "time_min_us": best * 1e6, "algbw_gbs": nbytes / mean / 1e9,
-                     "busbw_gbs": nbytes / mean / 1e9 * factor, "busbw_peak_gbs": nbytes / best / 1e9 * factor})
+                     "time_mean_us": s["time_mean_s"] * 1e6, "time_min_us": s["time_min_s"] * 1e6,
+                     "algbw_gbs": s["algbw_gbs"], "busbw_gbs": s["busbw_gbs"], "busbw_peak_gbs": s["busbw_peak_gbs"]})
     return pd.DataFrame(rows, columns=list(COMM_TABLE_SCHEMA)).astype(COMM_TABLE_SCHEMA)
 
 
