@@ -39,25 +39,37 @@ def cpu_model() -> str:
 
 
 @lru_cache(maxsize=1)
-def mpi_version() -> str | None:
-    """First line of ``mpirun --version`` for the MPI on PATH, or None where there is none."""
+def mpirun_version_output() -> str | None:
+    """What ``mpirun --version`` prints for the MPI on PATH (asked once), or None where there is none."""
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         return None
     try:
-        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=10).stdout
+        return subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
-    return lines[0] if lines else None
+
+
+_MPI_PATTERNS = (
+    ("Open MPI", re.compile(r"\(Open MPI\)\s*(\S+)")),
+    ("Intel MPI", re.compile(r"Intel\(R\) MPI Library.*?Version\s+(\S+)")),
+    ("MPICH", re.compile(r"HYDRA build details:.*?Version:\s*(\S+)", re.S)),
+)
+
+
+def parse_mpi_version(output: str | None) -> dict[str, str | None]:
+    """``mpirun --version`` output as its first line, the implementation and its version."""
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    for name, pattern in _MPI_PATTERNS:
+        match = pattern.search(output or "")
+        if match:
+            return {"mpirun": lines[0], "implementation": name, "version": match.group(1).rstrip(",")}
+    return {"mpirun": lines[0] if lines else None, "implementation": None, "version": None}
 
 
 def mpi_info() -> dict[str, str | None]:
-    """The MPI on PATH: ``mpirun --version``'s first line, its implementation and version."""
-    line = mpi_version()
-    match = re.search(r"\(([^)]+)\)\s*([\d.]+\w*)", line or "") or re.search(r"(MPICH|Intel\S* MPI)\D*([\d.]+)", line or "")
-    return {"mpirun": line, "implementation": match.group(1) if match else None,
-            "version": match.group(2) if match else None}
+    """The MPI on PATH: implementation and version."""
+    return parse_mpi_version(mpirun_version_output())
 
 
 def horovod_info(hvd: Any) -> dict[str, Any]:

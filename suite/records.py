@@ -12,12 +12,19 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 SCHEMA_VERSION = 1
 MARKER = '{"hvdbench":'
 KINDS = ("env", "phase", "step", "comm", "telemetry", "profile", "summary", "error")
+
+
+@lru_cache(maxsize=1)
+def _host() -> str:
+    """This machine's name, asked once (every record carries it)."""
+    return socket.gethostname()
 
 
 def rank_log_name(rank: int) -> str:
@@ -35,7 +42,7 @@ def make_record(kind: str, *, rank: int, local_rank: int, size: int, **fields: A
         "rank": rank,
         "local_rank": local_rank,
         "size": size,
-        "host": socket.gethostname(),
+        "host": _host(),
         "time": time.time(),
         "mono": time.monotonic(),
     }
@@ -94,13 +101,6 @@ class ParseStats:
     malformed: int = 0
     other_lines: int = 0
     examples: list[str] = field(default_factory=list)
-
-    def add(self, other: "ParseStats") -> None:
-        """Accumulate another file's counts."""
-        self.records += other.records
-        self.malformed += other.malformed
-        self.other_lines += other.other_lines
-        self.examples.extend(other.examples[: max(0, 3 - len(self.examples))])
 
 
 _decoder = json.JSONDecoder()

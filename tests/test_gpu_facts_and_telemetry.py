@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from conftest import REPO
-from hvdbench.suite.environment import mpi_info, relevant_variables
+from hvdbench.suite.environment import parse_mpi_version, relevant_variables
 from hvdbench.suite.gpu import Nvml, TelemetrySampler, clock_event_names, telemetry_for
 from hvdbench.suite.records import RecordWriter, read_records
 
@@ -97,8 +97,12 @@ def test_sampler_writes_records_on_time_and_stops(tmp_path: Path) -> None:
     records = read_records(path)
     assert 4 <= len(records) <= 12 and all(r["kind"] == "telemetry" for r in records)
     assert records[0]["note"] == "GPU telemetry off: test" and all("note" not in r for r in records[1:])
-    off = TelemetrySampler(writer, 0, lambda: {}).start()  # interval 0: no thread at all
-    off.stop()
+    quiet = tmp_path / "rank-1.jsonl"
+    with RecordWriter(quiet, rank=1, local_rank=1, size=2) as writer:
+        off = TelemetrySampler(writer, 0, lambda: {"value": 1}).start()  # interval 0: telemetry off
+        time.sleep(0.2)
+        off.stop()
+    assert read_records(quiet) == []
 
 
 def test_run_records_environment_and_cpu_telemetry(tmp_path: Path, hvd_env: dict) -> None:
@@ -125,5 +129,10 @@ def test_variable_capture_and_mpi_parsing() -> None:
     env = {"HOROVOD_CYCLE_TIME": "1", "NCCL_ALGO": "Ring", "OMPI_COMM_WORLD_SIZE": "8", "PMIX_RANK": "3",
            "SLURM_JOB_ID": "42", "SLURM_PROCID": "3", "CUDA_VISIBLE_DEVICES": "0,3", "HOME": "/root", "PATH": "/bin"}
     assert relevant_variables(env) == {k: v for k, v in sorted(env.items()) if k not in ("HOME", "PATH")}
-    info = mpi_info()
-    assert set(info) == {"mpirun", "implementation", "version"}
+    assert parse_mpi_version("mpirun (Open MPI) 4.1.4\n\nReport bugs to https://www.open-mpi.org/\n") == {
+        "mpirun": "mpirun (Open MPI) 4.1.4", "implementation": "Open MPI", "version": "4.1.4"}
+    mpich = "HYDRA build details:\n    Version:                                 4.1.2\n    Release Date: Wed Jun  7\n"
+    assert parse_mpi_version(mpich)["implementation"] == "MPICH" and parse_mpi_version(mpich)["version"] == "4.1.2"
+    intel = "Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619 (id: c2e19c2f3e)\n"
+    assert parse_mpi_version(intel)["version"] == "2021.10"
+    assert parse_mpi_version(None) == {"mpirun": None, "implementation": None, "version": None}

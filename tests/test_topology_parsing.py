@@ -83,7 +83,6 @@ def test_malformed_matrices_are_one_line_errors_naming_the_line(edit, message: s
 
 def test_nvml_values_give_the_same_matrix_as_the_text() -> None:
     text = parse_topo_text(DGX1)
-    levels = {"SYS": 50, "NODE": 40, "PHB": 30, "PXB": 20, "PIX": 10}
     # What NVML reports on a DGX-1: the PCIe common ancestor of every pair, and NVLinks between peers.
     pcie = [[0 if a == b else (10 if a // 2 == b // 2 else 40 if a // 4 == b // 4 else 50) for b in range(8)]
             for a in range(8)]
@@ -95,7 +94,7 @@ def test_nvml_values_give_the_same_matrix_as_the_text() -> None:
         for b in range(8):
             if a != b:
                 assert nvml.link(a, b) == text.link(a, b)
-    assert nvml.gpus[3].pci_bus_id == "00000000:03:00.0" and levels  # bus ids kept
+    assert nvml.gpus[3].pci_bus_id == "00000000:03:00.0"  # bus ids kept
 
 
 def test_nvml_asymmetry_and_unknown_levels_are_errors() -> None:
