@@ -71,6 +71,15 @@ def _imagenet_check(flags: argparse.Namespace) -> None:
         raise UsageError("inception_v3 needs --batch-size 2 or more (its auxiliary head's batch norm sees 1x1 maps)")
 
 
+TF_MIN_IMAGE_SIDE = {"inception_v3": 75}  # keras.applications' least; ResNet-50 and VGG-16 take 32
+
+
+def _tf_imagenet_check(flags: argparse.Namespace) -> None:
+    least = TF_MIN_IMAGE_SIDE.get(flags.model, 32)
+    if flags.image_size is not None and flags.image_size < least:
+        raise UsageError(f"--image-size {flags.image_size} is too small for {flags.model} (at least {least})")
+
+
 def _lm_flags(group: Parser) -> None:
     group.add_argument("--layers", type=positive_int, default=12)
     group.add_argument("--width", type=positive_int, default=768)
@@ -116,7 +125,7 @@ class BenchmarkInfo:
         """The shared flags, with this benchmark's models and model options."""
         if self.own_parser is not None:
             return self.own_parser()
-        return benchmark_parser(self.name, self.models, self.default_model, self.unit, self.extra_flags)
+        return benchmark_parser(self.name, self.models, self.default_model, self.unit, self.extra_flags, self.framework)
 
     def check(self, argv: Sequence[str]) -> argparse.Namespace:
         """Parse and check argv; a UsageError names the first problem."""
@@ -134,6 +143,8 @@ class BenchmarkInfo:
 
 _CIFAR = ("resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "densenet40_k12", "densenet100_k12")
 _IMAGENET = ("resnet50", "resnet101", "resnet152", "inception_v3", "vgg16", "alexnet")
+_TF_CIFAR = _CIFAR[:5]
+_TF_IMAGENET = ("resnet50", "inception_v3", "vgg16")
 
 BENCHMARKS: dict[str, BenchmarkInfo] = {
     info.name: info
@@ -157,6 +168,20 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       "allreduce, allgather, broadcast, alltoall bandwidth through Horovod and raw MPI",
                       own_parser=_comm_parser, extra_check=_comm_check),
+        BenchmarkInfo("tf_cifar10", "tensorflow", "tf_cifar10.py", _TF_CIFAR, "resnet20", "images",
+                      "CIFAR-10 ResNets in Keras, synthetic 32x32x3 images, 10 classes", cnn=True),
+        BenchmarkInfo("tf_imagenet", "tensorflow", "tf_imagenet.py", _TF_IMAGENET, "resnet50", "images",
+                      "keras.applications ResNet-50, Inception v3, VGG-16 (weights=None, with top), "
+                      "synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
+                      extra_flags=_imagenet_flags, extra_check=_tf_imagenet_check),
+        BenchmarkInfo("tf_mlp", "tensorflow", "tf_mlp.py", ("mlp",), "mlp", "samples",
+                      "the MLP in Keras on synthetic vectors", extra_flags=_mlp_flags),
+        BenchmarkInfo("tf_speech", "tensorflow", "tf_speech.py", ("deepspeech2",), "deepspeech2", "utterances",
+                      "DeepSpeech2-style recognition in Keras (conv, bidirectional LSTM/GRU) with tf.nn.ctc_loss",
+                      extra_flags=_speech_flags),
+        BenchmarkInfo("tf_translation", "tensorflow", "tf_translation.py", ("gnmt",), "gnmt", "words",
+                      "the LSTM sequence-to-sequence model in Keras; words = target tokens",
+                      extra_flags=_translation_flags),
     )
 }
 

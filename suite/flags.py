@@ -51,13 +51,18 @@ def _int(text: str) -> int:
 
 
 PRECISIONS = ("fp32", "fp16", "bf16", "amp")
+TF_PRECISIONS = PRECISIONS + ("mixed_float16", "mixed_bfloat16")
 DATA_MODES = ("device", "host", "loader")
+TF_DATA_MODES = ("device", "host", "pipeline")
 
 
 def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit: str,
-                     extra: Callable[[Parser], None] | None = None) -> Parser:
+                     extra: Callable[[Parser], None] | None = None, framework: str = "pytorch") -> Parser:
     """The shared benchmark flags; ``models`` are the architectures this benchmark offers and
-    ``extra`` adds the options that size its model family."""
+    ``extra`` adds the options that size its model family. The TensorFlow suite names a few of them
+    in its own terms: ``--data-format`` for ``--channels-last``, ``--xla`` for ``--compile``, a
+    ``tf.data`` pipeline for the DataLoader, Keras mixed-precision policies."""
+    tf = framework == "tensorflow"
     parser = Parser(prog=prog, description=f"Horovod training throughput benchmark ({unit}/s).")
     parser.add_argument("--model", choices=list(models), default=default_model,
                         help=f"architecture (default {default_model})")
@@ -67,20 +72,38 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                         help="untimed steps first (allocation, autotuning); recorded, marked warm-up")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="where to train: the GPU of this rank's local rank, or the CPU")
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+    parser.add_argument("--precision", choices=TF_PRECISIONS if tf else PRECISIONS, default="fp32",
                         help="fp32; fp16 or bf16 weights and activations; amp: autocast (fp16 with a "
-                             "gradient scaler on CUDA, bf16 on CPU)")
-    parser.add_argument("--channels-last", action="store_true", help="NHWC memory format (CNNs only)")
-    parser.add_argument("--data", choices=DATA_MODES, default="device",
+                             "gradient scaler on CUDA, bf16 on CPU)" + (
+                            "; mixed_float16 / mixed_bfloat16: that Keras policy (amp picks "
+                            "mixed_float16 on a GPU, mixed_bfloat16 on the CPU)" if tf else ""))
+    if tf:
+        parser.add_argument("--data-format", choices=["channels_first", "channels_last"], default=None,
+                            help="image layout of CNNs (default: channels_first on a GPU, channels_last "
+                                 "on the CPU, whose convolutions take only NHWC)")
+    else:
+        parser.add_argument("--channels-last", action="store_true", help="NHWC memory format (CNNs only)")
+    parser.add_argument("--data", choices=TF_DATA_MODES if tf else DATA_MODES, default="device",
                         help="synthetic batches resident on the device; made on the host and copied "
-                             "every step; or served by a DataLoader with workers and pinned memory")
-    parser.add_argument("--loader-workers", type=non_negative_int, default=2, help="DataLoader workers")
+                             "every step; or served by " + (
+                            "a tf.data pipeline with prefetch to the device" if tf
+                            else "a DataLoader with workers and pinned memory"))
+    parser.add_argument("--loader-workers", type=non_negative_int, default=2,
+                        help="tf.data parallel calls" if tf else "DataLoader workers")
     parser.add_argument("--threads", type=positive_int, default=None,
-                        help="CPU threads per rank (default: the node's cores / ranks on the node)")
+                        help="CPU threads per rank (default: the node's cores / ranks on the node)" +
+                             (" for TensorFlow's intra-op pool" if tf else ""))
+    if tf:
+        parser.add_argument("--inter-op-threads", type=positive_int, default=None,
+                            help="TensorFlow's inter-op pool (default: TensorFlow's choice)")
     parser.add_argument("--independent", action="store_true",
                         help="no gradient exchange: each rank trains alone (the ideal-scaling baseline)")
     parser.add_argument("--fp16-allreduce", action="store_true", help="Horovod fp16 gradient compression")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    if tf:
+        parser.add_argument("--xla", action="store_true",
+                            help="jit_compile the forward and backward step (the gradient exchange stays outside)")
+    else:
+        parser.add_argument("--compile", action="store_true", help="torch.compile the model")
     parser.add_argument("--breakdown", action="store_true",
                         help="time forward, backward, gradient exchange and optimizer per step, each "
                              "bounded by a sync (perturbs the overlap of exchange and backward)")
@@ -102,8 +125,12 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
 
 def check_flags(flags: argparse.Namespace, *, cnn: bool) -> None:
     """Combinations no device can run, caught before any rank starts: a UsageError naming them."""
-    if flags.channels_last and not cnn:
+    if getattr(flags, "channels_last", False) and not cnn:
         raise UsageError(f"--channels-last applies to CNNs; model {flags.model} is not one")
+    if getattr(flags, "data_format", None) and not cnn:
+        raise UsageError(f"--data-format applies to CNNs; model {flags.model} is not one")
+    if getattr(flags, "data_format", None) == "channels_first" and flags.device == "cpu":
+        raise UsageError("--data-format channels_first: TensorFlow's CPU convolutions take only channels_last")
     if flags.precision == "fp16" and flags.device == "cpu":
         raise UsageError("--precision fp16 needs a CUDA device; on the CPU use bf16 or amp")
 

@@ -206,3 +206,11 @@ def telemetry_for(nvml: Nvml, handle: Any) -> tuple[Callable[[], dict[str, Any]]
     if nvml.available and handle is not None:
         return (lambda: {**nvml.sample(handle), **process.sample()}), None
     return process.sample, f"GPU telemetry off: {nvml.reason or 'this rank trains on the CPU'}"
+
+
+def physical_gpu(local_rank: int) -> int:
+    """The NVML index of this rank's GPU: its place in CUDA_VISIBLE_DEVICES, when that lists indices."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if local_rank < len(visible) and visible[local_rank].isdigit():
+        return int(visible[local_rank])
+    return local_rank

@@ -7,13 +7,17 @@ object collectives) and a step; this module owns how the step is timed and recor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
+import resource
 import statistics
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from .records import RecordWriter, rank_log_name
 from .spec import RUN_FILE, RunSpec
@@ -79,6 +83,49 @@ def open_writer(runtime: Runtime, log_dir: Path, echo: bool) -> RecordWriter:
     path.unlink(missing_ok=True)
     return RecordWriter(path, rank=runtime.rank, local_rank=runtime.local_rank, size=runtime.size,
                         echo=sys.stdout if echo else None)
+
+
+@contextlib.contextmanager
+def rank_logging(runtime: Runtime, *, benchmark: str, framework: str, controller: str,
+                 flags: argparse.Namespace, argv: Sequence[str], label: str) -> Iterator[tuple[Path, RecordWriter]]:
+    """The run directory, run.json and this rank's log, for any framework.
+
+    Any failure inside becomes an error record and one line on stderr, and the process exits 1 at
+    once: peers may wait in a collective that will never come, and the launcher ends them.
+    """
+    writer = None
+    try:
+        log_dir = resolve_log_dir(runtime, flags, label)
+        hosts = len(set(runtime.allgather_object(os.uname().nodename)))
+        ensure_run_file(runtime, log_dir, RunSpec(
+            benchmark=benchmark, framework=framework, args=benchmark_args(argv), np=runtime.size,
+            nodes=hosts if runtime.size % hosts == 0 else 1, launcher="external", controller=controller))
+        writer = open_writer(runtime, log_dir, flags.echo_records)
+        yield log_dir, writer
+    except Exception as exc:
+        message = error_line(exc)
+        if writer is not None:
+            writer.write("error", error=type(exc).__name__, message=message, traceback=traceback.format_exc(limit=8))
+            writer.close()
+        print(f"error: rank {runtime.rank}: {message}", file=sys.stderr, flush=True)
+        os._exit(1)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def error_line(exc: BaseException) -> str:
+    """One line that names the problem: the exception's first line, or its last where the first is only
+    a heading (TensorFlow's "in user code:")."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return lines[-1] if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident set, in bytes."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 @dataclass
@@ -158,3 +205,32 @@ def summary_line(label: str, unit: str, per_rank: Sequence[dict[str, Any]]) -> s
     slowest = max(s["median_step_s"] for s in per_rank)
     return (f"hvdbench {label}: {len(per_rank)} rank(s), {total:,.1f} {unit}/s total "
             f"({total / len(per_rank):,.1f} per rank), slowest rank's median step {slowest * 1e3:.1f} ms")
+
+
+class Sampler(Protocol):
+    """A background sampler (telemetry) that runs while the steps are timed."""
+
+    def start(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
+
+def measure(runtime: Runtime, writer: RecordWriter, step: Callable[[], StepOutcome],
+            loss_value: Callable[[Any], float], *, flags: argparse.Namespace, unit: str, label: str,
+            sampler: Sampler, profile: Callable[[int], None], final: Callable[[], dict[str, Any]]) -> int:
+    """Time the steps with the sampler running, profile if asked, write this rank's summary, and print
+    the total on rank 0. ``final`` adds framework facts (peak memory, parameter checksum). Returns the
+    exit status: 1 when a loss was not finite."""
+    sampler.start()
+    try:
+        summary = timed_loop(runtime, writer, step, loss_value, warmup_steps=flags.warmup_steps, steps=flags.steps)
+    finally:
+        sampler.stop()
+    if flags.profile:
+        profile(flags.profile)
+    summary.update(final())
+    writer.write("summary", unit=unit, **summary)
+    per_rank = runtime.allgather_object(summary)
+    if runtime.rank == 0:
+        print(summary_line(label, unit, per_rank), flush=True)
+    return 0 if summary["loss_finite"] else 1

@@ -9,10 +9,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import resource
 import sys
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -24,10 +22,9 @@ from . import harness
 from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
 from .errors import UsageError
-from .gpu import Nvml, TelemetrySampler, telemetry_for
+from .gpu import Nvml, TelemetrySampler, physical_gpu, telemetry_for
 from .harness import StepOutcome
 from .records import RecordWriter
-from .spec import RunSpec
 from .torchdata import Batch, BatchSource, Count, MakeBatch, autocast, check_precision, weight_dtype
 
 
@@ -95,14 +92,6 @@ def pick_device(choice: str, local_rank: int) -> torch.device:
         raise UsageError(f"local rank {local_rank} has no GPU: {count} visible (CUDA_VISIBLE_DEVICES={visible})")
     torch.cuda.set_device(local_rank)
     return torch.device("cuda", local_rank)
-
-
-def physical_gpu(local_rank: int) -> int:
-    """The NVML index of this rank's GPU: its place in CUDA_VISIBLE_DEVICES, when that lists indices."""
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if local_rank < len(visible) and visible[local_rank].isdigit():
-        return int(visible[local_rank])
-    return local_rank
 
 
 def set_threads(flags: argparse.Namespace, local_size: int) -> int:
@@ -259,7 +248,7 @@ def peak_memory(device: torch.device) -> dict[str, int]:
     """Peak device memory allocated (CUDA) or the process's peak resident set (CPU), in bytes."""
     if device.type == "cuda":
         return {"peak_device_bytes": int(torch.cuda.max_memory_allocated(device))}
-    return {"peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
+    return {"peak_rss_bytes": harness.peak_rss_bytes()}
 
 
 @dataclass
@@ -287,39 +276,20 @@ class RankSession:
 @contextlib.contextmanager
 def rank_session(info: BenchmarkInfo, flags: argparse.Namespace, argv: Sequence[str],
                  label: str) -> Iterator[RankSession]:
-    """Horovod init, the run directory and run.json, this rank's log, device pinning, NVML.
-
-    Any failure inside becomes an error record and one line on stderr, and the process exits 1 at
-    once: peers may wait in a collective that will never come, and the launcher ends them.
-    """
+    """Horovod init, the run directory and run.json, this rank's log, device pinning, NVML; a failure
+    inside is an error record and exit status 1 (see ``harness.rank_logging``)."""
     import horovod.torch as hvd
 
     hvd.init()
-    writer = None
-    try:
-        runtime = TorchRuntime(hvd, torch.device("cpu"))
-        log_dir = harness.resolve_log_dir(runtime, flags, label)
-        hosts = len(set(runtime.allgather_object(os.uname().nodename)))
-        harness.ensure_run_file(runtime, log_dir, RunSpec(
-            benchmark=info.name, framework=info.framework, args=harness.benchmark_args(argv), np=runtime.size,
-            nodes=hosts if runtime.size % hosts == 0 else 1, launcher="external",
-            controller="mpi" if hvd.mpi_enabled() else "gloo"))
-        writer = harness.open_writer(runtime, log_dir, flags.echo_records)
+    runtime = TorchRuntime(hvd, torch.device("cpu"))
+    with harness.rank_logging(runtime, benchmark=info.name, framework=info.framework,
+                              controller="mpi" if hvd.mpi_enabled() else "gloo",
+                              flags=flags, argv=argv, label=label) as (log_dir, writer):
         device = runtime.device = pick_device(flags.device, runtime.local_rank)
         nvml = Nvml()
         handle = (nvml.handle(device_info(device).get("pci_bus_id"), physical_gpu(runtime.local_rank))
                   if device.type == "cuda" else None)
         yield RankSession(hvd, runtime, writer, log_dir, nvml, handle)
-    except Exception as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if writer is not None:
-            writer.write("error", error=type(exc).__name__, message=message, traceback=traceback.format_exc(limit=8))
-            writer.close()
-        print(f"error: rank {hvd.rank()}: {message}", file=sys.stderr, flush=True)
-        os._exit(1)
-    finally:
-        if writer is not None:
-            writer.close()
 
 
 def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
@@ -340,18 +310,9 @@ def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
                      unit=info.unit, threads=threads, parameters=sum(p.numel() for p in trainer.params.parameters()),
                      **session.environment())
         step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
-        sampler = TelemetrySampler(writer, flags.telemetry_interval,
-                                   *telemetry_for(session.nvml, session.gpu_handle)).start()
-        try:
-            summary = harness.timed_loop(runtime, writer, step, lambda loss: float(loss.float().item()),
-                                         warmup_steps=flags.warmup_steps, steps=flags.steps)
-        finally:
-            sampler.stop()
-        if flags.profile:
-            profile(trainer, runtime, writer, flags.profile, session.log_dir)
-        summary.update(peak_memory(device), param_checksum=trainer.checksum())
-        writer.write("summary", unit=info.unit, **summary)
-        per_rank = runtime.allgather_object(summary)
-        if runtime.rank == 0:
-            print(harness.summary_line(f"{label} ({session.log_dir})", info.unit, per_rank), flush=True)
-    return 0 if summary["loss_finite"] else 1
+        return harness.measure(
+            runtime, writer, step, lambda loss: float(loss.float().item()), flags=flags, unit=info.unit,
+            label=f"{label} ({session.log_dir})",
+            sampler=TelemetrySampler(writer, flags.telemetry_interval, *telemetry_for(session.nvml, session.gpu_handle)),
+            profile=lambda steps: profile(trainer, runtime, writer, steps, session.log_dir),
+            final=lambda: {**peak_memory(device), "param_checksum": trainer.checksum()})

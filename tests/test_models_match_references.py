@@ -74,3 +74,21 @@ def test_translation_counts_target_tokens_not_padding() -> None:
     assert int((src != PAD).sum(dim=1).eq(src_len).all()) == 1
     assert (tgt_in[:, 0] == 1).all() and ((tgt_in != PAD) == (tgt != PAD)).all()
     assert 25 <= src_len.min() and src_len.max() <= 100
+
+
+@pytest.mark.parametrize("name, side, params", [  # keras.applications with top, 1000 classes
+    ("resnet50", 224, 25_636_712), ("inception_v3", 299, 23_851_784), ("vgg16", 224, 138_357_544),
+])
+def test_keras_imagenet_parameter_counts(name: str, side: int, params: int) -> None:
+    from hvdbench.suite.models.keras_models import imagenet_cnn
+
+    assert imagenet_cnn(name, (side, side, 3)).count_params() == params
+
+
+@pytest.mark.parametrize("name, params", [("resnet20", 269_722), ("resnet56", 853_018), ("resnet110", 1_727_962)])
+def test_keras_cifar_resnets_have_the_pytorch_trainable_parameters(name: str, params: int) -> None:
+    from hvdbench.suite.models.keras_models import cifar_resnet, mlp as keras_mlp
+
+    model = cifar_resnet(int(name.removeprefix("resnet")), (32, 32, 3))
+    assert sum(int(v.numpy().size) for v in model.trainable_variables) == params == count(resnet_cifar(name))
+    assert keras_mlp(1024, [4096, 4096], 10).count_params() == count(mlp()) == 21_020_682

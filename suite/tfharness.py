@@ -1,0 +1,362 @@
+"""The TensorFlow side of the harness: Horovod init, device pinning, the Keras dtype policy, the
+training step as ``tf.function``s, the gradient exchange, synthetic data placement, and main.
+
+A benchmark script supplies ``build(TFBuildContext) -> KerasWorkload`` and calls ``main``. The step is
+three functions: compute (forward, loss, backward; ``jit_compile`` under ``--xla``), exchange
+(``hvd.grouped_allreduce`` of the gradients, outside any compiled function) and apply (the optimizer).
+Horovod 0.28's ``DistributedGradientTape`` cannot read Keras 3 variables, so the tape is a plain one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no banner per rank
+import tensorflow as tf  # noqa: E402
+import keras  # noqa: E402
+
+from . import harness  # noqa: E402
+from .catalog import BenchmarkInfo, get_benchmark  # noqa: E402
+from .environment import base_environment, horovod_info  # noqa: E402
+from .errors import UsageError  # noqa: E402
+from .gpu import Nvml, TelemetrySampler, physical_gpu, telemetry_for  # noqa: E402
+from .harness import StepOutcome  # noqa: E402
+from .records import RecordWriter  # noqa: E402
+
+HostBatch = tuple[np.ndarray, ...]
+MakeBatch = Callable[[np.random.Generator], HostBatch]
+
+
+@dataclass
+class KerasWorkload:
+    """What a benchmark supplies: a built Keras model, a maker of synthetic host batches, a loss of
+    (model, batch) traced inside the tape, and what a batch counts (default: its rows as samples)."""
+
+    model: keras.Model
+    make_batch: MakeBatch
+    loss: Callable[[keras.Model, tuple[tf.Tensor, ...]], tf.Tensor]
+    count: Callable[[HostBatch], dict[str, float]] | None = None
+    distinct_batches: int = 1  # >1 where batches differ (lengths)
+
+
+@dataclass(frozen=True)
+class TFBuildContext:
+    """What a build function is given: the flags, this rank, and the image layout in force."""
+
+    flags: argparse.Namespace
+    rank: int
+    size: int
+    data_format: str
+
+    def image_shape(self, side: int, channels: int = 3) -> tuple[int, int, int]:
+        """One image's shape in the layout in force."""
+        return (channels, side, side) if self.data_format == "channels_first" else (side, side, channels)
+
+
+def keras_policy(precision: str, gpu: bool) -> str:
+    """The Keras dtype policy for --precision (amp: mixed float16 on a GPU, mixed bfloat16 on the CPU)."""
+    if precision == "amp":
+        return "mixed_float16" if gpu else "mixed_bfloat16"
+    return {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(precision, precision)
+
+
+class TFRuntime:
+    """Horovod's view of this rank; ``sync`` reads a value back from the device."""
+
+    def __init__(self, hvd: Any) -> None:
+        self.hvd = hvd
+        self.rank, self.local_rank = hvd.rank(), hvd.local_rank()
+        self.size, self.local_size = hvd.size(), hvd.local_size()
+        self.fence: Callable[[], Any] = lambda: None
+        self._barriers = itertools.count()
+
+    def barrier(self) -> None:
+        # horovod.tensorflow 0.28 has no barrier; a scalar allreduce waits for every rank just the same
+        self.hvd.allreduce(tf.constant(0.0), op=self.hvd.Sum, name=f"hvdbench.barrier.{next(self._barriers)}").numpy()
+
+    def sync(self) -> None:
+        self.fence()
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        return self.hvd.allgather_object(obj)
+
+    def broadcast_object(self, obj: Any) -> Any:
+        return self.hvd.broadcast_object(obj, root_rank=0)
+
+
+def pin_device(choice: str, local_rank: int) -> str:
+    """Make only this rank's GPU visible to TensorFlow (growing memory), or hide every GPU."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if choice == "cpu" or (choice == "auto" and not gpus):
+        tf.config.set_visible_devices([], "GPU")
+        return "/CPU:0"
+    if not gpus:
+        raise UsageError("--device cuda: TensorFlow sees no GPU in this process")
+    if local_rank >= len(gpus):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+        raise UsageError(f"local rank {local_rank} has no GPU: {len(gpus)} visible (CUDA_VISIBLE_DEVICES={visible})")
+    tf.config.set_visible_devices(gpus[local_rank], "GPU")
+    tf.config.experimental.set_memory_growth(gpus[local_rank], True)
+    return "/GPU:0"
+
+
+def set_threads(flags: argparse.Namespace, local_size: int) -> dict[str, int | None]:
+    """TensorFlow's intra-op pool (--threads, or the node's cores shared among its ranks) and inter-op pool."""
+    intra = flags.threads or max(1, (os.cpu_count() or 1) // local_size)
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    if flags.inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(flags.inter_op_threads)
+    return {"intra_op": intra, "inter_op": flags.inter_op_threads}
+
+
+def device_info(device: str) -> dict[str, Any]:
+    """TensorFlow's version, build (CUDA/cuDNN) and view of the device this rank trains on."""
+    build = {k: v for k, v in tf.sysconfig.get_build_info().items() if isinstance(v, (str, bool, int))}
+    info: dict[str, Any] = {"type": "cuda" if "GPU" in device else "cpu", "tensorflow": tf.__version__,
+                            "keras": keras.__version__, "build": build}
+    if "GPU" in device:
+        gpu = tf.config.get_visible_devices("GPU")[0]
+        details = tf.config.experimental.get_device_details(gpu)
+        info.update(name=details.get("device_name"), capability=".".join(map(str, details.get("compute_capability", ()))))
+    return info
+
+
+class BatchFeed:
+    """Synthetic batches: a pool resident on the device (``device``), host arrays copied each step
+    (``host``), or a ``tf.data`` pipeline with prefetch to the device (``pipeline``)."""
+
+    def __init__(self, mode: str, workload: KerasWorkload, device: str, seed: int, workers: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.host = [workload.make_batch(rng) for _ in range(workload.distinct_batches)]
+        count = workload.count or (lambda b: {"samples": float(b[0].shape[0])})
+        self.counts = [count(b) for b in self.host]
+        self.mode, self.device, self._index = mode, device, itertools.cycle(range(len(self.host)))
+        with tf.device(device):
+            self.resident = [tuple(tf.identity(a) for a in b) for b in self.host] if mode == "device" else []
+        self._stream: Iterator[Any] | None = None
+        if mode == "pipeline":
+            signature = (tf.TensorSpec((), tf.int32),
+                         tuple(tf.TensorSpec((None,) * a.ndim, tf.as_dtype(a.dtype)) for a in self.host[0]))
+            pool = self.host
+            data = tf.data.Dataset.from_generator(lambda: ((i, pool[i]) for i in itertools.cycle(range(len(pool)))),
+                                                  output_signature=signature)
+            data = data.map(lambda i, b: (i, b), num_parallel_calls=max(1, workers))
+            if "GPU" in device:
+                data = data.apply(tf.data.experimental.prefetch_to_device(device, buffer_size=2))
+            self._stream = iter(data.prefetch(tf.data.AUTOTUNE))
+
+    def next(self) -> tuple[tuple[tf.Tensor, ...], dict[str, float]]:
+        """The next batch on the device and what it counts."""
+        if self._stream is not None:
+            index, batch = next(self._stream)
+            return tuple(batch), self.counts[int(index)]
+        i = next(self._index)
+        if self.mode == "device":
+            return self.resident[i], self.counts[i]
+        with tf.device(self.device):
+            return tuple(tf.convert_to_tensor(a) for a in self.host[i]), self.counts[i]
+
+
+def to_wire(tensor: tf.Tensor) -> tf.Tensor:
+    """What Horovod can carry: bfloat16 goes as float32 (Horovod 0.28 has no bfloat16 collectives)."""
+    return tf.cast(tensor, tf.float32) if tensor.dtype == tf.bfloat16 else tensor
+
+
+def from_wire(tensor: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """Back to the variable's or gradient's own dtype."""
+    return tf.cast(tensor, dtype) if tensor.dtype != dtype else tensor
+
+
+class KerasTrainer:
+    """One rank's model, optimizer and batches; ``step`` trains one step, ``breakdown_step`` times its parts."""
+
+    def __init__(self, hvd: Any, workload: KerasWorkload, flags: argparse.Namespace, device: str, seed: int) -> None:
+        self.hvd, self.workload, self.flags = hvd, workload, flags
+        self.model = workload.model
+        self.variables = list(self.model.trainable_variables)
+        optimizer: Any = keras.optimizers.SGD(learning_rate=flags.lr, momentum=0.9)
+        if keras.mixed_precision.dtype_policy().name == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(self.variables)
+        self.optimizer = optimizer
+        self.distributed = not flags.independent
+        self.compression = hvd.Compression.fp16 if flags.fp16_allreduce else hvd.Compression.none
+        if self.distributed:  # every variable exists now, so one broadcast before the first step suffices
+            everything = list(self.model.variables) + list(optimizer.variables)
+            tf.function(lambda: self._broadcast(everything))()
+        self.feed = BatchFeed(flags.data, workload, device, seed, flags.loader_workers)
+        self.compute = tf.function(self._compute, jit_compile=flags.xla, reduce_retracing=True)
+        self.exchange = tf.function(self._exchange)
+        self.apply = tf.function(self._apply)
+        smallest = min(self.variables, key=lambda v: int(np.prod(v.shape)))
+        self.fence = lambda: smallest.value.numpy()
+
+    def _compute(self, batch: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        with tf.GradientTape() as tape:
+            loss = self.workload.loss(self.model, batch)
+            scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, self.variables)
+        return loss, [g if g is not None else tf.zeros_like(v.value) for g, v in zip(grads, self.variables)]
+
+    def _broadcast(self, variables: list[Any]) -> None:
+        for i, var in enumerate(variables):
+            value = var.value
+            var.assign(from_wire(self.hvd.broadcast(to_wire(value), root_rank=0, name=f"hvdbench.init.{i}"), value.dtype))
+
+    def _exchange(self, grads: list[tf.Tensor]) -> list[tf.Tensor]:
+        summed = self.hvd.grouped_allreduce([to_wire(g) for g in grads], op=self.hvd.Average, compression=self.compression)
+        return [from_wire(s, g.dtype) for s, g in zip(summed, grads)]
+
+    def _apply(self, grads: list[tf.Tensor]) -> None:
+        self.optimizer.apply_gradients(zip(grads, self.variables))
+
+    def step(self) -> StepOutcome:
+        """One training step: batch, compute, exchange (unless independent), apply."""
+        batch, counts = self.feed.next()
+        loss, grads = self.compute(batch)
+        if self.distributed:
+            grads = self.exchange(grads)
+        self.apply(grads)
+        return StepOutcome(loss, counts)
+
+    def breakdown_step(self, sync: Callable[[], None]) -> StepOutcome:
+        """One step with compute (forward and backward together), exchange and optimizer each ended by a read-back."""
+        marks = [time.perf_counter()]
+        batch, counts = self.feed.next()
+        loss, grads = self.compute(batch)
+        loss.numpy()
+        for g in grads[-1:]:
+            g.numpy()
+        marks.append(time.perf_counter())
+        if self.distributed:
+            grads = self.exchange(grads)
+            grads[-1].numpy()
+        marks.append(time.perf_counter())
+        self.apply(grads)
+        sync()
+        marks.append(time.perf_counter())
+        names = ("compute", "exchange", "optimizer")
+        return StepOutcome(loss, counts, {n: b - a for n, a, b in zip(names, marks, marks[1:])})
+
+    def checksum(self) -> float:
+        """Sum of every trainable variable: equal on all ranks when gradients are exchanged."""
+        return float(sum(np.asarray(v.value.numpy(), dtype=np.float64).sum() for v in self.variables))
+
+
+def peak_memory(device: str) -> dict[str, int]:
+    """Peak device memory TensorFlow allocated (GPU) or the process's peak resident set (CPU), in bytes."""
+    if "GPU" in device:
+        return {"peak_device_bytes": int(tf.config.experimental.get_memory_info("GPU:0")["peak"])}
+    return {"peak_rss_bytes": harness.peak_rss_bytes()}
+
+
+def profile(trainer: KerasTrainer, runtime: TFRuntime, writer: RecordWriter, steps: int, log_dir: Path) -> None:
+    """Profile extra steps with TensorFlow's profiler; the trace directory beside the log (TensorBoard reads it)."""
+    trace = log_dir / f"tf-profile-rank{runtime.rank}"
+    tf.profiler.experimental.start(str(trace))
+    try:
+        for _ in range(steps):
+            trainer.step()
+            runtime.sync()
+    finally:
+        tf.profiler.experimental.stop()
+    writer.write("profile", steps=steps, trace=trace.name, sort_by=None, top=[])
+
+
+@dataclass
+class TFSession:
+    """One rank's Horovod, run directory, record writer, pinned device and NVML handle."""
+
+    hvd: Any
+    runtime: TFRuntime
+    writer: RecordWriter
+    log_dir: Path
+    device: str
+    threads: dict[str, int | None]
+    nvml: Nvml
+    gpu_handle: Any
+
+
+@contextlib.contextmanager
+def rank_session(info: BenchmarkInfo, flags: argparse.Namespace, argv: Sequence[str],
+                 label: str) -> Iterator[TFSession]:
+    """Horovod init, the run directory and run.json, this rank's log, device pinning, NVML; a failure
+    inside is an error record and exit status 1 (see ``harness.rank_logging``)."""
+    import horovod.tensorflow as hvd
+
+    hvd.init()
+    # Thread pools and visible GPUs are fixed once TensorFlow runs its first op (the run directory's
+    # object collectives do), so they are set first; a failure is reported once the log is open.
+    early: Exception | None = None
+    device, threads = "", {}
+    try:
+        threads = set_threads(flags, hvd.local_size())
+        device = pin_device(flags.device, hvd.local_rank())
+    except Exception as exc:  # noqa: BLE001 - re-raised below, inside the error-recording session
+        early = exc
+    runtime = TFRuntime(hvd)
+    with harness.rank_logging(runtime, benchmark=info.name, framework=info.framework,
+                              controller="mpi" if hvd.mpi_enabled() else "gloo",
+                              flags=flags, argv=argv, label=label) as (log_dir, writer):
+        if early is not None:
+            raise early
+        nvml = Nvml()
+        handle = nvml.handle(None, physical_gpu(runtime.local_rank)) if "GPU" in device else None
+        yield TFSession(hvd, runtime, writer, log_dir, device, threads, nvml, handle)
+
+
+def configure(flags: argparse.Namespace, device: str) -> dict[str, Any]:
+    """The dtype policy and image layout, set before the model is built; what was chosen."""
+    gpu = "GPU" in device
+    if flags.precision == "fp16" and not gpu:
+        raise UsageError("--precision fp16 needs a GPU; on the CPU use bf16, amp or mixed_bfloat16")
+    data_format = flags.data_format or ("channels_first" if gpu else "channels_last")
+    if data_format == "channels_first" and not gpu:
+        raise UsageError("--data-format channels_first: TensorFlow's CPU convolutions take only channels_last")
+    policy = keras_policy(flags.precision, gpu)
+    keras.mixed_precision.set_global_policy(policy)
+    keras.config.set_image_data_format(data_format)
+    keras.utils.set_random_seed(flags.seed)
+    return {"policy": policy, "data_format": data_format, "xla": flags.xla}
+
+
+def main(name: str, build: Callable[[TFBuildContext], KerasWorkload], argv: Sequence[str] | None = None) -> int:
+    """Run one TensorFlow benchmark on this rank: parse flags, init Horovod, train, record."""
+    info = get_benchmark(name)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    flags = info.parse_or_exit(argv)
+    label = f"{name}-{flags.model}"
+    with rank_session(info, flags, argv, label) as session:
+        runtime, writer, device = session.runtime, session.writer, session.device
+        chosen = configure(flags, device)
+        with tf.device(device):
+            workload = build(TFBuildContext(flags, runtime.rank, runtime.size, chosen["data_format"]))
+            trainer = KerasTrainer(session.hvd, workload, flags, device, flags.seed + 1 + runtime.rank)
+        runtime.fence = trainer.fence
+        writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
+                     unit=info.unit, threads=session.threads, tensorflow=chosen,
+                     parameters=int(sum(np.prod(v.shape) for v in trainer.variables)),
+                     device=device_info(device), nvml=session.nvml.driver(),
+                     gpu=session.nvml.static(session.gpu_handle) if session.gpu_handle is not None else None,
+                     horovod=horovod_info(session.hvd), **base_environment())
+
+        def step() -> StepOutcome:
+            with tf.device(device):
+                return trainer.breakdown_step(runtime.sync) if flags.breakdown else trainer.step()
+
+        return harness.measure(
+            runtime, writer, step, lambda loss: float(tf.cast(loss, tf.float32).numpy()), flags=flags,
+            unit=info.unit, label=f"{label} ({session.log_dir})",
+            sampler=TelemetrySampler(writer, flags.telemetry_interval, *telemetry_for(session.nvml, session.gpu_handle)),
+            profile=lambda steps: profile(trainer, runtime, writer, steps, session.log_dir),
+            final=lambda: {**peak_memory(device), "param_checksum": trainer.checksum()})
