@@ -16,6 +16,7 @@ demo: setup
 	$(BIN)/hvdbench run cifar10 --np 1,2 --controller gloo --output $(DEMO_OUT) $(DEMO_ARGS)
 
 test: setup
+	bash scripts/test-tools.sh
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 clean:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -9,7 +10,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from hvdbench.suite.errors import ReportError, SpecError
-from hvdbench.suite.records import ParseStats, read_records
+from hvdbench.suite.records import SCHEMA_VERSION, ParseStats, read_records
 from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
 
 RUNS_SCHEMA: dict[str, str] = {
@@ -17,8 +18,9 @@ RUNS_SCHEMA: dict[str, str] = {
     "benchmark": "string", "model": "string", "args": "string", "np": "int64", "nodes": "int64",
     "launcher": "string", "controller": "string", "placement": "string", "repeat": "int64",
     "unit": "string", "status": "string", "reason": "string", "ranks_logged": "int64",
+    "batch_size": "Int64", "precision": "string", "independent": "bool", "base_args": "string",
 }
-PHASES = ("forward", "backward", "exchange", "optimizer")
+PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
 STEPS_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "step": "int64", "warmup": "bool",
     "duration": "float64", "samples": "float64", "loss": "float64",
@@ -27,6 +29,16 @@ STEPS_SCHEMA: dict[str, str] = {
 COMM_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "op": "string", "backend": "string", "dtype": "string",
     "bytes": "int64", "iteration": "int64", "time": "float64",
+}
+TELEMETRY_FIELDS = ("gpu_util_pct", "sm_clock_mhz", "memory_clock_mhz", "power_w", "temperature_c",
+                    "memory_used_bytes", "process_cpu_pct", "rss_bytes")
+TELEMETRY_SCHEMA: dict[str, str] = {
+    "run_id": "string", "rank": "int64", "t_s": "float64", **{f: "float64" for f in TELEMETRY_FIELDS},
+}
+ENV_SCHEMA: dict[str, str] = {
+    "run_id": "string", "rank": "int64", "host": "string", "device": "string", "gpu_name": "string",
+    "gpu_bus_id": "string", "max_sm_clock_mhz": "float64", "max_memory_clock_mhz": "float64",
+    "framework_version": "string", "horovod": "string", "mpi": "string",
 }
 SUMMARIES_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "host": "string", "steps": "Int64", "samples": "float64",
@@ -51,6 +63,8 @@ class Collection:
     steps: pd.DataFrame
     summaries: pd.DataFrame
     comm: pd.DataFrame
+    telemetry: pd.DataFrame = field(default_factory=lambda: frame([], TELEMETRY_SCHEMA))
+    env: pd.DataFrame = field(default_factory=lambda: frame([], ENV_SCHEMA))
     file_issues: list[FileIssue] = field(default_factory=list)
     spec_errors: list[str] = field(default_factory=list)
     comm_skipped: list[str] = field(default_factory=list)
@@ -77,68 +91,164 @@ def find_runs(roots: Iterable[Path]) -> list[tuple[Path, Path]]:
     return found
 
 
+def arg_value(args: Iterable[str], name: str) -> str | None:
+    """The value of ``--name V`` or ``--name=V`` in an argument list (the last one given)."""
+    args, found = list(args), None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(name + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
 def _model(spec: RunSpec, env: dict[str, Any] | None) -> str:
     if env and env.get("model"):
         return str(env["model"])
-    args = list(spec.args)
-    for i, arg in enumerate(args):
-        if arg == "--model" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--model="):
-            return arg.split("=", 1)[1]
-    return ""
+    return arg_value(spec.args, "--model") or ""
 
 
-def _valid_step(rec: dict[str, Any]) -> bool:
-    step, duration, samples = rec.get("step"), rec.get("duration"), rec.get("samples")
-    return (isinstance(step, int) and isinstance(duration, (int, float)) and duration > 0
-            and isinstance(samples, (int, float)))
+def _axes(spec: RunSpec, env: dict[str, Any] | None) -> dict[str, Any]:
+    """The swept axes the report groups by: batch size, precision, exchange or not, and the arguments
+    without --independent (which pairs an exchanging run with its independent twin)."""
+    flags = (env or {}).get("flags") or {}
+    batch = flags.get("batch_size", arg_value(spec.args, "--batch-size"))
+    return {"batch_size": int(batch) if str(batch or "").isdigit() else None,
+            "precision": str(flags.get("precision") or arg_value(spec.args, "--precision") or "fp32"),
+            "independent": "--independent" in spec.args,
+            "base_args": " ".join(a for a in spec.args if a != "--independent")}
+
+
+def _env_row(run_id: str, rec: dict[str, Any]) -> dict[str, Any]:
+    device, gpu = rec.get("device") or {}, rec.get("gpu") or {}
+    mpi = rec.get("mpi") or {}
+    return {"run_id": run_id, "rank": rec["rank"], "host": rec.get("host"), "device": device.get("type"),
+            "gpu_name": gpu.get("name") or device.get("name"), "gpu_bus_id": gpu.get("pci_bus_id") or device.get("pci_bus_id"),
+            "max_sm_clock_mhz": gpu.get("max_sm_clock_mhz"), "max_memory_clock_mhz": gpu.get("max_memory_clock_mhz"),
+            "framework_version": device.get("torch") or device.get("tensorflow"),
+            "horovod": (rec.get("horovod") or {}).get("version"),
+            "mpi": " ".join(str(x) for x in (mpi.get("implementation"), mpi.get("version")) if x) or None}
+
+
+@dataclass
+class RankLog:
+    """What one rank log holds, ready for the DataFrames: step columns and the few other records."""
+
+    path: str
+    steps: dict[str, list[Any]]
+    others: list[dict[str, Any]]
+    malformed: int = 0
+    examples: list[str] = field(default_factory=list)
+    unreadable: str | None = None
+
+
+STEP_COLUMNS = ("rank", "step", "warmup", "duration", "samples", "loss")
+
+
+def read_log(path: Path) -> RankLog:
+    """One rank log: records of this schema version, step records as columns (first of each step
+    index kept), anything malformed counted with examples."""
+    stats = ParseStats()
+    try:
+        records = read_records(path, stats)
+    except OSError as exc:
+        return RankLog(str(path), {}, [], unreadable=f"unreadable: {exc.strerror}")
+    versions = {rec.get("hvdbench") for rec in records} - {SCHEMA_VERSION}
+    if versions:
+        stats.malformed += sum(rec.get("hvdbench") != SCHEMA_VERSION for rec in records)
+        stats.examples.insert(0, f"record schema version {sorted(map(str, versions))} "
+                                 f"(this hvdbench reads version {SCHEMA_VERSION}); those records skipped")
+        records = [rec for rec in records if rec.get("hvdbench") == SCHEMA_VERSION]
+    steps = [rec for rec in records if rec["kind"] == "step"]
+    good, seen, bad = [], set(), 0
+    for rec in steps:
+        step, duration, samples = rec.get("step"), rec.get("duration"), rec.get("samples")
+        if not (type(step) is int and isinstance(duration, (int, float)) and duration > 0
+                and isinstance(samples, (int, float))):
+            bad += 1
+        elif step not in seen:
+            seen.add(step)
+            good.append(rec)
+    if bad:
+        stats.malformed += bad
+        stats.examples.append("step record without an integer step and a positive duration")
+    columns: dict[str, list[Any]] = {c: [rec.get(c) for rec in good] for c in STEP_COLUMNS}
+    columns["warmup"] = [bool(w) for w in columns["warmup"]]
+    phases = [rec.get("phases") or {} for rec in good]
+    if any(phases):
+        columns.update({phase: [p.get(phase) for p in phases] for phase in PHASES})
+    others = [rec for rec in records if rec["kind"] != "step"]
+    start = records[0].get("mono") if records else None
+    for rec in others:
+        rec["_start"] = start
+    return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3])
+
+
+def _read_all(paths: list[Path]) -> list[RankLog]:
+    """Every log, in two processes when there are many (parsing JSON is the cost at cluster scale)."""
+    if len(paths) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+        return [read_log(p) for p in paths]
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(os.cpu_count() or 2, 8)
+    with ProcessPoolExecutor(workers) as pool:
+        return list(pool.map(read_log, paths, chunksize=max(1, len(paths) // (workers * 4))))
+
+
+PARALLEL_FROM = 64
 
 
 def collect(roots: Iterable[Path]) -> Collection:
     """Read every run under the roots: specs, rank logs, statuses. Never fails on a bad line."""
     roots = [Path(r) for r in roots]
     runs: list[dict[str, Any]] = []
-    steps: list[dict[str, Any]] = []
+    step_parts: list[pd.DataFrame] = []
     summaries: list[dict[str, Any]] = []
     comm: list[dict[str, Any]] = []
+    telemetry: list[dict[str, Any]] = []
+    envs: list[dict[str, Any]] = []
     skipped: set[str] = set()
     issues: list[FileIssue] = []
     spec_errors: list[str] = []
-    for root, run_dir in find_runs(roots):
+    found = find_runs(roots)
+    described = {run_dir for _, run_dir in found}
+    for root in roots:
+        orphans = sorted({log.parent for log in root.rglob("rank-*.jsonl")} - described)
+        spec_errors += [f"{orphan}: rank logs without a {RUN_FILE} (not a run hvdbench or its scripts wrote "
+                        "completely); left out" for orphan in orphans]
+    specs: list[tuple[Path, Path, RunSpec]] = []
+    for root, run_dir in found:
         try:
-            spec = RunSpec.read(run_dir / RUN_FILE)
+            specs.append((root, run_dir, RunSpec.read(run_dir / RUN_FILE)))
         except SpecError as exc:
             spec_errors.append(str(exc))
-            continue
+    logs_of = {run_dir: sorted(run_dir.glob("rank-*.jsonl")) for _, run_dir, _ in specs}
+    read = iter(_read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
+    for root, run_dir, spec in specs:
         summary_ranks: set[int] = set()
         errors: list[str] = []
         env: dict[str, Any] | None = None
         logged = 0
-        for log in sorted(run_dir.glob("rank-*.jsonl")):
-            stats = ParseStats()
-            try:
-                records = read_records(log, stats)
-            except OSError as exc:
-                issues.append(FileIssue(str(log), 0, [f"unreadable: {exc.strerror}"]))
+        for _ in logs_of[run_dir]:
+            log = next(read)
+            if log.unreadable:
+                issues.append(FileIssue(log.path, 0, [log.unreadable]))
                 continue
             logged += 1
-            seen_steps: set[int] = set()
-            for rec in records:
+            if log.steps.get("step"):
+                part = pd.DataFrame(log.steps)
+                part.insert(0, "run_id", spec.id)
+                step_parts.append(part)
+            for rec in log.others:
                 kind = rec["kind"]
-                if kind == "env" and env is None:
-                    env = rec
-                elif kind == "step" and not _valid_step(rec):
-                    stats.malformed += 1
-                    if len(stats.examples) < 3:
-                        stats.examples.append("step record without an integer step and a positive duration")
-                elif kind == "step" and rec.get("step") not in seen_steps:
-                    seen_steps.add(rec.get("step"))
-                    phases = rec.get("phases") or {}
-                    steps.append({"run_id": spec.id, "rank": rec["rank"], "step": rec.get("step"),
-                                  "warmup": bool(rec.get("warmup")), "duration": rec.get("duration"),
-                                  "samples": rec.get("samples"), "loss": rec.get("loss"),
-                                  **{phase: phases.get(phase) for phase in PHASES}})
+                if kind == "env":
+                    env = env or rec
+                    envs.append(_env_row(spec.id, rec))
+                elif kind == "telemetry":
+                    t, start = rec.get("mono"), rec.get("_start")
+                    telemetry.append({"run_id": spec.id, "rank": rec["rank"],
+                                      "t_s": t - start if isinstance(t, (int, float)) and isinstance(start, (int, float)) else None,
+                                      **{f: rec.get(f) for f in TELEMETRY_FIELDS}})
                 elif kind == "summary" and rec["rank"] not in summary_ranks:
                     summary_ranks.add(rec["rank"])
                     summaries.append({"run_id": spec.id, "rank": rec["rank"], "host": rec.get("host"),
@@ -152,8 +262,8 @@ def collect(roots: Iterable[Path]) -> Collection:
                              for i, t in enumerate(rec.get("times") or [])]
                 elif kind == "error":
                     errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
-            if stats.malformed:
-                issues.append(FileIssue(str(log), stats.malformed, stats.examples))
+            if log.malformed:
+                issues.append(FileIssue(log.path, log.malformed, log.examples))
         recorded = RunStatus.read(run_dir)
         status = recorded.status if recorded is not None else None
         missing = sorted(set(range(spec.np)) - summary_ranks)
@@ -171,7 +281,10 @@ def collect(roots: Iterable[Path]) -> Collection:
             "np": spec.np, "nodes": spec.nodes, "launcher": spec.launcher, "controller": spec.controller,
             "placement": spec.placement or "", "repeat": spec.repeat,
             "unit": (env or {}).get("unit", "samples"), "status": status, "reason": reason,
-            "ranks_logged": logged,
+            "ranks_logged": logged, **_axes(spec, env),
         })
-    return Collection(frame(runs, RUNS_SCHEMA), frame(steps, STEPS_SCHEMA), frame(summaries, SUMMARIES_SCHEMA),
-                      frame(comm, COMM_SCHEMA), issues, spec_errors, sorted(skipped))
+    steps = pd.concat(step_parts, ignore_index=True) if step_parts else pd.DataFrame()
+    steps = steps.reindex(columns=list(STEPS_SCHEMA)).astype(STEPS_SCHEMA)
+    return Collection(frame(runs, RUNS_SCHEMA), steps, frame(summaries, SUMMARIES_SCHEMA),
+                      frame(comm, COMM_SCHEMA), frame(telemetry, TELEMETRY_SCHEMA), frame(envs, ENV_SCHEMA),
+                      issues, spec_errors, sorted(skipped))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,18 +64,15 @@ def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataF
     return pd.DataFrame(rows, columns=keys + ["path", "bytes", "horovod_gbs", "mpi_gbs", "ratio"])
 
 
-def plot_bandwidth(table: pd.DataFrame, path: Path) -> Path | None:
-    """busbw against message size, one panel per operation, a line per backend, dtype and placement."""
-    try:
-        import matplotlib
+def plot_bandwidth(table: pd.DataFrame) -> str | None:
+    """busbw against message size as SVG: one panel per operation, a line per backend, dtype and placement."""
+    from .plots import figure, svg_text
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
     ops = list(dict.fromkeys(table["op"]))
-    fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
-    for ax, op in zip(axes[0], ops):
+    if not ops:
+        return None
+    fig, axes = figure(5 * len(ops), 4, cols=len(ops))
+    for ax, op in zip(axes, ops):
         for key, group in table[table["op"] == op].groupby(["path", "dtype", "placement", "np"], sort=True):
             backend, dtype, placement, np_ = key
             group = group.sort_values("bytes")
@@ -88,7 +84,4 @@ def plot_bandwidth(table: pd.DataFrame, path: Path) -> Path | None:
         ax.set_ylabel("bus bandwidth (GB/s)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return svg_text(fig)

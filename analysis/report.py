@@ -1,51 +1,51 @@
-"""Report: the scaling table as Markdown, CSV and a terminal table, with what was left out and why."""
+"""Report: sections of tables built once from the DataFrames, rendered as Markdown, self-contained HTML
+(plots inline as SVG) and terminal text; every table also as CSV and Parquet."""
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from hvdbench.suite.errors import ReportError
 
+from . import views
 from .collect import Collection, collect
 from .comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
-from .scaling import scaling_table
-
-HEADLINE = ["benchmark", "model", "launcher", "controller", "placement", "np", "throughput", "ci", "speedup", "efficiency",
-            "median_step_ms", "cv"]
-TITLES = {"benchmark": "benchmark", "model": "model", "launcher": "launcher", "controller": "controller",
-          "placement": "placement", "np": "ranks",
-          "throughput": "{unit}/s", "ci": "95% CI", "speedup": "speedup", "efficiency": "efficiency",
-          "median_step_ms": "median step (ms)", "cv": "step CV"}
+from .compare import compare_table
+from .html import render_html
+from .plots import all_plots
+from .scaling import run_stats_table, scaling_table, straggler_table
+from .stats import STRAGGLER_THRESHOLD
 
 
-def _num(value: float, digits: int = 1) -> str:
-    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.{digits}f}"
+@dataclass
+class Section:
+    """One part of the report: a title, prose, and optionally a table."""
+
+    title: str
+    text: str = ""
+    header: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    code: bool = False  # the title is a literal (arguments), shown as code
 
 
-def headline_rows(table: pd.DataFrame) -> list[list[str]]:
-    """The headline columns of each scaling row, formatted."""
-    rows = []
-    for _, r in table.iterrows():
-        rows.append([r["benchmark"], r["model"], r["launcher"], r["controller"], r["placement"] or "-", str(r["np"]), _num(r["throughput"]),
-                     f"{_num(r['ci_low'])} – {_num(r['ci_high'])}", _num(r["speedup"], 2),
-                     "n/a" if math.isnan(r["efficiency"]) else f"{r['efficiency']:.0%}",
-                     _num(r["median_step_ms"], 2), f"{r['cv']:.1%}"])
-    return rows
+@dataclass
+class Report:
+    """Everything the renderers need."""
 
-
-def _titles(table: pd.DataFrame) -> list[str]:
-    units = sorted(set(table["unit"])) if len(table) else ["samples"]
-    unit = units[0] if len(units) == 1 else "samples"
-    return [TITLES[c].format(unit=unit) for c in HEADLINE]
+    intro: str
+    sections: list[Section]
+    tables: dict[str, pd.DataFrame]
+    plots: dict[str, str]
+    headline: list[Section]
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     """A GitHub-flavoured Markdown table; pipes in cells are escaped."""
     def cell(text: str) -> str:
-        return str(text).replace("|", "\\|")
+        return str(text).replace("|", "\\|").replace("\n", " ")
     lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
     return "\n".join(lines)
@@ -59,91 +59,97 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
                      + [fmt.format(*row) for row in rows])
 
 
-def render_markdown(table: pd.DataFrame, collection: Collection) -> str:
-    """The whole report as Markdown."""
-    out = ["# hvdbench scaling report", ""]
-    runs = collection.runs
-    out.append(f"{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete."
-               + (" Throughput is the sum over ranks of each rank's median per-step rate (samples / step "
-                  "time; timed steps only, warm-up excluded); the 95% interval is a percentile bootstrap over "
-                  "steps (over repeats where a configuration was repeated). Speedup = throughput(N) / "
-                  "throughput(1 rank); efficiency = speedup / N." if len(table) else ""))
-    out.append("")
-    if collection.comm_skipped:
-        out += ["Collective cases not run here: " + "; ".join(collection.comm_skipped) + ".", ""]
-    for (system, args), group in table.groupby(["system", "args"], sort=True):
-        out += [f"## {system}: `{args or '(defaults)'}`", "", markdown_table(_titles(group), headline_rows(group)), ""]
-    excluded = runs[runs["status"] != "ok"]
-    if len(excluded) or collection.spec_errors:
-        out += ["## Runs left out", ""]
-        out += [f"- `{r.run_id}`: {r.reason}" for r in excluded.itertuples()]
-        out += [f"- {error}" for error in collection.spec_errors]
-        out.append("")
-    if collection.file_issues:
-        out += ["## Malformed log lines", ""]
-        for issue in collection.file_issues:
-            out.append(f"- `{issue.path}`: {issue.malformed} line(s)" +
-                       (f" (e.g. {issue.examples[0]})" if issue.examples else ""))
-        out.append("")
+def render_markdown(report: Report) -> str:
+    """The whole report as Markdown (plots referenced as SVG files beside it)."""
+    out = ["# hvdbench scaling report", "", report.intro, ""]
+    for section in report.sections:
+        title = f"`{section.title}`" if section.code else section.title
+        out += [f"## {title}", ""]
+        if section.text:
+            out += [section.text, ""]
+        if section.header:
+            out += [markdown_table(section.header, section.rows), ""]
+    for i, title in enumerate(report.plots):
+        out += [f"![{title}](plot-{i + 1}.svg)", ""]
     return "\n".join(out)
 
 
-def comm_markdown(comm: pd.DataFrame, scaling: pd.DataFrame, plot: Path | None) -> list[str]:
-    """The collectives section: peak busbw, Horovod against raw MPI, the plot, and training beside them."""
-    out = ["## Collectives", "",
-           "Per iteration the slowest rank's time; algbw = bytes / mean time; busbw as nccl-tests defines it "
-           "(allreduce × 2(n−1)/n, allgather and alltoall × (n−1)/n, broadcast × 1). Every result was checked.", ""]
-    peaks = peak_table(comm)
-    header = ["system", "placement", "ranks", "op", "through", "dtype", "peak busbw (GB/s)", "at bytes",
-              "training efficiency here"]
-    rows = []
-    for r in peaks.itertuples():
-        same = scaling[(scaling["system"] == r.system) & (scaling["placement"] == r.placement) & (scaling["np"] == r.np)]
-        training = ", ".join(f"{t.model} {t.efficiency:.0%}" for t in same.itertuples() if not math.isnan(t.efficiency))
-        rows.append([r.system, r.placement or "-", str(r.np), r.op, r.path, r.dtype, f"{r.peak_busbw_gbs:.3f}",
-                     f"{r.at_bytes:,}", training or "-"])
-    out += [markdown_table(header, rows), ""]
-    ratio = horovod_over_mpi(comm)
-    if len(ratio):
-        out += ["Horovod / raw MPI busbw near 64 MiB:", "",
-                markdown_table(["system", "placement", "ranks", "op", "dtype", "Horovod over", "bytes", "Horovod GB/s",
-                                "MPI GB/s", "ratio"],
-                               [[r.system, r.placement or "-", str(r.np), r.op, r.dtype, r.path, f"{r.bytes:,}",
-                                 f"{r.horovod_gbs:.3f}", f"{r.mpi_gbs:.3f}", f"{r.ratio:.2f}"] for r in ratio.itertuples()]),
-                ""]
-    if plot is not None:
-        out += [f"![bus bandwidth against message size]({plot.name})", ""]
-    return out
+def _intro(collection: Collection, warmup: int | None) -> str:
+    runs = collection.runs
+    rule = (f"the first {warmup} steps of every run (--warmup {warmup})" if warmup is not None else
+            "the steps each benchmark ran as warm-up, or more where the step times show a longer initial "
+            "transient (see Warm-up)")
+    return (f"{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete. Throughput is the sum "
+            "over ranks of each rank's samples divided by its own steady-state step time (never rank 0 × N); "
+            f"left out: {rule}. The 95% interval is a percentile bootstrap over whole steps, or over repeats "
+            "where a configuration was repeated. Speedup = throughput(N) / throughput(1 GPU, same workload, "
+            "arguments and system); efficiency = speedup / N.")
 
 
-def build_report(roots: list[Path], out_dir: Path) -> tuple[str, dict[str, Path]]:
-    """Collect, compute and write report.md and CSV tables; return the terminal text and the paths."""
-    collection = collect(roots)
-    if collection.runs.empty:
-        where = ", ".join(map(str, roots))
-        raise ReportError(f"no runs found under {where} (no run.json)"
-                          + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
-    table = scaling_table(collection)
+def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
+          threshold: float = STRAGGLER_THRESHOLD) -> Report:
+    """Statistics, tables, sections and plots of collected runs."""
+    stats = run_stats_table(collection, warmup)
+    table = scaling_table(collection, stats)
     comm = comm_table(collection)
     if table.empty and comm.empty:
-        reasons = "; ".join(sorted(set(collection.runs["reason"]))[:3])
-        raise ReportError(f"no complete run under {', '.join(map(str, roots))}: {reasons}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": out_dir / "report.md", "scaling": out_dir / "scaling.csv", "runs": out_dir / "runs.csv"}
-    markdown = render_markdown(table, collection)
-    texts = [text_table(_titles(table), headline_rows(table))] if len(table) else []
+        reasons = "; ".join(sorted(set(collection.runs["reason"]))[:3]) or "no timed steps"
+        raise ReportError(f"no complete run to report: {reasons}")
+    slow = straggler_table(collection, stats, threshold)
+    compared = compare_table(table, prices or {})
+    headline = [Section(f"{system}: {args or '(defaults)'}", "", views.HEADLINE_TITLES(group), views.headline_rows(group),
+                        code=True) for (system, args), group in table.groupby(["system", "args"], sort=True)]
+    sections = list(headline)
+    for title, text, (header, rows) in views.axis_views(table):
+        sections.append(Section(title, text, header, rows))
+    if not compared.empty:
+        sections.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared)))
+    sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
+    sections.append(Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats)))
+    sections += [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
+    tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow}
+    if not compared.empty:
+        tables["compare"] = compared
     if len(comm):
-        paths["comm"] = out_dir / "collectives.csv"
-        comm.to_csv(paths["comm"], index=False)
-        plot = plot_bandwidth(comm, out_dir / "collectives.svg")
-        markdown += "\n" + "\n".join(comm_markdown(comm, table, plot))
-        peaks = peak_table(comm)
-        texts.append(text_table(["ranks", "op", "through", "dtype", "peak busbw GB/s", "at bytes"],
+        tables["collectives"] = comm
+        sections.append(Section("Collectives", views.COMM_TEXT, *views.peak_rows(peak_table(comm), table)))
+        ratio = horovod_over_mpi(comm)
+        if len(ratio):
+            sections.append(Section("Horovod against raw MPI", "busbw through Horovod / through mpi4py, near 64 MiB.",
+                                    *views.ratio_rows(ratio)))
+    plots = all_plots(table, collection.steps, collection.runs, stats, collection.telemetry)
+    if len(comm):
+        svg = plot_bandwidth(comm)
+        if svg:
+            plots["Collective bus bandwidth against message size"] = svg
+    return Report(_intro(collection, warmup), sections, tables, plots, headline)
+
+
+def write(report: Report, out_dir: Path) -> dict[str, Path]:
+    """report.md, report.html, plot-N.svg, and every table as CSV and Parquet."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}
+    paths["markdown"].write_text(render_markdown(report) + "\n", encoding="utf-8")
+    paths["html"].write_text(render_html(report), encoding="utf-8")
+    for i, svg in enumerate(report.plots.values()):
+        (out_dir / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
+    for name, data in report.tables.items():
+        paths[name] = out_dir / f"{name}.csv"
+        data.to_csv(paths[name], index=False)
+        data.to_parquet(out_dir / f"{name}.parquet", index=False)
+    return paths
+
+
+def terminal_text(report: Report, collection: Collection) -> str:
+    """The headline tables and what was left out, for the terminal."""
+    texts = [f"{s.title}\n{text_table(s.header, s.rows)}" for s in report.headline]
+    if "collectives" in report.tables:
+        peaks = peak_table(report.tables["collectives"])
+        texts.append(text_table(["GPUs", "op", "through", "dtype", "peak busbw GB/s", "at bytes"],
                                 [[str(r.np), r.op, r.path, r.dtype, f"{r.peak_busbw_gbs:.3f}", f"{r.at_bytes:,}"]
                                  for r in peaks.itertuples()]))
-    paths["markdown"].write_text(markdown + "\n", encoding="utf-8")
-    table.to_csv(paths["scaling"], index=False)
-    collection.runs.to_csv(paths["runs"], index=False)
+    if "compare" in report.tables:
+        texts.append("systems side by side\n" + text_table(*views.compare_rows(report.tables["compare"])))
     notes = []
     left_out = collection.runs[collection.runs["status"] != "ok"]
     if len(left_out):
@@ -151,4 +157,19 @@ def build_report(roots: list[Path], out_dir: Path) -> tuple[str, dict[str, Path]
     malformed = sum(i.malformed for i in collection.file_issues)
     if malformed:
         notes.append(f"{malformed} malformed log line(s) in {len(collection.file_issues)} file(s)")
-    return "\n\n".join(texts) + ("\n" + "; ".join(notes) if notes else ""), paths
+    slow = report.tables["stragglers"]
+    if len(slow):
+        notes.append(f"{len(slow)} straggling rank(s) (see report.md)")
+    return "\n\n".join(texts) + ("\n" + "; ".join(notes) if notes else "")
+
+
+def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
+                 prices: dict[str, float] | None = None) -> tuple[str, dict[str, Path]]:
+    """Collect, compute and write the report; return the terminal text and the paths written."""
+    collection = collect(roots)
+    if collection.runs.empty:
+        where = ", ".join(map(str, roots))
+        raise ReportError(f"no runs found under {where} (no run.json)"
+                          + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
+    report = build(collection, warmup=warmup, prices=prices)
+    return terminal_text(report, collection), write(report, out_dir)

@@ -1,4 +1,5 @@
-"""Statistics of one run: throughput from every rank's own step times, with a bootstrap interval."""
+"""Statistics of one run: where steady state starts, throughput from every rank's own step times with a
+bootstrap interval, variation, and stragglers."""
 
 from __future__ import annotations
 
@@ -9,65 +10,131 @@ import pandas as pd
 
 CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 2000
+MIN_STEPS_TO_DETECT = 20
+OUTLIER_SPREADS = 4.0
+MAX_GAP = 3
+STRAGGLER_THRESHOLD = 0.05
 
 
 @dataclass(frozen=True)
 class RunStats:
-    """Throughput of one run over its timed (non-warm-up) steps."""
+    """Throughput of one run over its steady-state steps."""
 
-    throughput: float          # sum over ranks of that rank's median per-step rate (samples / duration)
-    ci_low: float              # 95% percentile-bootstrap interval of throughput (steps resampled)
+    throughput: float      # sum over ranks of that rank's samples / its own summed step time
+    ci_low: float          # 95% percentile bootstrap of throughput, whole steps (all ranks) resampled
     ci_high: float
-    mean_throughput: float     # sum over ranks of samples / that rank's summed step time
-    median_step_s: float       # the slowest rank's median step time
-    cv: float                  # mean over ranks of step-time standard deviation / mean
-    steps: int                 # timed steps used (common to every rank)
+    median_rate: float     # sum over ranks of the median per-step rate (samples / duration)
+    median_step_s: float   # the slowest rank's median step time
+    cv: float              # mean over ranks of step-time standard deviation / mean
+    steps: int             # steady-state steps used (every rank has each)
+    warmup_asked: int      # steps the benchmark ran as warm-up
+    warmup_used: int       # steps left out: max(asked, detected), or the explicit override
+    warmup_detected: int   # end of the initial transient found in the step times (-1: too few steps)
 
 
-def step_matrix(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Timed step durations and samples as (steps x ranks) matrices aligned by step index.
+def detect_warmup(series: np.ndarray) -> int:
+    """Steps of initial transient in a step-time series; -1 when under 20 steps leave nothing to tell.
 
-    Steps that some rank lacks are dropped, so every row is one synchronous step of all ranks.
-    """
-    timed = steps[~steps["warmup"]]
-    wide = timed.pivot_table(index="step", columns="rank", values=["duration", "samples"], aggfunc="first").dropna()
-    return wide["duration"].to_numpy(dtype=float), wide["samples"].to_numpy(dtype=float)
+    Steady state is described by the second half: its median and robust spread (1.4826 x MAD). A step
+    further than 4 spreads from that median is out of steady state; the warm-up is the run of such
+    steps from the start, gaps of up to 3 steady-looking steps allowed, within the first half. A lone
+    slow step later (a pause, a checkpoint) is not warm-up. MSER-5 was tried first and cut 30-40% of
+    planted runs several steps too late, as it is known to on short noisy series."""
+    n = len(series)
+    if n < MIN_STEPS_TO_DETECT:
+        return -1
+    ref = series[n // 2:]
+    center = float(np.median(ref))
+    spread = max(1.4826 * float(np.median(np.abs(ref - center))), 1e-3 * abs(center), 1e-12)
+    outliers = np.flatnonzero(np.abs(series[: n // 2] - center) > OUTLIER_SPREADS * spread)
+    if not len(outliers) or outliers[0] > MAX_GAP:
+        return 0
+    end = int(outliers[0])
+    for position in outliers[1:]:
+        if position - end > MAX_GAP + 1:
+            break
+        end = int(position)
+    return end + 1
 
 
-def median_throughput(durations: np.ndarray, samples: np.ndarray) -> np.ndarray:
-    """Sum over ranks of the median per-step rate (samples / duration); leading batch axes allowed."""
-    return np.median(samples / durations, axis=-2).sum(axis=-1)
+def step_matrix(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every step's durations and samples as (steps x ranks) matrices aligned by step index (steps some
+    rank lacks are dropped), the step indices, and which steps were run as warm-up."""
+    wide = steps.pivot_table(index="step", columns="rank", values=["duration", "samples", "warmup"],
+                             aggfunc="first").dropna()
+    warm = wide["warmup"].to_numpy(dtype=bool).any(axis=1) if len(wide) else np.zeros(0, dtype=bool)
+    return (wide["duration"].to_numpy(dtype=float), wide["samples"].to_numpy(dtype=float),
+            wide.index.to_numpy(), warm)
+
+
+def total_throughput(durations: np.ndarray, samples: np.ndarray) -> float:
+    """Sum over ranks of each rank's samples over its own time."""
+    return float((samples.sum(axis=0) / durations.sum(axis=0)).sum())
 
 
 def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
                        confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap of median throughput, resampling whole steps (all ranks together)."""
-    rng = np.random.default_rng(seed)
+    """Percentile bootstrap of total throughput, resampling whole steps (all ranks together).
+
+    A resample is a vector of step counts, so every resample's per-rank sums are one matrix product:
+    cheap for 1,024 ranks x 1,000 steps."""
     rows = durations.shape[0]
     samples = np.broadcast_to(samples, durations.shape)
-    idx = rng.integers(0, rows, size=(n, rows))
-    values = median_throughput(durations[idx], samples[idx])
+    if rows < 2:
+        value = total_throughput(durations, samples)
+        return value, value
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, rows, size=(n, rows)) + (np.arange(n) * rows)[:, None]
+    counts = np.bincount(idx.ravel(), minlength=n * rows).reshape(n, rows).astype(float)
+    values = ((counts @ samples) / (counts @ durations)).sum(axis=1)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(values, [tail, 1.0 - tail])
     return float(low), float(high)
 
 
-def run_stats(steps: pd.DataFrame) -> RunStats | None:
-    """Statistics of one run's step records, or None when it has no complete timed step."""
-    durations, samples = step_matrix(steps)
+def run_stats(steps: pd.DataFrame, warmup: int | None = None) -> RunStats | None:
+    """Statistics of one run's step records, or None when no steady-state step is left.
+
+    ``warmup`` (the report's ``--warmup N``) overrides both the asked and the detected warm-up."""
+    durations, samples, _, warm = step_matrix(steps)
+    if durations.size == 0:
+        return None
+    asked = int(warm.sum())
+    detected = detect_warmup(durations.mean(axis=1))
+    used = warmup if warmup is not None else max(asked, detected)
+    durations, samples = durations[used:], samples[used:]
     if durations.size == 0:
         return None
     low, high = bootstrap_interval(durations, samples)
     means = durations.mean(axis=0)
     return RunStats(
-        throughput=float(median_throughput(durations, samples)),
-        ci_low=low,
-        ci_high=high,
-        mean_throughput=float((samples.sum(axis=0) / durations.sum(axis=0)).sum()),
+        throughput=total_throughput(durations, samples), ci_low=low, ci_high=high,
+        median_rate=float(np.median(samples / durations, axis=0).sum()),
         median_step_s=float(np.median(durations, axis=0).max()),
         cv=float((durations.std(axis=0, ddof=1) / means).mean()) if durations.shape[0] > 1 else 0.0,
-        steps=int(durations.shape[0]),
+        steps=int(durations.shape[0]), warmup_asked=asked, warmup_used=int(used), warmup_detected=detected,
     )
+
+
+def rank_work(steps: pd.DataFrame, warmup_used: int) -> pd.Series:
+    """Each rank's median own-work time per steady-state step: the step minus its gradient exchange where
+    --breakdown recorded it (a synchronous step makes every rank wait for the slowest), else the step."""
+    ordered = steps.sort_values("step")
+    first = ordered["step"].drop_duplicates().sort_values().iloc[warmup_used:] if len(ordered) else ordered["step"]
+    steady = ordered[ordered["step"].isin(set(first))]
+    work = steady["duration"] - steady["exchange"].fillna(0.0)
+    return work.groupby(steady["rank"]).median()
+
+
+def stragglers(steps: pd.DataFrame, warmup_used: int, threshold: float = STRAGGLER_THRESHOLD) -> pd.DataFrame:
+    """Ranks whose median own-work time is more than ``threshold`` above the median over ranks."""
+    per_rank = rank_work(steps, warmup_used)
+    if per_rank.empty:
+        return pd.DataFrame(columns=["rank", "median_work_s", "run_median_s", "excess"])
+    center = float(per_rank.median())
+    slow = per_rank[per_rank > center * (1.0 + threshold)]
+    return pd.DataFrame({"rank": slow.index.astype(int), "median_work_s": slow.to_numpy(),
+                         "run_median_s": center, "excess": slow.to_numpy() / center - 1.0})
 
 
 def median_interval(values: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES, confidence: float = CONFIDENCE,

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from hvdbench.suite.catalog import BENCHMARKS, get_benchmark
 from hvdbench.suite.errors import HvdbenchError, UsageError
-from hvdbench.suite.flags import Parser, int_list, positive_int
+from hvdbench.suite.flags import Parser, int_list, non_negative_int, positive_int
 from hvdbench.suite.spec import CONTROLLERS, RunSpec
 
 from . import mpi  # noqa: F401  (registers the horovodrun and mpirun launchers)
@@ -79,11 +79,18 @@ def build_parser() -> Parser:
     run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
     run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
 
-    report = sub.add_parser("report", help="write the scaling report of result directories",
-                            description="Read every run under the directories; write report.md, scaling.csv "
-                                        "and runs.csv; print the scaling table.")
-    report.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
-    report.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+    for name, text in (("report", "Read every run under the directories; write report.md, report.html (plots "
+                                  "inline), plot-N.svg and every table as CSV and Parquet; print the headline table."),
+                       ("compare", "The report of two or more systems' results roots (each run carries its "
+                                   "--system label), with the systems side by side: per GPU, per watt, per dollar.")):
+        report = sub.add_parser(name, help=text.split(";")[0].split(",")[0].lower(), description=text)
+        report.add_argument("dirs", nargs="+" if name == "report" else "*", type=Path,
+                            help="results roots or run directories")
+        report.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+        report.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                            help="leave out exactly the first N steps of every run (default: detected)")
+        report.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
+                            help="price of one GPU-hour on a system, for throughput per dollar (repeatable)")
     topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
                           description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
                                       "named placements for 2, 4, ... GPUs.")
@@ -140,7 +147,7 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     statuses = executor.run_all(specs)
     failed = [s for s in statuses if s.status != "ok"]
     if args.report and len(failed) < len(statuses):
-        cmd_report(argparse.Namespace(dirs=[args.output], output=None))
+        cmd_report(argparse.Namespace(dirs=[args.output], output=None, warmup=None, price=[]))
     if failed:
         print(f"hvdbench: {len(failed)} of {len(statuses)} run(s) did not complete; "
               f"finished runs are kept in {args.output}", file=sys.stderr)
@@ -150,12 +157,15 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Build the report and print its table."""
+    from hvdbench.analysis.compare import parse_prices
     from hvdbench.analysis.report import build_report
 
+    if getattr(args, "command", "report") == "compare" and len(args.dirs) < 2:
+        raise UsageError("hvdbench compare: give two or more results roots (one per system)")
     out = args.output or (args.dirs[0] / "report")
-    text, paths = build_report(list(args.dirs), out)
+    text, paths = build_report(list(args.dirs), out, warmup=args.warmup, prices=parse_prices(args.price))
     print(text)
-    print(f"report: {paths['markdown']} (tables: {paths['scaling']}, {paths['runs']})")
+    print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
     return 0
 
 
@@ -168,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, rest)
         if rest:
             raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
-        return {"report": cmd_report, "topo": cmd_topo}[args.command](args)
+        return {"report": cmd_report, "compare": cmd_report, "topo": cmd_topo}[args.command](args)
     except HvdbenchError as exc:
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return 2

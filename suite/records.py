@@ -146,6 +146,33 @@ def parse_lines(lines: Iterable[str], stats: ParseStats | None = None) -> Iterat
 
 
 def read_records(path: Path, stats: ParseStats | None = None) -> list[dict[str, Any]]:
-    """Every record of one file; undecodable bytes are replaced, malformed lines counted."""
+    """Every record of one file; undecodable bytes are replaced, malformed lines counted.
+
+    A file of whole records (the usual case) is decoded as one JSON array, several times faster than
+    line by line; any problem sends it through the line-by-line parser, which counts what was wrong."""
+    stats = stats if stats is not None else ParseStats()
     with open(path, encoding="utf-8", errors="replace") as handle:
-        return list(parse_lines(handle, stats))
+        lines = handle.read().splitlines()
+    fast = _whole_records(lines)
+    if fast is not None:
+        stats.records += len(fast)
+        stats.other_lines += sum(1 for line in lines if line.strip()) - len(fast)
+        return fast
+    return list(parse_lines(lines, stats))
+
+
+def _whole_records(lines: list[str]) -> list[dict[str, Any]] | None:
+    """The records of lines when every record line holds exactly one valid record, else None."""
+    payload = []
+    for line in lines:
+        start = line.find(MARKER)
+        if start >= 0:
+            payload.append(line[start:].rstrip() if start else line.rstrip())
+    try:
+        records = json.loads("[" + ",".join(payload) + "]")
+    except ValueError:
+        return None
+    ok = len(records) == len(payload) and all(
+        type(r) is dict and r.get("kind") in KINDS and type(r.get("rank")) is int and type(r.get("size")) is int
+        for r in records)
+    return records if ok else None

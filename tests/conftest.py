@@ -18,7 +18,7 @@ BIN = Path(sys.executable).parent
 
 
 def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *, samples: int = 32,
-              warmup: int = 2, summary: bool = True) -> Path:
+              warmup: int = 2, summary: bool = True, telemetry: dict | None = None, unit: str = "images") -> Path:
     """A run directory as the harness writes it: run.json and one log per rank.
 
     ``durations[r]`` are rank r's timed step durations; ``warmup`` slow steps come first.
@@ -27,7 +27,9 @@ def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *
     spec.write(run_dir)
     for rank, steps in enumerate(durations):
         with RecordWriter(run_dir / rank_log_name(rank), rank=rank, local_rank=rank, size=len(durations)) as w:
-            w.write("env", benchmark=spec.benchmark, model="resnet20", unit="images")
+            w.write("env", benchmark=spec.benchmark, model="resnet20", unit=unit)
+            for _ in range(3 if telemetry else 0):
+                w.write("telemetry", **telemetry)
             for i in range(warmup):
                 w.write("step", step=i, warmup=True, duration=5.0, samples=samples, loss=2.3)
             for i, d in enumerate(steps, warmup):

@@ -1,0 +1,177 @@
+"""The report's tables as header and formatted rows, from the DataFrames: headline, the swept axes
+(placement, nodes, batch size, precision, communication cost), systems side by side, stragglers,
+warm-up, problems, collectives."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from .collect import Collection
+
+Rows = tuple[list[str], list[list[str]]]
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    """A number for a table; n/a where missing."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def text(value: Any) -> str:
+    """A string cell; n/a where missing."""
+    return "n/a" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def pct(value: Any) -> str:
+    return "n/a" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else f"{value:.0%}"
+
+
+def _unit(table: pd.DataFrame) -> str:
+    units = sorted(set(table["unit"])) if len(table) else ["samples"]
+    return units[0] if len(units) == 1 else "samples"
+
+
+def HEADLINE_TITLES(table: pd.DataFrame) -> list[str]:  # noqa: N802 - reads as the constant it is per unit
+    """Headline column titles, with the unit of the rows."""
+    return ["framework", "benchmark", "model", "launcher", "controller", "placement", "nodes", "GPUs",
+            f"{_unit(table)}/s", "95% CI", "per GPU", "speedup", "efficiency", "median step (ms)", "step CV",
+            "warm-up", "repeats"]
+
+
+def headline_rows(table: pd.DataFrame) -> list[list[str]]:
+    """The headline columns of each scaling row, formatted."""
+    return [[r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", str(r.nodes), str(r.np),
+             fmt(r.throughput), f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", fmt(r.per_rank), fmt(r.speedup, 2),
+             pct(r.efficiency), fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
+             str(r.repeats) if r.repeats == 1 else f"{r.repeats} ({fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
+            for r in table.itertuples()]
+
+
+def _workload(r: Any) -> str:
+    return f"{r.system} {r.framework} {r.benchmark} {r.model}"
+
+
+def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
+    """The tables by placement, node count, batch size and precision where the results vary them, and the
+    cost of communication where --independent twins exist."""
+    out: list[tuple[str, str, Rows]] = []
+    keyed = ["system", "framework", "benchmark", "model", "args", "np"]
+    by_place = table.groupby(keyed).filter(lambda g: g["placement"].nunique() > 1) if len(table) else table
+    if len(by_place):
+        by_place = by_place.assign(best=by_place.groupby(keyed)["throughput"].transform("max"))
+        out.append(("By placement at equal GPU count", "The same workload and GPU count on differently linked GPUs.",
+                    (["workload", "GPUs", "placement", "throughput", "95% CI", "relative to best"],
+                     [[_workload(r), str(r.np), r.placement or "-", fmt(r.throughput),
+                       f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", pct(r.throughput / r.best)]
+                      for r in by_place.sort_values(keyed + ["throughput"], ascending=[True] * 6 + [False]).itertuples()])))
+    workload = ["system", "framework", "benchmark", "model", "args"]
+    multi = table.groupby(workload).filter(lambda g: (g["nodes"] > 1).any()) if len(table) else table
+    if len(multi):
+        out.append(("By node count", "Speedup and efficiency against 1 GPU, and against 1 node with as many GPUs "
+                    "per node.", (["workload", "nodes", "GPUs", "throughput", "speedup vs 1 GPU", "efficiency",
+                                   "speedup vs 1 node", "node efficiency"],
+                                  [[_workload(r), str(r.nodes), str(r.np), fmt(r.throughput), fmt(r.speedup, 2),
+                                    pct(r.efficiency), fmt(r.node_speedup, 2), pct(r.node_efficiency)]
+                                   for r in multi.sort_values(workload + ["nodes", "np"]).itertuples()])))
+    for axis, title in (("batch_size", "By batch size"), ("precision", "By precision")):
+        others = ["system", "framework", "benchmark", "model", "np", "launcher", "controller", "placement"]
+        varied = table.dropna(subset=[axis]).groupby(others).filter(lambda g, a=axis: g[a].nunique() > 1) if len(table) else table
+        if len(varied):
+            out.append((title, "", (["workload", "GPUs", axis.replace("_", " "), "throughput", "per GPU", "efficiency"],
+                                    [[_workload(r), str(r.np), str(getattr(r, axis)), fmt(r.throughput), fmt(r.per_rank),
+                                      pct(r.efficiency)] for r in varied.sort_values(others + [axis]).itertuples()])))
+    cost = table.dropna(subset=["comm_cost"])
+    if len(cost):
+        out.append(("Cost of communication", "1 − throughput with gradients exchanged / throughput of the same "
+                    "run with --independent (each rank alone: the ideal with no communication).",
+                    (["workload", "GPUs", "placement", "exchanged", "independent", "cost"],
+                     [[_workload(r), str(r.np), r.placement or "-", fmt(r.throughput),
+                       fmt(r.throughput / (1.0 - r.comm_cost)) if r.comm_cost < 1 else "n/a", pct(r.comm_cost)]
+                      for r in cost.itertuples()])))
+    return out
+
+
+COMPARE_TEXT = ("The same workloads on each system: throughput, per GPU, per watt (mean GPU power from telemetry) "
+                "and per dollar where a price per GPU-hour was given (samples per dollar = throughput × 3600 / "
+                "(price × GPUs)).")
+
+
+def compare_rows(compared: pd.DataFrame) -> Rows:
+    """Systems side by side."""
+    return (["workload", "GPUs", "system", "throughput", "per GPU", "per watt", "per $", "vs first system"],
+            [[f"{r.framework} {r.benchmark} {r.model} {r.args}".strip(), str(r.np), r.system, fmt(r.throughput),
+              fmt(r.per_gpu), fmt(r.per_watt, 2), fmt(r.per_dollar, 0), fmt(r.relative, 2)]
+             for r in compared.itertuples()])
+
+
+def straggler_text(slow: pd.DataFrame, threshold: float) -> str:
+    base = (f"Ranks whose median own-work time per step is more than {threshold:.0%} above their run's median "
+            "(own work: the step minus its gradient exchange where --breakdown recorded it, since a synchronous "
+            "step makes every rank wait for the slowest; else the whole step).")
+    return base if len(slow) else base + " None found."
+
+
+def straggler_rows(slow: pd.DataFrame) -> Rows:
+    if slow.empty:
+        return [], []
+    return (["run", "GPUs", "rank", "host", "GPU", "median work (ms)", "run median (ms)", "slower by",
+             "SM clock (MHz)", "memory clock (MHz)", "temperature (°C)"],
+            [[r.run_id, str(r.np), str(r.rank), text(r.host), text(r.gpu), fmt(r.median_work_ms, 2),
+              fmt(r.run_median_ms, 2), pct(r.excess), fmt(r.sm_clock_mhz, 0), fmt(r.memory_clock_mhz, 0),
+              fmt(r.temperature_c, 0)] for r in slow.itertuples()])
+
+
+WARMUP_TEXT = ("Steps left out of each run: at least those it ran as warm-up; more where its step times show a "
+               "longer initial transient (the run of steps from the start, gaps of up to 3 allowed, further than 4 "
+               "robust SDs from the second half's median); n/a where fewer than 20 steps leave nothing to detect.")
+
+
+def warmup_rows(runs: pd.DataFrame, stats: pd.DataFrame) -> Rows:
+    merged = runs.merge(stats, on="run_id")
+    return (["run", "GPUs", "warm-up asked", "detected", "left out", "steady steps"],
+            [[r.run_id, str(r.np), str(r.warmup_asked), "n/a" if r.warmup_detected < 0 else str(r.warmup_detected),
+              str(r.warmup_used), str(r.steps)] for r in merged.itertuples()])
+
+
+def problems(collection: Collection) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """Runs left out with their reasons, unreadable run descriptions, malformed log lines."""
+    out = []
+    excluded = collection.runs[collection.runs["status"] != "ok"]
+    if len(excluded) or collection.spec_errors:
+        rows = [[r.run_id, r.status, r.reason] for r in excluded.itertuples()]
+        rows += [["-", "unreadable", error] for error in collection.spec_errors]
+        out.append(("Runs left out", "Failed, timed-out, cancelled or incomplete runs are listed, not counted.",
+                    ["run", "status", "reason"], rows))
+    if collection.file_issues:
+        out.append(("Malformed log lines", "Lines that started a record but did not hold a whole valid one; "
+                    "the rest of each file was read.", ["file", "lines", "first problem"],
+                    [[i.path, str(i.malformed), i.examples[0] if i.examples else ""] for i in collection.file_issues]))
+    if collection.comm_skipped:
+        out.append(("Collective cases not run", "; ".join(collection.comm_skipped), [], []))
+    return out
+
+
+COMM_TEXT = ("Per iteration the slowest rank's time; algbw = bytes / mean time; busbw as nccl-tests defines it "
+             "(allreduce × 2(n−1)/n, allgather and alltoall × (n−1)/n, broadcast × 1). Every result was checked. "
+             "Beside each, the training efficiency measured on the same placement and GPU count.")
+
+
+def peak_rows(peaks: pd.DataFrame, scaling: pd.DataFrame) -> Rows:
+    rows = []
+    for r in peaks.itertuples():
+        same = scaling[(scaling["system"] == r.system) & (scaling["placement"] == r.placement) & (scaling["np"] == r.np)]
+        training = ", ".join(f"{t.model} {t.efficiency:.0%}" for t in same.itertuples() if not math.isnan(t.efficiency))
+        rows.append([r.system, r.placement or "-", str(r.np), r.op, r.path, r.dtype, f"{r.peak_busbw_gbs:.3f}",
+                     f"{r.at_bytes:,}", training or "-"])
+    return (["system", "placement", "GPUs", "op", "through", "dtype", "peak busbw (GB/s)", "at bytes",
+             "training efficiency here"], rows)
+
+
+def ratio_rows(ratio: pd.DataFrame) -> Rows:
+    return (["system", "placement", "GPUs", "op", "dtype", "Horovod over", "bytes", "Horovod GB/s", "MPI GB/s", "ratio"],
+            [[r.system, r.placement or "-", str(r.np), r.op, r.dtype, r.path, f"{r.bytes:,}", f"{r.horovod_gbs:.3f}",
+              f"{r.mpi_gbs:.3f}", f"{r.ratio:.2f}"] for r in ratio.itertuples()])
