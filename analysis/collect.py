@@ -40,6 +40,10 @@ ENV_SCHEMA: dict[str, str] = {
     "gpu_bus_id": "string", "max_sm_clock_mhz": "float64", "max_memory_clock_mhz": "float64",
     "framework_version": "string", "horovod": "string", "mpi": "string",
 }
+PROFILE_SCHEMA: dict[str, str] = {
+    "run_id": "string", "rank": "int64", "operator": "string", "calls": "Int64", "self_cpu_us": "float64",
+    "self_device_us": "float64", "cpu_total_us": "float64", "trace": "string",
+}
 SUMMARIES_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "host": "string", "steps": "Int64", "samples": "float64",
     "window_s": "float64", "median_step_s": "float64", "throughput": "float64",
@@ -65,6 +69,7 @@ class Collection:
     comm: pd.DataFrame
     telemetry: pd.DataFrame = field(default_factory=lambda: frame([], TELEMETRY_SCHEMA))
     env: pd.DataFrame = field(default_factory=lambda: frame([], ENV_SCHEMA))
+    profile: pd.DataFrame = field(default_factory=lambda: frame([], PROFILE_SCHEMA))
     file_issues: list[FileIssue] = field(default_factory=list)
     spec_errors: list[str] = field(default_factory=list)
     comm_skipped: list[str] = field(default_factory=list)
@@ -207,6 +212,7 @@ def collect(roots: Iterable[Path]) -> Collection:
     comm: list[dict[str, Any]] = []
     telemetry: list[dict[str, Any]] = []
     envs: list[dict[str, Any]] = []
+    profile: list[dict[str, Any]] = []
     skipped: set[str] = set()
     issues: list[FileIssue] = []
     spec_errors: list[str] = []
@@ -262,6 +268,11 @@ def collect(roots: Iterable[Path]) -> Collection:
                              for i, t in enumerate(rec.get("times") or [])]
                 elif kind == "error":
                     errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
+                elif kind == "profile":
+                    profile += [{"run_id": spec.id, "rank": rec["rank"], "operator": op.get("name"),
+                                 "calls": op.get("calls"), "self_cpu_us": op.get("self_cpu_us"),
+                                 "self_device_us": op.get("self_device_us"), "cpu_total_us": op.get("cpu_total_us"),
+                                 "trace": rec.get("trace")} for op in rec.get("top") or [] if isinstance(op, dict)]
             if log.malformed:
                 issues.append(FileIssue(log.path, log.malformed, log.examples))
         recorded = RunStatus.read(run_dir)
@@ -287,4 +298,4 @@ def collect(roots: Iterable[Path]) -> Collection:
     steps = steps.reindex(columns=list(STEPS_SCHEMA)).astype(STEPS_SCHEMA)
     return Collection(frame(runs, RUNS_SCHEMA), steps, frame(summaries, SUMMARIES_SCHEMA),
                       frame(comm, COMM_SCHEMA), frame(telemetry, TELEMETRY_SCHEMA), frame(envs, ENV_SCHEMA),
-                      issues, spec_errors, sorted(skipped))
+                      frame(profile, PROFILE_SCHEMA), issues, spec_errors, sorted(skipped))

@@ -110,6 +110,8 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow}
     if not compared.empty:
         tables["compare"] = compared
+    if len(collection.profile):
+        tables["profile"] = collection.profile
     if len(comm):
         tables["collectives"] = comm
         sections.append(Section("Collectives", views.COMM_TEXT, *views.peak_rows(peak_table(comm), table)))

@@ -19,10 +19,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from .catalog import BenchmarkInfo, get_benchmark
 from .records import RecordWriter, rank_log_name
 from .spec import RUN_FILE, RunSpec
 
 _LOCAL_FLAGS = {"--log-dir": 1, "--echo-records": 0}
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A benchmark script's start: its catalog entry, arguments, checked flags and run label."""
+
+    info: BenchmarkInfo
+    argv: list[str]
+    flags: argparse.Namespace
+    label: str
+
+
+def invocation(name: str, argv: Sequence[str] | None) -> Invocation:
+    """Parse and check the command line (sys.argv by default); a bad one exits 2 with one line."""
+    info = get_benchmark(name)
+    args = list(sys.argv[1:] if argv is None else argv)
+    flags = info.parse_or_exit(args)
+    return Invocation(info, args, flags, f"{name}-{flags.model}")
 
 
 class Runtime(Protocol):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ import torch
 from torch import nn
 
 from . import harness
-from .catalog import BenchmarkInfo, get_benchmark
+from .catalog import BenchmarkInfo
 from .environment import base_environment, horovod_info
 from .errors import UsageError
 from .gpu import Nvml, TelemetrySampler, physical_gpu, telemetry_for
@@ -294,11 +293,9 @@ def rank_session(info: BenchmarkInfo, flags: argparse.Namespace, argv: Sequence[
 
 def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
     """Run one benchmark on this rank: parse flags, init Horovod, train, record. Returns the exit status."""
-    info = get_benchmark(name)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    flags = info.parse_or_exit(argv)
-    label = f"{name}-{flags.model}"
-    with rank_session(info, flags, argv, label) as session:
+    start = harness.invocation(name, argv)
+    info, flags, label = start.info, start.flags, start.label
+    with rank_session(info, flags, start.argv, label) as session:
         runtime, writer, device = session.runtime, session.writer, session.device
         check_precision(flags.precision, device)
         threads = set_threads(flags, runtime.local_size) if device.type == "cpu" else None

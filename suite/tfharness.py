@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import itertools
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 from . import harness  # noqa: E402
-from .catalog import BenchmarkInfo, get_benchmark  # noqa: E402
+from .catalog import BenchmarkInfo  # noqa: E402
 from .environment import base_environment, horovod_info  # noqa: E402
 from .errors import UsageError  # noqa: E402
 from .gpu import Nvml, TelemetrySampler, physical_gpu, telemetry_for  # noqa: E402
@@ -332,11 +331,9 @@ def configure(flags: argparse.Namespace, device: str) -> dict[str, Any]:
 
 def main(name: str, build: Callable[[TFBuildContext], KerasWorkload], argv: Sequence[str] | None = None) -> int:
     """Run one TensorFlow benchmark on this rank: parse flags, init Horovod, train, record."""
-    info = get_benchmark(name)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    flags = info.parse_or_exit(argv)
-    label = f"{name}-{flags.model}"
-    with rank_session(info, flags, argv, label) as session:
+    start = harness.invocation(name, argv)
+    info, flags, label = start.info, start.flags, start.label
+    with rank_session(info, flags, start.argv, label) as session:
         runtime, writer, device = session.runtime, session.writer, session.device
         chosen = configure(flags, device)
         with tf.device(device):

@@ -56,6 +56,11 @@ def test_profile_writes_top_operators_and_a_trace(tmp_path: Path, hvd_env: dict)
     assert any("conv" in op["name"] for op in profile["top"])
     assert (tmp_path / "trace-rank0.json").stat().st_size > 0 and (tmp_path / "trace-rank1.json").exists()
     assert kinds["summary"][0]["peak_rss_bytes"] > 10 * 2**20
+    from hvdbench.analysis.collect import PROFILE_SCHEMA, collect
+
+    table = collect([tmp_path]).profile
+    assert list(table.columns) == list(PROFILE_SCHEMA) and set(table["rank"]) == {0, 1}
+    assert table["self_cpu_us"].gt(0).all() and set(table["trace"]) == {"trace-rank0.json", "trace-rank1.json"}
 
 
 def test_compile_trains(tmp_path: Path, hvd_env: dict) -> None:
