@@ -145,6 +145,7 @@ class RankLog:
     malformed: int = 0
     examples: list[str] = field(default_factory=list)
     unreadable: str | None = None
+    start: float | None = None  # the first record's monotonic time: telemetry is timed from it
 
 
 STEP_COLUMNS = ("rank", "step", "warmup", "duration", "samples", "loss")
@@ -184,9 +185,8 @@ def read_log(path: Path) -> RankLog:
         columns.update({phase: [p.get(phase) for p in phases] for phase in PHASES})
     others = [rec for rec in records if rec["kind"] != "step"]
     start = records[0].get("mono") if records else None
-    for rec in others:
-        rec["_start"] = start
-    return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3])
+    return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3],
+                   start=start if isinstance(start, (int, float)) else None)
 
 
 def _read_all(paths: list[Path]) -> list[RankLog]:
@@ -251,9 +251,9 @@ def collect(roots: Iterable[Path]) -> Collection:
                     env = env or rec
                     envs.append(_env_row(spec.id, rec))
                 elif kind == "telemetry":
-                    t, start = rec.get("mono"), rec.get("_start")
+                    t = rec.get("mono")
                     telemetry.append({"run_id": spec.id, "rank": rec["rank"],
-                                      "t_s": t - start if isinstance(t, (int, float)) and isinstance(start, (int, float)) else None,
+                                      "t_s": t - log.start if isinstance(t, (int, float)) and log.start is not None else None,
                                       **{f: rec.get(f) for f in TELEMETRY_FIELDS}})
                 elif kind == "summary" and rec["rank"] not in summary_ranks:
                     summary_ranks.add(rec["rank"])

@@ -97,7 +97,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         raise ReportError(f"no complete run to report: {reasons}")
     slow = straggler_table(collection, stats, threshold)
     compared = compare_table(table, prices or {})
-    headline = [Section(f"{system}: {args or '(defaults)'}", "", views.HEADLINE_TITLES(group), views.headline_rows(group),
+    headline = [Section(f"{system}: {args or '(defaults)'}", "", views.headline_titles(group), views.headline_rows(group),
                         code=True) for (system, args), group in table.groupby(["system", "args"], sort=True)]
     sections = list(headline)
     for title, text, (header, rows) in views.axis_views(table):

@@ -35,7 +35,7 @@ def _unit(table: pd.DataFrame) -> str:
     return units[0] if len(units) == 1 else "samples"
 
 
-def HEADLINE_TITLES(table: pd.DataFrame) -> list[str]:  # noqa: N802 - reads as the constant it is per unit
+def headline_titles(table: pd.DataFrame) -> list[str]:
     """Headline column titles, with the unit of the rows."""
     return ["framework", "benchmark", "model", "launcher", "controller", "placement", "nodes", "GPUs",
             f"{_unit(table)}/s", "95% CI", "per GPU", "speedup", "efficiency", "median step (ms)", "step CV",
