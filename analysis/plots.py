@@ -26,16 +26,8 @@ def figure(width: float = 6.4, height: float = 3.8, *, rows: int = 1, cols: int 
     return fig, (flat if len(flat) > 1 else flat[0])
 
 
-def _figure(width: float = 6.4, height: float = 3.8) -> tuple[Any, Any]:
-    return figure(width, height)
-
-
 def svg_text(fig: Any) -> str:
-    """The figure as an SVG element (no XML prolog), and the figure closed."""
-    return _svg(fig)
-
-
-def _svg(fig: Any) -> str:
+    """The figure as an SVG element (no XML prolog, no metadata), and the figure closed."""
     from matplotlib import pyplot as plt
 
     fig.set_dpi(72)
@@ -61,7 +53,7 @@ def _lines(table: pd.DataFrame, draw: Callable[[Any, pd.DataFrame, str], None], 
     groups = list(table.groupby(SERIES, sort=True, dropna=False))
     if not any(len(g) > 1 for _, g in groups):
         return None
-    fig, ax = _figure()
+    fig, ax = figure()
     varying = _varying(table, SERIES)
     for _, group in [g for g in groups if len(g[1]) > 1][:MAX_LINES]:
         draw(ax, group.sort_values("np"), _label(group.iloc[0], varying))
@@ -70,7 +62,7 @@ def _lines(table: pd.DataFrame, draw: Callable[[Any, pd.DataFrame, str], None], 
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    return _svg(fig)
+    return svg_text(fig)
 
 
 def throughput_plot(table: pd.DataFrame) -> str | None:
@@ -100,7 +92,7 @@ def placement_plot(table: pd.DataFrame) -> str | None:
     groups = [(k, g) for k, g in table.groupby(keys, sort=True) if g["placement"].nunique() > 1]
     if not groups:
         return None
-    fig, ax = _figure(6.4, 0.6 + 0.45 * sum(len(g) for _, g in groups[:MAX_LINES]))
+    fig, ax = figure(6.4, 0.6 + 0.45 * sum(len(g) for _, g in groups[:MAX_LINES]))
     labels, values, errors = [], [], []
     for key, group in groups[:MAX_LINES]:
         for row in group.sort_values("throughput", ascending=False).itertuples():
@@ -112,7 +104,7 @@ def placement_plot(table: pd.DataFrame) -> str | None:
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("throughput")
-    return _svg(fig)
+    return svg_text(fig)
 
 
 def batch_plot(table: pd.DataFrame) -> str | None:
@@ -122,7 +114,7 @@ def batch_plot(table: pd.DataFrame) -> str | None:
     groups = [(k, g) for k, g in sized.groupby(keys, sort=True) if g["batch_size"].nunique() > 1]
     if not groups:
         return None
-    fig, ax = _figure()
+    fig, ax = figure()
     varying = _varying(sized, keys)
     for _, group in groups[:MAX_LINES]:
         g = group.sort_values("batch_size")
@@ -132,7 +124,7 @@ def batch_plot(table: pd.DataFrame) -> str | None:
     ax.set_ylabel("throughput")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    return _svg(fig)
+    return svg_text(fig)
 
 
 def rank_spread_plot(steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFrame) -> str | None:
@@ -158,7 +150,7 @@ def rank_spread_plot(steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFram
         ax.set_ylabel("step (ms)")
         ax.set_xlabel("rank")
         ax.legend(fontsize=7)
-    return _svg(fig)
+    return svg_text(fig)
 
 
 TELEMETRY_PANELS = [("power_w", "GPU power (W)"), ("sm_clock_mhz", "SM clock (MHz)"),
@@ -188,7 +180,7 @@ def telemetry_plot(telemetry: pd.DataFrame, runs: pd.DataFrame) -> str | None:
         ax.grid(True, alpha=0.3)
     axes[-1].set_xlabel("seconds since the rank's first record")
     axes[0].legend(fontsize=7)
-    return _svg(fig)
+    return svg_text(fig)
 
 
 def all_plots(table: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFrame,

@@ -14,20 +14,24 @@ from .collect import Collection
 Rows = tuple[list[str], list[list[str]]]
 
 
+def missing(value: Any) -> bool:
+    """None, pandas' NA or NaN."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def fmt(value: Any, digits: int = 1) -> str:
     """A number for a table; n/a where missing."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:,.{digits}f}"
+    return "n/a" if missing(value) else f"{value:,.{digits}f}"
 
 
 def text(value: Any) -> str:
     """A string cell; n/a where missing."""
-    return "n/a" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else str(value)
+    return "n/a" if missing(value) else str(value)
 
 
 def pct(value: Any) -> str:
-    return "n/a" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else f"{value:.0%}"
+    """A fraction as a whole percentage; n/a where missing."""
+    return "n/a" if missing(value) else f"{value:.0%}"
 
 
 def _unit(table: pd.DataFrame) -> str:

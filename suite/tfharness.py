@@ -234,8 +234,7 @@ class KerasTrainer:
         batch, counts = self.feed.next()
         loss, grads = self.compute(batch)
         loss.numpy()
-        for g in grads[-1:]:
-            g.numpy()
+        grads[-1].numpy()
         marks.append(time.perf_counter())
         if self.distributed:
             grads = self.exchange(grads)
