@@ -1,11 +1,10 @@
-# Two commands do all set-up on a fresh machine: `make demo` (the embedded default sweep and its
+# Two commands do all set-up on a fresh machine: `make demo` (the embedded default sweep, launchers/sweeps/demo.yaml, and its
 # report) and `make test`. Both run scripts/setup.sh first, which is idempotent and quick when warm.
 SHELL := /bin/bash
 VENV ?= .venv
 export HVDBENCH_VENV := $(abspath $(VENV))
 BIN := $(HVDBENCH_VENV)/bin
 DEMO_OUT ?= results/demo
-DEMO_ARGS ?= --model resnet20 --batch-size 32 --steps 40 --warmup-steps 5
 
 .PHONY: setup demo test clean
 
@@ -13,7 +12,7 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	$(BIN)/hvdbench run cifar10 --np 1,2 --controller gloo --output $(DEMO_OUT) $(DEMO_ARGS)
+	$(BIN)/hvdbench sweep --output $(DEMO_OUT)
 
 test: setup
 	bash scripts/test-tools.sh

@@ -16,7 +16,7 @@ from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
 RUNS_SCHEMA: dict[str, str] = {
     "run_id": "string", "root": "string", "system": "string", "framework": "string",
     "benchmark": "string", "model": "string", "args": "string", "np": "int64", "nodes": "int64",
-    "launcher": "string", "controller": "string", "placement": "string", "repeat": "int64",
+    "launcher": "string", "controller": "string", "placement": "string", "knobs": "string", "repeat": "int64",
     "unit": "string", "status": "string", "reason": "string", "ranks_logged": "int64",
     "batch_size": "Int64", "precision": "string", "independent": "bool", "base_args": "string",
 }
@@ -290,7 +290,8 @@ def collect(roots: Iterable[Path]) -> Collection:
             "run_id": spec.id, "root": str(root), "system": spec.system, "framework": spec.framework,
             "benchmark": spec.benchmark, "model": _model(spec, env), "args": " ".join(spec.args),
             "np": spec.np, "nodes": spec.nodes, "launcher": spec.launcher, "controller": spec.controller,
-            "placement": spec.placement or "", "repeat": spec.repeat,
+            "placement": spec.placement or "", "knobs": " ".join(f"{k}={v}" for k, v in spec.env),
+            "repeat": spec.repeat,
             "unit": (env or {}).get("unit", "samples"), "status": status, "reason": reason,
             "ranks_logged": logged, **_axes(spec, env),
         })

@@ -10,9 +10,9 @@ import pandas as pd
 from .collect import Collection
 from .stats import STRAGGLER_THRESHOLD, median_interval, run_stats, stragglers
 
-CONFIG = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement"]
+CONFIG = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs"]
 AXES = ["batch_size", "precision", "independent", "base_args"]
-BASELINE_KEY = ["system", "framework", "benchmark", "args"]
+BASELINE_KEY = ["system", "framework", "benchmark", "base_args"]  # an --independent twin shares its baseline
 RUN_STATS_SCHEMA: dict[str, str] = {
     "run_id": "string", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
     "median_rate": "float64", "median_step_s": "float64", "cv": "float64", "steps": "int64",
@@ -129,24 +129,28 @@ def _node_speedup(table: pd.DataFrame, row: pd.Series) -> float:
     if row["nodes"] <= 1 or row["np"] % row["nodes"]:
         return float("nan")
     base = table[_same(table, row, CONFIG) & (table["nodes"] == 1) & (table["np"] == row["np"] // row["nodes"])]
-    return float(row["throughput"] / base["throughput"].iloc[0]) if len(base) else float("nan")
+    if len(base):
+        return float(row["throughput"] / base["throughput"].iloc[0])
+    return _speedup(table, row) if row["np"] == row["nodes"] else float("nan")  # 1 GPU per node: the 1-GPU run
 
 
 def _comm_cost(table: pd.DataFrame, row: pd.Series) -> float:
     """1 - throughput(gradients exchanged) / throughput(--independent) at the same size and arguments."""
     if row["independent"]:
         return float("nan")
-    keys = ["system", "framework", "benchmark", "model", "base_args", "launcher", "controller", "placement", "nodes", "np"]
+    keys = ["system", "framework", "benchmark", "model", "base_args", "launcher", "controller", "placement", "knobs",
+            "nodes", "np"]
     twin = table[_same(table, row, keys) & table["independent"]]
     return float(1.0 - row["throughput"] / twin["throughput"].iloc[0]) if len(twin) else float("nan")
 
 
 def _speedup(table: pd.DataFrame, row: pd.Series) -> float:
-    """Against the 1-rank run of the same workload and arguments; the same launcher when there is one."""
+    """Against the 1-rank run of the same workload and arguments; the same launcher (and knobs) when there is one."""
     same = _same(table, row, BASELINE_KEY) & (table["np"] == 1)
-    candidates = table[same]
+    candidates = table[same].sort_values("independent", kind="stable")  # an exchanging 1-rank run first
     if candidates.empty:
         return float("nan")
-    exact = candidates[(candidates["launcher"] == row["launcher"]) & (candidates["controller"] == row["controller"])]
-    base = (exact if not exact.empty else candidates)["throughput"].iloc[0]
+    launch = candidates[(candidates["launcher"] == row["launcher"]) & (candidates["controller"] == row["controller"])]
+    exact = launch[launch["knobs"] == row["knobs"]]
+    base = next(c for c in (exact, launch, candidates) if not c.empty)["throughput"].iloc[0]
     return float(row["throughput"] / base) if base > 0 else float("nan")

@@ -41,14 +41,15 @@ def _unit(table: pd.DataFrame) -> str:
 
 def headline_titles(table: pd.DataFrame) -> list[str]:
     """Headline column titles, with the unit of the rows."""
-    return ["framework", "benchmark", "model", "launcher", "controller", "placement", "nodes", "GPUs",
+    return ["framework", "benchmark", "model", "launcher", "controller", "placement", "knobs", "nodes", "GPUs",
             f"{_unit(table)}/s", "95% CI", "per GPU", "speedup", "efficiency", "median step (ms)", "step CV",
             "warm-up", "repeats"]
 
 
 def headline_rows(table: pd.DataFrame) -> list[list[str]]:
     """The headline columns of each scaling row, formatted."""
-    return [[r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", str(r.nodes), str(r.np),
+    return [[r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", r.knobs or "-",
+             str(r.nodes), str(r.np),
              fmt(r.throughput), f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", fmt(r.per_rank), fmt(r.speedup, 2),
              pct(r.efficiency), fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
              str(r.repeats) if r.repeats == 1 else f"{r.repeats} ({fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
@@ -76,11 +77,11 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
     multi = table.groupby(workload).filter(lambda g: (g["nodes"] > 1).any()) if len(table) else table
     if len(multi):
         out.append(("By node count", "Speedup and efficiency against 1 GPU, and against 1 node with as many GPUs "
-                    "per node.", (["workload", "nodes", "GPUs", "throughput", "speedup vs 1 GPU", "efficiency",
+                    "per node.", (["workload", "knobs", "nodes", "GPUs", "throughput", "speedup vs 1 GPU", "efficiency",
                                    "speedup vs 1 node", "node efficiency"],
-                                  [[_workload(r), str(r.nodes), str(r.np), fmt(r.throughput), fmt(r.speedup, 2),
+                                  [[_workload(r), r.knobs or "-", str(r.nodes), str(r.np), fmt(r.throughput), fmt(r.speedup, 2),
                                     pct(r.efficiency), fmt(r.node_speedup, 2), pct(r.node_efficiency)]
-                                   for r in multi.sort_values(workload + ["nodes", "np"]).itertuples()])))
+                                   for r in multi.sort_values(workload + ["knobs", "nodes", "np"]).itertuples()])))
     for axis, title in (("batch_size", "By batch size"), ("precision", "By precision")):
         others = ["system", "framework", "benchmark", "model", "np", "launcher", "controller", "placement"]
         varied = table.dropna(subset=[axis]).groupby(others).filter(lambda g, a=axis: g[a].nunique() > 1) if len(table) else table

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import ClassVar, Sequence, TypeVar
 
@@ -14,11 +15,15 @@ from hvdbench.suite.spec import RunSpec
 
 @dataclass(frozen=True)
 class LaunchContext:
-    """Where a command runs: the interpreter for the ranks, the run directory, the hosts."""
+    """Where a command runs: the interpreter for the ranks, the run directory, the hosts, how to reach
+    them (ssh port and key, for horovodrun and mpirun) and, under SLURM, srun's PMI plugin."""
 
     python: str
     run_dir: Path
     hosts: tuple[str, ...] = ("localhost",)
+    ssh_port: int | None = None
+    ssh_identity_file: Path | None = None
+    pmi: str = "pmix"
 
 
 class Launcher(ABC):
@@ -39,9 +44,11 @@ class Launcher(ABC):
 
 
 def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
-    """What each rank runs: the benchmark script, its arguments, and where to log."""
+    """What each rank runs: the benchmark script, its arguments and where to log; behind the CPU binder
+    when the spec binds each local rank to its GPU's CPUs."""
     script = get_benchmark(spec.benchmark).path
-    return [ctx.python, str(script), *spec.args, "--log-dir", str(ctx.run_dir)]
+    bind = ["-m", "hvdbench.suite.bind", ";".join(spec.cpus), "--"] if spec.cpus else []
+    return [ctx.python, *bind, str(script), *spec.args, "--log-dir", str(ctx.run_dir)]
 
 
 def host_slots(spec: RunSpec, hosts: Sequence[str]) -> str:
@@ -61,8 +68,15 @@ def register(cls: L) -> L:
     return cls
 
 
+def _builtins() -> None:
+    """Register the launchers that ship with hvdbench (their modules import this one)."""
+    import_module("hvdbench.launchers.mpi")
+    import_module("hvdbench.launchers.srun")
+
+
 def get_launcher(name: str) -> Launcher:
     """A launcher by name; an unknown name is a UsageError listing the known ones."""
+    _builtins()
     try:
         return _REGISTRY[name]()
     except KeyError:
@@ -71,6 +85,7 @@ def get_launcher(name: str) -> Launcher:
 
 def launcher_names() -> list[str]:
     """Names of every registered launcher."""
+    _builtins()
     return sorted(_REGISTRY)
 
 

@@ -16,7 +16,7 @@ from hvdbench.suite.errors import HvdbenchError, UsageError
 from hvdbench.suite.flags import Parser, int_list, non_negative_int, positive_int
 from hvdbench.suite.spec import CONTROLLERS, RunSpec
 
-from . import mpi  # noqa: F401  (registers the horovodrun and mpirun launchers)
+from . import mpi, srun, sweepcmd  # noqa: F401  (mpi and srun register their launchers)
 from .base import LaunchContext, get_launcher, launcher_names
 from .local import LocalExecutor
 
@@ -91,6 +91,7 @@ def build_parser() -> Parser:
                             help="leave out exactly the first N steps of every run (default: detected)")
         report.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
                             help="price of one GPU-hour on a system, for throughput per dollar (repeatable)")
+    sweepcmd.add_parsers(sub)
     topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
                           description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
                                       "named placements for 2, 4, ... GPUs.")
@@ -143,7 +144,7 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(launcher.environment(spec).items()))
             print(f"{spec.id}: {env + ' ' if env else ''}{shlex.join(launcher.command(spec, ctx))}")
         return 0
-    executor = LocalExecutor(args.output, launcher, timeout=args.timeout, resume=args.resume)
+    executor = LocalExecutor(args.output, timeout=args.timeout, resume=args.resume)
     statuses = executor.run_all(specs)
     failed = [s for s in statuses if s.status != "ok"]
     if args.report and len(failed) < len(statuses):
@@ -178,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, rest)
         if rest:
             raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
-        return {"report": cmd_report, "compare": cmd_report, "topo": cmd_topo}[args.command](args)
+        return {"report": cmd_report, "compare": cmd_report, "topo": cmd_topo, "sweep": sweepcmd.cmd_sweep,
+                "submit": sweepcmd.cmd_submit, "status": sweepcmd.cmd_status}[args.command](args)
     except HvdbenchError as exc:
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return 2

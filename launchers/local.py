@@ -8,14 +8,17 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from hvdbench.suite.records import ParseStats, rank_log_name, read_records
 from hvdbench.suite.spec import RunSpec, RunStatus
 
-from .base import LaunchContext, Launcher
+from .base import LaunchContext, Launcher, get_launcher
 
 LAUNCHER_LOG = "launcher.log"
 
@@ -53,29 +56,78 @@ def failure_reason(log: Path, limit: int = 300) -> str:
     return chosen[:limit]
 
 
-class LocalExecutor:
-    """Runs specs in order under one results root; finished runs are kept and skipped on resume."""
+class Stopped(BaseException):
+    """The executor was told to stop (SIGTERM, or SIGUSR2 ahead of a SLURM time limit)."""
 
-    def __init__(self, root: Path, launcher: Launcher, *, python: str = sys.executable,
-                 timeout: float = 1800.0, resume: bool = True,
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM (a cancelled job, a killed sweep) and SIGUSR2 (SLURM's warning before its time limit)
+    stop the run in flight cleanly; the previous handlers come back afterwards."""
+    in_job = bool(os.environ.get("SLURM_JOB_ID"))
+
+    def on_term(signum: int, _frame: object) -> None:
+        raise Stopped("cancelled" if in_job else "interrupted", "job cancelled (SIGTERM)" if in_job else "SIGTERM")
+
+    def on_usr2(signum: int, _frame: object) -> None:
+        raise Stopped("timeout", "the job reached its time limit (SIGUSR2 before SLURM's end)")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig, handler in ((signal.SIGTERM, on_term), (signal.SIGUSR2, on_usr2))}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def progress_line(index: int, total: int, done: Counter[str], now: str, width: int = 20) -> str:
+    """``[3/12] [#####...............] now: <what> | 1 ok, 1 failed | 10 left``."""
+    finished = sum(done.values())
+    filled = round(width * finished / total) if total else width
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(done.items())) or "none finished"
+    return f"[{index}/{total}] [{'#' * filled}{'.' * (width - filled)}] now: {now} | {counts} | {total - finished} left"
+
+
+class LocalExecutor:
+    """Runs specs in order under one results root, each with its own launcher (by the spec's name);
+    finished runs are kept and skipped on resume; a failure is recorded and the next run starts."""
+
+    def __init__(self, root: Path, *, python: str = sys.executable, timeout: float = 1800.0, resume: bool = True,
+                 hosts: tuple[str, ...] = ("localhost",), ssh_port: int | None = None,
+                 ssh_identity_file: Path | None = None, pmi: str = "pmix",
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         self.root = root
-        self.launcher = launcher
         self.python = python
         self.timeout = timeout
         self.resume = resume
         self.report = report
+        self.hosts, self.ssh_port, self.ssh_identity_file, self.pmi = hosts, ssh_port, ssh_identity_file, pmi
+
+    def context(self, run_dir: Path) -> LaunchContext:
+        """Where and how one run's command is built."""
+        return LaunchContext(python=self.python, run_dir=run_dir, hosts=self.hosts, ssh_port=self.ssh_port,
+                             ssh_identity_file=self.ssh_identity_file, pmi=self.pmi)
 
     def run_all(self, specs: Iterable[RunSpec]) -> list[RunStatus]:
-        """Run every spec; a failure is recorded and the next spec runs."""
+        """Run every spec; SIGTERM/SIGUSR2 stop the one in flight (recorded) and end the sweep."""
         specs = list(specs)
-        results = []
-        for index, spec in enumerate(specs, 1):
-            self.report(f"[{index}/{len(specs)}] {spec.id}: {spec.np} rank(s) via {spec.launcher}")
-            status = self.run(spec)
-            self.report(f"[{index}/{len(specs)}] {spec.id}: {status.status}"
-                        + (f" ({status.message})" if status.message else f" in {status.seconds:.1f} s"))
-            results.append(status)
+        results: list[RunStatus] = []
+        done: Counter[str] = Counter()
+        with stop_signals():
+            for index, spec in enumerate(specs, 1):
+                self.report(progress_line(index, len(specs), done, f"{spec.id} ({spec.np} rank(s) via {spec.launcher})"))
+                status = self.run(spec)
+                done[status.status] += 1
+                self.report(f"[{index}/{len(specs)}] {spec.id}: {status.status}"
+                            + (f" ({status.message})" if status.message else f" in {status.seconds:.1f} s"))
+                results.append(status)
         return results
 
     def run(self, spec: RunSpec) -> RunStatus:
@@ -87,42 +139,56 @@ class LocalExecutor:
         spec.write(run_dir)
         for stale in run_dir.glob("rank-*.jsonl"):
             stale.unlink()
-        argv = self.launcher.command(spec, LaunchContext(python=self.python, run_dir=run_dir.resolve()))
+        launcher = get_launcher(spec.launcher)
+        argv = launcher.command(spec, self.context(run_dir.resolve()))
         (run_dir / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
-        status = self._execute(argv, spec, run_dir)
+        status = self._execute(argv, launcher, spec, run_dir)
         status.write(run_dir)
         return status
 
-    def _execute(self, argv: list[str], spec: RunSpec, run_dir: Path) -> RunStatus:
-        env = {**os.environ, **self.launcher.environment(spec)}
+    def _execute(self, argv: list[str], launcher: Launcher, spec: RunSpec, run_dir: Path) -> RunStatus:
+        env = {**os.environ, **launcher.environment(spec)}
         if os.geteuid() == 0:  # Open MPI refuses root unless told; containers and CI run as root
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
         start = time.monotonic()
         log_path = run_dir / LAUNCHER_LOG
+        job = os.environ.get("SLURM_JOB_ID")
         with open(log_path, "w", encoding="utf-8") as log:
             try:
                 proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         env=env, cwd=run_dir, start_new_session=True)
             except OSError as exc:
-                return RunStatus("failed", None, 0.0, f"could not start {argv[0]}: {exc.strerror}")
+                return RunStatus("failed", None, 0.0, f"could not start {argv[0]}: {exc.strerror}", job_id=job)
             try:
                 returncode = proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 return RunStatus("timeout", None, time.monotonic() - start,
-                                 f"no end after {self.timeout:g} s; every rank was killed")
+                                 f"no end after {self.timeout:g} s; every rank was killed", tail(log_path), job)
             except KeyboardInterrupt:
                 _kill_group(proc)
-                RunStatus("interrupted", None, time.monotonic() - start, "stopped by Ctrl-C").write(run_dir)
+                RunStatus("interrupted", None, time.monotonic() - start, "stopped by Ctrl-C", job_id=job).write(run_dir)
+                raise
+            except Stopped as stop:
+                _kill_group(proc)
+                RunStatus(stop.status, None, time.monotonic() - start, stop.message, tail(log_path), job).write(run_dir)
                 raise
         seconds = time.monotonic() - start
         if returncode != 0:
-            return RunStatus("failed", returncode, seconds, failure_reason(log_path))
+            return RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job)
         missing = missing_summaries(run_dir, spec.np)
         if missing:
-            return RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary")
-        return RunStatus("ok", returncode, seconds)
+            return RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary", tail(log_path), job)
+        return RunStatus("ok", returncode, seconds, job_id=job)
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a log (for a failed run's status)."""
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -2,29 +2,78 @@
 
 from __future__ import annotations
 
+import re
+from typing import Callable
+
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
 from .base import LaunchContext, Launcher, host_slots, rank_command, register
 
 # Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter.
-_ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH")
+_ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+_MIB = 1024 * 1024
+_PLAIN_IFACES = re.compile(r"^[\w.:-]+(,[\w.:-]+)*$")
+
+
+def _on(value: str) -> bool:
+    return value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _mib(value: str) -> str | None:
+    return str(int(value) // _MIB) if value.isdigit() and int(value) % _MIB == 0 else None
+
+
+def _timeline(value: str, ctx: LaunchContext) -> str:
+    path = ctx.run_dir / value if not value.startswith("/") else value
+    return str(path)
+
+
+# Horovod knobs horovodrun takes as flags: name -> (flag, value or None when the value does not fit).
+_HOROVODRUN_FLAGS: dict[str, Callable[[str, LaunchContext], list[str]]] = {
+    "HOROVOD_FUSION_THRESHOLD": lambda v, _: ["--fusion-threshold-mb", m] if (m := _mib(v)) else [],
+    "HOROVOD_CYCLE_TIME": lambda v, _: ["--cycle-time-ms", v],
+    "HOROVOD_CACHE_CAPACITY": lambda v, _: ["--cache-capacity", v],
+    "HOROVOD_HIERARCHICAL_ALLREDUCE": lambda v, _: ["--hierarchical-allreduce" if _on(v) else "--no-hierarchical-allreduce"],
+    "HOROVOD_HIERARCHICAL_ALLGATHER": lambda v, _: ["--hierarchical-allgather" if _on(v) else "--no-hierarchical-allgather"],
+    "HOROVOD_TIMELINE": lambda v, ctx: ["--timeline-filename", _timeline(v, ctx)],
+    "HOROVOD_TIMELINE_MARK_CYCLES": lambda v, _: ["--timeline-mark-cycles"] if _on(v) else [],
+    "HOROVOD_AUTOTUNE": lambda v, _: ["--autotune"] if _on(v) else [],
+    "HOROVOD_AUTOTUNE_LOG": lambda v, ctx: ["--autotune-log-file", _timeline(v, ctx)],
+    "HOROVOD_GLOO_IFACE": lambda v, _: ["--network-interfaces", v],
+}
+
+
+def ssh_options(ctx: LaunchContext) -> list[str]:
+    """ssh's own flags for the port and key, when the hosts need them."""
+    out = ["-p", str(ctx.ssh_port)] if ctx.ssh_port else []
+    return out + (["-i", str(ctx.ssh_identity_file)] if ctx.ssh_identity_file else [])
 
 
 @register
 class Horovodrun(Launcher):
-    """``horovodrun -np N -H host:slots --gloo|--mpi python script ...``."""
+    """``horovodrun -np N -H host:slots --gloo|--mpi [knob flags] python script ...``; Horovod knobs
+    that horovodrun has flags for become flags (the rest reach the ranks through the environment)."""
 
     name = "horovodrun"
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
-        return ["horovodrun", "-np", str(spec.np), "-H", host_slots(spec, ctx.hosts),
-                f"--{spec.controller}", *rank_command(spec, ctx)]
+        argv = ["horovodrun", "-np", str(spec.np), "-H", host_slots(spec, ctx.hosts), f"--{spec.controller}"]
+        for name, value in spec.env:
+            if name in _HOROVODRUN_FLAGS:
+                argv += _HOROVODRUN_FLAGS[name](value, ctx)
+        if ctx.ssh_port:
+            argv += ["--ssh-port", str(ctx.ssh_port)]
+        if ctx.ssh_identity_file:
+            argv += ["--ssh-identity-file", str(ctx.ssh_identity_file)]
+        return argv + rank_command(spec, ctx)
 
 
 @register
 class Mpirun(Launcher):
-    """Open MPI's mpirun with the flags Horovod recommends; every knob exported with ``-x``."""
+    """Open MPI's mpirun with the flags Horovod recommends; every knob exported with ``-x``; the TCP
+    interfaces of NCCL_SOCKET_IFNAME (plain names) for MPI too; ranks bound by the CPU binder, so
+    mpirun's own binding stays off."""
 
     name = "mpirun"
 
@@ -34,6 +83,11 @@ class Mpirun(Launcher):
                              "use controller mpi or launcher horovodrun")
         argv = ["mpirun", "-np", str(spec.np), "-H", host_slots(spec, ctx.hosts),
                 "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+        iface = spec.env_dict.get("NCCL_SOCKET_IFNAME", "")
+        if _PLAIN_IFACES.match(iface):
+            argv += ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface]
+        if ssh_options(ctx):
+            argv += ["-mca", "plm_rsh_args", " ".join(ssh_options(ctx))]
         for name in sorted({*_ALWAYS_EXPORTED, *self.environment(spec)}):
             argv += ["-x", name]
         return argv + rank_command(spec, ctx)

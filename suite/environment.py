@@ -94,13 +94,23 @@ def horovod_info(hvd: Any) -> dict[str, Any]:
         "built": {name: flag(f"{name}_built") for name in ("mpi", "gloo", "nccl", "cuda", "rocm", "ddl", "ccl")},
         "controller": "mpi" if flag("mpi_enabled") else "gloo" if flag("gloo_enabled") else None,
         "mpi_threads_supported": flag("mpi_threads_supported"),
+        "layout": {name: _call(hvd, name) for name in ("local_size", "cross_rank", "cross_size")},
     }
+
+
+def _call(hvd: Any, name: str) -> int | None:
+    """One of Horovod's rank-layout queries, or None where this Horovod lacks it."""
+    try:
+        return int(getattr(hvd, name)())
+    except Exception:  # absent in this version, or not initialised
+        return None
 
 
 def base_environment() -> dict[str, Any]:
     """Host, CPU, OS, Python, MPI and the relevant variables; no framework needed."""
     return {
         "host": socket.gethostname(),
+        "pid": os.getpid(),
         "os": platform.platform(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),

@@ -14,6 +14,8 @@ from .errors import SpecError
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
 CONTROLLERS = ("gloo", "mpi")
+# Fields added after ids were first published: they enter the id only when set, so older runs keep theirs.
+_HASHED_WHEN_SET = ("cpus",)
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class RunSpec:
     nodes: int = 1
     placement: str | None = None
     devices: tuple[int, ...] | None = None
+    cpus: tuple[str, ...] | None = None
     launcher: str = "horovodrun"
     controller: str = "gloo"
     env: tuple[tuple[str, str], ...] = ()
@@ -49,6 +52,9 @@ class RunSpec:
         if self.devices is not None and (len(set(self.devices)) != len(self.devices)
                                          or any(d < 0 for d in self.devices)):
             raise SpecError(f"RunSpec.devices must be distinct non-negative ids, got {list(self.devices)}")
+        if self.cpus is not None and len(self.cpus) != self.ranks_per_node:
+            raise SpecError(f"RunSpec.cpus gives {len(self.cpus)} CPU list(s) for {self.ranks_per_node} "
+                            "rank(s) per node: one per local rank")
 
     @property
     def ranks_per_node(self) -> int:
@@ -63,7 +69,8 @@ class RunSpec:
     @property
     def id(self) -> str:
         """Stable, readable id: benchmark, rank count and a hash of every field."""
-        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
+        fields = {k: v for k, v in self.to_dict().items() if not (k in _HASHED_WHEN_SET and v is None)}
+        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
         return f"{self.benchmark}-np{self.np}-r{self.repeat}-{digest}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,6 +78,7 @@ class RunSpec:
         out = dataclasses.asdict(self)
         out["args"] = list(self.args)
         out["devices"] = None if self.devices is None else list(self.devices)
+        out["cpus"] = None if self.cpus is None else list(self.cpus)
         out["env"] = dict(self.env)
         return out
 
@@ -86,6 +94,8 @@ class RunSpec:
             values["args"] = tuple(str(a) for a in values["args"])
         if values.get("devices") is not None:
             values["devices"] = tuple(values["devices"])
+        if values.get("cpus") is not None:
+            values["cpus"] = tuple(str(c) for c in values["cpus"])
         if "env" in values:
             env = values["env"]
             pairs = env.items() if isinstance(env, Mapping) else env
@@ -124,16 +134,23 @@ def _check_type(spec: RunSpec, name: str, kind: type) -> None:
 
 @dataclass(frozen=True)
 class RunStatus:
-    """How a run ended: ok, failed, timeout, interrupted; with the exit code and a one-line reason."""
+    """How a run ended (ok, failed, timeout, interrupted, cancelled, preempted) or that it is under way
+    (running, submitted); with the exit code, a one-line reason, the output's last lines and, for a
+    scheduler, the job id."""
 
     status: str
     returncode: int | None
     seconds: float
     message: str = ""
+    tail: str = ""
+    job_id: str | None = None
 
     def write(self, run_dir: Path) -> None:
         """Write status.json into the run directory (the launcher's record of how the run ended)."""
-        (run_dir / STATUS_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = run_dir / (STATUS_FILE + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(run_dir / STATUS_FILE)
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunStatus | None":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -53,3 +54,41 @@ def hvdbench_exe() -> str:
     """The installed console script."""
     exe = BIN / "hvdbench"
     return str(exe) if exe.exists() else shutil.which("hvdbench") or "hvdbench"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real single-host SLURM cluster (munged, slurmctld, slurmd) for the session; clients reach it
+    through SLURM_CONF, set for this process and its children while it runs."""
+    from cluster import missing_slurm_tools, start_slurm
+
+    missing = missing_slurm_tools()
+    if missing:
+        pytest.skip(f"a test SLURM cluster needs {', '.join(missing)} (scripts/test-tools.sh installs them as root)")
+    cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield cluster
+    finally:
+        subprocess.run(["scancel", "--full", "-u", "root"], capture_output=True)
+        cluster.stop()
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
+
+
+@pytest.fixture(scope="session")
+def ssh_host(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """An sshd on a loopback port accepting a key made here: 127.0.0.1 as a second host."""
+    from cluster import find, start_sshd
+
+    missing = [tool for tool in ("sshd", "ssh", "ssh-keygen") if not find(tool)]
+    if missing:
+        pytest.skip(f"multi-node tests need {', '.join(missing)} (scripts/test-tools.sh installs them as root)")
+    host = start_sshd(tmp_path_factory.mktemp("ssh"))
+    try:
+        yield host
+    finally:
+        host.stop()

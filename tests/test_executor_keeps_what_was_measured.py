@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hvdbench.launchers.base import LaunchContext, Launcher
+from hvdbench.launchers.base import LaunchContext, Launcher, register
 from hvdbench.launchers.local import LocalExecutor, failure_reason
 from hvdbench.suite.spec import RunStatus
 from hvdbench.suite.spec import RunSpec
 
 
+@register
 class ScriptLauncher(Launcher):
     """Runs a Python snippet chosen by the spec's first argument instead of a benchmark."""
 
@@ -32,7 +33,7 @@ def _spec(kind: str) -> RunSpec:
 
 def test_hung_run_is_killed_with_its_children_and_the_sweep_goes_on(tmp_path: Path) -> None:
     lines: list[str] = []
-    executor = LocalExecutor(tmp_path, ScriptLauncher(), timeout=2.0, report=lines.append)
+    executor = LocalExecutor(tmp_path, timeout=2.0, report=lines.append)
     start = time.monotonic()
     statuses = executor.run_all([_spec("hang"), _spec("crash")])
     assert time.monotonic() - start < 30
@@ -41,10 +42,12 @@ def test_hung_run_is_killed_with_its_children_and_the_sweep_goes_on(tmp_path: Pa
     assert statuses[1].returncode == 3 and statuses[1].message == "ValueError: rank 1 exploded"
     assert RunStatus.read(tmp_path / _spec("hang").id) == statuses[0]
     assert len(lines) == 4 and "timeout" in lines[1]
+    assert lines[2].startswith("[2/2] [##########..........] now: ") and "1 timeout | 1 left" in lines[2]
+    assert "ValueError: rank 1 exploded" in statuses[1].tail
 
 
 def test_exit_zero_without_summaries_is_not_ok(tmp_path: Path) -> None:
-    status = LocalExecutor(tmp_path, ScriptLauncher(), timeout=30, report=lambda _: None).run(_spec("quiet"))
+    status = LocalExecutor(tmp_path, timeout=30, report=lambda _: None).run(_spec("quiet"))
     assert status.status == "failed" and status.message == "rank(s) [0] wrote no summary"
 
 
@@ -52,11 +55,11 @@ def test_resume_skips_complete_runs_and_reruns_the_rest(tmp_path: Path) -> None:
     done, failed = _spec("quiet"), _spec("crash")
     RunStatus("ok", 0, 1.0).write(_mkdir(tmp_path / done.id))
     RunStatus("failed", 1, 1.0, "x").write(_mkdir(tmp_path / failed.id))
-    executor = LocalExecutor(tmp_path, ScriptLauncher(), timeout=30, report=lambda _: None)
+    executor = LocalExecutor(tmp_path, timeout=30, report=lambda _: None)
     first, second = executor.run_all([done, failed])
     assert first.message == "already complete, skipped"
     assert second.status == "failed" and second.returncode == 3
-    rerun = LocalExecutor(tmp_path, ScriptLauncher(), timeout=30, resume=False, report=lambda _: None).run(done)
+    rerun = LocalExecutor(tmp_path, timeout=30, resume=False, report=lambda _: None).run(done)
     assert rerun.message == "rank(s) [0] wrote no summary"
 
 

@@ -1,0 +1,167 @@
+"""The plan: a validated sweep expanded into RunSpecs, with the 1-GPU baseline each speedup needs."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from hvdbench.suite.catalog import get_benchmark
+from hvdbench.suite.errors import UsageError
+from hvdbench.suite.spec import RunSpec
+
+from .placement import Placement, by_link_class, check_devices, explicit
+from .sweep import Sweep, SweepError, Workload
+from .topology import Topology, format_cpus, link_rank
+
+COMM_PREFIXES = ("HOROVOD_", "NCCL_")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every run of a sweep in order (baselines first), and the combinations left out, with why."""
+
+    specs: tuple[RunSpec, ...]
+    baselines: frozenset[str] = frozenset()
+    skipped: tuple[str, ...] = field(default_factory=tuple)
+
+
+def sizes(sweep: Sweep) -> list[tuple[int, int]]:
+    """(nodes, ranks per node) pairs: ``np`` on one node, then ``nodes`` x ``gpus_per_node``."""
+    pairs = [(1, n) for n in sweep.np] + [(n, g) for n in sweep.nodes for g in sweep.gpus_per_node]
+    return sorted(dict.fromkeys(pairs), key=lambda p: (p[0] * p[1], p[0]))
+
+
+def _resolve(sweep: Sweep, topo: Topology | None, per_node: int,
+             skipped: list[str]) -> list[Placement | None]:
+    """The placements one size runs on: every named one that exists for that many GPUs."""
+    if not sweep.placements or per_node == 1:
+        return [None]
+    assert topo is not None
+    found: list[Placement | None] = []
+    classes = by_link_class(topo, per_node)
+    for wanted in sweep.placements:
+        if isinstance(wanted, tuple):
+            if len(wanted) < per_node:
+                skipped.append(f"placement {list(wanted)} for {per_node} GPUs: it names only {len(wanted)}")
+                continue
+            found.append(explicit(topo, wanted[:per_node]))
+        elif wanted == "auto":
+            found.append(None)
+        else:
+            match = [p for p in classes if p.name == wanted or p.slowest == wanted]
+            if not match:
+                skipped.append(f"placement {wanted} for {per_node} GPUs: this node offers "
+                               + ", ".join(p.name.split(":")[0] for p in classes))
+            found.extend(match)
+    return found
+
+
+def check_placements(sweep: Sweep, topo: Topology) -> None:
+    """Every named placement must exist for some size of the sweep, and every explicit id on the node."""
+    counts = [per for _, per in sizes(sweep) if per > 1]
+    offered = {p.name.split(":")[0] for k in counts if k <= len(topo.gpus) for p in by_link_class(topo, k)}
+    offered |= {p.slowest for k in counts if k <= len(topo.gpus) for p in by_link_class(topo, k) if p.slowest}
+    for i, wanted in enumerate(sweep.placements):
+        key = f"{sweep.path}: axes.placements[{i}]"
+        if isinstance(wanted, tuple):
+            try:
+                check_devices(topo, wanted)
+            except UsageError as exc:
+                raise SweepError(f"{key}: {exc}") from None
+        elif wanted != "auto" and wanted not in offered:
+            valid = sorted(offered, key=lambda c: (c != "all", link_rank(c) if c != "all" else (0, 0)))
+            raise SweepError(f"{key}: the topology ({topo.source}) has no {wanted!r} placement for "
+                             f"{', '.join(map(str, counts))} GPU(s); valid: {', '.join(valid + ['auto'])}")
+
+
+def _bench_args(sweep: Sweep, workload: Workload, batch: int | None, precision: str | None,
+                independent: bool) -> tuple[str, ...]:
+    args = list(workload.args)
+    if batch is not None:
+        args += ["--batch-size", str(batch)]
+    if precision is not None:
+        args += ["--precision", precision]
+    if independent:
+        args.append("--independent")
+    return tuple(args)
+
+
+def _cpus(topo: Topology | None, placement: Placement | None, per_node: int, bind: bool) -> tuple[str, ...] | None:
+    """The CPUs of each local rank's GPU, where the topology knows them and binding is on."""
+    if not bind or topo is None:
+        return None
+    devices = placement.devices if placement is not None else tuple(range(per_node))
+    if any(d >= len(topo.gpus) or not topo.gpus[d].cpus for d in devices):
+        return None
+    return tuple(format_cpus(topo.gpus[d].cpus) for d in devices)
+
+
+def _env_product(sweep: Sweep) -> list[tuple[tuple[str, str], ...]]:
+    names = [name for name, _ in sweep.env]
+    return [tuple(zip(names, values)) for values in itertools.product(*(v for _, v in sweep.env))]
+
+
+def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
+    """Expand the sweep: workloads x batch sizes x precisions x exchange x knobs x sizes x placements x
+    repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts."""
+    node_gpus = sweep.node_gpus or (len(topo.gpus) if topo is not None else None)
+    if sweep.placements and topo is None:
+        raise SweepError(f"{sweep.path}: axes.placements needs the node's topology: give topology: FILE "
+                         "(saved 'nvidia-smi topo -m') or run where GPUs are visible")
+    if topo is not None and sweep.placements:
+        check_placements(sweep, topo)
+    for nodes, per_node in sizes(sweep):
+        if node_gpus is not None and per_node > node_gpus:
+            raise SweepError(f"{sweep.path}: axes: {per_node} GPUs per node, but a node has {node_gpus} "
+                             f"(node_gpus / topology); valid: 1-{node_gpus}")
+        if sweep.launcher != "srun" and nodes > len(sweep.hosts):
+            raise SweepError(f"{sweep.path}: axes.nodes: {nodes} node(s) need as many hosts, but hosts lists "
+                             f"{len(sweep.hosts)} ({', '.join(sweep.hosts)}); add hosts or use launcher srun")
+    skipped: list[str] = []
+    specs: list[RunSpec] = []
+    baselines: dict[str, RunSpec] = {}
+    for index, workload in enumerate(sweep.workloads):
+        try:
+            info = get_benchmark(workload.benchmark)
+        except UsageError as exc:
+            raise SweepError(f"{sweep.path}: workloads[{index}].benchmark: {exc}") from None
+        combos = itertools.product(workload.batch_size or sweep.batch_size or (None,),
+                                   workload.precision or sweep.precision or (None,), sweep.independent)
+        for batch, precision, independent in combos:
+            args = _bench_args(sweep, workload, batch, precision, independent)
+            try:
+                info.check(args)
+            except UsageError as exc:
+                raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark} {' '.join(args)}): "
+                                 f"{exc}") from None
+            for env in _env_product(sweep):
+                for nodes, per_node in sizes(sweep):
+                    for placement in _resolve(sweep, topo, per_node, skipped):
+                        for repeat in range(sweep.repeats):
+                            specs.append(RunSpec(
+                                benchmark=info.name, framework=info.framework, args=args, np=nodes * per_node,
+                                nodes=nodes, placement=placement.name if placement else None,
+                                devices=placement.devices if placement else None,
+                                cpus=_cpus(topo, placement, per_node, sweep.bind_cpus),
+                                launcher=sweep.launcher, controller=sweep.controller, env=env, repeat=repeat,
+                                system=sweep.system))
+                if sweep.baseline and not independent:
+                    compute_env = tuple((k, v) for k, v in env if not k.startswith(COMM_PREFIXES))
+                    for repeat in range(sweep.repeats):
+                        base = RunSpec(benchmark=info.name, framework=info.framework, args=args, np=1, nodes=1,
+                                       cpus=_cpus(topo, None, 1, sweep.bind_cpus), launcher=sweep.launcher,
+                                       controller=sweep.controller, env=compute_env, repeat=repeat,
+                                       system=sweep.system)
+                        baselines.setdefault(base.id, base)
+    single = {(s.benchmark, s.args, s.launcher) for s in specs if s.np == 1}  # the sweep runs 1 GPU itself
+    extra = [b for b in baselines.values() if (b.benchmark, b.args, b.launcher) not in single]
+    ordered = _unique(extra + specs)
+    return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(dict.fromkeys(skipped)))
+
+
+def _unique(specs: Iterable[RunSpec]) -> list[RunSpec]:
+    seen: dict[str, RunSpec] = {}
+    for spec in specs:
+        seen.setdefault(spec.id, spec)
+    return list(seen.values())

@@ -1,0 +1,291 @@
+"""SLURM through submitit: one job (or one array task) per run, results in the same layout as local runs.
+
+Job state comes from two places, never from ``sacct`` (which needs slurmdbd and a database that many
+clusters, and the test cluster, do not run): the results directory, where every job records how it
+ended (``status.json``; its ranks' logs show whether it completed), and ``squeue --states=all``, which
+knows a job while it is queued or running and for ``MinJobAge`` seconds after it ends. A job that
+ended unseen (cancelled before it started, killed with its node) is found by ``refresh`` as ``lost``,
+and ``submit --resume`` submits it again like any run that did not complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from hvdbench.suite.errors import HvdbenchError, LaunchError
+from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
+
+from .base import LaunchContext, get_launcher, rank_command
+from .local import LAUNCHER_LOG, missing_summaries, tail
+from .sweep import SlurmOptions
+
+JOBS_DIR = "slurm-jobs"
+ACTIVE = ("submitted", "pending", "running")
+FINAL_OK = ("ok",)
+# squeue's job states -> how the run ended (or that it is still under way).
+SQUEUE_STATES = {
+    "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending", "RESIZING": "pending",
+    "RUNNING": "running", "COMPLETING": "running", "SUSPENDED": "running", "STAGE_OUT": "running",
+    "CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "PREEMPTED": "preempted",
+    "FAILED": "failed", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "BOOT_FAIL": "failed",
+    "COMPLETED": "completed",
+}
+
+
+def job_parameters(options: SlurmOptions, spec: RunSpec, name: str) -> dict[str, Any]:
+    """submitit's parameters for one run: nodes, one task per GPU (one task per node when horovodrun or
+    mpirun starts the ranks inside the allocation), GPUs per node, partition, account and the rest."""
+    per_task = spec.launcher == "srun"
+    extra: dict[str, Any] = {}
+    for directive in options.directives:
+        key, sep, value = directive.lstrip("-").partition("=")
+        extra[key.replace("-", "_")] = value if sep else True
+    params: dict[str, Any] = {
+        "name": f"hvdbench-{name}", "timeout_min": options.time_min, "nodes": spec.nodes,
+        "tasks_per_node": spec.ranks_per_node if per_task else 1,
+        "slurm_srun_args": [f"--mpi={options.mpi}", "--kill-on-bad-exit=1"] if per_task else [],
+        "slurm_setup": list(options.setup),
+        "slurm_additional_parameters": extra,
+    }
+    if options.gpus:
+        params["gpus_per_node"] = spec.ranks_per_node
+    for key, value in (("slurm_partition", options.partition), ("slurm_account", options.account),
+                       ("slurm_qos", options.qos), ("slurm_constraint", options.constraint),
+                       ("cpus_per_task", options.cpus_per_task), ("mem_gb", options.mem_gb)):
+        if value is not None:
+            params[key] = value
+    if options.exclusive:
+        params["slurm_exclusive"] = True
+    if options.array_parallelism:
+        params["slurm_array_parallelism"] = options.array_parallelism
+    return params
+
+
+def _job_id() -> str | None:
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
+def _scheduler_says(job: str | None) -> str | None:
+    """The job's own state as squeue reports it now (for telling a preemption from a cancel)."""
+    if not job:
+        return None
+    try:
+        out = subprocess.run(["squeue", "-h", "--states=all", "-j", job, "-o", "%T"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return SQUEUE_STATES.get(out.stdout.strip().split("\n")[0]) if out.returncode == 0 else None
+
+
+def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = ()) -> int:
+    """What a SLURM task runs: its rank (launcher srun: one task per GPU, MPI wired by PMIx) or, on the
+    first task only, horovodrun/mpirun over the allocation's hosts. The first task records how the run
+    ended in status.json; SIGTERM (scancel, preemption) and SIGUSR2 (the time limit ahead) are recorded."""
+    folder, first, job = Path(run_dir), os.environ.get("SLURM_PROCID", "0") == "0", _job_id()
+    try:
+        return _run_task(RunSpec.from_dict(spec_data), folder, python, tuple(hosts), first, job)
+    except HvdbenchError as exc:  # a run that cannot start says why in its status, in one line
+        if first:
+            RunStatus("failed", None, 0.0, str(exc), job_id=job).write(folder)
+        print(f"hvdbench: error: {exc}", file=sys.stderr)
+        return _end_task(2)
+
+
+def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None) -> int:
+    start = time.monotonic()
+    launcher = get_launcher(spec.launcher)
+    if spec.launcher == "srun":
+        argv = rank_command(spec, LaunchContext(python=python, run_dir=folder))
+    elif first:
+        argv = launcher.command(spec, LaunchContext(python=python, run_dir=folder, hosts=hosts or allocation_hosts()))
+    else:
+        return 0  # horovodrun/mpirun on the first node starts every rank
+    env = {**os.environ, **launcher.environment(spec)}
+    env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
+    if first:
+        spec.write(folder)
+        RunStatus("running", None, 0.0, f"job {job} started", job_id=job).write(folder)
+    log = open(folder / (LAUNCHER_LOG if spec.launcher != "srun" else f"task-{os.environ.get('SLURM_PROCID', '0')}.log"), "w")
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder)
+    ending: list[tuple[str, str]] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        if signum == signal.SIGUSR2:
+            ending.append(("timeout", f"job {job} reached its time limit"))
+        elif not ending:
+            state = _scheduler_says(job)
+            ending.append(("preempted", f"job {job} was preempted") if state == "preempted"
+                          else ("cancelled", f"job {job} was cancelled"))
+        if first:
+            RunStatus(ending[0][0], None, time.monotonic() - start, ending[0][1], job_id=job).write(folder)
+        proc.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGUSR2, stop)
+    returncode = proc.wait()
+    log.close()
+    if not first or ending:
+        return _end_task(returncode)
+    seconds = time.monotonic() - start
+    log_path = Path(log.name)
+    if returncode != 0:
+        from .local import failure_reason
+
+        status = RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job)
+    else:
+        missing = _await_summaries(folder, spec.np)
+        status = (RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary", job_id=job)
+                  if missing else RunStatus("ok", returncode, seconds, job_id=job))
+    status.write(folder)
+    return _end_task(returncode)
+
+
+def _end_task(returncode: int) -> int:
+    """A failed rank ends its task with a failing status, so srun (--kill-on-bad-exit) stops the others
+    rather than leaving them blocked in a collective; submitit would report a returned value as success."""
+    if returncode != 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(returncode if 0 < returncode < 256 else 1)
+    return returncode
+
+
+def _await_summaries(folder: Path, np: int, grace: float = 60.0) -> list[int]:
+    """The first task may end before the others have written their last record: wait a little."""
+    deadline = time.monotonic() + grace
+    missing = missing_summaries(folder, np)
+    while missing and time.monotonic() < deadline:
+        time.sleep(1.0)
+        missing = missing_summaries(folder, np)
+    return missing
+
+
+def allocation_hosts() -> tuple[str, ...]:
+    """The allocation's node names, expanded from SLURM_JOB_NODELIST by scontrol."""
+    nodelist = os.environ.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        raise LaunchError("not inside a SLURM allocation: SLURM_JOB_NODELIST is not set")
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise LaunchError(f"scontrol show hostnames {nodelist}: {out.stderr.strip() or 'failed'}")
+    return tuple(out.stdout.split())
+
+
+def squeue_states(job_ids: Iterable[str], run: Callable[..., Any] = subprocess.run) -> dict[str, tuple[str, str]]:
+    """job id -> (state, reason) for every job squeue still knows (queued, running, or ended lately)."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    try:
+        out = run(["squeue", "-h", "--states=all", "-j", ",".join(ids), "-o", "%i|%T|%r"],
+                  capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"squeue could not be asked about jobs {', '.join(ids)}: {exc}") from None
+    if out.returncode != 0 and "Invalid job id" not in out.stderr:
+        raise LaunchError(f"squeue failed: {out.stderr.strip() or out.returncode}")
+    found = {}
+    for line in out.stdout.splitlines():
+        job, _, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
+        if job:
+            found[job] = (SQUEUE_STATES.get(state.split()[0] if state else "", state.lower()), reason)
+    return found
+
+
+def run_dirs(root: Path) -> list[Path]:
+    """Every run directory (one holding run.json) under a results root, or root itself if it is one."""
+    if (root / RUN_FILE).exists():
+        return [root]
+    return sorted(p.parent for p in root.glob(f"*/{RUN_FILE}"))
+
+
+def refresh(root: Path, run: Callable[..., Any] = subprocess.run) -> dict[Path, RunStatus]:
+    """Each run's state from its status.json and, for runs under way, the scheduler; states the
+    scheduler knows and the run could not record (cancelled while pending, failed node) are written."""
+    dirs = run_dirs(root)
+    statuses = {d: RunStatus.read(d) for d in dirs}
+    active = {d: s for d, s in statuses.items() if s is not None and s.status in ACTIVE and s.job_id}
+    queue = squeue_states([s.job_id for s in active.values() if s.job_id], run) if active else {}
+    out: dict[Path, RunStatus] = {}
+    for folder, status in statuses.items():
+        if status is None:
+            out[folder] = RunStatus("not run", None, 0.0)
+            continue
+        if folder in active:
+            known = queue.get(status.job_id or "")
+            if known is None:
+                status = replace(status, status="lost", message=f"job {status.job_id} left the queue without "
+                                 "recording an end (cancelled before it started, or killed)")
+                status.write(folder)
+            elif known[0] in ACTIVE:
+                status = replace(status, status=known[0], message=f"job {status.job_id} {known[0]}"
+                                 + (f" ({known[1]})" if known[1] and known[1] != "None" else ""))
+            else:
+                final = "failed" if known[0] == "completed" else known[0]
+                status = replace(status, status=final, message=f"job {status.job_id} ended {known[0].upper()}"
+                                 + ("" if final != "failed" else "; the run did not record an end"))
+                status.write(folder)
+        out[folder] = status
+    return out
+
+
+class SlurmExecutor:
+    """Submits runs as SLURM jobs through submitit; ``resume`` leaves out what is complete or queued."""
+
+    def __init__(self, root: Path, options: SlurmOptions, *, name: str, python: str = sys.executable,
+                 resume: bool = True, report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
+        self.root, self.options, self.name = root, options, name
+        self.python, self.resume, self.report = python, resume, report
+
+    def pending(self, specs: Sequence[RunSpec]) -> list[RunSpec]:
+        """The specs to submit: all, or with resume those neither complete nor queued/running."""
+        if not self.resume:
+            return list(specs)
+        states = refresh(self.root) if self.root.exists() else {}
+        by_id = {folder.name: status.status for folder, status in states.items()}
+        return [s for s in specs if by_id.get(s.id) not in (*FINAL_OK, *ACTIVE)]
+
+    def submit(self, specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
+        """Submit each spec (grouped by job shape; as job arrays when array_parallelism is set)."""
+        try:
+            import submitit
+        except ImportError:
+            raise LaunchError("SLURM submission needs submitit: pip install 'hvdbench[slurm]'") from None
+        if shutil.which("sbatch") is None:
+            raise LaunchError("SLURM submission needs sbatch on PATH: this machine has no SLURM client")
+        todo = self.pending(specs)
+        self.root.mkdir(parents=True, exist_ok=True)
+        submitted: list[tuple[RunSpec, str]] = []
+        groups: dict[tuple[int, int, str], list[RunSpec]] = {}
+        for spec in todo:
+            groups.setdefault((spec.nodes, spec.ranks_per_node, spec.launcher), []).append(spec)
+        for group in groups.values():
+            executor = submitit.AutoExecutor(folder=self.root / JOBS_DIR / "%j", cluster="slurm")
+            executor.update_parameters(**job_parameters(self.options, group[0], self.name))
+            for spec in group:
+                spec.write(self.root / spec.id)
+            try:
+                if self.options.array_parallelism and len(group) > 1:
+                    with executor.batch():
+                        jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python)
+                                for s in group]
+                else:
+                    jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python)
+                            for s in group]
+            except Exception as exc:  # submitit raises plain exceptions for sbatch errors
+                raise LaunchError(f"sbatch refused the job(s): {str(exc).strip().splitlines()[-1]}") from None
+            for spec, job in zip(group, jobs):
+                RunStatus("submitted", None, 0.0, f"job {job.job_id} submitted", job_id=str(job.job_id)).write(
+                    self.root / spec.id)
+                submitted.append((spec, str(job.job_id)))
+                self.report(f"{spec.id}: job {job.job_id}")
+        return submitted

@@ -1,0 +1,317 @@
+"""Sweep files: one YAML or TOML file, validated before anything runs, into typed options.
+
+A sweep names the system, the workloads and their arguments, the axes to sweep (sizes, placements,
+batch sizes, precisions, Horovod/NCCL knobs), repeats, the launcher and the SLURM options. Every
+problem is one :class:`SweepError` naming the file, the key and the valid choices. ``plan.py`` turns
+a :class:`Sweep` into RunSpecs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, TypeVar
+
+from hvdbench.suite.errors import SpecError
+from hvdbench.suite.spec import CONTROLLERS
+
+T = TypeVar("T")
+
+# Horovod's run-time knobs (horovod/common/common.h, 0.28); a HOROVOD_* name outside this list is a typo.
+HOROVOD_KNOBS = frozenset("""
+HOROVOD_FUSION_THRESHOLD HOROVOD_CYCLE_TIME HOROVOD_CACHE_CAPACITY HOROVOD_HIERARCHICAL_ALLREDUCE
+HOROVOD_HIERARCHICAL_ALLGATHER HOROVOD_TIMELINE HOROVOD_TIMELINE_MARK_CYCLES HOROVOD_AUTOTUNE
+HOROVOD_AUTOTUNE_LOG HOROVOD_AUTOTUNE_WARMUP_SAMPLES HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE
+HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE HOROVOD_STALL_CHECK_DISABLE
+HOROVOD_STALL_CHECK_TIME_SECONDS HOROVOD_STALL_SHUTDOWN_TIME_SECONDS HOROVOD_MPI_THREADS_DISABLE
+HOROVOD_NUM_NCCL_STREAMS HOROVOD_DISABLE_GROUP_FUSION HOROVOD_ELASTIC HOROVOD_LOG_LEVEL HOROVOD_LOG_HIDE_TIME
+HOROVOD_CPU_OPERATIONS HOROVOD_CONTROLLER HOROVOD_GLOO_IFACE HOROVOD_GLOO_TIMEOUT_SECONDS
+HOROVOD_ADASUM_MPI_CHUNK_SIZE HOROVOD_BATCH_D2D_MEMCOPIES HOROVOD_ENABLE_ASYNC_COMPLETION
+HOROVOD_THREAD_AFFINITY HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION HOROVOD_GPU_OPERATIONS
+""".split())
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LAUNCHERS = ("horovodrun", "mpirun", "srun")
+SLURM_MPI = ("pmix", "pmi2")
+_TIME = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+)(?::(\d+))?$")
+
+
+class SweepError(SpecError):
+    """A sweep file that cannot be read or does not fit the schema."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark with its fixed arguments, and the per-workload axes (empty: the sweep's)."""
+
+    benchmark: str
+    args: tuple[str, ...] = ()
+    batch_size: tuple[int, ...] = ()
+    precision: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """How each run becomes a SLURM job."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_min: int = 60
+    constraint: str | None = None
+    exclusive: bool = False
+    directives: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
+    array_parallelism: int | None = None
+    gpus: bool = True
+    mpi: str = "pmix"
+    cpus_per_task: int | None = None
+    mem_gb: int | None = None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep file."""
+
+    path: Path
+    name: str
+    system: str = "local"
+    launcher: str = "horovodrun"
+    controller: str = "gloo"
+    repeats: int = 1
+    timeout: float = 1800.0
+    workloads: tuple[Workload, ...] = ()
+    np: tuple[int, ...] = ()
+    nodes: tuple[int, ...] = ()
+    gpus_per_node: tuple[int, ...] = ()
+    placements: tuple[str | tuple[int, ...], ...] = ()
+    batch_size: tuple[int, ...] = ()
+    precision: tuple[str, ...] = ()
+    independent: tuple[bool, ...] = (False,)
+    env: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    baseline: bool = True
+    bind_cpus: bool = True
+    node_gpus: int | None = None
+    topology: Path | None = None
+    hosts: tuple[str, ...] = ("localhost",)
+    ssh_port: int | None = None
+    ssh_identity_file: Path | None = None
+    output: Path | None = None
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+
+
+class _Reader:
+    """Typed access to one mapping of the file; every complaint names the file and the key."""
+
+    def __init__(self, path: Path, data: Any, where: str, keys: tuple[str, ...]) -> None:
+        self.path, self.where = path, where
+        if not isinstance(data, Mapping):
+            self.fail(where or "the file", f"must be a mapping of keys, got {type(data).__name__}")
+        unknown = sorted(str(k) for k in set(data) - set(keys))
+        if unknown:
+            hint = difflib.get_close_matches(unknown[0], keys, n=1)
+            self.fail(self.key(unknown[0]), "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                      + f"; valid: {', '.join(keys)}")
+        self.data = data
+
+    def key(self, name: str) -> str:
+        return f"{self.where}.{name}" if self.where else name
+
+    def fail(self, key: str, message: str) -> None:
+        raise SweepError(f"{self.path}: {key}: {message}")
+
+    def get(self, name: str, convert: Callable[[Any, str], T], default: T) -> T:
+        if name not in self.data or self.data[name] is None:
+            return default
+        return convert(self.data[name], self.key(name))
+
+    def many(self, name: str, convert: Callable[[Any, str], T], default: tuple[T, ...] = ()) -> tuple[T, ...]:
+        """A list, or a single value standing for a list of one."""
+        if name not in self.data or self.data[name] is None:
+            return default
+        value = self.data[name]
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            self.fail(self.key(name), "must not be an empty list")
+        out = tuple(convert(item, f"{self.key(name)}[{i}]") for i, item in enumerate(items))
+        if len(set(map(repr, out))) != len(out):
+            self.fail(self.key(name), f"repeats a value in {list(out)}")
+        return out
+
+    # converters: value, key -> typed value
+    def text(self, value: Any, key: str) -> str:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or str(value) == "":
+            self.fail(key, f"expected a non-empty string, got {value!r}")
+        return str(value)
+
+    def positive(self, value: Any, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.fail(key, f"expected a positive integer, got {value!r}")
+        return int(value)
+
+    def port(self, value: Any, key: str) -> int:
+        port = self.positive(value, key)
+        if port > 65535:
+            self.fail(key, f"expected a TCP port (1-65535), got {value!r}")
+        return port
+
+    def seconds(self, value: Any, key: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            self.fail(key, f"expected a positive number of seconds, got {value!r}")
+        return float(value)
+
+    def flag(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(key, f"expected true or false, got {value!r}")
+        return bool(value)
+
+    def path_value(self, value: Any, key: str) -> Path:
+        path = Path(self.text(value, key)).expanduser()
+        return path if path.is_absolute() else (self.path.parent / path)
+
+    def choice(self, choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+        def convert(value: Any, key: str) -> str:
+            if value not in choices:
+                self.fail(key, f"{value!r} is not one of {', '.join(choices)}")
+            return str(value)
+        return convert
+
+    def argv(self, value: Any, key: str) -> tuple[str, ...]:
+        if isinstance(value, str):
+            try:
+                return tuple(shlex.split(value))
+            except ValueError as exc:
+                self.fail(key, f"cannot split {value!r} into arguments ({exc})")
+        if isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+            return tuple(str(v) for v in value)
+        self.fail(key, f"expected a list of arguments or one string, got {value!r}")
+        raise AssertionError  # unreachable: fail raises
+
+    def minutes(self, value: Any, key: str) -> int:
+        """SLURM time: minutes as a number, or ``[D-]HH:MM[:SS]`` / ``MM``."""
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        match = _TIME.match(str(value)) if isinstance(value, str) else None
+        if not match:
+            self.fail(key, f"expected minutes or D-HH:MM:SS, got {value!r}")
+        days, hours, minutes, secs = (int(g) if g else 0 for g in match.groups())  # type: ignore[union-attr]
+        if match.group(2) is None and match.group(4) is None:  # a bare number is minutes
+            return max(1, days * 1440 + minutes)
+        if match.group(4) is None:  # HH:MM
+            hours, minutes, secs = hours, minutes, 0
+        total = days * 1440 + hours * 60 + minutes + (1 if secs else 0)
+        if total < 1:
+            self.fail(key, f"time limit must be at least one minute, got {value!r}")
+        return total
+
+    def placement(self, value: Any, key: str) -> str | tuple[int, ...]:
+        if isinstance(value, list):
+            if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+                self.fail(key, f"expected GPU ids such as [0, 3], got {value!r}")
+            if len(set(value)) != len(value):
+                self.fail(key, f"GPU ids repeat in {value!r}")
+            return tuple(value)
+        return self.text(value, key)
+
+    def knob(self, name: str, key: str) -> str:
+        if not ENV_NAME.match(name):
+            self.fail(key, f"{name!r} is not an environment variable name")
+        if name.startswith("HOROVOD_") and name not in HOROVOD_KNOBS:
+            hint = difflib.get_close_matches(name, sorted(HOROVOD_KNOBS), n=1)
+            self.fail(key, f"{name} is not a Horovod knob" + (f" (did you mean {hint[0]}?)" if hint else "")
+                      + "; see Horovod's documentation of HOROVOD_* variables")
+        return name
+
+
+_TOP = ("name", "system", "launcher", "controller", "repeats", "timeout", "workloads", "axes", "baseline",
+        "bind_cpus", "node_gpus", "topology", "hosts", "ssh_port", "ssh_identity_file", "output", "slurm")
+_AXES = ("np", "nodes", "gpus_per_node", "placements", "batch_size", "precision", "independent", "env")
+_WORKLOAD = ("benchmark", "args", "batch_size", "precision")
+_SLURM = ("partition", "account", "qos", "time", "constraint", "exclusive", "directives", "setup",
+          "array_parallelism", "gpus", "mpi", "cpus_per_task", "mem_gb")
+
+
+def read_document(path: Path) -> Any:
+    """The file's content: TOML for ``.toml``, YAML otherwise; a syntax error names the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SweepError(f"{path}: cannot read sweep file ({exc.strerror})") from None
+    if path.suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise SweepError(f"{path}: not valid TOML ({exc})") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SweepError(f"{path}: not valid YAML{where} ({getattr(exc, 'problem', exc)})") from None
+
+
+def load_sweep(path: Path) -> Sweep:
+    """Read and validate a sweep file (values only; plan.py checks them against benchmarks and GPUs)."""
+    path = Path(path)
+    top = _Reader(path, read_document(path), "", _TOP)
+    if "workloads" not in top.data:
+        top.fail("workloads", "missing: name at least one benchmark, e.g. [{benchmark: cifar10}]")
+    raw_workloads = top.data["workloads"]
+    if not isinstance(raw_workloads, list) or not raw_workloads:
+        top.fail("workloads", "expected a non-empty list of {benchmark: NAME, args: [...]}")
+    workloads = []
+    for i, item in enumerate(raw_workloads):
+        w = _Reader(path, {"benchmark": item} if isinstance(item, str) else item, f"workloads[{i}]", _WORKLOAD)
+        if "benchmark" not in w.data:
+            w.fail(w.key("benchmark"), "missing")
+        workloads.append(Workload(w.get("benchmark", w.text, ""), w.get("args", w.argv, ()),
+                                  w.many("batch_size", w.positive), w.many("precision", w.text)))
+    axes = _Reader(path, top.data.get("axes") or {}, "axes", _AXES)
+    env_reader = _Reader(path, axes.data.get("env") or {}, "axes.env", tuple(axes.data.get("env") or {}))
+    env = tuple(sorted((env_reader.knob(str(name), env_reader.key(str(name))),
+                        env_reader.many(str(name), env_reader.text)) for name in env_reader.data))
+    slurm = _Reader(path, top.data.get("slurm") or {}, "slurm", _SLURM)
+    launcher = top.get("launcher", top.choice(LAUNCHERS), "horovodrun")
+    sweep = Sweep(
+        path=path, name=top.get("name", top.text, path.stem), system=top.get("system", top.text, "local"),
+        launcher=launcher, controller=top.get("controller", top.choice(CONTROLLERS),
+                                              "gloo" if launcher == "horovodrun" else "mpi"),
+        repeats=top.get("repeats", top.positive, 1), timeout=top.get("timeout", top.seconds, 1800.0),
+        workloads=tuple(workloads), np=axes.many("np", axes.positive), nodes=axes.many("nodes", axes.positive),
+        gpus_per_node=axes.many("gpus_per_node", axes.positive),
+        placements=axes.many("placements", axes.placement), batch_size=axes.many("batch_size", axes.positive),
+        precision=axes.many("precision", axes.text), independent=axes.many("independent", axes.flag, (False,)),
+        env=env, baseline=top.get("baseline", top.flag, True), bind_cpus=top.get("bind_cpus", top.flag, True),
+        node_gpus=top.get("node_gpus", top.positive, None), topology=top.get("topology", top.path_value, None),
+        hosts=top.many("hosts", top.text, ("localhost",)), ssh_port=top.get("ssh_port", top.port, None),
+        ssh_identity_file=top.get("ssh_identity_file", top.path_value, None),
+        output=top.get("output", top.path_value, None),
+        slurm=SlurmOptions(
+            partition=slurm.get("partition", slurm.text, None), account=slurm.get("account", slurm.text, None),
+            qos=slurm.get("qos", slurm.text, None), time_min=slurm.get("time", slurm.minutes, 60),
+            constraint=slurm.get("constraint", slurm.text, None),
+            exclusive=slurm.get("exclusive", slurm.flag, False),
+            directives=slurm.many("directives", slurm.text), setup=slurm.many("setup", slurm.text),
+            array_parallelism=slurm.get("array_parallelism", slurm.positive, None),
+            gpus=slurm.get("gpus", slurm.flag, True), mpi=slurm.get("mpi", slurm.choice(SLURM_MPI), "pmix"),
+            cpus_per_task=slurm.get("cpus_per_task", slurm.positive, None),
+            mem_gb=slurm.get("mem_gb", slurm.positive, None)),
+    )
+    if sweep.launcher == "mpirun" and sweep.controller != "mpi":
+        top.fail("controller", "launcher mpirun runs Horovod's MPI controller: use controller mpi")
+    if sweep.launcher == "srun" and sweep.controller != "mpi":
+        top.fail("controller", "launcher srun starts MPI ranks through PMI: use controller mpi")
+    for i, directive in enumerate(sweep.slurm.directives):
+        if not directive.startswith("-"):
+            slurm.fail(f"slurm.directives[{i}]", f"expected an sbatch option such as --reservation=R, got {directive!r}")
+    if not (sweep.np or sweep.nodes or sweep.gpus_per_node):
+        axes.fail("axes.np", "give the rank counts to run: np (one node) and/or nodes with gpus_per_node")
+    if bool(sweep.nodes) != bool(sweep.gpus_per_node):
+        axes.fail("axes.nodes" if not sweep.nodes else "axes.gpus_per_node",
+                  "nodes and gpus_per_node go together (ranks = nodes x gpus_per_node)")
+    return sweep

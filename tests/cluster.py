@@ -1,0 +1,207 @@
+"""Real test infrastructure started without systemd: a single-host SLURM cluster (munged, slurmctld,
+slurmd) and a second "host" reached through an sshd on a loopback port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SBIN = ("/usr/sbin", "/usr/bin", "/sbin")
+
+
+def find(name: str) -> str | None:
+    """A system tool on PATH or in an sbin directory."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in SBIN:
+        if os.access(Path(folder) / name, os.X_OK):
+            return str(Path(folder) / name)
+    return None
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait(check, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} did not come up within {timeout:g} s")
+
+
+def missing_slurm_tools() -> list[str]:
+    """What a test cluster needs and this machine lacks (root is needed for munge and slurmd)."""
+    missing = [t for t in ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scancel") if not find(t)]
+    if os.geteuid() != 0:
+        missing.append("root")
+    return missing
+
+
+@dataclass
+class SlurmCluster:
+    """One node named after this host with 2 CPUs, one partition; clients find it through SLURM_CONF."""
+
+    root: Path
+    conf: Path
+    node: str
+    procs: list[subprocess.Popen[bytes]]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a client (sbatch, squeue, submitit) needs to reach this cluster."""
+        return {"SLURM_CONF": str(self.conf)}
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The daemons' last log lines, for a failing test's message."""
+        out = []
+        for name in ("slurmctld.log", "slurmd.log"):
+            path = self.root / name
+            if path.exists():
+                out += [f"--- {name}"] + path.read_text(errors="replace").splitlines()[-lines:]
+        return "\n".join(out)
+
+    def stop(self) -> None:
+        """Stop the daemons this cluster started."""
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def start_munge() -> subprocess.Popen[bytes] | None:
+    """munged as user munge, unless one already answers."""
+    if subprocess.run("munge -n | unmunge", shell=True, capture_output=True).returncode == 0:
+        return None
+    for folder in ("/run/munge", "/var/log/munge", "/var/lib/munge"):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.chown(folder, "munge", "munge")
+    key = Path("/etc/munge/munge.key")
+    if not key.exists():
+        subprocess.run([find("mungekey") or "mungekey", "--create"], check=True)
+        shutil.chown(key, "munge", "munge")
+        key.chmod(0o400)
+    proc = subprocess.Popen(["runuser", "-u", "munge", "--", find("munged") or "munged", "--foreground"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait(lambda: subprocess.run("munge -n | unmunge", shell=True, capture_output=True).returncode == 0, "munged")
+    return proc
+
+
+def start_slurm(root: Path) -> SlurmCluster:
+    """Write slurm.conf under root and start munged, slurmctld and slurmd in the foreground."""
+    node = socket.gethostname().split(".")[0]
+    root.mkdir(parents=True, exist_ok=True)
+    for sub in ("state", "spool"):
+        (root / sub).mkdir(exist_ok=True)
+    conf = root / "slurm.conf"
+    conf.write_text("\n".join([
+        "ClusterName=hvdbench-test",
+        f"SlurmctldHost={node}",
+        "SlurmUser=root",
+        "AuthType=auth/munge",
+        f"StateSaveLocation={root / 'state'}",
+        f"SlurmdSpoolDir={root / 'spool'}",
+        f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+        f"SlurmdPidFile={root / 'slurmd.pid'}",
+        f"SlurmctldPort={free_port()}",
+        f"SlurmdPort={free_port()}",
+        f"SlurmctldLogFile={root / 'slurmctld.log'}",
+        f"SlurmdLogFile={root / 'slurmd.log'}",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_CPU",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "KillWait=5",
+        "MinJobAge=600",
+        "InactiveLimit=0",
+        f"NodeName={node} CPUs=2 State=UNKNOWN",
+        "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        "",
+    ]))
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    procs = []
+    munge = start_munge()
+    if munge is not None:
+        procs.append(munge)
+    for daemon in ("slurmctld", "slurmd"):
+        args = [find(daemon) or daemon, "-D", "-f", str(conf)]
+        if daemon == "slurmctld":
+            args.append("-c")  # clean start: no job state from an earlier cluster
+        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    cluster = SlurmCluster(root, conf, node, procs)
+
+    def idle() -> bool:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True)
+        return out.returncode == 0 and out.stdout.strip().startswith("idle")
+
+    try:
+        _wait(idle, "the SLURM node")
+    except RuntimeError as exc:
+        cluster.stop()
+        raise RuntimeError(f"{exc}\n{cluster.log_tail()}") from None
+    return cluster
+
+
+@dataclass
+class SshHost:
+    """An sshd on a loopback port that accepts one key: a second host for multi-node runs."""
+
+    port: int
+    key: Path
+    proc: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """Stop the sshd."""
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def start_sshd(root: Path) -> SshHost:
+    """Host and user keys made here; root may log in with the user key only."""
+    root.mkdir(parents=True, exist_ok=True)
+    host_key, key = root / "host_ed25519", root / "id_ed25519"
+    for path in (host_key, key):
+        if not path.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    (root / "authorized_keys").write_text((root / "id_ed25519.pub").read_text())
+    port = free_port()
+    config = root / "sshd_config"
+    config.write_text("\n".join([
+        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
+        f"AuthorizedKeysFile {root / 'authorized_keys'}", "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "StrictModes no",
+        "UsePAM no", f"PidFile {root / 'sshd.pid'}", "AcceptEnv *", "PermitUserEnvironment yes", "",
+    ]))
+    Path("/run/sshd").mkdir(exist_ok=True)
+    proc = subprocess.Popen([find("sshd") or "sshd", "-D", "-e", "-f", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=open(root / "sshd.log", "wb"))
+
+    def answers() -> bool:
+        return subprocess.run(["ssh", "-p", str(port), "-i", str(key), "-o", "BatchMode=yes",
+                               "-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={root / 'known_hosts'}",
+                               "127.0.0.1", "true"], capture_output=True).returncode == 0
+
+    try:
+        _wait(answers, "sshd", timeout=30)
+    except RuntimeError:
+        proc.terminate()
+        raise
+    return SshHost(port, key, proc)

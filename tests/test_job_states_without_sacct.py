@@ -1,0 +1,109 @@
+"""SLURM job states from the results directory and squeue (no sacct): what squeue says is recorded,
+a job gone without a record is lost; submitit gets the sweep's resources; SIGTERM and SIGUSR2 stop a
+local run in flight and record why."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hvdbench.launchers.local import LocalExecutor, Stopped
+from hvdbench.launchers.slurm import job_parameters, refresh, squeue_states
+from hvdbench.launchers.sweep import SlurmOptions
+from hvdbench.suite.errors import LaunchError
+from hvdbench.suite.spec import RunSpec, RunStatus
+
+from test_executor_keeps_what_was_measured import ScriptLauncher  # noqa: F401  (registers "script")
+
+
+class FakeSqueue:
+    """Answers squeue like the real one: id|STATE|reason lines for the jobs it knows."""
+
+    def __init__(self, known: dict[str, tuple[str, str]], returncode: int = 0) -> None:
+        self.known, self.returncode, self.calls = known, returncode, []
+
+    def __call__(self, argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        self.calls.append(argv)
+        wanted = argv[argv.index("-j") + 1].split(",")
+        lines = [f"{j}|{s}|{r}" for j, (s, r) in self.known.items() if j in wanted]
+        return subprocess.CompletedProcess(argv, self.returncode, "\n".join(lines), "" if not self.returncode else "boom")
+
+
+def _run(root: Path, name: str, status: RunStatus) -> Path:
+    spec = RunSpec(benchmark="mlp", args=("--steps", name))
+    spec.write(root / spec.id)
+    status.write(root / spec.id)
+    return root / spec.id
+
+
+def test_scheduler_states_are_recorded_and_a_vanished_job_is_lost(tmp_path: Path) -> None:
+    runs = {
+        "pending": _run(tmp_path, "1", RunStatus("submitted", None, 0.0, job_id="11")),
+        "cancelled": _run(tmp_path, "2", RunStatus("submitted", None, 0.0, job_id="12")),
+        "preempted": _run(tmp_path, "3", RunStatus("running", None, 0.0, job_id="13")),
+        "failed": _run(tmp_path, "4", RunStatus("running", None, 0.0, job_id="14")),
+        "lost": _run(tmp_path, "5", RunStatus("running", None, 0.0, job_id="15_3")),
+        "ok": _run(tmp_path, "6", RunStatus("ok", 0, 3.0, job_id="16")),
+    }
+    squeue = FakeSqueue({"11": ("PENDING", "Priority"), "12": ("CANCELLED", "None"),
+                         "13": ("PREEMPTED", "None"), "14": ("COMPLETED", "None")})
+    states = refresh(tmp_path, run=squeue)
+    got = {name: states[path].status for name, path in runs.items()}
+    assert got == {"pending": "pending", "cancelled": "cancelled", "preempted": "preempted", "failed": "failed",
+                   "lost": "lost", "ok": "ok"}
+    assert len(squeue.calls) == 1 and "--states=all" in squeue.calls[0]  # one query for every job; never sacct
+    assert states[runs["pending"]].message == "job 11 pending (Priority)"
+    # ended states are written down (squeue forgets a job MinJobAge seconds after it ends); pending is not
+    assert RunStatus.read(runs["cancelled"]).status == "cancelled"
+    assert RunStatus.read(runs["lost"]).message.startswith("job 15_3 left the queue without recording an end")
+    assert RunStatus.read(runs["pending"]).status == "submitted"
+
+
+def test_a_failing_squeue_is_one_clear_error() -> None:
+    with pytest.raises(LaunchError, match="squeue failed: boom"):
+        squeue_states(["1"], run=FakeSqueue({}, returncode=1))
+
+
+def test_submitit_gets_the_runs_shape_and_the_sweeps_options() -> None:
+    options = SlurmOptions(partition="gpu", account="proj", qos="high", time_min=90, constraint="a100",
+                           exclusive=True, directives=("--reservation=bench", "--requeue"),
+                           setup=("module load cuda",), array_parallelism=4, mpi="pmi2", mem_gb=200)
+    spec = RunSpec(benchmark="imagenet", np=16, nodes=2, launcher="srun", controller="mpi")
+    params = job_parameters(options, spec, "dgx")
+    assert params == {
+        "name": "hvdbench-dgx", "timeout_min": 90, "nodes": 2, "tasks_per_node": 8, "gpus_per_node": 8,
+        "slurm_srun_args": ["--mpi=pmi2", "--kill-on-bad-exit=1"], "slurm_setup": ["module load cuda"],
+        "slurm_additional_parameters": {"reservation": "bench", "requeue": True}, "slurm_partition": "gpu",
+        "slurm_account": "proj", "slurm_qos": "high", "slurm_constraint": "a100", "mem_gb": 200,
+        "slurm_exclusive": True, "slurm_array_parallelism": 4}
+    inside = job_parameters(SlurmOptions(gpus=False), RunSpec(benchmark="imagenet", np=16, nodes=2), "x")
+    assert inside["tasks_per_node"] == 1 and inside["slurm_srun_args"] == [] and "gpus_per_node" not in inside
+
+
+@pytest.mark.parametrize("sig, in_job, expected", [
+    (signal.SIGUSR2, True, ("timeout", "the job reached its time limit")),
+    (signal.SIGTERM, True, ("cancelled", "job cancelled (SIGTERM)")),
+    (signal.SIGTERM, False, ("interrupted", "SIGTERM")),
+])
+def test_signals_stop_the_run_in_flight_and_record_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      sig: int, in_job: bool, expected: tuple[str, str]) -> None:
+    if in_job:
+        monkeypatch.setenv("SLURM_JOB_ID", "77")
+    else:
+        monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    spec = RunSpec(benchmark="cifar10", args=("hang",), launcher="script")
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR2)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), sig))
+    timer.start()
+    with pytest.raises(Stopped):
+        LocalExecutor(tmp_path, timeout=60, report=lambda _: None).run_all([spec])
+    status = RunStatus.read(tmp_path / spec.id)
+    assert status is not None and status.status == expected[0] and status.message.startswith(expected[1])
+    assert status.job_id == ("77" if in_job else None)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR2)) == before  # handlers restored

@@ -1,0 +1,120 @@
+"""Golden argv of every launcher for representative runs: options compared as sets where order is free,
+the rank command (interpreter, binder, script, arguments) compared exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hvdbench.launchers import mpi, srun  # noqa: F401  (register the launchers)
+from hvdbench.launchers.base import LaunchContext, get_launcher
+from hvdbench.suite.catalog import get_benchmark
+from hvdbench.suite.errors import UsageError
+from hvdbench.suite.spec import RunSpec
+
+PY = "/opt/venv/bin/python"
+RUN_DIR = Path("/results/dgx/run-1")
+IMAGENET = str(get_benchmark("imagenet").path)
+KNOBS = (("HOROVOD_CYCLE_TIME", "3.5"), ("HOROVOD_FUSION_THRESHOLD", str(128 * 1024 * 1024)),
+         ("HOROVOD_HIERARCHICAL_ALLREDUCE", "1"), ("HOROVOD_TIMELINE", "timeline.json"),
+         ("NCCL_ALGO", "Ring"), ("NCCL_SOCKET_IFNAME", "ib0"))
+
+
+def _dgx_spec(launcher: str, controller: str = "mpi", **kw: object) -> RunSpec:
+    fields = dict(benchmark="imagenet", args=("--model", "resnet50", "--batch-size", "64"), np=16, nodes=2,
+                  launcher=launcher, controller=controller, env=KNOBS, placement="all",
+                  devices=tuple(range(8)), cpus=("0-19",) * 4 + ("20-39",) * 4)
+    fields.update(kw)
+    return RunSpec(**fields)  # type: ignore[arg-type]
+
+
+def _options(argv: list[str], end: int) -> set[tuple[str, ...]]:
+    """Pairs of (flag, value) / (flag,) up to index end: the part whose order is free."""
+    out: set[tuple[str, ...]] = set()
+    i = 0
+    while i < end:
+        if i + 1 < end and not argv[i + 1].startswith("-") and argv[i] not in ("--hierarchical-allreduce",):
+            out.add((argv[i], argv[i + 1]))
+            i += 2
+        else:
+            out.add((argv[i],))
+            i += 1
+    return out
+
+
+RANK = [PY, "-m", "hvdbench.suite.bind", ";".join(["0-19"] * 4 + ["20-39"] * 4), "--", IMAGENET,
+        "--model", "resnet50", "--batch-size", "64", "--log-dir", str(RUN_DIR)]
+
+
+def test_horovodrun_turns_knobs_into_its_flags_and_reaches_hosts_over_ssh() -> None:
+    ctx = LaunchContext(python=PY, run_dir=RUN_DIR, hosts=("node1", "node2"), ssh_port=2222,
+                        ssh_identity_file=Path("/keys/id"))
+    argv = get_launcher("horovodrun").command(_dgx_spec("horovodrun", "gloo"), ctx)
+    assert argv[0] == "horovodrun" and argv[-len(RANK):] == RANK
+    assert _options(argv[1:-len(RANK)], len(argv) - 1 - len(RANK)) == {
+        ("-np", "16"), ("-H", "node1:8,node2:8"), ("--gloo",), ("--cycle-time-ms", "3.5"),
+        ("--fusion-threshold-mb", "128"), ("--hierarchical-allreduce",),
+        ("--timeline-filename", "/results/dgx/run-1/timeline.json"), ("--ssh-port", "2222"),
+        ("--ssh-identity-file", "/keys/id")}
+
+
+def test_horovodrun_leaves_an_odd_fusion_threshold_to_the_environment() -> None:
+    spec = RunSpec(benchmark="cifar10", np=2, env=(("HOROVOD_FUSION_THRESHOLD", "1000"),
+                                                   ("HOROVOD_HIERARCHICAL_ALLREDUCE", "0")))
+    launcher = get_launcher("horovodrun")
+    argv = launcher.command(spec, LaunchContext(python=PY, run_dir=RUN_DIR))
+    assert "--fusion-threshold-mb" not in argv and "--no-hierarchical-allreduce" in argv
+    assert launcher.environment(spec)["HOROVOD_FUSION_THRESHOLD"] == "1000"
+
+
+def test_mpirun_has_horovods_flags_every_knob_exported_nic_and_ssh() -> None:
+    ctx = LaunchContext(python=PY, run_dir=RUN_DIR, hosts=("node1", "node2"), ssh_port=2222,
+                        ssh_identity_file=Path("/keys/id"))
+    argv = get_launcher("mpirun").command(_dgx_spec("mpirun"), ctx)
+    assert argv[0] == "mpirun" and argv[-len(RANK):] == RANK
+    options = argv[1:-len(RANK)]
+    pairs, mca, i = set(), set(), 0
+    while i < len(options):  # "-mca NAME VALUE" triples, every other option a pair
+        if options[i] == "-mca":
+            mca.add(tuple(options[i + 1:i + 3]))
+            i += 3
+        else:
+            pairs.add(tuple(options[i:i + 2]))
+            i += 2
+    assert pairs == {("-np", "16"), ("-H", "node1:8,node2:8"), ("-bind-to", "none"), ("-map-by", "slot"),
+                     *{("-x", name) for name in ("CUDA_VISIBLE_DEVICES", "HOROVOD_CYCLE_TIME",
+                                                 "HOROVOD_FUSION_THRESHOLD", "HOROVOD_HIERARCHICAL_ALLREDUCE",
+                                                 "HOROVOD_TIMELINE", "LD_LIBRARY_PATH", "NCCL_ALGO",
+                                                 "NCCL_SOCKET_IFNAME", "PATH", "PYTHONPATH")}}
+    assert mca == {("pml", "ob1"), ("btl", "^openib"), ("btl_tcp_if_include", "ib0"),
+                   ("oob_tcp_if_include", "ib0"), ("plm_rsh_args", "-p 2222 -i /keys/id")}
+
+
+def test_mpirun_leaves_nic_patterns_to_nccl() -> None:
+    spec = RunSpec(benchmark="cifar10", np=2, launcher="mpirun", controller="mpi",
+                   env=(("NCCL_SOCKET_IFNAME", "^docker0,lo"),))
+    argv = get_launcher("mpirun").command(spec, LaunchContext(python=PY, run_dir=RUN_DIR))
+    assert "btl_tcp_if_include" not in argv and "NCCL_SOCKET_IFNAME" in argv
+
+
+def test_srun_one_task_per_gpu_with_pmix_or_pmi2() -> None:
+    for pmi in ("pmix", "pmi2"):
+        argv = get_launcher("srun").command(_dgx_spec("srun"), LaunchContext(python=PY, run_dir=RUN_DIR, pmi=pmi))
+        assert argv[0] == "srun" and argv[-len(RANK):] == RANK
+        assert set(argv[1:-len(RANK)]) == {f"--mpi={pmi}", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8",
+                                           "--kill-on-bad-exit=1", "--cpu-bind=none", "--job-name=hvdbench-imagenet"}
+    assert get_launcher("srun").environment(_dgx_spec("srun"))["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+
+
+def test_srun_refuses_gloo_and_unknown_pmi() -> None:
+    with pytest.raises(UsageError, match="MPI controller through PMI"):
+        get_launcher("srun").command(_dgx_spec("srun", "gloo"), LaunchContext(python=PY, run_dir=RUN_DIR))
+    with pytest.raises(UsageError, match="'pmi1' is not one of pmix, pmi2"):
+        get_launcher("srun").command(_dgx_spec("srun"), LaunchContext(python=PY, run_dir=RUN_DIR, pmi="pmi1"))
+
+
+def test_no_binding_without_cpu_lists() -> None:
+    spec = RunSpec(benchmark="cifar10", np=2, launcher="srun", controller="mpi")
+    argv = get_launcher("srun").command(spec, LaunchContext(python=PY, run_dir=RUN_DIR))
+    assert "hvdbench.suite.bind" not in argv and argv[-4:-2] == [PY, str(get_benchmark("cifar10").path)]

@@ -1,0 +1,111 @@
+"""Faults in a real sweep of Horovod runs: a rank killed mid-run marks its run failed well within the
+timeout and the sweep goes on; a run that hangs (a rank stopped) is killed at its timeout; a sweep
+interrupted with Ctrl-C and resumed later runs only what is missing and loses nothing finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hvdbench.suite.records import ParseStats, rank_log_name, read_records
+
+from conftest import hvdbench_exe
+
+pytestmark = pytest.mark.timeout(600)
+STEPS = "[--mlp-input, '32', --mlp-widths, '32', --warmup-steps, '1', --threads, '1', --steps, '{steps}']"
+
+
+def _sweep(tmp_path: Path, name: str, steps: list[int], timeout: int, np: str = "[2]") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    workloads = ", ".join(f"{{benchmark: mlp, args: {STEPS.format(steps=s)}}}" for s in steps)
+    path.write_text(f"name: {name}\ntimeout: {timeout}\nbaseline: false\nworkloads: [{workloads}]\naxes: {{np: {np}}}\n")
+    return path
+
+
+def _start(sweep: Path, root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([hvdbench_exe(), "sweep", str(sweep), "-o", str(root), "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _rank_pid(root: Path, steps: int, rank: int, deadline: float) -> int:
+    """The pid of a rank of the run with that many steps, once it has timed a step."""
+    while time.monotonic() < deadline:
+        for run_json in root.glob("*/run.json"):
+            if str(steps) in json.loads(run_json.read_text())["spec"]["args"]:
+                log = run_json.parent / rank_log_name(rank)
+                records = read_records(log, ParseStats()) if log.exists() else []
+                if any(r["kind"] == "step" and not r["warmup"] for r in records):
+                    return int(next(r for r in records if r["kind"] == "env")["pid"])
+        time.sleep(0.5)
+    raise AssertionError("the rank never started its timed steps")
+
+
+def _status(root: Path, steps: int) -> dict:
+    for run_json in root.glob("*/run.json"):
+        if str(steps) in json.loads(run_json.read_text())["spec"]["args"]:
+            return json.loads((run_json.parent / "status.json").read_text())
+    raise AssertionError(f"no run with {steps} steps")
+
+
+def test_a_killed_rank_fails_its_run_and_the_sweep_goes_on(tmp_path: Path, hvd_env: dict) -> None:
+    root = tmp_path / "results"
+    proc = _start(_sweep(tmp_path, "killed", [100000, 5], timeout=200), root, hvd_env)
+    start = time.monotonic()
+    os.kill(_rank_pid(root, 100000, 1, start + 120), signal.SIGKILL)
+    out, _ = proc.communicate(timeout=300)
+    killed = _status(root, 100000)
+    assert killed["status"] == "failed" and killed["seconds"] < 150, out
+    assert _status(root, 5)["status"] == "ok", out
+    assert proc.returncode == 1 and "sweep: 1 failed, 1 ok" in out
+
+
+def test_a_hung_run_is_killed_at_its_timeout(tmp_path: Path, hvd_env: dict) -> None:
+    root = tmp_path / "results"
+    proc = _start(_sweep(tmp_path, "hung", [100000], timeout=45), root, hvd_env)
+    pid = _rank_pid(root, 100000, 1, time.monotonic() + 120)
+    os.kill(pid, signal.SIGSTOP)  # rank 1 stops answering: rank 0 waits in its allreduce forever
+    try:
+        out, _ = proc.communicate(timeout=200)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    hung = _status(root, 100000)
+    assert hung["status"] == "timeout" and "no end after 45 s" in hung["message"], out
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    """Running or stopped (a zombie waiting for its parent counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_an_interrupted_sweep_resumes_with_only_the_missing_runs(tmp_path: Path, hvd_env: dict) -> None:
+    root = tmp_path / "results"
+    sweep = _sweep(tmp_path, "resume", [5, 100000, 6], timeout=300, np="[1]")
+    proc = _start(sweep, root, hvd_env)
+    _rank_pid(root, 100000, 0, time.monotonic() + 120)
+    finished = next(p.parent for p in root.glob("*/status.json") if json.loads(p.read_text())["status"] == "ok")
+    kept = {p.name: p.read_bytes() for p in finished.iterdir()}
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "finished runs are kept" in out
+    assert _status(root, 100000)["status"] == "interrupted"
+    sweep.write_text(sweep.read_text().replace("'100000'", "'4'"))  # the long run, now short; the rest unchanged
+    again = subprocess.run([hvdbench_exe(), "sweep", str(sweep), "-o", str(root), "--no-report"],
+                           capture_output=True, text=True, env=hvd_env, timeout=300)
+    assert again.returncode == 0, again.stdout
+    assert again.stdout.count("already complete, skipped") == 1 and "sweep: 3 ok" in again.stdout
+    assert {p.name: p.read_bytes() for p in finished.iterdir()} == kept
+    assert len([p for p in root.glob("*/status.json") if json.loads(p.read_text())["status"] == "ok"]) == 3
