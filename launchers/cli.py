@@ -132,7 +132,7 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     info = get_benchmark(args.benchmark)
     info.check(bench_args)  # a bad benchmark flag or combination fails here, before anything runs
     launcher = get_launcher(args.launcher)
-    controller = "mpi" if args.launcher == "mpirun" else args.controller
+    controller = "mpi" if args.launcher in ("mpirun", "srun") else args.controller
     placements = placements_for(args)
     specs = [RunSpec(benchmark=info.name, framework=info.framework, args=tuple(bench_args), np=n,
                      launcher=args.launcher, controller=controller, repeat=r, system=args.system,

@@ -24,22 +24,22 @@ def _mib(value: str) -> str | None:
     return str(int(value) // _MIB) if value.isdigit() and int(value) % _MIB == 0 else None
 
 
-def _timeline(value: str, ctx: LaunchContext) -> str:
-    path = ctx.run_dir / value if not value.startswith("/") else value
-    return str(path)
+def _in_run_dir(value: str, ctx: LaunchContext) -> str:
+    """A relative file name lands in the run directory."""
+    return value if value.startswith("/") else str(ctx.run_dir / value)
 
 
-# Horovod knobs horovodrun takes as flags: name -> (flag, value or None when the value does not fit).
+# Horovod knobs horovodrun has flags for: name -> the flags for a value (none where it does not fit a flag).
 _HOROVODRUN_FLAGS: dict[str, Callable[[str, LaunchContext], list[str]]] = {
     "HOROVOD_FUSION_THRESHOLD": lambda v, _: ["--fusion-threshold-mb", m] if (m := _mib(v)) else [],
     "HOROVOD_CYCLE_TIME": lambda v, _: ["--cycle-time-ms", v],
     "HOROVOD_CACHE_CAPACITY": lambda v, _: ["--cache-capacity", v],
     "HOROVOD_HIERARCHICAL_ALLREDUCE": lambda v, _: ["--hierarchical-allreduce" if _on(v) else "--no-hierarchical-allreduce"],
     "HOROVOD_HIERARCHICAL_ALLGATHER": lambda v, _: ["--hierarchical-allgather" if _on(v) else "--no-hierarchical-allgather"],
-    "HOROVOD_TIMELINE": lambda v, ctx: ["--timeline-filename", _timeline(v, ctx)],
+    "HOROVOD_TIMELINE": lambda v, ctx: ["--timeline-filename", _in_run_dir(v, ctx)],
     "HOROVOD_TIMELINE_MARK_CYCLES": lambda v, _: ["--timeline-mark-cycles"] if _on(v) else [],
     "HOROVOD_AUTOTUNE": lambda v, _: ["--autotune"] if _on(v) else [],
-    "HOROVOD_AUTOTUNE_LOG": lambda v, ctx: ["--autotune-log-file", _timeline(v, ctx)],
+    "HOROVOD_AUTOTUNE_LOG": lambda v, ctx: ["--autotune-log-file", _in_run_dir(v, ctx)],
     "HOROVOD_GLOO_IFACE": lambda v, _: ["--network-interfaces", v],
 }
 

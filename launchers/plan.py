@@ -103,8 +103,8 @@ def _env_product(sweep: Sweep) -> list[tuple[tuple[str, str], ...]]:
 
 
 def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
-    """Expand the sweep: workloads x batch sizes x precisions x exchange x knobs x sizes x placements x
-    repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts."""
+    """Expand the sweep: workloads x batch sizes x precisions x exchange x launchers x knobs x sizes x
+    placements x repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts."""
     node_gpus = sweep.node_gpus or (len(topo.gpus) if topo is not None else None)
     if sweep.placements and topo is None:
         raise SweepError(f"{sweep.path}: axes.placements needs the node's topology: give topology: FILE "
@@ -115,7 +115,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
         if node_gpus is not None and per_node > node_gpus:
             raise SweepError(f"{sweep.path}: axes: {per_node} GPUs per node, but a node has {node_gpus} "
                              f"(node_gpus / topology); valid: 1-{node_gpus}")
-        if sweep.launcher != "srun" and nodes > len(sweep.hosts):
+        if any(launcher != "srun" for launcher, _ in sweep.launchers) and nodes > len(sweep.hosts):
             raise SweepError(f"{sweep.path}: axes.nodes: {nodes} node(s) need as many hosts, but hosts lists "
                              f"{len(sweep.hosts)} ({', '.join(sweep.hosts)}); add hosts or use launcher srun")
     skipped: list[str] = []
@@ -135,7 +135,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
             except UsageError as exc:
                 raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark} {' '.join(args)}): "
                                  f"{exc}") from None
-            for env in _env_product(sweep):
+            for (launcher, controller), env in itertools.product(sweep.launchers, _env_product(sweep)):
                 for nodes, per_node in sizes(sweep):
                     for placement in _resolve(sweep, topo, per_node, skipped):
                         for repeat in range(sweep.repeats):
@@ -144,18 +144,18 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
                                 nodes=nodes, placement=placement.name if placement else None,
                                 devices=placement.devices if placement else None,
                                 cpus=_cpus(topo, placement, per_node, sweep.bind_cpus),
-                                launcher=sweep.launcher, controller=sweep.controller, env=env, repeat=repeat,
+                                launcher=launcher, controller=controller, env=env, repeat=repeat,
                                 system=sweep.system))
                 if sweep.baseline and not independent:
                     compute_env = tuple((k, v) for k, v in env if not k.startswith(COMM_PREFIXES))
                     for repeat in range(sweep.repeats):
                         base = RunSpec(benchmark=info.name, framework=info.framework, args=args, np=1, nodes=1,
-                                       cpus=_cpus(topo, None, 1, sweep.bind_cpus), launcher=sweep.launcher,
-                                       controller=sweep.controller, env=compute_env, repeat=repeat,
+                                       cpus=_cpus(topo, None, 1, sweep.bind_cpus), launcher=launcher,
+                                       controller=controller, env=compute_env, repeat=repeat,
                                        system=sweep.system)
                         baselines.setdefault(base.id, base)
-    single = {(s.benchmark, s.args, s.launcher) for s in specs if s.np == 1}  # the sweep runs 1 GPU itself
-    extra = [b for b in baselines.values() if (b.benchmark, b.args, b.launcher) not in single]
+    single = {(s.benchmark, s.args, s.launcher, s.controller) for s in specs if s.np == 1}  # 1 GPU in the sweep
+    extra = [b for b in baselines.values() if (b.benchmark, b.args, b.launcher, b.controller) not in single]
     ordered = _unique(extra + specs)
     return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(dict.fromkeys(skipped)))
 

@@ -11,6 +11,8 @@ and ``submit --resume`` submits it again like any run that did not complete.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -24,7 +26,7 @@ from hvdbench.suite.errors import HvdbenchError, LaunchError
 from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
 
 from .base import LaunchContext, get_launcher, rank_command
-from .local import LAUNCHER_LOG, missing_summaries, tail
+from .local import LAUNCHER_LOG, failure_reason, missing_summaries, tail
 from .sweep import SlurmOptions
 
 JOBS_DIR = "slurm-jobs"
@@ -57,6 +59,8 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str) -> dict[str,
     }
     if options.gpus:
         params["gpus_per_node"] = spec.ranks_per_node
+    if not per_task and options.cpus_per_task is None:  # one task per node holds every rank of the node
+        params["cpus_per_task"] = spec.ranks_per_node
     for key, value in (("slurm_partition", options.partition), ("slurm_account", options.account),
                        ("slurm_qos", options.qos), ("slurm_constraint", options.constraint),
                        ("cpus_per_task", options.cpus_per_task), ("mem_gb", options.mem_gb)):
@@ -113,6 +117,7 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
     if first:
         spec.write(folder)
+        (folder / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
         RunStatus("running", None, 0.0, f"job {job} started", job_id=job).write(folder)
     log = open(folder / (LAUNCHER_LOG if spec.launcher != "srun" else f"task-{os.environ.get('SLURM_PROCID', '0')}.log"), "w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder)
@@ -133,20 +138,17 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     signal.signal(signal.SIGUSR2, stop)
     returncode = proc.wait()
     log.close()
-    if not first or ending:
+    seconds, log_path = time.monotonic() - start, Path(log.name)
+    if ending or (returncode == 0 and not first):
         return _end_task(returncode)
-    seconds = time.monotonic() - start
-    log_path = Path(log.name)
-    if returncode != 0:
-        from .local import failure_reason
-
-        status = RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job)
-    else:
-        missing = _await_summaries(folder, spec.np)
-        status = (RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary", job_id=job)
-                  if missing else RunStatus("ok", returncode, seconds, job_id=job))
+    if returncode != 0:  # any task: the first one may be killed by srun before it can say why
+        RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job).write(folder)
+        return _end_task(returncode)
+    missing = _await_summaries(folder, spec.np)
+    status = (RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary", job_id=job)
+              if missing else RunStatus("ok", returncode, seconds, job_id=job))
     status.write(folder)
-    return _end_task(returncode)
+    return returncode
 
 
 def _end_task(returncode: int) -> int:
@@ -196,9 +198,21 @@ def squeue_states(job_ids: Iterable[str], run: Callable[..., Any] = subprocess.r
     for line in out.stdout.splitlines():
         job, _, rest = line.strip().partition("|")
         state, _, reason = rest.partition("|")
-        if job:
-            found[job] = (SQUEUE_STATES.get(state.split()[0] if state else "", state.lower()), reason)
+        for one in array_tasks(job):
+            found[one] = (SQUEUE_STATES.get(state.split()[0] if state else "", state.lower()), reason)
     return found
+
+
+def array_tasks(job: str) -> list[str]:
+    """squeue's id of a job or of array tasks still pending together (``12_[1-3,5%2]``) as single ids."""
+    match = re.fullmatch(r"(\d+)_\[([\d,\-]+)(?:%\d+)?\]", job)
+    if not match:
+        return [job] if job else []
+    out = []
+    for part in match.group(2).split(","):
+        low, _, high = part.partition("-")
+        out += [f"{match.group(1)}_{i}" for i in range(int(low), int(high or low) + 1)]
+    return out
 
 
 def run_dirs(root: Path) -> list[Path]:

@@ -36,7 +36,23 @@ HOROVOD_THREAD_AFFINITY HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION HOROVOD_GPU_OPERATI
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LAUNCHERS = ("horovodrun", "mpirun", "srun")
 SLURM_MPI = ("pmix", "pmi2")
-_TIME = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+)(?::(\d+))?$")
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def slurm_minutes(text: str) -> int | None:
+    """Minutes (seconds rounded up) of a time in sbatch's formats; None if it is not one or is zero."""
+    match = _TIME.match(text.strip())
+    if not match:
+        return None
+    days, first, second, third = match.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        hours, minutes, seconds = int(first), int(second or 0), int(third or 0)
+    elif third is not None:  # HH:MM:SS
+        hours, minutes, seconds = int(first), int(second), int(third)
+    else:  # MM or MM:SS
+        hours, minutes, seconds = 0, int(first), int(second or 0)
+    total = int(days or 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+    return total or None
 
 
 class SweepError(SpecError):
@@ -79,8 +95,7 @@ class Sweep:
     path: Path
     name: str
     system: str = "local"
-    launcher: str = "horovodrun"
-    controller: str = "gloo"
+    launchers: tuple[tuple[str, str], ...] = (("horovodrun", "gloo"),)
     repeats: int = 1
     timeout: float = 1800.0
     workloads: tuple[Workload, ...] = ()
@@ -136,7 +151,8 @@ class _Reader:
         items = value if isinstance(value, list) else [value]
         if not items:
             self.fail(self.key(name), "must not be an empty list")
-        out = tuple(convert(item, f"{self.key(name)}[{i}]") for i, item in enumerate(items))
+        keys = [f"{self.key(name)}[{i}]" for i in range(len(items))] if isinstance(value, list) else [self.key(name)]
+        out = tuple(convert(item, key) for item, key in zip(items, keys))
         if len(set(map(repr, out))) != len(out):
             self.fail(self.key(name), f"repeats a value in {list(out)}")
         return out
@@ -191,21 +207,13 @@ class _Reader:
         raise AssertionError  # unreachable: fail raises
 
     def minutes(self, value: Any, key: str) -> int:
-        """SLURM time: minutes as a number, or ``[D-]HH:MM[:SS]`` / ``MM``."""
+        """SLURM time as minutes: a number of minutes, or sbatch's MM:SS, HH:MM:SS, D-HH, D-HH:MM[:SS]."""
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
-        match = _TIME.match(str(value)) if isinstance(value, str) else None
-        if not match:
-            self.fail(key, f"expected minutes or D-HH:MM:SS, got {value!r}")
-        days, hours, minutes, secs = (int(g) if g else 0 for g in match.groups())  # type: ignore[union-attr]
-        if match.group(2) is None and match.group(4) is None:  # a bare number is minutes
-            return max(1, days * 1440 + minutes)
-        if match.group(4) is None:  # HH:MM
-            hours, minutes, secs = hours, minutes, 0
-        total = days * 1440 + hours * 60 + minutes + (1 if secs else 0)
-        if total < 1:
-            self.fail(key, f"time limit must be at least one minute, got {value!r}")
-        return total
+        total = slurm_minutes(value) if isinstance(value, str) else None
+        if total is None:
+            self.fail(key, f"expected minutes or sbatch's time format (MM:SS, HH:MM:SS, D-HH:MM:SS), got {value!r}")
+        return total  # type: ignore[return-value]
 
     def placement(self, value: Any, key: str) -> str | tuple[int, ...]:
         if isinstance(value, list):
@@ -276,11 +284,18 @@ def load_sweep(path: Path) -> Sweep:
     env = tuple(sorted((env_reader.knob(str(name), env_reader.key(str(name))),
                         env_reader.many(str(name), env_reader.text)) for name in env_reader.data))
     slurm = _Reader(path, top.data.get("slurm") or {}, "slurm", _SLURM)
-    launcher = top.get("launcher", top.choice(LAUNCHERS), "horovodrun")
+    launchers = top.many("launcher", top.choice(LAUNCHERS), ("horovodrun",))
+    default_controller = ("gloo",) if launchers == ("horovodrun",) else ("mpi",)
+    controllers = top.many("controller", top.choice(CONTROLLERS), default_controller)
+    pairs = tuple((launcher, controller) for launcher in launchers for controller in controllers
+                  if launcher == "horovodrun" or controller == "mpi")
+    for launcher in launchers:
+        if not any(l == launcher for l, _ in pairs):
+            what = "runs Horovod's MPI controller" if launcher == "mpirun" else "starts MPI ranks through PMI"
+            top.fail("controller", f"launcher {launcher} {what}: add controller mpi")
     sweep = Sweep(
         path=path, name=top.get("name", top.text, path.stem), system=top.get("system", top.text, "local"),
-        launcher=launcher, controller=top.get("controller", top.choice(CONTROLLERS),
-                                              "gloo" if launcher == "horovodrun" else "mpi"),
+        launchers=pairs,
         repeats=top.get("repeats", top.positive, 1), timeout=top.get("timeout", top.seconds, 1800.0),
         workloads=tuple(workloads), np=axes.many("np", axes.positive), nodes=axes.many("nodes", axes.positive),
         gpus_per_node=axes.many("gpus_per_node", axes.positive),
@@ -290,7 +305,7 @@ def load_sweep(path: Path) -> Sweep:
         node_gpus=top.get("node_gpus", top.positive, None), topology=top.get("topology", top.path_value, None),
         hosts=top.many("hosts", top.text, ("localhost",)), ssh_port=top.get("ssh_port", top.port, None),
         ssh_identity_file=top.get("ssh_identity_file", top.path_value, None),
-        output=top.get("output", top.path_value, None),
+        output=top.get("output", lambda v, k: Path(top.text(v, k)).expanduser(), None),  # relative to where it runs
         slurm=SlurmOptions(
             partition=slurm.get("partition", slurm.text, None), account=slurm.get("account", slurm.text, None),
             qos=slurm.get("qos", slurm.text, None), time_min=slurm.get("time", slurm.minutes, 60),
@@ -302,10 +317,8 @@ def load_sweep(path: Path) -> Sweep:
             cpus_per_task=slurm.get("cpus_per_task", slurm.positive, None),
             mem_gb=slurm.get("mem_gb", slurm.positive, None)),
     )
-    if sweep.launcher == "mpirun" and sweep.controller != "mpi":
-        top.fail("controller", "launcher mpirun runs Horovod's MPI controller: use controller mpi")
-    if sweep.launcher == "srun" and sweep.controller != "mpi":
-        top.fail("controller", "launcher srun starts MPI ranks through PMI: use controller mpi")
+    if "/" in sweep.name or sweep.name in (".", ".."):
+        top.fail("name", f"{sweep.name!r} names the results directory and the jobs: no '/', not '.' or '..'")
     for i, directive in enumerate(sweep.slurm.directives):
         if not directive.startswith("-"):
             slurm.fail(f"slurm.directives[{i}]", f"expected an sbatch option such as --reservation=R, got {directive!r}")

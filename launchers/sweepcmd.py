@@ -14,7 +14,7 @@ from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
 from . import mpi, srun  # noqa: F401  (register the horovodrun, mpirun and srun launchers)
-from .base import LaunchContext, get_launcher
+from .base import LaunchContext, get_launcher, rank_command
 from .local import LocalExecutor
 from .plan import Plan, plan
 from .sweep import Sweep, load_sweep
@@ -121,7 +121,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         for spec in planned.specs:
             params = job_parameters(sweep.slurm, spec, sweep.name)
             resources = " ".join(f"{k}={v}" for k, v in params.items() if v not in ([], {}, None))
-            print(f"{spec.id}: {resources}")
+            ctx = LaunchContext(python=sys.executable, run_dir=(root / spec.id).resolve(), pmi=sweep.slurm.mpi)
+            each = "each task" if spec.launcher == "srun" else f"the first task ({spec.launcher} over the allocation)"
+            print(f"{spec.id}: {resources}\n    {each} runs: {shlex.join(rank_command(spec, ctx))}")
         return 0
     if root.exists() and run_dirs(root) and not (args.resume or args.rerun):
         raise UsageError(f"{root} already holds runs: --resume submits only what is missing, --rerun submits all again")

@@ -105,7 +105,7 @@ def start_slurm(root: Path) -> SlurmCluster:
     """Write slurm.conf under root and start munged, slurmctld and slurmd in the foreground."""
     node = socket.gethostname().split(".")[0]
     root.mkdir(parents=True, exist_ok=True)
-    for sub in ("state", "spool"):
+    for sub in ("state", "spool", "tmp"):
         (root / sub).mkdir(exist_ok=True)
     conf = root / "slurm.conf"
     conf.write_text("\n".join([
@@ -115,6 +115,8 @@ def start_slurm(root: Path) -> SlurmCluster:
         "AuthType=auth/munge",
         f"StateSaveLocation={root / 'state'}",
         f"SlurmdSpoolDir={root / 'spool'}",
+        # PMIx keeps per-step directories under TmpFS named by job id; ids restart with each test cluster
+        f"TmpFS={root / 'tmp'}",
         f"SlurmctldPidFile={root / 'slurmctld.pid'}",
         f"SlurmdPidFile={root / 'slurmd.pid'}",
         f"SlurmctldPort={free_port()}",

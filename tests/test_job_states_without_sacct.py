@@ -25,13 +25,13 @@ from test_executor_keeps_what_was_measured import ScriptLauncher  # noqa: F401  
 class FakeSqueue:
     """Answers squeue like the real one: id|STATE|reason lines for the jobs it knows."""
 
-    def __init__(self, known: dict[str, tuple[str, str]], returncode: int = 0) -> None:
-        self.known, self.returncode, self.calls = known, returncode, []
+    def __init__(self, known: dict[str, tuple[str, str]], returncode: int = 0, every: bool = False) -> None:
+        self.known, self.returncode, self.every, self.calls = known, returncode, every, []
 
     def __call__(self, argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         self.calls.append(argv)
         wanted = argv[argv.index("-j") + 1].split(",")
-        lines = [f"{j}|{s}|{r}" for j, (s, r) in self.known.items() if j in wanted]
+        lines = [f"{j}|{s}|{r}" for j, (s, r) in self.known.items() if self.every or j in wanted]
         return subprocess.CompletedProcess(argv, self.returncode, "\n".join(lines), "" if not self.returncode else "boom")
 
 
@@ -65,6 +65,13 @@ def test_scheduler_states_are_recorded_and_a_vanished_job_is_lost(tmp_path: Path
     assert RunStatus.read(runs["pending"]).status == "submitted"
 
 
+def test_pending_array_tasks_read_as_single_ids() -> None:
+    squeue = FakeSqueue({"21_[2-3,5%2]": ("PENDING", "JobArrayTaskLimit"), "21_0": ("RUNNING", "None")}, every=True)
+    states = squeue_states(["21_0", "21_3"], run=squeue)
+    assert states == {"21_0": ("running", "None"), "21_2": ("pending", "JobArrayTaskLimit"),
+                      "21_3": ("pending", "JobArrayTaskLimit"), "21_5": ("pending", "JobArrayTaskLimit")}
+
+
 def test_a_failing_squeue_is_one_clear_error() -> None:
     with pytest.raises(LaunchError, match="squeue failed: boom"):
         squeue_states(["1"], run=FakeSqueue({}, returncode=1))
@@ -84,6 +91,7 @@ def test_submitit_gets_the_runs_shape_and_the_sweeps_options() -> None:
         "slurm_exclusive": True, "slurm_array_parallelism": 4}
     inside = job_parameters(SlurmOptions(gpus=False), RunSpec(benchmark="imagenet", np=16, nodes=2), "x")
     assert inside["tasks_per_node"] == 1 and inside["slurm_srun_args"] == [] and "gpus_per_node" not in inside
+    assert inside["cpus_per_task"] == 8  # the one task per node holds that node's 8 ranks
 
 
 @pytest.mark.parametrize("sig, in_job, expected", [

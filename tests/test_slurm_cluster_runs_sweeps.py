@@ -121,6 +121,7 @@ def test_a_cancelled_job_is_recorded_and_resubmitted_by_resume(slurm_cluster: An
     long_args = "[--mlp-input, '32', --mlp-widths, '32', --steps, '1000000', --warmup-steps, '1', --threads, '1']"
     sweep = _sweep(tmp_path, "cancel", f"[{{benchmark: mlp, args: {TINY}}}, {{benchmark: mlp, args: {long_args}}}]",
                    np="[1]")
+    sweep.write_text(sweep.read_text().replace("mpi: pmix}", "mpi: pmix, array_parallelism: 2}"))  # one job array
     root = tmp_path / "results"
     assert _cli("submit", str(sweep), "-o", str(root)).returncode == 0
     long_dir = next(p.parent for p in root.glob("*/run.json") if "1000000" in p.read_text())
@@ -128,6 +129,7 @@ def test_a_cancelled_job_is_recorded_and_resubmitted_by_resume(slurm_cluster: An
           lambda: sorted(_states(root).values()) == ["ok", "running"] and (long_dir / rank_log_name(0)).exists(),
           cluster=slurm_cluster, root=root)
     job = json.loads((long_dir / "status.json").read_text())["job_id"]
+    assert "_" in job  # the two runs went as tasks of one job array
     subprocess.run(["scancel", job], check=True)
     _wait("the cancel to be recorded", lambda: _states(root).get(long_dir.name) == "cancelled", cluster=slurm_cluster)
     assert f"job {job} was cancelled" in json.loads((long_dir / "status.json").read_text())["message"]
@@ -141,3 +143,30 @@ def test_a_cancelled_job_is_recorded_and_resubmitted_by_resume(slurm_cluster: An
     queued = _cli("submit", str(sweep), "-o", str(root), "--resume")
     assert "submitted 0 job(s)" in queued.stdout  # queued or running: not submitted twice
     subprocess.run(["scancel", new_job], check=True)
+
+
+def test_a_run_that_fails_in_its_job_says_why_in_one_line(slurm_cluster: Any, tmp_path: Path) -> None:
+    args = "[--device, cuda, --mlp-input, '32', --mlp-widths, '32', --steps, '3']"  # no GPU on this cluster
+    sweep = _sweep(tmp_path, "fails", f"[{{benchmark: mlp, args: {args}}}]", np="[2]")
+    sweep.write_text(sweep.read_text() + "baseline: false\n")
+    root = tmp_path / "results"
+    assert _cli("submit", str(sweep), "-o", str(root)).returncode == 0
+    status = _wait("the failure to be recorded", lambda: next(
+        (s for s in refresh(root).values() if s.status not in ("submitted", "pending", "running")), None),
+        timeout=120, cluster=slurm_cluster)
+    assert status.status == "failed" and "no CUDA device is visible" in status.message, status
+    assert "\n" not in status.message and status.job_id
+    shown = _cli("status", str(root))
+    assert shown.returncode == 1 and "1 failed" in shown.stdout
+
+
+def test_horovodrun_inside_the_allocation_takes_its_hosts_from_slurm(slurm_cluster: Any, tmp_path: Path) -> None:
+    sweep = _sweep(tmp_path, "hvdrun-in-job", f"[{{benchmark: mlp, args: {TINY}}}]", np="[2]")
+    sweep.write_text(sweep.read_text().replace("launcher: srun", "launcher: horovodrun\ncontroller: gloo")
+                     + "baseline: false\n")
+    root = tmp_path / "results"
+    assert _cli("submit", str(sweep), "-o", str(root)).returncode == 0
+    _wait("the run to complete", lambda: set(_states(root).values()) == {"ok"}, cluster=slurm_cluster, root=root)
+    run_dir = next(root.glob("mlp-np2-*"))
+    _complete_logs(run_dir, 2)
+    assert f"horovodrun -np 2 -H {slurm_cluster.node}:2 --gloo" in (run_dir / "command.sh").read_text()

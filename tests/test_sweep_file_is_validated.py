@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hvdbench.launchers.plan import plan
-from hvdbench.launchers.sweep import SweepError, load_sweep
+from hvdbench.launchers.sweep import SweepError, load_sweep, slurm_minutes
 from hvdbench.launchers.topology import read_topology_file
 
 from conftest import REPO, hvdbench_exe
@@ -48,7 +48,7 @@ def _write(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
 
 def test_a_sweep_expands_into_every_combination_with_baselines_first(tmp_path: Path) -> None:
     sweep = load_sweep(_write(tmp_path, DGX_SWEEP))
-    assert sweep.slurm.time_min == 90 and sweep.controller == "mpi" and sweep.slurm.setup == ("module load cuda/12.4",)
+    assert sweep.slurm.time_min == 90 and sweep.launchers == (("mpirun", "mpi"),) and sweep.slurm.setup == ("module load cuda/12.4",)
     planned = plan(sweep, read_topology_file(PCIE))
     # per workload, precision and fusion threshold: 2 GPUs on PIX, PHB, SYS; 4 on PHB, SYS; 8 on all = 6 sizes
     assert len(planned.specs) == 2 * 2 * 2 * 6 * 2 + len(planned.baselines)
@@ -67,6 +67,21 @@ def test_a_sweep_expands_into_every_combination_with_baselines_first(tmp_path: P
     # stable: the same file plans the same ids, in the same order
     assert [s.id for s in plan(load_sweep(_write(tmp_path, DGX_SWEEP)), read_topology_file(PCIE)).specs] == \
         [s.id for s in planned.specs]
+
+
+@pytest.mark.parametrize("text, minutes", [("90", 90), ("01:30", 2), ("01:30:00", 90), ("2-00", 2880),
+                                           ("1-02:03", 1563), ("0-00:00:30", 1)])
+def test_slurm_times_read_as_sbatch_reads_them(text: str, minutes: int) -> None:
+    assert slurm_minutes(text) == minutes
+
+
+def test_launchers_and_controllers_can_be_swept(tmp_path: Path) -> None:
+    path = _write(tmp_path, "workloads: [mlp]\naxes: {np: [2]}\nlauncher: [horovodrun, mpirun]\n"
+                            "controller: [gloo, mpi]\n")
+    specs = plan(load_sweep(path)).specs
+    assert [(s.np, s.launcher, s.controller) for s in specs] == [
+        (1, "horovodrun", "gloo"), (1, "horovodrun", "mpi"), (1, "mpirun", "mpi"),
+        (2, "horovodrun", "gloo"), (2, "horovodrun", "mpi"), (2, "mpirun", "mpi")]
 
 
 def test_toml_sweeps_read_the_same(tmp_path: Path) -> None:
@@ -92,10 +107,11 @@ HOROVOD_CYCLE_TIME = [1, 5]
     ("workloads: [cifar10]\naxes: {np: [two]}\n", r"axes.np\[0\]: expected a positive integer, got 'two'"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nrepeats: true\n", r"repeats: expected a positive integer, got True"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: pbsdsh\n", r"launcher: 'pbsdsh' is not one of horovodrun, mpirun, srun"),
-    ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: srun\ncontroller: gloo\n", r"controller: launcher srun"),
+    ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: srun\ncontroller: gloo\n",
+     r"controller: launcher srun starts MPI ranks through PMI: add controller mpi"),
     ("workloads: [cifar10]\naxes: {np: [2], env: {HOROVOD_FUSION_TRESHOLD: [1]}}\n",
      r"axes.env.HOROVOD_FUSION_TRESHOLD: .*did you mean HOROVOD_FUSION_THRESHOLD"),
-    ("workloads: [cifar10]\naxes: {np: [2]}\nslurm: {time: soon}\n", r"slurm.time: expected minutes or D-HH:MM:SS"),
+    ("workloads: [cifar10]\naxes: {np: [2]}\nslurm: {time: soon}\n", r"slurm.time: expected minutes or sbatch's time format"),
     ("workloads: [cifar10]\naxes: {nodes: [2]}\n", r"axes.gpus_per_node: nodes and gpus_per_node go together"),
     ("workloads: [cifar10]\n", r"axes.np: give the rank counts"),
     ("axes: {np: [2]}\n", r"workloads: missing"),
@@ -110,6 +126,7 @@ HOROVOD_CYCLE_TIME = [1, 5]
      r"axes.placements\[0\]: GPU id\(s\) \[9\] do not exist: this node has 8"),
     ("workloads: [cifar10]\naxes: {np: [2]\n", r"not valid YAML at line"),
     ("- just\n- a list\n", r"the file: must be a mapping"),
+    ("name: ../etc\nworkloads: [cifar10]\naxes: {np: [2]}\n", r"name: '../etc' names the results directory"),
 ])
 def test_bad_sweeps_are_one_error_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = _write(tmp_path, text)
@@ -141,3 +158,16 @@ def test_a_bad_sweep_file_on_the_command_line_is_one_line(tmp_path: Path) -> Non
     out = subprocess.run([hvdbench_exe(), "sweep", str(path), "--dry-run"], capture_output=True, text=True)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == f"hvdbench: error: {path}: repeats: expected a positive integer, got 0\n"
+
+
+def test_submit_dry_run_shows_each_jobs_resources_and_what_its_tasks_run(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: t\nlauncher: srun\nworkloads: [mlp]\naxes: {np: [2]}\n"
+                            "slurm: {partition: gpu, time: 30, mpi: pmi2}\n")
+    out = subprocess.run([hvdbench_exe(), "submit", str(path), "--dry-run", "-o", str(tmp_path / "r")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4 and lines[2].startswith("mlp-np2-")
+    assert "nodes=1 tasks_per_node=2 slurm_srun_args=['--mpi=pmi2', '--kill-on-bad-exit=1'] gpus_per_node=2" in lines[2]
+    assert lines[3].startswith("    each task runs: ") and lines[3].endswith(f"--log-dir {tmp_path / 'r'}/{lines[2].split(':')[0]}")
+    assert not (tmp_path / "r").exists()
