@@ -156,7 +156,9 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
                         baselines.setdefault(base.id, base)
     single = {(s.benchmark, s.args, s.launcher, s.controller) for s in specs if s.np == 1}  # 1 GPU in the sweep
     extra = [b for b in baselines.values() if (b.benchmark, b.args, b.launcher, b.controller) not in single]
-    ordered = _unique(extra + specs)
+    # repeat-major: every configuration once, then again, so drift over a long sweep (clocks, heat, other
+    # jobs) spreads over configurations instead of favouring whichever ran first; baselines lead each round
+    ordered = sorted(_unique(extra + specs), key=lambda spec: spec.repeat)
     return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(dict.fromkeys(skipped)))
 
 

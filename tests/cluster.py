@@ -110,7 +110,7 @@ def start_slurm(root: Path) -> SlurmCluster:
     conf = root / "slurm.conf"
     conf.write_text("\n".join([
         "ClusterName=hvdbench-test",
-        f"SlurmctldHost={node}",
+        f"SlurmctldHost={node}(127.0.0.1)",  # addresses given: the host name need not resolve
         "SlurmUser=root",
         "AuthType=auth/munge",
         f"StateSaveLocation={root / 'state'}",
@@ -134,7 +134,7 @@ def start_slurm(root: Path) -> SlurmCluster:
         "KillWait=5",
         "MinJobAge=600",
         "InactiveLimit=0",
-        f"NodeName={node} CPUs=2 State=UNKNOWN",
+        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={max(2, os.cpu_count() or 2)} State=UNKNOWN",
         "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         "",
     ]))

@@ -54,8 +54,10 @@ def test_a_sweep_expands_into_every_combination_with_baselines_first(tmp_path: P
     assert len(planned.specs) == 2 * 2 * 2 * 6 * 2 + len(planned.baselines)
     # one baseline per workload and precision (HOROVOD_/NCCL_ knobs do not touch a 1-GPU run), per repeat
     assert len(planned.baselines) == 2 * 2 * 2
-    first = planned.specs[: len(planned.baselines)]
-    assert all(s.np == 1 and s.id in planned.baselines and s.env == () for s in first)
+    # repeat-major order: all of repeat 0 (its baselines first), then all of repeat 1
+    assert [s.repeat for s in planned.specs] == sorted(s.repeat for s in planned.specs)
+    first = planned.specs[: len(planned.baselines) // 2]
+    assert all(s.np == 1 and s.repeat == 0 and s.id in planned.baselines and s.env == () for s in first)
     assert {s.placement for s in planned.specs} == {None, "PIX:0,1", "PHB:0,2", "SYS:0,4", "PHB:0,1,2,3",
                                                     "SYS:0,1,2,4", "all"}
     sys_pair = next(s for s in planned.specs if s.placement == "SYS:0,4")
