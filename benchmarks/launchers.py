@@ -75,6 +75,7 @@ def main() -> int:
             time.sleep(5)
         timings.append(f"srun.yaml (sbatch job {job}): {time.monotonic() - start:.0f} s")
     finally:
+        cluster.drain()
         cluster.stop()
         ssh.stop()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -18,7 +18,7 @@ from hvdbench.suite.spec import CONTROLLERS, RunSpec
 
 from . import mpi, srun, sweepcmd  # noqa: F401  (mpi and srun register their launchers)
 from .base import LaunchContext, get_launcher, launcher_names
-from .local import LocalExecutor
+from .local import LocalExecutor, Stopped
 
 
 def rank_counts(text: str) -> list[int]:
@@ -190,6 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hvdbench: interrupted; finished runs are kept", file=sys.stderr)
         return 130
+    except Stopped as stop:
+        print(f"hvdbench: stopped: {stop.message}; the run in flight is recorded as {stop.status}, "
+              "finished runs are kept", file=sys.stderr)
+        return 128 + stop.signum
 
 
 if __name__ == "__main__":

@@ -59,9 +59,9 @@ def failure_reason(log: Path, limit: int = 300) -> str:
 class Stopped(BaseException):
     """The executor was told to stop (SIGTERM, or SIGUSR2 ahead of a SLURM time limit)."""
 
-    def __init__(self, status: str, message: str) -> None:
+    def __init__(self, status: str, message: str, signum: int) -> None:
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.signum = status, message, signum
 
 
 @contextmanager
@@ -71,10 +71,11 @@ def stop_signals() -> Iterator[None]:
     in_job = bool(os.environ.get("SLURM_JOB_ID"))
 
     def on_term(signum: int, _frame: object) -> None:
-        raise Stopped("cancelled" if in_job else "interrupted", "job cancelled (SIGTERM)" if in_job else "SIGTERM")
+        raise Stopped("cancelled" if in_job else "interrupted", "job cancelled (SIGTERM)" if in_job else "SIGTERM",
+                      signum)
 
     def on_usr2(signum: int, _frame: object) -> None:
-        raise Stopped("timeout", "the job reached its time limit (SIGUSR2 before SLURM's end)")
+        raise Stopped("timeout", "the job reached its time limit (SIGUSR2 before SLURM's end)", signum)
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -166,13 +167,13 @@ class LocalExecutor:
                 _kill_group(proc)
                 return RunStatus("timeout", None, time.monotonic() - start,
                                  f"no end after {self.timeout:g} s; every rank was killed", tail(log_path), job)
-            except KeyboardInterrupt:
-                _kill_group(proc)
+            except KeyboardInterrupt:  # recorded first: a scheduler may kill us soon after its signal
                 RunStatus("interrupted", None, time.monotonic() - start, "stopped by Ctrl-C", job_id=job).write(run_dir)
+                _kill_group(proc)
                 raise
             except Stopped as stop:
-                _kill_group(proc)
                 RunStatus(stop.status, None, time.monotonic() - start, stop.message, tail(log_path), job).write(run_dir)
+                _kill_group(proc)
                 raise
         seconds = time.monotonic() - start
         if returncode != 0:

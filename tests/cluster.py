@@ -72,6 +72,17 @@ class SlurmCluster:
                 out += [f"--- {name}"] + path.read_text(errors="replace").splitlines()[-lines:]
         return "\n".join(out)
 
+    def drain(self, timeout: float = 60.0) -> None:
+        """Cancel every job and wait until none is left, so no job step outlives its slurmd."""
+        env = {**os.environ, **self.env}
+        subprocess.run(["scancel", "--full", "--user", str(os.geteuid())], env=env, capture_output=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%T"], env=env, capture_output=True, text=True)
+            if out.returncode != 0 or not set(out.stdout.split()) & {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}:
+                return
+            time.sleep(1.0)
+
     def stop(self) -> None:
         """Stop the daemons this cluster started."""
         for proc in reversed(self.procs):

@@ -71,7 +71,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-
     try:
         yield cluster
     finally:
-        subprocess.run(["scancel", "--full", "-u", "root"], capture_output=True)
+        cluster.drain()
         cluster.stop()
         if saved is None:
             os.environ.pop("SLURM_CONF", None)

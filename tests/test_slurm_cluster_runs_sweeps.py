@@ -170,3 +170,27 @@ def test_horovodrun_inside_the_allocation_takes_its_hosts_from_slurm(slurm_clust
     run_dir = next(root.glob("mlp-np2-*"))
     _complete_logs(run_dir, 2)
     assert f"horovodrun -np 2 -H {slurm_cluster.node}:2 --gloo" in (run_dir / "command.sh").read_text()
+
+
+def test_a_cancelled_sbatch_job_records_its_run_in_flight_and_keeps_the_rest(slurm_cluster: Any, tmp_path: Path) -> None:
+    long_args = "[--mlp-input, '32', --mlp-widths, '32', --steps, '1000000', --warmup-steps, '1', --threads, '1']"
+    sweep = _sweep(tmp_path, "sbatch-cancel", f"[{{benchmark: mlp, args: {TINY}}}, {{benchmark: mlp, args: {long_args}}}]",
+                   np="[1]")
+    root = tmp_path / "results"
+    out = subprocess.run(["sbatch", "--parsable", "--ntasks=1", f"--output={tmp_path}/job-%j.out",
+                          f"--export=ALL,HVDBENCH={BIN / 'hvdbench'}", str(REPO / "slurm" / "hvdbench.sbatch"),
+                          str(sweep), "-o", str(root), "--no-report"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip()
+    long_dir = _wait("the long run to start", lambda: next(
+        (p.parent for p in root.glob("*/run.json") if "1000000" in p.read_text() and (p.parent / rank_log_name(0)).exists()),
+        None), cluster=slurm_cluster)
+    subprocess.run(["scancel", job], check=True)
+    _wait("the job to end", lambda: subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                                                   text=True).stdout.strip() in ("", "CANCELLED"), cluster=slurm_cluster)
+    status = json.loads((long_dir / "status.json").read_text())
+    assert status["status"] == "cancelled" and status["job_id"] == job, status
+    assert sorted(_states(root).values()) == ["cancelled", "ok"]
+    log = (tmp_path / f"job-{job}.out").read_text()
+    assert "hvdbench: stopped: job cancelled (SIGTERM); the run in flight is recorded as cancelled" in log, log
+    assert "Traceback" not in log
