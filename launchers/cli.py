@@ -16,7 +16,7 @@ from hvdbench.suite.errors import HvdbenchError, UsageError
 from hvdbench.suite.flags import Parser, int_list, non_negative_int, positive_int
 from hvdbench.suite.spec import CONTROLLERS, RunSpec
 
-from . import mpi, srun, sweepcmd  # noqa: F401  (mpi and srun register their launchers)
+from . import sweepcmd
 from .base import LaunchContext, get_launcher, launcher_names
 from .local import LocalExecutor, Stopped
 

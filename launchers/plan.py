@@ -75,8 +75,7 @@ def check_placements(sweep: Sweep, topo: Topology) -> None:
                              f"{', '.join(map(str, counts))} GPU(s); valid: {', '.join(valid + ['auto'])}")
 
 
-def _bench_args(sweep: Sweep, workload: Workload, batch: int | None, precision: str | None,
-                independent: bool) -> tuple[str, ...]:
+def _bench_args(workload: Workload, batch: int | None, precision: str | None, independent: bool) -> tuple[str, ...]:
     args = list(workload.args)
     if batch is not None:
         args += ["--batch-size", str(batch)]
@@ -119,6 +118,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
             raise SweepError(f"{sweep.path}: axes.nodes: {nodes} node(s) need as many hosts, but hosts lists "
                              f"{len(sweep.hosts)} ({', '.join(sweep.hosts)}); add hosts or use launcher srun")
     skipped: list[str] = []
+    placed = {per_node: _resolve(sweep, topo, per_node, skipped) for _, per_node in sizes(sweep)}
     specs: list[RunSpec] = []
     baselines: dict[str, RunSpec] = {}
     for index, workload in enumerate(sweep.workloads):
@@ -129,7 +129,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
         combos = itertools.product(workload.batch_size or sweep.batch_size or (None,),
                                    workload.precision or sweep.precision or (None,), sweep.independent)
         for batch, precision, independent in combos:
-            args = _bench_args(sweep, workload, batch, precision, independent)
+            args = _bench_args(workload, batch, precision, independent)
             try:
                 info.check(args)
             except UsageError as exc:
@@ -137,7 +137,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
                                  f"{exc}") from None
             for (launcher, controller), env in itertools.product(sweep.launchers, _env_product(sweep)):
                 for nodes, per_node in sizes(sweep):
-                    for placement in _resolve(sweep, topo, per_node, skipped):
+                    for placement in placed[per_node]:
                         for repeat in range(sweep.repeats):
                             specs.append(RunSpec(
                                 benchmark=info.name, framework=info.framework, args=args, np=nodes * per_node,
@@ -159,7 +159,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
     # repeat-major: every configuration once, then again, so drift over a long sweep (clocks, heat, other
     # jobs) spreads over configurations instead of favouring whichever ran first; baselines lead each round
     ordered = sorted(_unique(extra + specs), key=lambda spec: spec.repeat)
-    return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(dict.fromkeys(skipped)))
+    return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(skipped))
 
 
 def _unique(specs: Iterable[RunSpec]) -> list[RunSpec]:

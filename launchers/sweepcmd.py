@@ -13,7 +13,6 @@ from pathlib import Path
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
-from . import mpi, srun  # noqa: F401  (register the horovodrun, mpirun and srun launchers)
 from .base import LaunchContext, get_launcher, rank_command
 from .local import LocalExecutor
 from .plan import Plan, plan
