@@ -63,6 +63,9 @@ def test_a_killed_rank_fails_its_run_and_the_sweep_goes_on(tmp_path: Path, hvd_e
     assert killed["status"] == "failed" and killed["seconds"] < 150, out
     assert _status(root, 5)["status"] == "ok", out
     assert proc.returncode == 1 and "sweep: 1 failed, 1 ok" in out
+    shown = subprocess.run([hvdbench_exe(), "status", str(root)], capture_output=True, text=True)
+    assert shown.returncode == 1 and shown.stdout.splitlines()[-1] == "1 failed, 1 ok"
+    assert any(" failed " in line and killed["message"][:40] in line for line in shown.stdout.splitlines())
 
 
 def test_a_hung_run_is_killed_at_its_timeout(tmp_path: Path, hvd_env: dict) -> None:
