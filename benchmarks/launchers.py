@@ -1,9 +1,11 @@
 """One workload under every way hvdbench starts ranks, on one machine, into one report: horovodrun (Gloo
-and MPI controllers), mpirun, srun inside a SLURM allocation (the sbatch template), and two "hosts"
-over ssh (localhost and 127.0.0.1, hierarchical allreduce off and on).
+and MPI controllers), mpirun, srun inside a SLURM allocation (the sbatch template), two "hosts" over
+ssh (localhost and 127.0.0.1, hierarchical allreduce off and on), and mpirun across a second host with
+its own name and address (a network namespace).
 
-Needs root and the test tools (scripts/test-tools.sh): it starts the same single-host SLURM cluster and
-loopback sshd as the tests (tests/cluster.py), then stops them.
+Needs root and the test tools (scripts/test-tools.sh): it starts the same single-host SLURM cluster,
+loopback sshd and namespace host as the tests (tests/cluster.py), then stops them. Run it again with
+the same --out and only what is missing runs.
 
     python benchmarks/launchers.py --out docs/results/cpu-2core-launchers [--repeats 2]
 """
@@ -21,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from cluster import start_slurm, start_sshd  # noqa: E402
+from cluster import NamespaceHost, start_namespace_host, start_slurm, start_sshd  # noqa: E402
 
 # One intra-op thread per rank: a rank picks cpu_count / local_size threads by default, and on the loopback
 # "two hosts" each rank believes it is alone on its node (local_size 1), so 2 ranks would run 4 threads on
@@ -30,8 +32,8 @@ WORKLOAD = ('[{benchmark: cifar10, args: [--model, resnet20, --batch-size, "32",
             '--threads, "1"]}]')
 
 
-def sweeps(repeats: int, ssh_port: int, key: Path) -> dict[str, str]:
-    """The three sweep files: local launchers, srun in an allocation, two hosts over ssh."""
+def sweeps(repeats: int, ssh_port: int, key: Path, other: NamespaceHost) -> dict[str, str]:
+    """The sweep files: local launchers, srun in an allocation, two hosts over ssh, MPI across hosts."""
     common = f"name: launchers\nsystem: cpu-2core\nrepeats: {repeats}\ntimeout: 600\nworkloads: {WORKLOAD}\n"
     return {
         "local.yaml": common + "launcher: [horovodrun, mpirun]\ncontroller: [gloo, mpi]\naxes: {np: [1, 2]}\n",
@@ -40,6 +42,10 @@ def sweeps(repeats: int, ssh_port: int, key: Path) -> dict[str, str]:
                                     f"ssh_port: {ssh_port}\nssh_identity_file: {key}\n"
                                     "axes: {nodes: [2], gpus_per_node: [1], "
                                     "env: {HOROVOD_HIERARCHICAL_ALLREDUCE: ['0', '1']}}\n"),
+        "mpi-two-hosts.yaml": common + (f"launcher: mpirun\nhosts: [{other.local_address}, {other.address}]\n"
+                                        f"ssh_port: {other.port}\nssh_identity_file: {other.key}\n"
+                                        "axes: {nodes: [2], gpus_per_node: [1], "
+                                        f"env: {{NCCL_SOCKET_IFNAME: {other.iface}}}}}\n"),
     }
 
 
@@ -53,15 +59,17 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="hvdbench-launchers-"))
     ssh, cluster = start_sshd(scratch / "ssh"), start_slurm(scratch / "slurm")
+    other = start_namespace_host(scratch / "netns")
     env = {**cluster.env, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin:/usr/sbin:/sbin",
            "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     timings = []
     try:
-        files = sweeps(args.repeats, ssh.port, ssh.key)
+        files = sweeps(args.repeats, ssh.port, ssh.key, other)
         for name, text in files.items():
-            (out / name).write_text(text.replace(str(ssh.key), "KEY").replace(str(ssh.port), "PORT"))
+            shown = text.replace(str(ssh.key), "KEY").replace(str(other.key), "KEY")
+            (out / name).write_text(shown.replace(f"ssh_port: {ssh.port}", "ssh_port: PORT"))
             (scratch / name).write_text(text)
-        for name in ("local.yaml", "two-hosts.yaml"):
+        for name in ("local.yaml", "two-hosts.yaml", "mpi-two-hosts.yaml"):
             start = time.monotonic()
             subprocess.run([hvdbench, "sweep", str(scratch / name), "-o", str(root), "--no-report"], env=env, check=False)
             timings.append(f"{name}: {time.monotonic() - start:.0f} s")
@@ -78,6 +86,7 @@ def main() -> int:
         cluster.drain()
         cluster.stop()
         ssh.stop()
+        other.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     subprocess.run([hvdbench, "status", str(root)], env=env, check=False)
     subprocess.run([hvdbench, "report", str(root), "-o", str(out / "report")], env=env, check=False)

@@ -3,6 +3,7 @@
 #   chromium                      the HTML report rendered in a real browser
 #   slurm-wlm, munge, libpmix-dev a single-host SLURM cluster (slurmctld + slurmd, srun --mpi=pmix)
 #   openssh-server/-client        a second "host" on loopback for multi-node runs
+#   iproute2                      a host with its own name and address (network namespace) for MPI
 # Elsewhere the tests that need them say so and skip.
 set -euo pipefail
 need=()
@@ -16,6 +17,7 @@ have munged || need+=(munge)
 have sshd || need+=(openssh-server)
 have ssh || need+=(openssh-client)
 have ssh-keygen || need+=(openssh-client)
+have ip || need+=(iproute2)
 if ((${#need[@]})); then
     mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then

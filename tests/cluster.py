@@ -218,3 +218,87 @@ def start_sshd(root: Path) -> SshHost:
         proc.terminate()
         raise
     return SshHost(port, key, proc)
+
+
+@dataclass
+class NamespaceHost:
+    """A second host with its own name and address: a network namespace joined to this one by a veth
+    pair (the same interface name on both sides), running an sshd under its own UTS host name."""
+
+    name: str
+    netns: str
+    iface: str
+    local_address: str
+    address: str
+    port: int
+    key: Path
+    proc: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """Stop its sshd and remove the namespace (the veth pair goes with it)."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.iface], capture_output=True)
+
+
+def missing_namespace_tools() -> list[str]:
+    """What a namespace host needs and this machine lacks."""
+    missing = [t for t in ("ip", "unshare", "sshd", "ssh", "ssh-keygen") if not find(t)]
+    return missing + (["root"] if os.geteuid() != 0 else [])
+
+
+def start_namespace_host(root: Path, name: str = "hvdbench-node2") -> NamespaceHost:
+    """Make the namespace, its link and addresses (10.77.N.1 here, 10.77.N.2 there), start sshd there
+    and record its host key as known, so ssh (and mpirun's ssh) reach it without a prompt."""
+    root.mkdir(parents=True, exist_ok=True)
+    tag = f"{os.getpid() % 200 + 20}"
+    netns, iface = f"hvdbench{tag}", f"hvdb{tag}"
+    local, remote = f"10.77.{tag}.1", f"10.77.{tag}.2"
+    steps = [["ip", "netns", "add", netns], ["ip", "link", "add", iface, "type", "veth", "peer", "name", iface + "p"],
+             ["ip", "link", "set", iface + "p", "netns", netns],
+             ["ip", "netns", "exec", netns, "ip", "link", "set", iface + "p", "name", iface],
+             ["ip", "addr", "add", f"{local}/24", "dev", iface], ["ip", "link", "set", iface, "up"],
+             ["ip", "netns", "exec", netns, "ip", "addr", "add", f"{remote}/24", "dev", iface],
+             ["ip", "netns", "exec", netns, "ip", "link", "set", iface, "up"],
+             ["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"]]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True)
+        if done.returncode != 0:
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+            subprocess.run(["ip", "link", "del", iface], capture_output=True)
+            raise RuntimeError(f"{' '.join(step)}: {done.stderr.strip()}")
+    host_key, key = root / "host_ed25519", root / "id_ed25519"
+    for path in (host_key, key):
+        if not path.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    (root / "authorized_keys").write_text((root / "id_ed25519.pub").read_text())
+    port = 2222
+    config = root / "sshd_config"
+    config.write_text("\n".join([
+        f"Port {port}", f"ListenAddress {remote}", f"HostKey {host_key}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
+        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
+        "StrictModes no", "UsePAM no", f"PidFile {root / 'sshd.pid'}", "",
+    ]))
+    Path("/run/sshd").mkdir(exist_ok=True)
+    proc = subprocess.Popen(["ip", "netns", "exec", netns, "unshare", "--uts", "sh", "-c",
+                             f"hostname {name} && exec {find('sshd')} -D -e -f {config}"],
+                            stdout=subprocess.DEVNULL, stderr=open(root / "sshd.log", "wb"))
+    host = NamespaceHost(name, netns, iface, local, remote, port, key, proc)
+    # a key from an earlier test run at the same address would make ssh refuse the new one
+    subprocess.run(["ssh-keygen", "-R", f"[{remote}]:{port}"], capture_output=True)
+
+    def answers() -> bool:
+        out = subprocess.run(["ssh", "-p", str(port), "-i", str(key), "-o", "BatchMode=yes",
+                              "-o", "StrictHostKeyChecking=accept-new", remote, "hostname"], capture_output=True, text=True)
+        return out.returncode == 0 and out.stdout.strip() == name
+
+    try:
+        _wait(answers, "sshd in the namespace", timeout=30)
+    except RuntimeError:
+        host.stop()
+        raise
+    return host

@@ -92,3 +92,21 @@ def ssh_host(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
         yield host
     finally:
         host.stop()
+
+
+@pytest.fixture(scope="session")
+def namespace_host(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A second host with its own name and address (network + UTS namespace, sshd inside)."""
+    from cluster import missing_namespace_tools, start_namespace_host
+
+    missing = missing_namespace_tools()
+    if missing:
+        pytest.skip(f"a namespace host needs {', '.join(missing)} (scripts/test-tools.sh installs them as root)")
+    try:
+        host = start_namespace_host(tmp_path_factory.mktemp("netns"))
+    except RuntimeError as exc:  # e.g. a container without CAP_NET_ADMIN
+        pytest.skip(f"cannot make a network namespace here: {exc}")
+    try:
+        yield host
+    finally:
+        host.stop()

@@ -1,6 +1,7 @@
 """Multi-node on one machine: two "hosts" (localhost and 127.0.0.1, the second reached through a local
-sshd with a test key), so Horovod's cross-node layout, the hierarchical allreduce knob and the report's
-node axis run for real."""
+sshd with a test key) for Gloo, and for MPI a second host with its own name and address (a network
+namespace), so Horovod's cross-node layout, the hierarchical allreduce knob, NIC selection and the
+report's node axis run for real."""
 
 from __future__ import annotations
 
@@ -62,3 +63,36 @@ axes:
     assert len(two) == 2 and set(two["knobs"]) == {"HOROVOD_HIERARCHICAL_ALLREDUCE=0", "HOROVOD_HIERARCHICAL_ALLREDUCE=1"}
     assert two["node_speedup"].notna().all() and two["speedup"].notna().all()
     assert "By node count" in (root / "report" / "report.md").read_text()
+
+
+def test_mpirun_across_a_namespace_host_spans_two_named_nodes(namespace_host: Any, tmp_path: Path, hvd_env: dict) -> None:
+    host = namespace_host
+    sweep = tmp_path / "mpi-two-hosts.yaml"
+    sweep.write_text(f"""
+name: mpi-two-hosts
+system: netns
+launcher: mpirun
+hosts: [{host.local_address}, {host.address}]
+ssh_port: {host.port}
+ssh_identity_file: {host.key}
+timeout: 240
+workloads:
+  - {{benchmark: mlp, args: [--mlp-input, '32', --mlp-widths, '32', --steps, '8', --warmup-steps, '1', --threads, '1']}}
+axes: {{nodes: [2], gpus_per_node: [1], env: {{NCCL_SOCKET_IFNAME: {host.iface}}}}}
+""")
+    root = tmp_path / "results"
+    out = subprocess.run([hvdbench_exe(), "sweep", str(sweep), "-o", str(root)], capture_output=True, text=True,
+                         env=hvd_env, timeout=540)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    run_dir = next(d for d in root.iterdir() if (d / "run.json").exists() and RunSpec.read(d / "run.json").nodes == 2)
+    command = (run_dir / "command.sh").read_text()
+    assert f"-H {host.local_address}:1,{host.address}:1" in command
+    assert f"btl_tcp_if_include {host.iface}" in command and f"plm_rsh_args '-p {host.port} -i " in command
+    envs = [next(r for r in read_records(run_dir / rank_log_name(rank), ParseStats()) if r["kind"] == "env")
+            for rank in range(2)]
+    assert envs[1]["host"] == host.name and envs[0]["host"] != host.name
+    assert [e["horovod"]["layout"] for e in envs] == [{"local_size": 1, "cross_rank": 0, "cross_size": 2},
+                                                     {"local_size": 1, "cross_rank": 1, "cross_size": 2}]
+    assert all(e["horovod"]["controller"] == "mpi" for e in envs)
+    scaling = pd.read_csv(root / "report" / "scaling.csv")
+    assert scaling.loc[scaling["nodes"] == 2, "node_speedup"].notna().all()
