@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hvdbench: interrupted; finished runs are kept", file=sys.stderr)
         return 130
     except Stopped as stop:
-        print(f"hvdbench: stopped: {stop.message}; the run in flight is recorded as {stop.status}, "
+        print(f"hvdbench: stopped: {stop.message}; a run in flight is recorded as {stop.status}, "
               "finished runs are kept", file=sys.stderr)
         return 128 + stop.signum
 

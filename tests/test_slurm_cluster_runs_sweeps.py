@@ -192,5 +192,5 @@ def test_a_cancelled_sbatch_job_records_its_run_in_flight_and_keeps_the_rest(slu
     assert status["status"] == "cancelled" and status["job_id"] == job, status
     assert sorted(_states(root).values()) == ["cancelled", "ok"]
     log = (tmp_path / f"job-{job}.out").read_text()
-    assert "hvdbench: stopped: job cancelled (SIGTERM); the run in flight is recorded as cancelled" in log, log
+    assert "hvdbench: stopped: job cancelled (SIGTERM); a run in flight is recorded as cancelled" in log, log
     assert "Traceback" not in log
