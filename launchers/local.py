@@ -148,10 +148,7 @@ class LocalExecutor:
         return status
 
     def _execute(self, argv: list[str], launcher: Launcher, spec: RunSpec, run_dir: Path) -> RunStatus:
-        env = {**os.environ, **launcher.environment(spec)}
-        if os.geteuid() == 0:  # Open MPI refuses root unless told; containers and CI run as root
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
+        env = launch_environment(launcher, spec, self.python)
         start = time.monotonic()
         log_path = run_dir / LAUNCHER_LOG
         job = os.environ.get("SLURM_JOB_ID")
@@ -182,6 +179,16 @@ class LocalExecutor:
         if missing:
             return RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary", tail(log_path), job)
         return RunStatus("ok", returncode, seconds, job_id=job)
+
+
+def launch_environment(launcher: Launcher, spec: RunSpec, python: str) -> dict[str, str]:
+    """This process's environment with the spec's knobs and GPUs, the ranks' interpreter first on PATH,
+    and Open MPI allowed to run as root (containers and CI run as root)."""
+    env = {**os.environ, **launcher.environment(spec)}
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
 
 
 def tail(path: Path, lines: int = 20) -> str:

@@ -60,8 +60,9 @@ def _resolve(sweep: Sweep, topo: Topology | None, per_node: int,
 def check_placements(sweep: Sweep, topo: Topology) -> None:
     """Every named placement must exist for some size of the sweep, and every explicit id on the node."""
     counts = [per for _, per in sizes(sweep) if per > 1]
-    offered = {p.name.split(":")[0] for k in counts if k <= len(topo.gpus) for p in by_link_class(topo, k)}
-    offered |= {p.slowest for k in counts if k <= len(topo.gpus) for p in by_link_class(topo, k) if p.slowest}
+    offered: set[str] = set()
+    for placement in (p for k in counts if k <= len(topo.gpus) for p in by_link_class(topo, k)):
+        offered |= {placement.name.split(":")[0], *([placement.slowest] if placement.slowest else [])}
     for i, wanted in enumerate(sweep.placements):
         key = f"{sweep.path}: axes.placements[{i}]"
         if isinstance(wanted, tuple):

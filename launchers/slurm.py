@@ -26,7 +26,7 @@ from hvdbench.suite.errors import HvdbenchError, LaunchError
 from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
 
 from .base import LaunchContext, get_launcher, rank_command
-from .local import LAUNCHER_LOG, failure_reason, missing_summaries, tail
+from .local import LAUNCHER_LOG, failure_reason, launch_environment, missing_summaries, tail
 from .sweep import SlurmOptions
 
 JOBS_DIR = "slurm-jobs"
@@ -113,8 +113,7 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
         argv = launcher.command(spec, LaunchContext(python=python, run_dir=folder, hosts=hosts or allocation_hosts()))
     else:
         return 0  # horovodrun/mpirun on the first node starts every rank
-    env = {**os.environ, **launcher.environment(spec)}
-    env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
+    env = launch_environment(launcher, spec, python)
     if first:
         spec.write(folder)
         (folder / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")

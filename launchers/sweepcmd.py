@@ -63,10 +63,15 @@ def _load(args: argparse.Namespace) -> tuple[Sweep, Plan, Path]:
     return sweep, planned, args.output or sweep.output or Path("results") / sweep.name
 
 
-def _print_plan(sweep: Sweep, planned: Plan, root: Path) -> None:
+def _executor(sweep: Sweep, root: Path, args: argparse.Namespace, hosts: tuple[str, ...] | None = None) -> LocalExecutor:
+    """The executor of a local sweep; its context is also what --dry-run prints."""
+    return LocalExecutor(root, timeout=args.timeout or sweep.timeout, resume=args.resume, hosts=hosts or sweep.hosts,
+                         ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi)
+
+
+def _print_plan(executor: LocalExecutor, planned: Plan, root: Path) -> None:
     for spec in planned.specs:
-        ctx = LaunchContext(python=sys.executable, run_dir=(root / spec.id).resolve(), hosts=sweep.hosts,
-                            ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi)
+        ctx = executor.context((root / spec.id).resolve())
         launcher = get_launcher(spec.launcher)
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(launcher.environment(spec).items()))
         mark = " (baseline)" if spec.id in planned.baselines else ""
@@ -89,7 +94,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     sweep, planned, root = _load(args)
     if args.dry_run:
-        _print_plan(sweep, planned, root)
+        _print_plan(_executor(sweep, root, args), planned, root)
         return 0
     specs, hosts = list(planned.specs), sweep.hosts
     if args.in_allocation:
@@ -101,9 +106,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"hvdbench: {len(specs) - len(fit)} run(s) need a larger allocation and are left for one",
                   file=sys.stderr)
         specs = fit
-    executor = LocalExecutor(root, timeout=args.timeout or sweep.timeout, resume=args.resume, hosts=hosts,
-                             ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi)
-    statuses = executor.run_all(specs)
+    statuses = _executor(sweep, root, args, hosts).run_all(specs)
     counts = Counter(s.status for s in statuses)
     print("sweep: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) + f"; results in {root}")
     if args.report and counts["ok"]:

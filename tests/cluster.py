@@ -10,6 +10,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin")
 
@@ -187,36 +188,48 @@ class SshHost:
         self.proc.wait(timeout=10)
 
 
-def start_sshd(root: Path) -> SshHost:
-    """Host and user keys made here; root may log in with the user key only."""
+def _sshd_config(root: Path, address: str, port: int) -> tuple[Path, Path]:
+    """Host and user keys made under root (root may log in with the user key only) and an sshd_config
+    listening on address:port; returns the config and the user key."""
     root.mkdir(parents=True, exist_ok=True)
     host_key, key = root / "host_ed25519", root / "id_ed25519"
     for path in (host_key, key):
         if not path.exists():
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
     (root / "authorized_keys").write_text((root / "id_ed25519.pub").read_text())
-    port = free_port()
     config = root / "sshd_config"
     config.write_text("\n".join([
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
+        f"Port {port}", f"ListenAddress {address}", f"HostKey {host_key}",
         f"AuthorizedKeysFile {root / 'authorized_keys'}", "PasswordAuthentication no",
         "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "StrictModes no",
-        "UsePAM no", f"PidFile {root / 'sshd.pid'}", "AcceptEnv *", "PermitUserEnvironment yes", "",
+        "UsePAM no", f"PidFile {root / 'sshd.pid'}", "",
     ]))
     Path("/run/sshd").mkdir(exist_ok=True)
-    proc = subprocess.Popen([find("sshd") or "sshd", "-D", "-e", "-f", str(config)],
-                            stdout=subprocess.DEVNULL, stderr=open(root / "sshd.log", "wb"))
+    return config, key
+
+
+def _start_and_wait(argv: list[str], root: Path, answers: Callable[[], bool], what: str) -> subprocess.Popen[bytes]:
+    """Start an sshd (argv ends in its command line) and wait until a login answers."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(root / "sshd.log", "wb"))
+    try:
+        _wait(answers, what, timeout=30)
+    except RuntimeError:
+        proc.terminate()
+        raise
+    return proc
+
+
+def start_sshd(root: Path) -> SshHost:
+    """An sshd on a free loopback port."""
+    port = free_port()
+    config, key = _sshd_config(root, "127.0.0.1", port)
 
     def answers() -> bool:
         return subprocess.run(["ssh", "-p", str(port), "-i", str(key), "-o", "BatchMode=yes",
                                "-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={root / 'known_hosts'}",
                                "127.0.0.1", "true"], capture_output=True).returncode == 0
 
-    try:
-        _wait(answers, "sshd", timeout=30)
-    except RuntimeError:
-        proc.terminate()
-        raise
+    proc = _start_and_wait([find("sshd") or "sshd", "-D", "-e", "-f", str(config)], root, answers, "sshd")
     return SshHost(port, key, proc)
 
 
@@ -241,8 +254,13 @@ class NamespaceHost:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
-        subprocess.run(["ip", "link", "del", self.iface], capture_output=True)
+        _remove_namespace(self.netns, self.iface)
+
+
+def _remove_namespace(netns: str, iface: str) -> None:
+    """Delete the namespace and this side of its veth pair (either may be gone already)."""
+    subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+    subprocess.run(["ip", "link", "del", iface], capture_output=True)
 
 
 def missing_namespace_tools() -> list[str]:
@@ -254,7 +272,6 @@ def missing_namespace_tools() -> list[str]:
 def start_namespace_host(root: Path, name: str = "hvdbench-node2") -> NamespaceHost:
     """Make the namespace, its link and addresses (10.77.N.1 here, 10.77.N.2 there), start sshd there
     and record its host key as known, so ssh (and mpirun's ssh) reach it without a prompt."""
-    root.mkdir(parents=True, exist_ok=True)
     tag = f"{os.getpid() % 200 + 20}"
     netns, iface = f"hvdbench{tag}", f"hvdb{tag}"
     local, remote = f"10.77.{tag}.1", f"10.77.{tag}.2"
@@ -268,26 +285,10 @@ def start_namespace_host(root: Path, name: str = "hvdbench-node2") -> NamespaceH
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True)
         if done.returncode != 0:
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
-            subprocess.run(["ip", "link", "del", iface], capture_output=True)
+            _remove_namespace(netns, iface)
             raise RuntimeError(f"{' '.join(step)}: {done.stderr.strip()}")
-    host_key, key = root / "host_ed25519", root / "id_ed25519"
-    for path in (host_key, key):
-        if not path.exists():
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
-    (root / "authorized_keys").write_text((root / "id_ed25519.pub").read_text())
     port = 2222
-    config = root / "sshd_config"
-    config.write_text("\n".join([
-        f"Port {port}", f"ListenAddress {remote}", f"HostKey {host_key}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
-        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
-        "StrictModes no", "UsePAM no", f"PidFile {root / 'sshd.pid'}", "",
-    ]))
-    Path("/run/sshd").mkdir(exist_ok=True)
-    proc = subprocess.Popen(["ip", "netns", "exec", netns, "unshare", "--uts", "sh", "-c",
-                             f"hostname {name} && exec {find('sshd')} -D -e -f {config}"],
-                            stdout=subprocess.DEVNULL, stderr=open(root / "sshd.log", "wb"))
-    host = NamespaceHost(name, netns, iface, local, remote, port, key, proc)
+    config, key = _sshd_config(root, remote, port)
     # a key from an earlier test run at the same address would make ssh refuse the new one
     subprocess.run(["ssh-keygen", "-R", f"[{remote}]:{port}"], capture_output=True)
 
@@ -297,8 +298,10 @@ def start_namespace_host(root: Path, name: str = "hvdbench-node2") -> NamespaceH
         return out.returncode == 0 and out.stdout.strip() == name
 
     try:
-        _wait(answers, "sshd in the namespace", timeout=30)
+        proc = _start_and_wait(["ip", "netns", "exec", netns, "unshare", "--uts", "sh", "-c",
+                                f"hostname {name} && exec {find('sshd')} -D -e -f {config}"], root, answers,
+                               "sshd in the namespace")
     except RuntimeError:
-        host.stop()
+        _remove_namespace(netns, iface)
         raise
-    return host
+    return NamespaceHost(name, netns, iface, local, remote, port, key, proc)
