@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 
 from hvdbench.suite.errors import ReportError, SpecError
-from hvdbench.suite.records import SCHEMA_VERSION, ParseStats, read_records
+from hvdbench.suite.metrics import run_outcome
+from hvdbench.suite.records import ParseStats, read_records
+from hvdbench.suite.schema import KINDS, SCHEMA_VERSION
 from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
 
 RUNS_SCHEMA: dict[str, str] = {
@@ -21,20 +23,16 @@ RUNS_SCHEMA: dict[str, str] = {
     "batch_size": "Int64", "precision": "string", "independent": "bool", "base_args": "string",
 }
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
+STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
 STEPS_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", "step": "int64", "warmup": "bool",
-    "duration": "float64", "samples": "float64", "loss": "float64",
-    **{phase: "float64" for phase in PHASES},
+    "run_id": "string", "rank": "int64", **KINDS["step"].columns(), **{phase: "float64" for phase in PHASES},
 }
 COMM_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "op": "string", "backend": "string", "dtype": "string",
     "bytes": "int64", "iteration": "int64", "time": "float64",
 }
-TELEMETRY_FIELDS = ("gpu_util_pct", "sm_clock_mhz", "memory_clock_mhz", "power_w", "temperature_c",
-                    "memory_used_bytes", "process_cpu_pct", "rss_bytes")
-TELEMETRY_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", "t_s": "float64", **{f: "float64" for f in TELEMETRY_FIELDS},
-}
+TELEMETRY_FIELDS = tuple(KINDS["telemetry"].columns())
+TELEMETRY_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "t_s": "float64", **KINDS["telemetry"].columns()}
 ENV_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "host": "string", "device": "string", "gpu_name": "string",
     "gpu_bus_id": "string", "max_sm_clock_mhz": "float64", "max_memory_clock_mhz": "float64",
@@ -43,10 +41,6 @@ ENV_SCHEMA: dict[str, str] = {
 PROFILE_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "operator": "string", "calls": "Int64", "self_cpu_us": "float64",
     "self_device_us": "float64", "cpu_total_us": "float64", "trace": "string",
-}
-SUMMARIES_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", "host": "string", "steps": "Int64", "samples": "float64",
-    "window_s": "float64", "median_step_s": "float64", "throughput": "float64",
 }
 
 
@@ -65,7 +59,6 @@ class Collection:
 
     runs: pd.DataFrame
     steps: pd.DataFrame
-    summaries: pd.DataFrame
     comm: pd.DataFrame
     telemetry: pd.DataFrame = field(default_factory=lambda: frame([], TELEMETRY_SCHEMA))
     env: pd.DataFrame = field(default_factory=lambda: frame([], ENV_SCHEMA))
@@ -148,7 +141,7 @@ class RankLog:
     start: float | None = None  # the first record's monotonic time: telemetry is timed from it
 
 
-STEP_COLUMNS = ("rank", "step", "warmup", "duration", "samples", "loss")
+STEP_COLUMNS = ("rank", *STEP_FIELDS)
 
 
 def read_log(path: Path) -> RankLog:
@@ -203,16 +196,65 @@ def _read_all(paths: list[Path]) -> list[RankLog]:
 PARALLEL_FROM = 64
 
 
+class _Run:
+    """What one run's rank logs add to the tables, and what its outcome is judged from."""
+
+    def __init__(self, spec: RunSpec, tables: dict[str, list[dict[str, Any]]], skipped: set[str]) -> None:
+        self.spec, self.tables, self.skipped = spec, tables, skipped
+        self.env: dict[str, Any] | None = None
+        self.summary_ranks: set[int] = set()
+        self.errors: list[str] = []
+        self.start: float | None = None  # the current log's first monotonic time
+
+    def on_env(self, rec: dict[str, Any]) -> None:
+        self.env = self.env or rec
+        self.tables["env"].append(_env_row(self.spec.id, rec))
+
+    def on_telemetry(self, rec: dict[str, Any]) -> None:
+        t = rec.get("mono")
+        self.tables["telemetry"].append({
+            "run_id": self.spec.id, "rank": rec["rank"],
+            "t_s": t - self.start if isinstance(t, (int, float)) and self.start is not None else None,
+            **{f: rec.get(f) for f in TELEMETRY_FIELDS}})
+
+    def on_summary(self, rec: dict[str, Any]) -> None:
+        self.summary_ranks.add(rec["rank"])
+
+    def on_comm(self, rec: dict[str, Any]) -> None:
+        if rec.get("skipped"):
+            self.skipped.add(f"{rec.get('op')} via {rec.get('backend')}, {rec.get('dtype')}: {rec['skipped']}")
+            return
+        self.tables["comm"] += [{"run_id": self.spec.id, "rank": rec["rank"], "op": rec.get("op"),
+                                 "backend": rec.get("backend"), "dtype": rec.get("dtype"), "bytes": rec.get("bytes"),
+                                 "iteration": i, "time": t} for i, t in enumerate(rec.get("times") or [])]
+
+    def on_error(self, rec: dict[str, Any]) -> None:
+        self.errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
+
+    def on_profile(self, rec: dict[str, Any]) -> None:
+        self.tables["profile"] += [
+            {"run_id": self.spec.id, "rank": rec["rank"], "operator": op.get("name"), "calls": op.get("calls"),
+             "self_cpu_us": op.get("self_cpu_us"), "self_device_us": op.get("self_device_us"),
+             "cpu_total_us": op.get("cpu_total_us"), "trace": rec.get("trace")}
+            for op in rec.get("top") or [] if isinstance(op, dict)]
+
+    def on_other(self, rec: dict[str, Any]) -> None:
+        """Kinds the report does not tabulate (phase)."""
+
+
+# Each record kind (schema.KINDS) and what the collector does with it; steps are read column-wise in read_log.
+PARSERS: dict[str, Callable[[_Run, dict[str, Any]], None]] = {
+    "env": _Run.on_env, "telemetry": _Run.on_telemetry, "summary": _Run.on_summary, "comm": _Run.on_comm,
+    "error": _Run.on_error, "profile": _Run.on_profile, "phase": _Run.on_other,
+}
+
+
 def collect(roots: Iterable[Path]) -> Collection:
     """Read every run under the roots: specs, rank logs, statuses. Never fails on a bad line."""
     roots = [Path(r) for r in roots]
     runs: list[dict[str, Any]] = []
     step_parts: list[pd.DataFrame] = []
-    summaries: list[dict[str, Any]] = []
-    comm: list[dict[str, Any]] = []
-    telemetry: list[dict[str, Any]] = []
-    envs: list[dict[str, Any]] = []
-    profile: list[dict[str, Any]] = []
+    tables: dict[str, list[dict[str, Any]]] = {"comm": [], "telemetry": [], "env": [], "profile": []}
     skipped: set[str] = set()
     issues: list[FileIssue] = []
     spec_errors: list[str] = []
@@ -231,9 +273,7 @@ def collect(roots: Iterable[Path]) -> Collection:
     logs_of = {run_dir: sorted(run_dir.glob("rank-*.jsonl")) for _, run_dir, _ in specs}
     read = iter(_read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
     for root, run_dir, spec in specs:
-        summary_ranks: set[int] = set()
-        errors: list[str] = []
-        env: dict[str, Any] | None = None
+        run = _Run(spec, tables, skipped)
         logged = 0
         for _ in logs_of[run_dir]:
             log = next(read)
@@ -245,58 +285,23 @@ def collect(roots: Iterable[Path]) -> Collection:
                 part = pd.DataFrame(log.steps)
                 part.insert(0, "run_id", spec.id)
                 step_parts.append(part)
+            run.start = log.start
             for rec in log.others:
-                kind = rec["kind"]
-                if kind == "env":
-                    env = env or rec
-                    envs.append(_env_row(spec.id, rec))
-                elif kind == "telemetry":
-                    t = rec.get("mono")
-                    telemetry.append({"run_id": spec.id, "rank": rec["rank"],
-                                      "t_s": t - log.start if isinstance(t, (int, float)) and log.start is not None else None,
-                                      **{f: rec.get(f) for f in TELEMETRY_FIELDS}})
-                elif kind == "summary" and rec["rank"] not in summary_ranks:
-                    summary_ranks.add(rec["rank"])
-                    summaries.append({"run_id": spec.id, "rank": rec["rank"], "host": rec.get("host"),
-                                      **{k: rec.get(k) for k in ("steps", "samples", "window_s",
-                                                                 "median_step_s", "throughput")}})
-                elif kind == "comm" and rec.get("skipped"):
-                    skipped.add(f"{rec.get('op')} via {rec.get('backend')}, {rec.get('dtype')}: {rec['skipped']}")
-                elif kind == "comm":
-                    comm += [{"run_id": spec.id, "rank": rec["rank"], "op": rec.get("op"), "backend": rec.get("backend"),
-                              "dtype": rec.get("dtype"), "bytes": rec.get("bytes"), "iteration": i, "time": t}
-                             for i, t in enumerate(rec.get("times") or [])]
-                elif kind == "error":
-                    errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
-                elif kind == "profile":
-                    profile += [{"run_id": spec.id, "rank": rec["rank"], "operator": op.get("name"),
-                                 "calls": op.get("calls"), "self_cpu_us": op.get("self_cpu_us"),
-                                 "self_device_us": op.get("self_device_us"), "cpu_total_us": op.get("cpu_total_us"),
-                                 "trace": rec.get("trace")} for op in rec.get("top") or [] if isinstance(op, dict)]
+                PARSERS[rec["kind"]](run, rec)
             if log.malformed:
                 issues.append(FileIssue(log.path, log.malformed, log.examples))
-        recorded = RunStatus.read(run_dir)
-        status = recorded.status if recorded is not None else None
-        missing = sorted(set(range(spec.np)) - summary_ranks)
-        if recorded is not None and status != "ok":
-            reason = f"{status}: {recorded.message}" if recorded.message else recorded.status
-        elif errors:
-            reason, status = errors[0], "failed"
-        elif missing:
-            reason, status = f"incomplete: no summary from rank(s) {missing}", "incomplete"
-        else:
-            reason, status = "", "ok"
+        outcome = run_outcome(spec.np, run.summary_ranks, run.errors, RunStatus.read(run_dir))
         runs.append({
             "run_id": spec.id, "root": str(root), "system": spec.system, "framework": spec.framework,
-            "benchmark": spec.benchmark, "model": _model(spec, env), "args": " ".join(spec.args),
+            "benchmark": spec.benchmark, "model": _model(spec, run.env), "args": " ".join(spec.args),
             "np": spec.np, "nodes": spec.nodes, "launcher": spec.launcher, "controller": spec.controller,
             "placement": spec.placement or "", "knobs": " ".join(f"{k}={v}" for k, v in spec.env),
             "repeat": spec.repeat,
-            "unit": (env or {}).get("unit", "samples"), "status": status, "reason": reason,
-            "ranks_logged": logged, **_axes(spec, env),
+            "unit": (run.env or {}).get("unit", "samples"), "status": outcome.status, "reason": outcome.reason,
+            "ranks_logged": logged, **_axes(spec, run.env),
         })
     steps = pd.concat(step_parts, ignore_index=True) if step_parts else pd.DataFrame()
     steps = steps.reindex(columns=list(STEPS_SCHEMA)).astype(STEPS_SCHEMA)
-    return Collection(frame(runs, RUNS_SCHEMA), steps, frame(summaries, SUMMARIES_SCHEMA),
-                      frame(comm, COMM_SCHEMA), frame(telemetry, TELEMETRY_SCHEMA), frame(envs, ENV_SCHEMA),
-                      frame(profile, PROFILE_SCHEMA), issues, spec_errors, sorted(skipped))
+    return Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
+                      frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),
+                      frame(tables["profile"], PROFILE_SCHEMA), issues, spec_errors, sorted(skipped))

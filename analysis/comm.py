@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.comm import summarize
+from hvdbench.suite.collective_ops import summarize
 
 from .collect import Collection
 
@@ -72,7 +72,7 @@ def plot_bandwidth(table: pd.DataFrame) -> str | None:
     if not ops:
         return None
     fig, axes = figure(5 * len(ops), 4, cols=len(ops))
-    for ax, op in zip(axes, ops):
+    for ax, op in zip(np.atleast_1d(axes), ops):
         for key, group in table[table["op"] == op].groupby(["path", "dtype", "placement", "np"], sort=True):
             backend, dtype, placement, np_ = key
             group = group.sort_values("bytes")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .report import Report
+from .document import Report
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 80em; padding: 0 1em; color: #222; }
@@ -36,7 +34,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(report: "Report") -> str:
+def render_html(report: Report) -> str:
     """The whole page."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>hvdbench scaling report</title>", f"<style>{STYLE}</style>", f"<script>{CHECK}</script>",

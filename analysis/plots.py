@@ -10,8 +10,17 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-SERIES = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement"]
+SERIES = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs",
+          "layout"]
 MAX_LINES = 12
+
+
+def series(table: pd.DataFrame) -> list[tuple[tuple[Any, ...], pd.DataFrame]]:
+    """The lines of a plot against GPU count: one per configuration (every key of a scaling row but its
+    size) and layout, so no line holds one GPU count twice. Layout: ``1 node`` for single-node rows (1, 2,
+    4, 8 GPUs in a box form one line), ``G GPUs/node`` for multi-node rows (one line per GPUs per node)."""
+    layout = ["1 node" if nodes == 1 else f"{n // nodes} GPUs/node" for n, nodes in zip(table["np"], table["nodes"])]
+    return list(table.assign(layout=layout).groupby(SERIES, sort=True, dropna=False))
 
 
 def figure(width: float = 6.4, height: float = 3.8, *, rows: int = 1, cols: int = 1) -> tuple[Any, Any]:
@@ -50,11 +59,11 @@ def _varying(table: pd.DataFrame, keys: list[str]) -> list[str]:
 def _lines(table: pd.DataFrame, draw: Callable[[Any, pd.DataFrame, str], None], ylabel: str,
            ideal: bool = False) -> str | None:
     table = table[~table["independent"]] if "independent" in table else table
-    groups = list(table.groupby(SERIES, sort=True, dropna=False))
+    groups = series(table)
     if not any(len(g) > 1 for _, g in groups):
         return None
     fig, ax = figure()
-    varying = _varying(table, SERIES)
+    varying = _varying(pd.concat([g for _, g in groups]), SERIES)
     for _, group in [g for g in groups if len(g[1]) > 1][:MAX_LINES]:
         draw(ax, group.sort_values("np"), _label(group.iloc[0], varying))
     ax.set_xscale("log", base=2)

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
 
 from hvdbench.suite.errors import ReportError
 
@@ -14,64 +11,11 @@ from . import views
 from .collect import Collection, collect
 from .comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
 from .compare import compare_table
+from .document import Report, Section, render_markdown, text_table
 from .html import render_html
 from .plots import all_plots
 from .scaling import run_stats_table, scaling_table, straggler_table
 from .stats import STRAGGLER_THRESHOLD
-
-
-@dataclass
-class Section:
-    """One part of the report: a title, prose, and optionally a table."""
-
-    title: str
-    text: str = ""
-    header: list[str] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    code: bool = False  # the title is a literal (arguments), shown as code
-
-
-@dataclass
-class Report:
-    """Everything the renderers need."""
-
-    intro: str
-    sections: list[Section]
-    tables: dict[str, pd.DataFrame]
-    plots: dict[str, str]
-    headline: list[Section]
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub-flavoured Markdown table; pipes in cells are escaped."""
-    def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def text_table(header: list[str], rows: list[list[str]]) -> str:
-    """Aligned plain-text table for the terminal."""
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
-    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths))]
-                     + [fmt.format(*row) for row in rows])
-
-
-def render_markdown(report: Report) -> str:
-    """The whole report as Markdown (plots referenced as SVG files beside it)."""
-    out = ["# hvdbench scaling report", "", report.intro, ""]
-    for section in report.sections:
-        title = f"`{section.title}`" if section.code else section.title
-        out += [f"## {title}", ""]
-        if section.text:
-            out += [section.text, ""]
-        if section.header:
-            out += [markdown_table(section.header, section.rows), ""]
-    for i, title in enumerate(report.plots):
-        out += [f"![{title}](plot-{i + 1}.svg)", ""]
-    return "\n".join(out)
 
 
 def _intro(collection: Collection, warmup: int | None) -> str:

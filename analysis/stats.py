@@ -8,6 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hvdbench.suite.metrics import rank_throughput
+from hvdbench.suite.metrics import total_throughput as total_throughput_of
+
 CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 2000
 MIN_STEPS_TO_DETECT = 20
@@ -68,8 +71,8 @@ def step_matrix(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def total_throughput(durations: np.ndarray, samples: np.ndarray) -> float:
-    """Sum over ranks of each rank's samples over its own time."""
-    return float((samples.sum(axis=0) / durations.sum(axis=0)).sum())
+    """The run's throughput over these (steps x ranks) matrices, as ``metrics`` defines it."""
+    return total_throughput_of(rank_throughput(samples.sum(axis=0), durations.sum(axis=0)))
 
 
 def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
@@ -86,7 +89,7 @@ def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = B
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, rows, size=(n, rows)) + (np.arange(n) * rows)[:, None]
     counts = np.bincount(idx.ravel(), minlength=n * rows).reshape(n, rows).astype(float)
-    values = ((counts @ samples) / (counts @ durations)).sum(axis=1)
+    values = rank_throughput(counts @ samples, counts @ durations).sum(axis=1)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(values, [tail, 1.0 - tail])
     return float(low), float(high)

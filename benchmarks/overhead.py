@@ -25,7 +25,7 @@ import horovod.torch as hvd
 import torch
 import torch.nn.functional as F
 
-from hvdbench.suite import harness
+from hvdbench.suite import harness, timing
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.cifar10 import build
 from hvdbench.suite.gpu import Nvml, TelemetrySampler, telemetry_for
@@ -73,15 +73,16 @@ def main() -> int:
             handle = nvml.handle(None, hvd.local_rank()) if device.type == "cuda" else None
             sampler = TelemetrySampler(writer, args.interval if telemetry else 0, *telemetry_for(nvml, handle)).start()
             try:
-                return harness.timed_loop(runtime, writer, trainer.step, lambda t: float(t.item()),
-                                          warmup_steps=0, steps=steps)["throughput"]
+                summary = timing.timed_loop(runtime, writer, trainer.step, lambda t: float(t.item()),
+                                            warmup_steps=0, steps=steps)
+                return summary["samples"] / summary["window_s"]  # wall time, as the bare loop measures it
             finally:
                 sampler.stop()
 
         if args.compare == "null":
-            nothing = harness.StepOutcome(torch.zeros(()), {"samples": 1.0})
+            nothing = timing.StepOutcome(torch.zeros(()), {"samples": 1.0})
             steps = 20 * args.steps * args.rounds
-            summary = harness.timed_loop(runtime, writer, lambda: nothing, lambda t: float(t.item()),
+            summary = timing.timed_loop(runtime, writer, lambda: nothing, lambda t: float(t.item()),
                                          warmup_steps=0, steps=steps)
             nvml = Nvml()
             sample, _ = telemetry_for(nvml, nvml.handle(None, hvd.local_rank()) if device.type == "cuda" else None)

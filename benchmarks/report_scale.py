@@ -7,7 +7,6 @@ rank's env and summary), then collect, statistics, every table and every plot, t
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report import build, write
+from hvdbench.suite.records import encode, make_record, rank_log_name
 from hvdbench.suite.spec import RunSpec
 
 
@@ -29,19 +29,19 @@ def make_logs(root: Path, ranks: int, steps: int, seed: int = 0) -> int:
     count = 0
     for rank in range(ranks):
         slow = 1.08 if rank == ranks // 3 else 1.0  # one straggler to find
-        head = {"hvdbench": 1, "rank": rank, "local_rank": rank % 8, "size": ranks, "host": f"node{rank // 8:03d}"}
-        lines = [json.dumps({**head, "kind": "env", "time": 0.0, "mono": 0.0, "benchmark": "imagenet",
-                             "model": "resnet50", "unit": "images"})]
+        head = {"rank": rank, "local_rank": rank % 8, "size": ranks, "host": f"node{rank // 8:03d}"}
+        lines = [encode(make_record("env", **head, time=0.0, mono=0.0, benchmark="imagenet", model="resnet50",
+                                    unit="images"))]
         for step in range(steps):
             warm = step < 5
             duration = (0.5 if warm else 0.2) * slow * (1 + 0.03 * rng.random())
-            lines.append(json.dumps({**head, "kind": "step", "time": 1.0 + step, "mono": 1.0 + step, "step": step,
-                                     "warmup": warm, "duration": duration, "samples": 64, "loss": 6.9,
-                                     "phases": {"exchange": 0.02 if slow == 1.0 else 0.004}}))
-        lines.append(json.dumps({**head, "kind": "summary", "time": 0.0, "mono": 0.0, "steps": steps - 5,
-                                 "samples": 64.0 * (steps - 5), "window_s": 0.2 * (steps - 5), "median_step_s": 0.2,
-                                 "throughput": 320.0}))
-        (run_dir / f"rank-{rank}.jsonl").write_text("\n".join(lines) + "\n")
+            lines.append(encode(make_record("step", **head, time=1.0 + step, mono=1.0 + step, step=step, warmup=warm,
+                                            duration=duration, samples=64, loss=6.9,
+                                            phases={"exchange": 0.02 if slow == 1.0 else 0.004})))
+        lines.append(encode(make_record("summary", **head, time=0.0, mono=0.0, steps=steps - 5,
+                                        samples=64.0 * (steps - 5), window_s=0.2 * (steps - 5), median_step_s=0.2,
+                                        throughput=320.0)))
+        (run_dir / rank_log_name(rank)).write_text("".join(lines))
         count += steps
     return count
 

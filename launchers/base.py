@@ -1,16 +1,25 @@
-"""The launcher interface and its registry: a launcher turns a RunSpec into an argv, nothing more."""
+"""The launcher interface and its registry: a launcher turns a RunSpec into an argv, nothing more.
+
+What a launcher can do is an attribute of its class, asked by the sweep, the plan, the executors and
+the command line, never inferred from its name. A new launcher is one module in ``launchers/builtin/``
+(the package loads every module there when ``hvdbench.launchers`` is imported) plus its row in the
+golden-argv test.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import ClassVar, Sequence, TypeVar
 
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.spec import CONTROLLERS, RunSpec
+
+# Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter.
+ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+PMI_PLUGINS = ("pmix", "pmi2")  # how srun wires MPI ranks inside a SLURM job (LaunchContext.pmi)
 
 
 @dataclass(frozen=True)
@@ -27,9 +36,19 @@ class LaunchContext:
 
 
 class Launcher(ABC):
-    """Builds the command line of one run; building is pure, running is the executor's job."""
+    """Builds the command line of one run; building is pure, running is the executor's job.
+
+    Capabilities (class attributes), asked everywhere instead of the launcher's name:
+    ``controllers``: the Horovod controllers it starts, its default first; ``controller_note``: why
+    it starts only those; ``needs_hosts``: a run over several nodes needs a host list (else the
+    scheduler places the ranks); ``task_per_rank``: inside a SLURM job each task is one rank (else the
+    job's first task starts every rank over the allocation's hosts)."""
 
     name: ClassVar[str]
+    controllers: ClassVar[tuple[str, ...]] = CONTROLLERS
+    controller_note: ClassVar[str] = ""
+    needs_hosts: ClassVar[bool] = True
+    task_per_rank: ClassVar[bool] = False
 
     @abstractmethod
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
@@ -41,6 +60,19 @@ class Launcher(ABC):
         if spec.devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
         return env
+
+    @classmethod
+    def controllers_text(cls) -> str:
+        """What the launcher starts, for messages: ``runs Horovod's mpi controller only (why)``."""
+        only = " only" if len(cls.controllers) == 1 else ""
+        why = f" ({cls.controller_note})" if cls.controller_note else ""
+        return f"runs Horovod's {' or '.join(cls.controllers)} controller{only}{why}"
+
+    def check_controller(self, controller: str) -> None:
+        """A UsageError for a controller this launcher does not start."""
+        if controller not in self.controllers:
+            raise UsageError(f"launcher {self.name} {self.controllers_text()}, not {controller!r}; "
+                             f"use controller {self.controllers[0]}")
 
 
 def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
@@ -58,6 +90,12 @@ def host_slots(spec: RunSpec, hosts: Sequence[str]) -> str:
     return ",".join(f"{host}:{spec.ranks_per_node}" for host in hosts[: spec.nodes])
 
 
+def ssh_options(ctx: LaunchContext) -> list[str]:
+    """ssh's own flags for the port and key, when the hosts need them."""
+    out = ["-p", str(ctx.ssh_port)] if ctx.ssh_port else []
+    return out + (["-i", str(ctx.ssh_identity_file)] if ctx.ssh_identity_file else [])
+
+
 _REGISTRY: dict[str, type[Launcher]] = {}
 L = TypeVar("L", bound=type[Launcher])
 
@@ -68,24 +106,27 @@ def register(cls: L) -> L:
     return cls
 
 
-def _builtins() -> None:
-    """Register the launchers that ship with hvdbench (their modules import this one)."""
-    import_module("hvdbench.launchers.mpi")
-    import_module("hvdbench.launchers.srun")
-
-
-def get_launcher(name: str) -> Launcher:
-    """A launcher by name; an unknown name is a UsageError listing the known ones."""
-    _builtins()
+def launcher_class(name: str) -> type[Launcher]:
+    """A launcher's class by name (its capabilities); an unknown name is a UsageError listing the known ones."""
     try:
-        return _REGISTRY[name]()
+        return _REGISTRY[name]
     except KeyError:
         raise UsageError(f"unknown launcher {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
 
 
+def get_launcher(name: str) -> Launcher:
+    """A launcher by name; an unknown name is a UsageError listing the known ones."""
+    return launcher_class(name)()
+
+
 def launcher_names() -> list[str]:
     """Names of every registered launcher."""
-    _builtins()
     return sorted(_REGISTRY)
 
 
+def default_controllers(launchers: Sequence[str]) -> dict[str, str]:
+    """Each launcher's controller when none is named: the first one every listed launcher starts (so
+    launchers compared in one sweep run the same controller), else each launcher's own default."""
+    classes = [launcher_class(name) for name in launchers]
+    common = [c for c in CONTROLLERS if all(c in cls.controllers for cls in classes)]
+    return {cls.name: common[0] if common else cls.controllers[0] for cls in classes}

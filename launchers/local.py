@@ -15,23 +15,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from hvdbench.suite.records import ParseStats, rank_log_name, read_records
+from hvdbench.suite.metrics import logged_outcome
 from hvdbench.suite.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, Launcher, get_launcher
 
 LAUNCHER_LOG = "launcher.log"
-
-
-def missing_summaries(run_dir: Path, np: int) -> list[int]:
-    """Ranks whose log holds no summary record: the run did not finish on them."""
-    missing = []
-    for rank in range(np):
-        path = run_dir / rank_log_name(rank)
-        records = read_records(path, ParseStats()) if path.exists() else []
-        if not any(r["kind"] == "summary" for r in records):
-            missing.append(rank)
-    return missing
 
 
 _PREFIX = re.compile(r"^(\[[\d,]+\](<std(?:out|err)>)?:|\d+:)\s*")
@@ -116,6 +105,13 @@ class LocalExecutor:
         return LaunchContext(python=self.python, run_dir=run_dir, hosts=self.hosts, ssh_port=self.ssh_port,
                              ssh_identity_file=self.ssh_identity_file, pmi=self.pmi)
 
+    def describe(self, spec: RunSpec) -> str:
+        """What running spec here would do: its variables and exact, shell-quoted command."""
+        launcher = get_launcher(spec.launcher)
+        argv = launcher.command(spec, self.context((self.root / spec.id).resolve()))
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(launcher.environment(spec).items()))
+        return f"{env + ' ' if env else ''}{shlex.join(argv)}"
+
     def run_all(self, specs: Iterable[RunSpec]) -> list[RunStatus]:
         """Run every spec; SIGTERM/SIGUSR2 stop the one in flight (recorded) and end the sweep."""
         specs = list(specs)
@@ -175,9 +171,9 @@ class LocalExecutor:
         seconds = time.monotonic() - start
         if returncode != 0:
             return RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job)
-        missing = missing_summaries(run_dir, spec.np)
-        if missing:
-            return RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary", tail(log_path), job)
+        outcome = logged_outcome(run_dir, spec.np)
+        if not outcome.ok:
+            return RunStatus("failed", returncode, seconds, outcome.reason, tail(log_path), job)
         return RunStatus("ok", returncode, seconds, job_id=job)
 
 

@@ -10,6 +10,7 @@ from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
+from .base import launcher_class, launcher_names
 from .placement import Placement, by_link_class, check_devices, explicit
 from .sweep import Sweep, SweepError, Workload
 from .topology import Topology, format_cpus, link_rank
@@ -34,8 +35,12 @@ def sizes(sweep: Sweep) -> list[tuple[int, int]]:
 
 def _resolve(sweep: Sweep, topo: Topology | None, per_node: int,
              skipped: list[str]) -> list[Placement | None]:
-    """The placements one size runs on: every named one that exists for that many GPUs."""
-    if not sweep.placements or per_node == 1:
+    """The placements one size runs on: every named one that exists for that many GPUs; at one GPU per
+    node the first id of each explicit placement (named classes need two GPUs)."""
+    if per_node == 1:
+        explicit_ids = [w for w in sweep.placements if isinstance(w, tuple)]
+        return list(dict.fromkeys(explicit(topo, w[:1]) for w in explicit_ids)) or [None]  # type: ignore[arg-type]
+    if not sweep.placements:
         return [None]
     assert topo is not None
     found: list[Placement | None] = []
@@ -115,9 +120,12 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
         if node_gpus is not None and per_node > node_gpus:
             raise SweepError(f"{sweep.path}: axes: {per_node} GPUs per node, but a node has {node_gpus} "
                              f"(node_gpus / topology); valid: 1-{node_gpus}")
-        if any(launcher != "srun" for launcher, _ in sweep.launchers) and nodes > len(sweep.hosts):
-            raise SweepError(f"{sweep.path}: axes.nodes: {nodes} node(s) need as many hosts, but hosts lists "
-                             f"{len(sweep.hosts)} ({', '.join(sweep.hosts)}); add hosts or use launcher srun")
+        listed = [name for name, _ in sweep.launchers if launcher_class(name).needs_hosts]
+        if listed and nodes > len(sweep.hosts):
+            schedulers = [name for name in launcher_names() if not launcher_class(name).needs_hosts]
+            raise SweepError(f"{sweep.path}: axes.nodes: {nodes} node(s) need as many hosts for {', '.join(listed)}, "
+                             f"but hosts lists {len(sweep.hosts)} ({', '.join(sweep.hosts)}); add hosts"
+                             + (f" or use launcher {' or '.join(schedulers)}" if schedulers else ""))
     skipped: list[str] = []
     placed = {per_node: _resolve(sweep, topo, per_node, skipped) for _, per_node in sizes(sweep)}
     specs: list[RunSpec] = []

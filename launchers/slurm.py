@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from hvdbench.suite.errors import HvdbenchError, LaunchError
+from hvdbench.suite.metrics import Outcome, logged_outcome
 from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
 
-from .base import LaunchContext, get_launcher, rank_command
-from .local import LAUNCHER_LOG, failure_reason, launch_environment, missing_summaries, tail
+from .base import LaunchContext, get_launcher, launcher_class, rank_command
+from .local import LAUNCHER_LOG, failure_reason, launch_environment, tail
 from .sweep import SlurmOptions
 
 JOBS_DIR = "slurm-jobs"
@@ -43,9 +44,9 @@ SQUEUE_STATES = {
 
 
 def job_parameters(options: SlurmOptions, spec: RunSpec, name: str) -> dict[str, Any]:
-    """submitit's parameters for one run: nodes, one task per GPU (one task per node when horovodrun or
-    mpirun starts the ranks inside the allocation), GPUs per node, partition, account and the rest."""
-    per_task = spec.launcher == "srun"
+    """submitit's parameters for one run: nodes, one task per GPU (one task per node where the launcher
+    starts every rank from the first task), GPUs per node, partition, account and the rest."""
+    per_task = launcher_class(spec.launcher).task_per_rank
     extra: dict[str, Any] = {}
     for directive in options.directives:
         key, sep, value = directive.lstrip("-").partition("=")
@@ -107,18 +108,18 @@ def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequen
 def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None) -> int:
     start = time.monotonic()
     launcher = get_launcher(spec.launcher)
-    if spec.launcher == "srun":
+    if launcher.task_per_rank:
         argv = rank_command(spec, LaunchContext(python=python, run_dir=folder))
     elif first:
         argv = launcher.command(spec, LaunchContext(python=python, run_dir=folder, hosts=hosts or allocation_hosts()))
     else:
-        return 0  # horovodrun/mpirun on the first node starts every rank
+        return 0  # the launcher on the first node starts every rank
     env = launch_environment(launcher, spec, python)
     if first:
         spec.write(folder)
         (folder / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
         RunStatus("running", None, 0.0, f"job {job} started", job_id=job).write(folder)
-    log = open(folder / (LAUNCHER_LOG if spec.launcher != "srun" else f"task-{os.environ.get('SLURM_PROCID', '0')}.log"), "w")
+    log = open(folder / (f"task-{os.environ.get('SLURM_PROCID', '0')}.log" if launcher.task_per_rank else LAUNCHER_LOG), "w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder)
     ending: list[tuple[str, str]] = []
 
@@ -143,9 +144,9 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     if returncode != 0:  # any task: the first one may be killed by srun before it can say why
         RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job).write(folder)
         return _end_task(returncode)
-    missing = _await_summaries(folder, spec.np)
-    status = (RunStatus("failed", returncode, seconds, f"rank(s) {missing} wrote no summary", job_id=job)
-              if missing else RunStatus("ok", returncode, seconds, job_id=job))
+    outcome = _await_outcome(folder, spec.np)
+    status = (RunStatus("ok", returncode, seconds, job_id=job) if outcome.ok
+              else RunStatus("failed", returncode, seconds, outcome.reason, job_id=job))
     status.write(folder)
     return returncode
 
@@ -160,14 +161,14 @@ def _end_task(returncode: int) -> int:
     return returncode
 
 
-def _await_summaries(folder: Path, np: int, grace: float = 60.0) -> list[int]:
+def _await_outcome(folder: Path, np: int, grace: float = 60.0) -> Outcome:
     """The first task may end before the others have written their last record: wait a little."""
     deadline = time.monotonic() + grace
-    missing = missing_summaries(folder, np)
-    while missing and time.monotonic() < deadline:
+    outcome = logged_outcome(folder, np)
+    while outcome.status == "incomplete" and time.monotonic() < deadline:
         time.sleep(1.0)
-        missing = missing_summaries(folder, np)
-    return missing
+        outcome = logged_outcome(folder, np)
+    return outcome
 
 
 def allocation_hosts() -> tuple[str, ...]:
@@ -258,6 +259,15 @@ class SlurmExecutor:
                  resume: bool = True, report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         self.root, self.options, self.name = root, options, name
         self.python, self.resume, self.report = python, resume, report
+
+    def describe(self, spec: RunSpec) -> str:
+        """What submitting spec would do: the job's resources and what its task(s) run."""
+        params = job_parameters(self.options, spec, self.name)
+        resources = " ".join(f"{k}={v}" for k, v in params.items() if v not in ([], {}, None))
+        ctx = LaunchContext(python=self.python, run_dir=(self.root / spec.id).resolve(), pmi=self.options.mpi)
+        each = "each task" if launcher_class(spec.launcher).task_per_rank else \
+            f"the first task ({spec.launcher} over the allocation)"
+        return f"{resources}\n    {each} runs: {shlex.join(rank_command(spec, ctx))}"
 
     def pending(self, specs: Sequence[RunSpec]) -> list[RunSpec]:
         """The specs to submit: all, or with resume those neither complete nor queued/running."""

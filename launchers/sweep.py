@@ -19,6 +19,8 @@ from typing import Any, Callable, Mapping, TypeVar
 from hvdbench.suite.errors import SpecError
 from hvdbench.suite.spec import CONTROLLERS
 
+from .base import PMI_PLUGINS, default_controllers, launcher_class, launcher_names
+
 T = TypeVar("T")
 
 # Horovod's run-time knobs (horovod/common/common.h, 0.28); a HOROVOD_* name outside this list is a typo.
@@ -34,8 +36,6 @@ HOROVOD_ADASUM_MPI_CHUNK_SIZE HOROVOD_BATCH_D2D_MEMCOPIES HOROVOD_ENABLE_ASYNC_C
 HOROVOD_THREAD_AFFINITY HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION HOROVOD_GPU_OPERATIONS
 """.split())
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-LAUNCHERS = ("horovodrun", "mpirun", "srun")
-SLURM_MPI = ("pmix", "pmi2")
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
@@ -242,6 +242,19 @@ _SLURM = ("partition", "account", "qos", "time", "constraint", "exclusive", "dir
           "array_parallelism", "gpus", "mpi", "cpus_per_task", "mem_gb")
 
 
+def launcher_pairs(reader: _Reader, launchers: tuple[str, ...], controllers: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(launcher, controller) for every launcher and each named controller it starts; with none named,
+    the one controller all of them start (launchers compared in one sweep run alike), else each one's own."""
+    if not controllers:
+        return tuple(default_controllers(launchers).items())
+    pairs = tuple((name, c) for name in launchers for c in controllers if c in launcher_class(name).controllers)
+    for name in launchers:
+        cls = launcher_class(name)
+        if not any(n == name for n, _ in pairs):
+            reader.fail("controller", f"launcher {name} {cls.controllers_text()}: add controller {cls.controllers[0]}")
+    return pairs
+
+
 def read_document(path: Path) -> Any:
     """The file's content: TOML for ``.toml``, YAML otherwise; a syntax error names the file and line."""
     try:
@@ -284,15 +297,8 @@ def load_sweep(path: Path) -> Sweep:
     env = tuple(sorted((env_reader.knob(str(name), env_reader.key(str(name))),
                         env_reader.many(str(name), env_reader.text)) for name in env_reader.data))
     slurm = _Reader(path, top.data.get("slurm") or {}, "slurm", _SLURM)
-    launchers = top.many("launcher", top.choice(LAUNCHERS), ("horovodrun",))
-    default_controller = ("gloo",) if launchers == ("horovodrun",) else ("mpi",)
-    controllers = top.many("controller", top.choice(CONTROLLERS), default_controller)
-    pairs = tuple((launcher, controller) for launcher in launchers for controller in controllers
-                  if launcher == "horovodrun" or controller == "mpi")
-    for launcher in launchers:
-        if not any(l == launcher for l, _ in pairs):
-            what = "runs Horovod's MPI controller" if launcher == "mpirun" else "starts MPI ranks through PMI"
-            top.fail("controller", f"launcher {launcher} {what}: add controller mpi")
+    launchers = top.many("launcher", top.choice(tuple(launcher_names())), ("horovodrun",))
+    pairs = launcher_pairs(top, launchers, top.many("controller", top.choice(CONTROLLERS), ()))
     sweep = Sweep(
         path=path, name=top.get("name", top.text, path.stem), system=top.get("system", top.text, "local"),
         launchers=pairs,
@@ -313,7 +319,7 @@ def load_sweep(path: Path) -> Sweep:
             exclusive=slurm.get("exclusive", slurm.flag, False),
             directives=slurm.many("directives", slurm.text), setup=slurm.many("setup", slurm.text),
             array_parallelism=slurm.get("array_parallelism", slurm.positive, None),
-            gpus=slurm.get("gpus", slurm.flag, True), mpi=slurm.get("mpi", slurm.choice(SLURM_MPI), "pmix"),
+            gpus=slurm.get("gpus", slurm.flag, True), mpi=slurm.get("mpi", slurm.choice(PMI_PLUGINS), "pmix"),
             cpus_per_task=slurm.get("cpus_per_task", slurm.positive, None),
             mem_gb=slurm.get("mem_gb", slurm.positive, None)),
     )

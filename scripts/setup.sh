@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # hvdbench set-up: MPI, a virtual environment, PyTorch, TensorFlow, Horovod built from its source
-# release, and hvdbench itself. Idempotent: a second run finds everything in place and takes seconds.
+# release, mpi4py, and hvdbench itself. Idempotent: a second run finds everything in place and takes seconds.
 #
 # Settings (environment variables), all optional:
 #   HVDBENCH_VENV        virtual environment to create or reuse           (default: <repo>/.venv)
-#   HVDBENCH_CACHE       cache for built Horovod wheels, outside the repo (default: ~/.cache/hvdbench)
+#   HVDBENCH_CACHE       cache for built Horovod (and mpi4py) wheels, outside the repo (default: ~/.cache/hvdbench)
 #   HVDBENCH_PYTHON      interpreter the environment is made from         (default: python3)
 #   HVDBENCH_TORCH_SPEC  pip requirement for PyTorch                      (default: torch==2.13.0)
 #   HVDBENCH_TF_SPEC     pip requirement for TensorFlow; "none" skips TF  (default: tensorflow-cpu==2.21.0
 #                        without a GPU, tensorflow==2.21.0 with one)
 #   HVDBENCH_SYSTEM_SITE=1  let the environment see the interpreter's packages (a cluster's torch module)
+#   HVDBENCH_MPI4PY_SOURCE=1  build mpi4py against the MPI on PATH instead of its binary wheel
 #   HOROVOD_VERSION      Horovod source release to build                  (default: 0.28.1)
 #   HOROVOD_GPU_OPERATIONS, HOROVOD_NCCL_HOME, HOROVOD_CUDA_HOME  passed to Horovod's build; with CUDA
 #                        and NCCL present, NCCL is chosen for GPU operations unless set otherwise.
@@ -140,8 +141,44 @@ install_all() {
         echo "$key" > "$marker"
     fi
 
-    # --- 5. hvdbench itself, with mpi4py built against the MPI on PATH.
-    PIP_NO_BINARY=mpi4py pip_install -e "$ROOT[slurm,gpu,report,test]"
+    # --- 5. mpi4py, then hvdbench itself.
+    install_mpi4py
+    pip_install -e "$ROOT[slurm,gpu,report,test]"
+}
+
+# mpi4py's binary wheel loads the MPI on PATH at run time (Open MPI, MPICH, Intel MPI, MVAPICH, Cray
+# MPICH); where it cannot use that MPI (or HVDBENCH_MPI4PY_SOURCE=1), a wheel built against it, cached
+# beside Horovod's under a key of the MPI's version line, so the build happens once per MPI.
+mpi_version_line() { mpirun --version 2>/dev/null | head -n 1; }
+mpi4py_matches_mpi() {
+    local want; want=$(mpi_version_line | grep -oE '[0-9]+(\.[0-9]+)+' | head -n 1)
+    "$PY" - "$want" <<'PYEOF' 2>/dev/null
+import sys
+from mpi4py import MPI
+version = MPI.Get_library_version()
+print(version.splitlines()[0].strip())
+sys.exit(0 if sys.argv[1] and sys.argv[1] in version else 1)
+PYEOF
+}
+install_mpi4py() {
+    if [[ "${HVDBENCH_MPI4PY_SOURCE:-0}" != 1 ]]; then
+        if pip_install --only-binary mpi4py 'mpi4py>=4.1' \
+                && line=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpi4py_matches_mpi); then
+            log "mpi4py: binary wheel, using $line"
+            return
+        fi
+        log "no mpi4py binary wheel uses the MPI on PATH ($(mpi_version_line)); building it from source"
+    fi
+    local key wheels
+    key=$(mpi_version_line | sha256sum | cut -c1-12)
+    wheels=$CACHE/wheels/mpi4py_${py_ver}_mpi-$key
+    if ! compgen -G "$wheels/mpi4py-*.whl" >/dev/null; then
+        local started; started=$(date +%s)
+        "$PY" -m pip wheel -q --no-deps --no-binary mpi4py 'mpi4py>=3.1' -w "$wheels" \
+            || die "mpi4py could not be built against $(command -v mpicc || echo 'the MPI on PATH')"
+        log "mpi4py built against $(mpi_version_line) in $(( $(date +%s) - started )) s; cache: $wheels"
+    fi
+    pip_install --no-deps --force-reinstall "$wheels"/mpi4py-*.whl
 }
 [[ -n "${skip_install:-}" ]] || install_all
 

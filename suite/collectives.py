@@ -13,8 +13,10 @@ from typing import Any, Callable
 import torch
 
 from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.comm import Buffers, Case, horovod_op, measure, mpi_op, sizes, summarize
-from hvdbench.suite.pytorch import rank_session
+from hvdbench.suite.collective_ops import sizes, summarize
+from hvdbench.suite.comm import Buffers, Case, horovod_op, measure, mpi_op
+from hvdbench.suite.harness import rank_session
+from hvdbench.suite.pytorch import TorchBackend
 
 
 def skip_reason(case: Case, device: torch.device, hvd: Any) -> str | None:
@@ -35,7 +37,7 @@ def main() -> int:
     info = get_benchmark("collectives")
     argv = sys.argv[1:]
     flags = info.parse_or_exit(argv)
-    with rank_session(info, flags, argv, "collectives") as session:
+    with rank_session(TorchBackend(), info, flags, argv, "collectives") as session:
         hvd, runtime, writer, device = session.hvd, session.runtime, session.writer, session.device
         writer.write("env", benchmark="collectives", framework="pytorch", model="collectives", flags=vars(flags),
                      unit="GB/s", **session.environment())

@@ -12,37 +12,19 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import torch
 
+from .collective_ops import OPS as COLLECTIVE_OPS
 from .errors import HvdbenchError
 from .flags import Parser, non_negative_int, positive_int
 
-OPS = ("allreduce", "allgather", "broadcast", "alltoall")
+OPS = tuple(COLLECTIVE_OPS)
 BACKENDS = ("horovod", "mpi")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 class WrongResult(HvdbenchError):
     """A collective returned values other than the ones known in advance."""
-
-
-def bus_factor(op: str, size: int) -> float:
-    """busbw / algbw as nccl-tests defines it: allreduce 2(n-1)/n, allgather and alltoall (n-1)/n, broadcast 1."""
-    if op == "allreduce":
-        return 2.0 * (size - 1) / size
-    if op in ("allgather", "alltoall"):
-        return (size - 1) / size
-    return 1.0
-
-
-def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
-    """Message sizes from min to max bytes, multiplying by factor."""
-    out, value = [], min_bytes
-    while value <= max_bytes:
-        out.append(value)
-        value *= factor
-    return out
 
 
 def byte_size(text: str) -> int:
@@ -223,11 +205,3 @@ def measure(run: Callable[[torch.Tensor], torch.Tensor], buffers: Buffers, case:
             times.append(elapsed)
     return times
 
-
-def summarize(op: str, nbytes: int, size: int, per_rank_times: Sequence[Sequence[float]]) -> dict[str, float]:
-    """Per iteration the slowest rank's time; mean and min over iterations; algbw and busbw (GB/s)."""
-    slowest = np.max(np.asarray(per_rank_times, dtype=float), axis=0)
-    mean, best = float(slowest.mean()), float(slowest.min())
-    algbw = nbytes / mean / 1e9
-    return {"time_mean_s": mean, "time_min_s": best, "algbw_gbs": algbw, "busbw_gbs": algbw * bus_factor(op, size),
-            "algbw_peak_gbs": nbytes / best / 1e9, "busbw_peak_gbs": nbytes / best / 1e9 * bus_factor(op, size)}

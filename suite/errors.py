@@ -15,10 +15,6 @@ class SpecError(UsageError):
     """A run description (run.json or a sweep entry) that does not fit the RunSpec schema."""
 
 
-class RecordError(HvdbenchError):
-    """A rank log that cannot be read at all (not a single malformed line: those are counted)."""
-
-
 class LaunchError(HvdbenchError):
     """A launcher or executor that could not start, or lost, a run."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Callable, NoReturn, Sequence
 
 from .errors import UsageError
@@ -51,18 +52,62 @@ def _int(text: str) -> int:
 
 
 PRECISIONS = ("fp32", "fp16", "bf16", "amp")
-TF_PRECISIONS = PRECISIONS + ("mixed_float16", "mixed_bfloat16")
-DATA_MODES = ("device", "host", "loader")
-TF_DATA_MODES = ("device", "host", "pipeline")
+
+
+@dataclass(frozen=True)
+class FrameworkFlags:
+    """What a framework's benchmarks add to, or call differently in, the shared flags."""
+
+    precisions: tuple[str, ...]
+    precision_help: str
+    data_modes: tuple[str, ...]
+    data_help: str
+    loader_help: str
+    threads_help: str
+    own: Callable[[Parser], None]  # layout, compiler and thread-pool flags in the framework's own terms
+
+
+def _pytorch_flags(parser: Parser) -> None:
+    parser.add_argument("--channels-last", action="store_true", help="NHWC memory format (CNNs only)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+
+
+def _tensorflow_flags(parser: Parser) -> None:
+    parser.add_argument("--data-format", choices=["channels_first", "channels_last"], default=None,
+                        help="image layout of CNNs (default: channels_first on a GPU, channels_last "
+                             "on the CPU, whose convolutions take only NHWC)")
+    parser.add_argument("--inter-op-threads", type=positive_int, default=None,
+                        help="TensorFlow's inter-op pool (default: TensorFlow's choice)")
+    parser.add_argument("--xla", action="store_true",
+                        help="jit_compile the forward and backward step (the gradient exchange stays outside)")
+
+
+_PRECISION = ("fp32; fp16 or bf16 weights and activations; amp: autocast (fp16 with a gradient scaler on "
+              "CUDA, bf16 on CPU)")
+FRAMEWORK_FLAGS = {
+    "pytorch": FrameworkFlags(
+        PRECISIONS, _PRECISION, ("device", "host", "loader"),
+        "synthetic batches resident on the device; made on the host and copied every step; or served by "
+        "a DataLoader with workers and pinned memory", "DataLoader workers",
+        "CPU threads per rank (default: the node's cores / ranks on the node)", _pytorch_flags),
+    "tensorflow": FrameworkFlags(
+        PRECISIONS + ("mixed_float16", "mixed_bfloat16"),
+        _PRECISION + "; mixed_float16 / mixed_bfloat16: that Keras policy (amp picks mixed_float16 on a GPU, "
+                     "mixed_bfloat16 on the CPU)", ("device", "host", "pipeline"),
+        "synthetic batches resident on the device; made on the host and copied every step; or served by "
+        "a tf.data pipeline with prefetch to the device", "tf.data parallel calls",
+        "CPU threads per rank (default: the node's cores / ranks on the node) for TensorFlow's intra-op pool",
+        _tensorflow_flags),
+}
 
 
 def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit: str,
                      extra: Callable[[Parser], None] | None = None, framework: str = "pytorch") -> Parser:
     """The shared benchmark flags; ``models`` are the architectures this benchmark offers and
-    ``extra`` adds the options that size its model family. The TensorFlow suite names a few of them
-    in its own terms: ``--data-format`` for ``--channels-last``, ``--xla`` for ``--compile``, a
-    ``tf.data`` pipeline for the DataLoader, Keras mixed-precision policies."""
-    tf = framework == "tensorflow"
+    ``extra`` adds the options that size its model family. A framework names a few of them in its own
+    terms (FRAMEWORK_FLAGS: TensorFlow's ``--data-format`` for ``--channels-last``, ``--xla`` for
+    ``--compile``, a ``tf.data`` pipeline for the DataLoader, Keras mixed-precision policies)."""
+    own = FRAMEWORK_FLAGS[framework]
     parser = Parser(prog=prog, description=f"Horovod training throughput benchmark ({unit}/s).")
     parser.add_argument("--model", choices=list(models), default=default_model,
                         help=f"architecture (default {default_model})")
@@ -72,38 +117,14 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                         help="untimed steps first (allocation, autotuning); recorded, marked warm-up")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="where to train: the GPU of this rank's local rank, or the CPU")
-    parser.add_argument("--precision", choices=TF_PRECISIONS if tf else PRECISIONS, default="fp32",
-                        help="fp32; fp16 or bf16 weights and activations; amp: autocast (fp16 with a "
-                             "gradient scaler on CUDA, bf16 on CPU)" + (
-                            "; mixed_float16 / mixed_bfloat16: that Keras policy (amp picks "
-                            "mixed_float16 on a GPU, mixed_bfloat16 on the CPU)" if tf else ""))
-    if tf:
-        parser.add_argument("--data-format", choices=["channels_first", "channels_last"], default=None,
-                            help="image layout of CNNs (default: channels_first on a GPU, channels_last "
-                                 "on the CPU, whose convolutions take only NHWC)")
-    else:
-        parser.add_argument("--channels-last", action="store_true", help="NHWC memory format (CNNs only)")
-    parser.add_argument("--data", choices=TF_DATA_MODES if tf else DATA_MODES, default="device",
-                        help="synthetic batches resident on the device; made on the host and copied "
-                             "every step; or served by " + (
-                            "a tf.data pipeline with prefetch to the device" if tf
-                            else "a DataLoader with workers and pinned memory"))
-    parser.add_argument("--loader-workers", type=non_negative_int, default=2,
-                        help="tf.data parallel calls" if tf else "DataLoader workers")
-    parser.add_argument("--threads", type=positive_int, default=None,
-                        help="CPU threads per rank (default: the node's cores / ranks on the node)" +
-                             (" for TensorFlow's intra-op pool" if tf else ""))
-    if tf:
-        parser.add_argument("--inter-op-threads", type=positive_int, default=None,
-                            help="TensorFlow's inter-op pool (default: TensorFlow's choice)")
+    parser.add_argument("--precision", choices=own.precisions, default="fp32", help=own.precision_help)
+    parser.add_argument("--data", choices=own.data_modes, default="device", help=own.data_help)
+    parser.add_argument("--loader-workers", type=non_negative_int, default=2, help=own.loader_help)
+    parser.add_argument("--threads", type=positive_int, default=None, help=own.threads_help)
     parser.add_argument("--independent", action="store_true",
                         help="no gradient exchange: each rank trains alone (the ideal-scaling baseline)")
     parser.add_argument("--fp16-allreduce", action="store_true", help="Horovod fp16 gradient compression")
-    if tf:
-        parser.add_argument("--xla", action="store_true",
-                            help="jit_compile the forward and backward step (the gradient exchange stays outside)")
-    else:
-        parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    own.own(parser)
     parser.add_argument("--breakdown", action="store_true",
                         help="time forward, backward, gradient exchange and optimizer per step, each "
                              "bounded by a sync (perturbs the overlap of exchange and backward)")

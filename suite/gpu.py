@@ -189,8 +189,10 @@ class TelemetrySampler:
             extra = {"note": self.note} if first and self.note else {}
             try:
                 self.writer.write("telemetry", **self._sample(), **extra)
-            except ValueError:  # the writer was closed under us: the run is over
-                return
+            except ValueError:
+                if self.writer.closed:  # closed under us: the run is over
+                    return
+                raise
             first = False
 
     def stop(self) -> None:

@@ -1,17 +1,19 @@
-"""The framework-neutral part of the harness: log directory, warm-up, the timed loop, records, summary.
+"""The harness: one rank's whole sequence, once, for every framework.
 
-A framework module (``suite/pytorch.py``) supplies a Runtime (rank facts, barrier, device sync,
-object collectives) and a step; this module owns how the step is timed and recorded.
+Parse the flags; start Horovod; pin the device and CPU threads; open the run directory, run.json and
+this rank's log; find the GPU's NVML handle; build the workload and its trainer; record the
+environment; time the steps (``timing.py``) with telemetry sampled beside them; profile; write the
+summary. A framework supplies only a small :class:`Backend` (``pytorch.py``, ``tfharness.py``) and each
+benchmark script a ``build`` function. Any failure after Horovod starts becomes an error record and one
+line on stderr, and the rank exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import resource
-import statistics
 import sys
 import time
 import traceback
@@ -20,8 +22,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from .catalog import BenchmarkInfo, get_benchmark
+from .environment import base_environment, horovod_info
+from .gpu import Nvml, TelemetrySampler, physical_gpu, telemetry_for
 from .records import RecordWriter, rank_log_name
 from .spec import RUN_FILE, RunSpec
+from .timing import Runtime, StepOutcome, measure
 
 _LOCAL_FLAGS = {"--log-dir": 1, "--echo-records": 0}
 
@@ -42,27 +47,6 @@ def invocation(name: str, argv: Sequence[str] | None) -> Invocation:
     args = list(sys.argv[1:] if argv is None else argv)
     flags = info.parse_or_exit(args)
     return Invocation(info, args, flags, f"{name}-{flags.model}")
-
-
-class Runtime(Protocol):
-    """What the timed loop needs from a framework and Horovod."""
-
-    rank: int
-    local_rank: int
-    size: int
-    local_size: int
-
-    def barrier(self) -> None:
-        """Wait until every rank arrives."""
-
-    def sync(self) -> None:
-        """Wait until the device has finished all work queued so far."""
-
-    def allgather_object(self, obj: Any) -> list[Any]:
-        """Every rank's obj, in rank order."""
-
-    def broadcast_object(self, obj: Any) -> Any:
-        """Rank 0's obj on every rank."""
 
 
 def benchmark_args(argv: Sequence[str]) -> tuple[str, ...]:
@@ -147,109 +131,123 @@ def peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+
+
+class Trainer(Protocol):
+    """One rank's model, optimizer and batches, as a framework builds them."""
+
+    parameters: int  # trainable parameters
+
+    def step(self) -> StepOutcome:
+        """One training step (the exchange overlapped as the framework does it)."""
+
+    def breakdown_step(self, sync: Callable[[], None]) -> StepOutcome:
+        """One step with each part bounded by a sync, its phase times in the outcome."""
+
+    def checksum(self) -> float:
+        """Sum of every parameter: equal on all ranks when gradients are exchanged."""
+
+
+class Backend(Protocol):
+    """What a framework supplies to the harness."""
+
+    framework: str
+
+    def init(self) -> Any:
+        """Import this framework's Horovod, ``init()`` it and return the module."""
+
+    def prepare(self, flags: argparse.Namespace, local_rank: int, local_size: int) -> tuple[Any, Any]:
+        """Pin this rank's device and set its CPU threads, before any collective (TensorFlow fixes both
+        at its first op); returns the device and the threads to record."""
+
+    def runtime(self, hvd: Any, device: Any) -> Runtime:
+        """The timed loop's view of Horovod and the device (``device`` None where pinning failed)."""
+
+    def on_gpu(self, device: Any) -> bool:
+        """Whether the device is a GPU."""
+
+    def device_info(self, device: Any) -> dict[str, Any]:
+        """The framework's view of the device: type, name, capability, bus id, versions."""
+
+    def configure(self, flags: argparse.Namespace, device: Any) -> dict[str, Any]:
+        """Precision, layout and seeds, set before the model is built; extra env-record fields."""
+
+    def trainer(self, build: Callable[[Any], Any], session: "Session") -> Trainer:
+        """The workload built by the benchmark's ``build`` and its trainer."""
+
+    def loss_value(self, loss: Any) -> float:
+        """A step's loss as a float (read after the device sync)."""
+
+    def profile(self, trainer: Trainer, session: "Session", steps: int) -> None:
+        """Profile extra steps; write a ``profile`` record and the trace beside the log."""
+
+    def peak_memory(self, device: Any) -> dict[str, int]:
+        """Peak device memory (GPU) or peak resident set (CPU), as summary fields."""
+
+
 @dataclass
-class StepOutcome:
-    """What one step returns: its loss (read after the sync), the work it did, optional phase times."""
+class Session:
+    """One rank's Horovod, run directory, record writer, pinned device, threads and NVML handle."""
 
-    loss: Any
-    counts: dict[str, float]
-    phases: dict[str, float] | None = None
+    backend: Backend
+    hvd: Any
+    runtime: Runtime
+    flags: argparse.Namespace
+    writer: RecordWriter
+    log_dir: Path
+    device: Any
+    threads: Any
+    nvml: Nvml
+    gpu_handle: Any
 
+    def environment(self) -> dict[str, Any]:
+        """The env record's common fields: device, NVML, GPU, Horovod, host, MPI and variables."""
+        return {"device": self.backend.device_info(self.device), "nvml": self.nvml.driver(),
+                "gpu": self.nvml.static(self.gpu_handle) if self.gpu_handle is not None else None,
+                "horovod": horovod_info(self.hvd), **base_environment()}
 
-def timed_loop(
-    runtime: Runtime,
-    writer: RecordWriter,
-    step: Callable[[], StepOutcome],
-    loss_value: Callable[[Any], float],
-    *,
-    warmup_steps: int,
-    steps: int,
-) -> dict[str, Any]:
-    """Run warm-up then timed steps; record each step; return this rank's summary fields.
-
-    ``counts["samples"]`` is the work in the benchmark's unit (images, words, tokens ...); other
-    counts (audio seconds, sentences) are summed beside it. Every step ends with a device sync, so
-    its duration is the device's work, not the dispatch. The timed window starts after a barrier
-    and a sync and ends with a sync and a barrier.
-    """
-    losses: list[float] = []
-    durations: list[float] = []
-    totals: dict[str, float] = {}
-
-    def one(index: int, warmup: bool) -> None:
-        start = time.perf_counter()
-        out = step()
-        runtime.sync()
-        duration = time.perf_counter() - start
-        loss = loss_value(out.loss)
-        losses.append(loss)
-        if not warmup:
-            durations.append(duration)
-            for key, value in out.counts.items():
-                totals[key] = totals.get(key, 0.0) + value
-        extra = {"phases": out.phases} if out.phases is not None else {}
-        writer.write("step", step=index, warmup=warmup, duration=duration, **out.counts, loss=loss, **extra)
-
-    writer.write("phase", phase="warmup", steps=warmup_steps)
-    for index in range(warmup_steps):
-        one(index, True)
-    runtime.barrier()
-    runtime.sync()
-    writer.write("phase", phase="timed", steps=steps)
-    window_start = time.perf_counter()
-    for index in range(warmup_steps, warmup_steps + steps):
-        one(index, False)
-    runtime.sync()
-    window = time.perf_counter() - window_start
-    runtime.barrier()
-    samples = totals.pop("samples", 0.0)
-    return {
-        "steps": steps,
-        "warmup_steps": warmup_steps,
-        "samples": samples,
-        "window_s": window,
-        "step_time_sum_s": sum(durations),
-        "median_step_s": statistics.median(durations),
-        "throughput": samples / window,
-        "totals": totals,
-        "rates": {key: value / window for key, value in totals.items()},
-        "final_loss": losses[-1],
-        "loss_finite": all(math.isfinite(x) for x in losses),
-    }
+    def sampler(self) -> TelemetrySampler:
+        """Telemetry of this rank's GPU (or its process) every --telemetry-interval seconds."""
+        return TelemetrySampler(self.writer, self.flags.telemetry_interval, *telemetry_for(self.nvml, self.gpu_handle))
 
 
-def summary_line(label: str, unit: str, per_rank: Sequence[dict[str, Any]]) -> str:
-    """Rank 0's human summary: total throughput from every rank's own timing."""
-    total = sum(s["throughput"] for s in per_rank)
-    slowest = max(s["median_step_s"] for s in per_rank)
-    return (f"hvdbench {label}: {len(per_rank)} rank(s), {total:,.1f} {unit}/s total "
-            f"({total / len(per_rank):,.1f} per rank), slowest rank's median step {slowest * 1e3:.1f} ms")
-
-
-class Sampler(Protocol):
-    """A background sampler (telemetry) that runs while the steps are timed."""
-
-    def start(self) -> Any: ...
-
-    def stop(self) -> None: ...
-
-
-def measure(runtime: Runtime, writer: RecordWriter, step: Callable[[], StepOutcome],
-            loss_value: Callable[[Any], float], *, flags: argparse.Namespace, unit: str, label: str,
-            sampler: Sampler, profile: Callable[[int], None], final: Callable[[], dict[str, Any]]) -> int:
-    """Time the steps with the sampler running, profile if asked, write this rank's summary, and print
-    the total on rank 0. ``final`` adds framework facts (peak memory, parameter checksum). Returns the
-    exit status: 1 when a loss was not finite."""
-    sampler.start()
+@contextlib.contextmanager
+def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespace, argv: Sequence[str],
+                 label: str) -> Iterator[Session]:
+    """Horovod init, device and threads, the run directory and run.json, this rank's log, NVML; a
+    failure inside is an error record and exit status 1 (see ``rank_logging``)."""
+    hvd = backend.init()
+    early: Exception | None = None
+    device, threads = None, None
     try:
-        summary = timed_loop(runtime, writer, step, loss_value, warmup_steps=flags.warmup_steps, steps=flags.steps)
-    finally:
-        sampler.stop()
-    if flags.profile:
-        profile(flags.profile)
-    summary.update(final())
-    writer.write("summary", unit=unit, **summary)
-    per_rank = runtime.allgather_object(summary)
-    if runtime.rank == 0:
-        print(summary_line(label, unit, per_rank), flush=True)
-    return 0 if summary["loss_finite"] else 1
+        device, threads = backend.prepare(flags, hvd.local_rank(), hvd.local_size())
+    except Exception as exc:  # noqa: BLE001 - re-raised below, inside the error-recording session
+        early = exc
+    runtime = backend.runtime(hvd, device)
+    with rank_logging(runtime, benchmark=info.name, framework=info.framework,
+                      controller="mpi" if hvd.mpi_enabled() else "gloo",
+                      flags=flags, argv=argv, label=label) as (log_dir, writer):
+        if early is not None:
+            raise early
+        nvml = Nvml()
+        gpu = backend.device_info(device).get("pci_bus_id") if backend.on_gpu(device) else None
+        handle = nvml.handle(gpu, physical_gpu(runtime.local_rank)) if backend.on_gpu(device) else None
+        yield Session(backend, hvd, runtime, flags, writer, log_dir, device, threads, nvml, handle)
+
+
+def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequence[str] | None = None) -> int:
+    """Run one training benchmark on this rank: parse, start, build, record, time. Returns the exit status."""
+    start = invocation(name, argv)
+    info, flags = start.info, start.flags
+    with rank_session(backend, info, flags, start.argv, start.label) as session:
+        chosen = backend.configure(flags, session.device)
+        trainer = backend.trainer(build, session)
+        session.writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
+                             unit=info.unit, threads=session.threads, **chosen, parameters=trainer.parameters,
+                             **session.environment())
+        runtime = session.runtime
+        step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
+        return measure(runtime, session.writer, step, backend.loss_value, flags=flags, unit=info.unit,
+                       label=f"{start.label} ({session.log_dir})", sampler=session.sampler(),
+                       profile=lambda steps: backend.profile(trainer, session, steps),
+                       final=lambda: {**backend.peak_memory(session.device), "param_checksum": trainer.checksum()})

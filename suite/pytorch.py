@@ -1,5 +1,5 @@
-"""The PyTorch side of the harness: Horovod init, device pinning, precision, gradient exchange,
-the per-step work, profiling, and the benchmark's main.
+"""PyTorch's backend of the harness: Horovod init, device pinning, precision, gradient exchange, the
+per-step work, profiling; the rank sequence itself is ``harness.main``.
 
 A benchmark script supplies ``build(BuildContext) -> TorchWorkload`` and calls ``main``.
 """
@@ -12,18 +12,16 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
 from . import harness
-from .catalog import BenchmarkInfo
-from .environment import base_environment, horovod_info
 from .errors import UsageError
-from .gpu import Nvml, TelemetrySampler, physical_gpu, telemetry_for
-from .harness import StepOutcome
 from .records import RecordWriter
+from .timing import StepOutcome
 from .torchdata import Batch, BatchSource, Count, MakeBatch, autocast, check_precision, weight_dtype
 
 
@@ -95,7 +93,7 @@ def pick_device(choice: str, local_rank: int) -> torch.device:
 
 def set_threads(flags: argparse.Namespace, local_size: int) -> int:
     """CPU threads for this rank: --threads, or the node's cores shared among its ranks."""
-    threads = flags.threads or max(1, (os.cpu_count() or 1) // local_size)
+    threads = getattr(flags, "threads", None) or max(1, (os.cpu_count() or 1) // local_size)
     torch.set_num_threads(threads)
     return threads
 
@@ -165,6 +163,7 @@ class Trainer:
         self.model: nn.Module = torch.compile(model) if flags.compile else model  # type: ignore[assignment]
         self.scaler = torch.amp.GradScaler("cuda") if flags.precision == "amp" and device.type == "cuda" else None
         count = workload.count or (lambda batch: {"samples": float(batch[0].shape[0])})
+        self.parameters = sum(p.numel() for p in model.parameters())
         self.source = BatchSource(flags.data, workload.make_batch, count, device=device, generator=generator,
                                   seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
                                   dtype=dtype, channels_last=flags.channels_last)
@@ -250,66 +249,56 @@ def peak_memory(device: torch.device) -> dict[str, int]:
     return {"peak_rss_bytes": harness.peak_rss_bytes()}
 
 
-@dataclass
-class RankSession:
-    """One rank's Horovod, run directory, record writer, pinned device and NVML handle."""
-
-    hvd: Any
-    runtime: TorchRuntime
-    writer: RecordWriter
-    log_dir: Path
-    nvml: Nvml
-    gpu_handle: Any
-
-    @property
-    def device(self) -> torch.device:
-        return self.runtime.device
-
-    def environment(self) -> dict[str, Any]:
-        """The env record's common fields: device, NVML, Horovod, host, MPI and variables."""
-        return {"device": device_info(self.device), "nvml": self.nvml.driver(),
-                "gpu": self.nvml.static(self.gpu_handle) if self.gpu_handle is not None else None,
-                "horovod": horovod_info(self.hvd), **base_environment()}
+def numpy_generator(g: torch.Generator) -> np.random.Generator:
+    """A NumPy generator drawn from a torch one, for batches made by ``synthetic.py``."""
+    return np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=g)))
 
 
-@contextlib.contextmanager
-def rank_session(info: BenchmarkInfo, flags: argparse.Namespace, argv: Sequence[str],
-                 label: str) -> Iterator[RankSession]:
-    """Horovod init, the run directory and run.json, this rank's log, device pinning, NVML; a failure
-    inside is an error record and exit status 1 (see ``harness.rank_logging``)."""
-    import horovod.torch as hvd
+class TorchBackend:
+    """PyTorch's part of the harness (see ``harness.Backend``)."""
 
-    hvd.init()
-    runtime = TorchRuntime(hvd, torch.device("cpu"))
-    with harness.rank_logging(runtime, benchmark=info.name, framework=info.framework,
-                              controller="mpi" if hvd.mpi_enabled() else "gloo",
-                              flags=flags, argv=argv, label=label) as (log_dir, writer):
-        device = runtime.device = pick_device(flags.device, runtime.local_rank)
-        nvml = Nvml()
-        handle = (nvml.handle(device_info(device).get("pci_bus_id"), physical_gpu(runtime.local_rank))
-                  if device.type == "cuda" else None)
-        yield RankSession(hvd, runtime, writer, log_dir, nvml, handle)
+    framework = "pytorch"
+
+    def init(self) -> Any:
+        import horovod.torch as hvd
+
+        hvd.init()
+        return hvd
+
+    def prepare(self, flags: argparse.Namespace, local_rank: int, local_size: int) -> tuple[torch.device, int | None]:
+        device = pick_device(flags.device, local_rank)
+        return device, set_threads(flags, local_size) if device.type == "cpu" else None
+
+    def runtime(self, hvd: Any, device: torch.device | None) -> TorchRuntime:
+        return TorchRuntime(hvd, device or torch.device("cpu"))
+
+    def on_gpu(self, device: torch.device) -> bool:
+        return device.type == "cuda"
+
+    def device_info(self, device: torch.device) -> dict[str, Any]:
+        return device_info(device)
+
+    def configure(self, flags: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+        check_precision(flags.precision, device)
+        torch.manual_seed(flags.seed)
+        return {}
+
+    def trainer(self, build: Build, session: harness.Session) -> Trainer:
+        runtime, flags = session.runtime, session.flags
+        ctx = BuildContext(flags, session.device, runtime.rank, runtime.size)
+        return Trainer(session.hvd, build(ctx), flags, session.device, ctx.data_generator(),
+                       flags.seed + 1 + runtime.rank)
+
+    def loss_value(self, loss: torch.Tensor) -> float:
+        return float(loss.float().item())
+
+    def profile(self, trainer: Trainer, session: harness.Session, steps: int) -> None:
+        profile(trainer, session.runtime, session.writer, steps, session.log_dir)  # type: ignore[arg-type]
+
+    def peak_memory(self, device: torch.device) -> dict[str, int]:
+        return peak_memory(device)
 
 
 def main(name: str, build: Build, argv: Sequence[str] | None = None) -> int:
-    """Run one benchmark on this rank: parse flags, init Horovod, train, record. Returns the exit status."""
-    start = harness.invocation(name, argv)
-    info, flags, label = start.info, start.flags, start.label
-    with rank_session(info, flags, start.argv, label) as session:
-        runtime, writer, device = session.runtime, session.writer, session.device
-        check_precision(flags.precision, device)
-        threads = set_threads(flags, runtime.local_size) if device.type == "cpu" else None
-        torch.manual_seed(flags.seed)
-        ctx = BuildContext(flags, device, runtime.rank, runtime.size)
-        workload = build(ctx)
-        trainer = Trainer(session.hvd, workload, flags, device, ctx.data_generator(), flags.seed + 1 + runtime.rank)
-        writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
-                     unit=info.unit, threads=threads, parameters=sum(p.numel() for p in trainer.params.parameters()),
-                     **session.environment())
-        step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
-        return harness.measure(
-            runtime, writer, step, lambda loss: float(loss.float().item()), flags=flags, unit=info.unit,
-            label=f"{label} ({session.log_dir})",
-            sampler=TelemetrySampler(writer, flags.telemetry_interval, *telemetry_for(session.nvml, session.gpu_handle)),
-            profile=lambda steps: profile(trainer, runtime, writer, steps, session.log_dir),
-            final=lambda: {**peak_memory(device), "param_checksum": trainer.checksum()})
+    """Run one PyTorch benchmark on this rank (the harness's sequence). Returns the exit status."""
+    return harness.main(name, TorchBackend(), build, argv)

@@ -2,6 +2,7 @@
 
 Every record starts with the key ``"hvdbench"`` (the schema version), so a parser finds it inside
 lines captured by ``mpirun --tag-output`` (``[1,0]<stdout>:{...}``), SLURM or any other wrapper.
+Which kinds exist and which fields each carries is declared once, in ``schema.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-SCHEMA_VERSION = 1
-MARKER = '{"hvdbench":'
-KINDS = ("env", "phase", "step", "comm", "telemetry", "profile", "summary", "error")
+from .schema import KINDS, MARKER, SCHEMA_VERSION, kind as schema_kind
 
 
 @lru_cache(maxsize=1)
@@ -33,9 +32,9 @@ def rank_log_name(rank: int) -> str:
 
 
 def make_record(kind: str, *, rank: int, local_rank: int, size: int, **fields: Any) -> dict[str, Any]:
-    """Build one record: the common header, then the kind's own fields."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown record kind {kind!r}; valid: {', '.join(KINDS)}")
+    """Build one record: the common header, then the kind's own fields (ValueError for a kind or a
+    field the schema does not declare)."""
+    schema_kind(kind).check(fields)
     record: dict[str, Any] = {
         "hvdbench": SCHEMA_VERSION,
         "kind": kind,
@@ -77,6 +76,11 @@ class RecordWriter:
                 self._echo.write(line)
                 self._echo.flush()
         return record
+
+    @property
+    def closed(self) -> bool:
+        """Whether the file is closed (the run is over)."""
+        return self._file.closed
 
     def close(self) -> None:
         """Flush and close the file (and sync it to disk)."""

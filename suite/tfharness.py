@@ -1,5 +1,6 @@
-"""The TensorFlow side of the harness: Horovod init, device pinning, the Keras dtype policy, the
-training step as ``tf.function``s, the gradient exchange, synthetic data placement, and main.
+"""TensorFlow's backend of the harness: Horovod init, device pinning, the Keras dtype policy, the
+training step as ``tf.function``s, the gradient exchange, synthetic data placement; the rank sequence
+itself is ``harness.main``.
 
 A benchmark script supplies ``build(TFBuildContext) -> KerasWorkload`` and calls ``main``. The step is
 three functions: compute (forward, loss, backward; ``jit_compile`` under ``--xla``), exchange
@@ -10,7 +11,6 @@ Horovod 0.28's ``DistributedGradientTape`` cannot read Keras 3 variables, so the
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import os
 import time
@@ -25,12 +25,9 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 from . import harness  # noqa: E402
-from .catalog import BenchmarkInfo  # noqa: E402
-from .environment import base_environment, horovod_info  # noqa: E402
 from .errors import UsageError  # noqa: E402
-from .gpu import Nvml, TelemetrySampler, physical_gpu, telemetry_for  # noqa: E402
-from .harness import StepOutcome  # noqa: E402
 from .records import RecordWriter  # noqa: E402
+from .timing import StepOutcome  # noqa: E402
 
 HostBatch = tuple[np.ndarray, ...]
 MakeBatch = Callable[[np.random.Generator], HostBatch]
@@ -180,9 +177,10 @@ class KerasTrainer:
     """One rank's model, optimizer and batches; ``step`` trains one step, ``breakdown_step`` times its parts."""
 
     def __init__(self, hvd: Any, workload: KerasWorkload, flags: argparse.Namespace, device: str, seed: int) -> None:
-        self.hvd, self.workload, self.flags = hvd, workload, flags
+        self.hvd, self.workload, self.flags, self.device = hvd, workload, flags, device
         self.model = workload.model
         self.variables = list(self.model.trainable_variables)
+        self.parameters = int(sum(np.prod(v.shape) for v in self.variables))
         optimizer: Any = keras.optimizers.SGD(learning_rate=flags.lr, momentum=0.9)
         if keras.mixed_precision.dtype_policy().name == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -220,7 +218,11 @@ class KerasTrainer:
         self.optimizer.apply_gradients(zip(grads, self.variables))
 
     def step(self) -> StepOutcome:
-        """One training step: batch, compute, exchange (unless independent), apply."""
+        """One training step on this rank's device: batch, compute, exchange (unless independent), apply."""
+        with tf.device(self.device):
+            return self._step()
+
+    def _step(self) -> StepOutcome:
         batch, counts = self.feed.next()
         loss, grads = self.compute(batch)
         if self.distributed:
@@ -230,6 +232,10 @@ class KerasTrainer:
 
     def breakdown_step(self, sync: Callable[[], None]) -> StepOutcome:
         """One step with compute (forward and backward together), exchange and optimizer each ended by a read-back."""
+        with tf.device(self.device):
+            return self._breakdown_step(sync)
+
+    def _breakdown_step(self, sync: Callable[[], None]) -> StepOutcome:
         marks = [time.perf_counter()]
         batch, counts = self.feed.next()
         loss, grads = self.compute(batch)
@@ -271,48 +277,6 @@ def profile(trainer: KerasTrainer, runtime: TFRuntime, writer: RecordWriter, ste
     writer.write("profile", steps=steps, trace=trace.name, sort_by=None, top=[])
 
 
-@dataclass
-class TFSession:
-    """One rank's Horovod, run directory, record writer, pinned device and NVML handle."""
-
-    hvd: Any
-    runtime: TFRuntime
-    writer: RecordWriter
-    log_dir: Path
-    device: str
-    threads: dict[str, int | None]
-    nvml: Nvml
-    gpu_handle: Any
-
-
-@contextlib.contextmanager
-def rank_session(info: BenchmarkInfo, flags: argparse.Namespace, argv: Sequence[str],
-                 label: str) -> Iterator[TFSession]:
-    """Horovod init, the run directory and run.json, this rank's log, device pinning, NVML; a failure
-    inside is an error record and exit status 1 (see ``harness.rank_logging``)."""
-    import horovod.tensorflow as hvd
-
-    hvd.init()
-    # Thread pools and visible GPUs are fixed once TensorFlow runs its first op (the run directory's
-    # object collectives do), so they are set first; a failure is reported once the log is open.
-    early: Exception | None = None
-    device, threads = "", {}
-    try:
-        threads = set_threads(flags, hvd.local_size())
-        device = pin_device(flags.device, hvd.local_rank())
-    except Exception as exc:  # noqa: BLE001 - re-raised below, inside the error-recording session
-        early = exc
-    runtime = TFRuntime(hvd)
-    with harness.rank_logging(runtime, benchmark=info.name, framework=info.framework,
-                              controller="mpi" if hvd.mpi_enabled() else "gloo",
-                              flags=flags, argv=argv, label=label) as (log_dir, writer):
-        if early is not None:
-            raise early
-        nvml = Nvml()
-        handle = nvml.handle(None, physical_gpu(runtime.local_rank)) if "GPU" in device else None
-        yield TFSession(hvd, runtime, writer, log_dir, device, threads, nvml, handle)
-
-
 def configure(flags: argparse.Namespace, device: str) -> dict[str, Any]:
     """The dtype policy and image layout, set before the model is built; what was chosen."""
     gpu = "GPU" in device
@@ -328,31 +292,51 @@ def configure(flags: argparse.Namespace, device: str) -> dict[str, Any]:
     return {"policy": policy, "data_format": data_format, "xla": flags.xla}
 
 
-def main(name: str, build: Callable[[TFBuildContext], KerasWorkload], argv: Sequence[str] | None = None) -> int:
-    """Run one TensorFlow benchmark on this rank: parse flags, init Horovod, train, record."""
-    start = harness.invocation(name, argv)
-    info, flags, label = start.info, start.flags, start.label
-    with rank_session(info, flags, start.argv, label) as session:
-        runtime, writer, device = session.runtime, session.writer, session.device
-        chosen = configure(flags, device)
+class TFBackend:
+    """TensorFlow's part of the harness (see ``harness.Backend``)."""
+
+    framework = "tensorflow"
+
+    def init(self) -> Any:
+        import horovod.tensorflow as hvd
+
+        hvd.init()
+        return hvd
+
+    def prepare(self, flags: argparse.Namespace, local_rank: int, local_size: int) -> tuple[str, dict[str, int | None]]:
+        threads = set_threads(flags, local_size)
+        return pin_device(flags.device, local_rank), threads
+
+    def runtime(self, hvd: Any, device: str | None) -> TFRuntime:
+        return TFRuntime(hvd)
+
+    def on_gpu(self, device: str) -> bool:
+        return "GPU" in device
+
+    def device_info(self, device: str) -> dict[str, Any]:
+        return device_info(device)
+
+    def configure(self, flags: argparse.Namespace, device: str) -> dict[str, Any]:
+        return {"tensorflow": configure(flags, device)}
+
+    def trainer(self, build: Callable[[TFBuildContext], KerasWorkload], session: harness.Session) -> KerasTrainer:
+        runtime, flags, device = session.runtime, session.flags, session.device
         with tf.device(device):
-            workload = build(TFBuildContext(flags, runtime.rank, runtime.size, chosen["data_format"]))
+            workload = build(TFBuildContext(flags, runtime.rank, runtime.size, keras.config.image_data_format()))
             trainer = KerasTrainer(session.hvd, workload, flags, device, flags.seed + 1 + runtime.rank)
-        runtime.fence = trainer.fence
-        writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
-                     unit=info.unit, threads=session.threads, tensorflow=chosen,
-                     parameters=int(sum(np.prod(v.shape) for v in trainer.variables)),
-                     device=device_info(device), nvml=session.nvml.driver(),
-                     gpu=session.nvml.static(session.gpu_handle) if session.gpu_handle is not None else None,
-                     horovod=horovod_info(session.hvd), **base_environment())
+        runtime.fence = trainer.fence  # type: ignore[attr-defined]
+        return trainer
 
-        def step() -> StepOutcome:
-            with tf.device(device):
-                return trainer.breakdown_step(runtime.sync) if flags.breakdown else trainer.step()
+    def loss_value(self, loss: tf.Tensor) -> float:
+        return float(tf.cast(loss, tf.float32).numpy())
 
-        return harness.measure(
-            runtime, writer, step, lambda loss: float(tf.cast(loss, tf.float32).numpy()), flags=flags,
-            unit=info.unit, label=f"{label} ({session.log_dir})",
-            sampler=TelemetrySampler(writer, flags.telemetry_interval, *telemetry_for(session.nvml, session.gpu_handle)),
-            profile=lambda steps: profile(trainer, runtime, writer, steps, session.log_dir),
-            final=lambda: {**peak_memory(device), "param_checksum": trainer.checksum()})
+    def profile(self, trainer: KerasTrainer, session: harness.Session, steps: int) -> None:
+        profile(trainer, session.runtime, session.writer, steps, session.log_dir)  # type: ignore[arg-type]
+
+    def peak_memory(self, device: str) -> dict[str, int]:
+        return peak_memory(device)
+
+
+def main(name: str, build: Callable[[TFBuildContext], KerasWorkload], argv: Sequence[str] | None = None) -> int:
+    """Run one TensorFlow benchmark on this rank (the harness's sequence). Returns the exit status."""
+    return harness.main(name, TFBackend(), build, argv)

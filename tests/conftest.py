@@ -1,4 +1,8 @@
-"""Shared test helpers: write real run directories in the project's own record format."""
+"""Shared test helpers: write real run directories in the project's own record format; the markers.
+
+Markers (setup.cfg): ``slow`` for tests that start processes (Horovod ranks, SLURM, ssh, a browser):
+``pytest -m "not slow"`` is the quick loop. ``gpu`` tests need CUDA and skip without it; ``no_gpu``
+tests check what a machine without CUDA does and skip on a GPU machine."""
 
 from __future__ import annotations
 
@@ -7,15 +11,40 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import pytest
 
+from hvdbench.launchers import base
+from hvdbench.launchers.base import LaunchContext, Launcher
 from hvdbench.suite.records import RecordWriter, rank_log_name
 from hvdbench.suite.spec import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+def cuda_available() -> bool:
+    """Whether this machine has a CUDA device PyTorch can use."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``gpu`` tests without CUDA and ``no_gpu`` tests with it, each saying why."""
+    marked = [item for item in items if item.get_closest_marker("gpu") or item.get_closest_marker("no_gpu")]
+    if not marked:
+        return
+    cuda = cuda_available()
+    for item in marked:
+        if item.get_closest_marker("gpu") and not cuda:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device (runs on GPU machines)"))
+        if item.get_closest_marker("no_gpu") and cuda:
+            item.add_marker(pytest.mark.skip(reason="checks the no-GPU path; this machine has CUDA "
+                                                    "(its gpu-marked twin runs instead)"))
 
 
 def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *, samples: int = 32,
@@ -39,6 +68,28 @@ def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *
                 w.write("summary", steps=len(steps), samples=samples * len(steps), window_s=sum(steps),
                         median_step_s=sorted(steps)[len(steps) // 2], throughput=samples * len(steps) / sum(steps))
     return run_dir
+
+
+class ScriptLauncher(Launcher):
+    """Runs a Python snippet chosen by the spec's first argument instead of a benchmark."""
+
+    name = "script"
+    SNIPPETS = {
+        "hang": "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']);"
+                " time.sleep(120)",
+        "crash": "import sys; print('[1,1]<stderr>:ValueError: rank 1 exploded', flush=True); sys.exit(3)",
+        "quiet": "pass",
+    }
+
+    def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
+        return [ctx.python, "-c", self.SNIPPETS[spec.args[0]]]
+
+
+@pytest.fixture
+def script_launcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The test launcher is registered only while these tests run (the registry is process-wide)."""
+    monkeypatch.setitem(base._REGISTRY, ScriptLauncher.name, ScriptLauncher)
+    yield
 
 
 @pytest.fixture

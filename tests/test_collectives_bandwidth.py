@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, hvdbench_exe
-from hvdbench.suite.comm import bus_factor, byte_size, sizes, summarize
+from hvdbench.suite.collective_ops import bus_factor, sizes, summarize
+from hvdbench.suite.comm import byte_size
 from hvdbench.suite.records import read_records
 
 SMALL = ["--min-bytes", "8", "--max-bytes", "64K", "--factor", "8", "--iters", "3", "--warmup-iters", "1"]
@@ -35,6 +36,7 @@ def test_sizes_and_size_parsing() -> None:
     assert [byte_size(t) for t in ("8", "64K", "1M", "1G", "2MiB")] == [8, 65536, 2**20, 2**30, 2**21]
 
 
+@pytest.mark.slow
 def test_two_ranks_both_backends_correct_and_reported(tmp_path: Path, hvd_env: dict) -> None:
     out = tmp_path / "results"
     proc = subprocess.run([hvdbench_exe(), "run", "collectives", "--np", "2", "--launcher", "mpirun",
@@ -60,6 +62,7 @@ def test_two_ranks_both_backends_correct_and_reported(tmp_path: Path, hvd_env: d
     assert "peak busbw GB/s" in proc.stdout
 
 
+@pytest.mark.slow
 def test_gloo_run_skips_the_mpi_backend_and_says_why(tmp_path: Path, hvd_env: dict) -> None:
     proc = subprocess.run(["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
                            str(REPO / "suite" / "collectives.py"), "--ops", "allreduce", *SMALL,
@@ -71,6 +74,7 @@ def test_gloo_run_skips_the_mpi_backend_and_says_why(tmp_path: Path, hvd_env: di
     assert sum(1 for r in records if r["backend"] == "horovod") == len(sizes(8, 65536, 8))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["horovod", "mpi"])
 def test_a_wrong_reduction_is_detected_and_reported(tmp_path: Path, hvd_env: dict, backend: str) -> None:
     out = tmp_path / "results"

@@ -5,26 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hvdbench.launchers.base import LaunchContext, Launcher, register
+import pytest
+
 from hvdbench.launchers.local import LocalExecutor, failure_reason
 from hvdbench.suite.spec import RunStatus
 from hvdbench.suite.spec import RunSpec
 
-
-@register
-class ScriptLauncher(Launcher):
-    """Runs a Python snippet chosen by the spec's first argument instead of a benchmark."""
-
-    name = "script"
-    SNIPPETS = {
-        "hang": "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']);"
-                " time.sleep(120)",
-        "crash": "import sys; print('[1,1]<stderr>:ValueError: rank 1 exploded', flush=True); sys.exit(3)",
-        "quiet": "pass",
-    }
-
-    def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
-        return [ctx.python, "-c", self.SNIPPETS[spec.args[0]]]
+pytestmark = pytest.mark.usefixtures("script_launcher")
 
 
 def _spec(kind: str) -> RunSpec:
@@ -48,7 +35,7 @@ def test_hung_run_is_killed_with_its_children_and_the_sweep_goes_on(tmp_path: Pa
 
 def test_exit_zero_without_summaries_is_not_ok(tmp_path: Path) -> None:
     status = LocalExecutor(tmp_path, timeout=30, report=lambda _: None).run(_spec("quiet"))
-    assert status.status == "failed" and status.message == "rank(s) [0] wrote no summary"
+    assert status.status == "failed" and status.message == "incomplete: no summary from rank(s) [0]"
 
 
 def test_resume_skips_complete_runs_and_reruns_the_rest(tmp_path: Path) -> None:
@@ -60,7 +47,7 @@ def test_resume_skips_complete_runs_and_reruns_the_rest(tmp_path: Path) -> None:
     assert first.message == "already complete, skipped"
     assert second.status == "failed" and second.returncode == 3
     rerun = LocalExecutor(tmp_path, timeout=30, resume=False, report=lambda _: None).run(done)
-    assert rerun.message == "rank(s) [0] wrote no summary"
+    assert rerun.message == "incomplete: no summary from rank(s) [0]"
 
 
 def test_failure_reason_prefers_a_ranks_own_error(tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from conftest import REPO
 from hvdbench.suite.environment import parse_mpi_version, relevant_variables
 from hvdbench.suite.gpu import Nvml, TelemetrySampler, clock_event_names, telemetry_for
@@ -88,7 +90,7 @@ def test_clock_event_mask_decoding() -> None:
 def test_sampler_writes_records_on_time_and_stops(tmp_path: Path) -> None:
     path = tmp_path / "rank-0.jsonl"
     with RecordWriter(path, rank=0, local_rank=0, size=1) as writer:
-        sampler = TelemetrySampler(writer, 0.05, lambda: {"value": 1}, note="GPU telemetry off: test").start()
+        sampler = TelemetrySampler(writer, 0.05, lambda: {"process_cpu_pct": 1.0}, note="GPU telemetry off: test").start()
         time.sleep(0.5)
         sampler.stop()
         count = len(read_records(path))
@@ -99,12 +101,14 @@ def test_sampler_writes_records_on_time_and_stops(tmp_path: Path) -> None:
     assert records[0]["note"] == "GPU telemetry off: test" and all("note" not in r for r in records[1:])
     quiet = tmp_path / "rank-1.jsonl"
     with RecordWriter(quiet, rank=1, local_rank=1, size=2) as writer:
-        off = TelemetrySampler(writer, 0, lambda: {"value": 1}).start()  # interval 0: telemetry off
+        off = TelemetrySampler(writer, 0, lambda: {"process_cpu_pct": 1.0}).start()  # interval 0: telemetry off
         time.sleep(0.2)
         off.stop()
     assert read_records(quiet) == []
 
 
+@pytest.mark.no_gpu
+@pytest.mark.slow
 def test_run_records_environment_and_cpu_telemetry(tmp_path: Path, hvd_env: dict) -> None:
     env = {**hvd_env, "HOROVOD_FUSION_THRESHOLD": "33554432", "NCCL_DEBUG": "WARN"}
     proc = subprocess.run(["mpirun", "-np", "2", "-x", "HOROVOD_FUSION_THRESHOLD", "-x", "NCCL_DEBUG", sys.executable,

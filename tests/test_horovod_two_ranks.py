@@ -13,6 +13,8 @@ import pytest
 from conftest import REPO, hvdbench_exe
 from hvdbench.suite.records import ParseStats, parse_lines, read_records
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--model", "resnet20", "--batch-size", "8", "--steps", "6", "--warmup-steps", "2"]
 
 
@@ -86,6 +88,7 @@ def test_independent_replicas_do_not_exchange_gradients(tmp_path: Path, hvd_env:
     assert first["param_checksum"] != second["param_checksum"]
 
 
+@pytest.mark.no_gpu
 def test_a_failing_rank_is_recorded_with_its_reason(tmp_path: Path, hvd_env: dict) -> None:
     out = tmp_path / "results"
     proc = subprocess.run([hvdbench_exe(), "run", "cifar10", "--np", "2", "--output", str(out), *TINY,
@@ -98,3 +101,22 @@ def test_a_failing_rank_is_recorded_with_its_reason(tmp_path: Path, hvd_env: dic
     assert status["message"].startswith("error: rank ") and "no CUDA device is visible" in status["message"]
     errors = [r for r in read_records(run_dir / "rank-0.jsonl") if r["kind"] == "error"]
     assert errors and errors[0]["error"] == "UsageError"
+
+
+@pytest.mark.gpu
+def test_cuda_rank_trains_in_fp16_and_records_its_gpu(tmp_path: Path, hvd_env: dict) -> None:
+    """The GPU twin of the no-GPU tests: --device cuda trains (fp16 included), the env record carries the
+    GPU's NVML facts and the device order, telemetry samples NVML (no 'GPU telemetry off' note)."""
+    out = tmp_path / "results"
+    proc = subprocess.run([hvdbench_exe(), "run", "cifar10", "--np", "1", "--output", str(out), *TINY,
+                           "--device", "cuda", "--precision", "fp16", "--telemetry-interval", "0.2"],
+                          capture_output=True, text=True, env=hvd_env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (run_dir,) = [d for d in out.iterdir() if d.name != "report"]
+    records = _records(run_dir, 0)
+    env = records[0]
+    assert env["device"]["type"] == "cuda" and env["gpu"]["pci_bus_id"] and env["nvml"]["available"]
+    assert env["variables"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    telemetry = [r for r in records if r["kind"] == "telemetry"]
+    assert telemetry and "note" not in telemetry[0] and telemetry[0]["sm_clock_mhz"]
+    assert records[-1]["peak_device_bytes"] > 0

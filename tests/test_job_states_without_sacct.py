@@ -19,7 +19,6 @@ from hvdbench.launchers.sweep import SlurmOptions
 from hvdbench.suite.errors import LaunchError
 from hvdbench.suite.spec import RunSpec, RunStatus
 
-from test_executor_keeps_what_was_measured import ScriptLauncher  # noqa: F401  (registers "script")
 
 
 class FakeSqueue:
@@ -99,6 +98,7 @@ def test_submitit_gets_the_runs_shape_and_the_sweeps_options() -> None:
     (signal.SIGTERM, True, ("cancelled", "job cancelled (SIGTERM)")),
     (signal.SIGTERM, False, ("interrupted", "SIGTERM")),
 ])
+@pytest.mark.usefixtures("script_launcher")
 def test_signals_stop_the_run_in_flight_and_record_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       sig: int, in_job: bool, expected: tuple[str, str]) -> None:
     if in_job:

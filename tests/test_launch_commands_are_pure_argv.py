@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.launchers import mpi  # noqa: F401
 from hvdbench.launchers.base import LaunchContext, get_launcher
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
@@ -51,7 +50,7 @@ def test_mpirun_uses_horovods_recommended_flags_and_exports_knobs() -> None:
 
 
 def test_mpirun_refuses_the_gloo_controller() -> None:
-    with pytest.raises(UsageError, match="MPI controller"):
+    with pytest.raises(UsageError, match="mpi controller only"):
         get_launcher("mpirun").command(RunSpec(benchmark="cifar10", controller="gloo"), CTX)
 
 

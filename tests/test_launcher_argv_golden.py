@@ -1,5 +1,6 @@
-"""Golden argv of every launcher for representative runs: options compared as sets where order is free,
-the rank command (interpreter, binder, script, arguments) compared exactly."""
+"""Golden argv of every launcher: one exact row per registered launcher (a new launcher is its module and
+its row here), then representative DGX runs with options compared as sets where order is free and the
+rank command (interpreter, binder, script, arguments) compared exactly."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.launchers import mpi, srun  # noqa: F401  (register the launchers)
-from hvdbench.launchers.base import LaunchContext, get_launcher
+from hvdbench.launchers.base import LaunchContext, get_launcher, launcher_class, launcher_names
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.spec import CONTROLLERS, RunSpec
 
 PY = "/opt/venv/bin/python"
 RUN_DIR = Path("/results/dgx/run-1")
@@ -19,6 +19,46 @@ IMAGENET = str(get_benchmark("imagenet").path)
 KNOBS = (("HOROVOD_CYCLE_TIME", "3.5"), ("HOROVOD_FUSION_THRESHOLD", str(128 * 1024 * 1024)),
          ("HOROVOD_HIERARCHICAL_ALLREDUCE", "1"), ("HOROVOD_TIMELINE", "timeline.json"),
          ("NCCL_ALGO", "Ring"), ("NCCL_SOCKET_IFNAME", "ib0"))
+
+
+CIFAR = str(get_benchmark("cifar10").path)
+TAIL = [PY, CIFAR, "--batch-size", "32", "--log-dir", "/r/run"]
+# One row per launcher: a 2-node, 4-rank run with a Horovod knob and a NIC, its controller, the exact argv.
+GOLDEN: dict[str, tuple[str, list[str]]] = {
+    "horovodrun": ("gloo", ["horovodrun", "-np", "4", "-H", "n1:2,n2:2", "--gloo", "--cycle-time-ms", "2", *TAIL]),
+    "mpirun": ("mpi", ["mpirun", "-np", "4", "-H", "n1:2,n2:2", "-bind-to", "none", "-map-by", "slot",
+                       "-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "btl_tcp_if_include", "ib0",
+                       "-mca", "oob_tcp_if_include", "ib0", "-x", "HOROVOD_CYCLE_TIME", "-x", "LD_LIBRARY_PATH",
+                       "-x", "NCCL_SOCKET_IFNAME", "-x", "PATH", "-x", "PYTHONPATH", *TAIL]),
+    "srun": ("mpi", ["srun", "--mpi=pmix", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--kill-on-bad-exit=1",
+                     "--cpu-bind=none", "--job-name=hvdbench-cifar10", *TAIL]),
+}
+
+
+def test_every_registered_launcher_has_a_golden_row_and_declares_its_capabilities() -> None:
+    assert sorted(GOLDEN) == launcher_names()
+    for name in launcher_names():
+        cls = launcher_class(name)
+        assert cls.name == name and cls.controllers and set(cls.controllers) <= set(CONTROLLERS)
+        assert isinstance(cls.needs_hosts, bool) and isinstance(cls.task_per_rank, bool)
+
+
+@pytest.mark.parametrize("name", launcher_names())
+def test_golden_argv(name: str) -> None:
+    controller, expected = GOLDEN[name]
+    spec = RunSpec(benchmark="cifar10", args=("--batch-size", "32"), np=4, nodes=2, launcher=name,
+                   controller=controller, env=(("HOROVOD_CYCLE_TIME", "2"), ("NCCL_SOCKET_IFNAME", "ib0")))
+    ctx = LaunchContext(python=PY, run_dir=Path("/r/run"), hosts=("n1", "n2"))
+    assert get_launcher(name).command(spec, ctx) == expected
+
+
+@pytest.mark.parametrize("name", launcher_names())
+def test_each_launcher_refuses_a_controller_it_does_not_start(name: str) -> None:
+    cls = launcher_class(name)
+    for controller in set(CONTROLLERS) - set(cls.controllers):
+        with pytest.raises(UsageError, match=f"launcher {name} runs Horovod's .* not '{controller}'"):
+            get_launcher(name).command(RunSpec(benchmark="cifar10", launcher=name, controller=controller),
+                                       LaunchContext(python=PY, run_dir=Path("/r/run")))
 
 
 def _dgx_spec(launcher: str, controller: str = "mpi", **kw: object) -> RunSpec:
@@ -108,7 +148,7 @@ def test_srun_one_task_per_gpu_with_pmix_or_pmi2() -> None:
 
 
 def test_srun_refuses_gloo_and_unknown_pmi() -> None:
-    with pytest.raises(UsageError, match="MPI controller through PMI"):
+    with pytest.raises(UsageError, match="mpi controller only .SLURM starts the ranks through PMI"):
         get_launcher("srun").command(_dgx_spec("srun", "gloo"), LaunchContext(python=PY, run_dir=RUN_DIR))
     with pytest.raises(UsageError, match="'pmi1' is not one of pmix, pmi2"):
         get_launcher("srun").command(_dgx_spec("srun"), LaunchContext(python=PY, run_dir=RUN_DIR, pmi="pmi1"))

@@ -9,7 +9,7 @@ from hvdbench.suite.models.densenet_cifar import densenet_cifar
 from hvdbench.suite.models.imagenet import imagenet_model
 from hvdbench.suite.models.mlp import mlp
 from hvdbench.suite.models.resnet_cifar import resnet_cifar
-from hvdbench.suite.models.seq2seq import PAD
+from hvdbench.suite.synthetic import PAD
 from hvdbench.suite.models.transformer import TransformerLM
 from hvdbench.suite.speech import make_batch as speech_batch
 from hvdbench.suite.translation import make_batch as translation_batch

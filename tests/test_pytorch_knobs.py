@@ -26,6 +26,7 @@ def two_ranks(benchmark: str, args: list[str], log_dir: Path, env: dict) -> dict
     return kinds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, expected", [
     (["--precision", "bf16", "--channels-last"], {"precision": "bf16", "channels_last": True}),
     (["--precision", "amp", "--data", "host"], {"precision": "amp", "data": "host"}),
@@ -39,6 +40,7 @@ def test_precision_layout_and_data_modes_train(extra: list[str], expected: dict,
     assert {key: flags[key] for key in expected} == expected
 
 
+@pytest.mark.slow
 def test_breakdown_records_each_part_and_they_add_up(tmp_path: Path, hvd_env: dict) -> None:
     kinds = two_ranks("mlp", ["--batch-size", "8", "--mlp-widths", "256", "--warmup-steps", "1", "--steps", "3",
                               "--breakdown"], tmp_path, hvd_env)
@@ -49,6 +51,7 @@ def test_breakdown_records_each_part_and_they_add_up(tmp_path: Path, hvd_env: di
         assert sum(phases.values()) == pytest.approx(step["duration"], rel=0.2, abs=2e-3)
 
 
+@pytest.mark.slow
 def test_profile_writes_top_operators_and_a_trace(tmp_path: Path, hvd_env: dict) -> None:
     kinds = two_ranks("cifar10", [*TINY_CNN, "--profile", "2"], tmp_path, hvd_env)
     (profile,) = kinds["profile"]
@@ -63,6 +66,7 @@ def test_profile_writes_top_operators_and_a_trace(tmp_path: Path, hvd_env: dict)
     assert table["self_cpu_us"].gt(0).all() and set(table["trace"]) == {"trace-rank0.json", "trace-rank1.json"}
 
 
+@pytest.mark.slow
 def test_compile_trains(tmp_path: Path, hvd_env: dict) -> None:
     proc = subprocess.run([sys.executable, str(REPO / "suite" / "mlp.py"), "--batch-size", "4", "--mlp-input", "16",
                            "--mlp-widths", "32", "--compile", "--warmup-steps", "1", "--steps", "1",
@@ -88,6 +92,8 @@ def test_bad_values_are_refused_before_anything_starts(args: list[str], text: st
     assert not (tmp_path / "out").exists() and not (tmp_path / "hvdbench-logs").exists()
 
 
+@pytest.mark.no_gpu
+@pytest.mark.slow
 def test_precision_the_device_cannot_run_stops_every_rank_before_training(tmp_path: Path, hvd_env: dict) -> None:
     proc = subprocess.run(["mpirun", "-np", "2", sys.executable, str(REPO / "suite" / "mlp.py"), "--precision", "fp16",
                            "--log-dir", str(tmp_path)], capture_output=True, text=True, env=hvd_env, timeout=300)

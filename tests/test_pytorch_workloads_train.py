@@ -12,6 +12,8 @@ import pytest
 from conftest import REPO
 from hvdbench.suite.records import read_records
 
+pytestmark = pytest.mark.slow
+
 TWO_STEPS = ["--warmup-steps", "1", "--steps", "1"]
 IMG = ["--batch-size", "2", "--image-size", "64"]
 WORKLOADS = {

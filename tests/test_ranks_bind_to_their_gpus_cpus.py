@@ -48,6 +48,7 @@ def test_a_cpu_the_host_lacks_is_one_line_and_no_run() -> None:
     assert out.returncode == 2 and "local rank 5 has no CPU list among 1" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
 def test_a_sweep_binds_each_rank_to_its_gpus_cpus_through_horovodrun(tmp_path: Path, hvd_env: dict) -> None:
     topo = tmp_path / "topo.txt"

@@ -115,6 +115,7 @@ def test_broken_inputs_are_listed_and_the_rest_is_reported(tmp_path: Path) -> No
 HOSTILE = '<script>alert("x")</script> a|b & "c"'
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_escaped_and_renders_in_chromium(tmp_path: Path) -> None:
     for n, per_gpu in PER_GPU.items():
         _write(tmp_path, _spec(n, system=HOSTILE, placement="NV2" if n > 1 else None), per_gpu,

@@ -110,7 +110,7 @@ HOROVOD_CYCLE_TIME = [1, 5]
     ("workloads: [cifar10]\naxes: {np: [2]}\nrepeats: true\n", r"repeats: expected a positive integer, got True"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: pbsdsh\n", r"launcher: 'pbsdsh' is not one of horovodrun, mpirun, srun"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: srun\ncontroller: gloo\n",
-     r"controller: launcher srun starts MPI ranks through PMI: add controller mpi"),
+     r"controller: launcher srun runs Horovod.s mpi controller only \(SLURM starts the ranks through PMI\): add controller mpi"),
     ("workloads: [cifar10]\naxes: {np: [2], env: {HOROVOD_FUSION_TRESHOLD: [1]}}\n",
      r"axes.env.HOROVOD_FUSION_TRESHOLD: .*did you mean HOROVOD_FUSION_THRESHOLD"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nslurm: {time: soon}\n", r"slurm.time: expected minutes or sbatch's time format"),
@@ -169,7 +169,8 @@ def test_submit_dry_run_shows_each_jobs_resources_and_what_its_tasks_run(tmp_pat
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 4 and lines[2].startswith("mlp-np2-")
+    assert len(lines) == 5 and lines[2].startswith("mlp-np2-")
+    assert lines[4].startswith("2 run(s), 1 of them 1-GPU baselines added for speedup")
     assert "nodes=1 tasks_per_node=2 slurm_srun_args=['--mpi=pmi2', '--kill-on-bad-exit=1'] gpus_per_node=2" in lines[2]
     assert lines[3].startswith("    each task runs: ") and lines[3].endswith(f"--log-dir {tmp_path / 'r'}/{lines[2].split(':')[0]}")
     assert not (tmp_path / "r").exists()

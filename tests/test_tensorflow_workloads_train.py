@@ -15,6 +15,8 @@ from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.records import read_records
 
+pytestmark = pytest.mark.slow
+
 TWO_STEPS = ["--warmup-steps", "1", "--steps", "1"]
 # Speech gets two intra-op threads: with one, oneDNN's backward of its 11x41 convolution takes seconds.
 SPEECH = ["--batch-size", "2", "--rnn-layers", "1", "--rnn-hidden", "16", "--utt-seconds", "uniform:0.3:0.8",

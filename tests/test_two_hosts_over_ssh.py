@@ -17,7 +17,7 @@ from hvdbench.suite.spec import RunSpec
 
 from conftest import hvdbench_exe
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def test_a_two_host_sweep_spans_nodes_and_reports_the_node_axis(ssh_host: Any, tmp_path: Path, hvd_env: dict) -> None:

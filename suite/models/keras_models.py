@@ -9,9 +9,7 @@ from typing import Sequence
 import keras
 from keras import layers, ops
 
-FREQ_BINS = 161
-CHARS = 29  # blank, space, apostrophe, a-z
-PAD, BOS = 0, 1
+from ..synthetic import CHARS, FREQ_BINS, PAD, front_end_frames
 
 
 def _channel_axis() -> int:
@@ -76,11 +74,6 @@ def mlp(input_size: int, widths: Sequence[int], num_classes: int) -> keras.Model
     return keras.Model(inputs, layers.Dense(num_classes, dtype="float32")(x), name="mlp")
 
 
-def conv_lengths(frames: keras.KerasTensor) -> keras.KerasTensor:
-    """Output time steps of the front end for input frames (time stride 2, kernel 11, padding 5)."""
-    return (frames + 2 * 5 - 11) // 2 + 1
-
-
 def _bidirectional(rnn_type: str, rnn_impl: str, hidden: int) -> layers.Layer:
     if rnn_impl == "fused":  # Keras' LSTM/GRU layers (cuDNN kernels on a GPU where eligible)
         layer = {"lstm": layers.LSTM, "gru": layers.GRU}[rnn_type](hidden, return_sequences=True)
@@ -102,7 +95,7 @@ def deepspeech2(rnn_type: str = "lstm", rnn_impl: str = "fused", rnn_layers: int
     x = layers.ReLU(max_value=20)(layers.BatchNormalization()(x))
     freq = ((FREQ_BINS + 40 - 41) // 2 + 1 + 20 - 21) // 2 + 1
     x = layers.Reshape((-1, 32 * freq))(x)
-    lengths = layers.Lambda(conv_lengths)(frames)
+    lengths = layers.Lambda(front_end_frames)(frames)
     mask = layers.Lambda(lambda a: ops.arange(ops.shape(a[0])[1])[None, :] < a[1][:, None],
                          output_shape=lambda shapes: tuple(shapes[0][:2]))([x, lengths])
     for _ in range(rnn_layers):

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-PAD, BOS = 0, 1
+from ..synthetic import PAD
 
 
 class Seq2Seq(nn.Module):

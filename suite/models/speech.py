@@ -10,13 +10,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-FREQ_BINS = 161
-CHARS = 29  # blank, space, apostrophe, a-z
-
-
-def conv_lengths(frames: torch.Tensor) -> torch.Tensor:
-    """Output time steps of the front end for input frames (time stride 2, kernel 11, padding 5)."""
-    return torch.div(frames + 2 * 5 - 11, 2, rounding_mode="floor") + 1
+from ..synthetic import CHARS, FREQ_BINS, TIME_KERNEL, TIME_PADDING, TIME_STRIDE, front_end_frames
 
 
 class _Unrolled(nn.Module):
@@ -69,7 +63,7 @@ class DeepSpeech2(nn.Module):
     def __init__(self, rnn_type: str = "lstm", rnn_impl: str = "fused", layers: int = 5, hidden: int = 800) -> None:
         super().__init__()
         self.conv = nn.Sequential(
-            nn.Conv2d(1, 32, (41, 11), stride=(2, 2), padding=(20, 5)), nn.BatchNorm2d(32), nn.Hardtanh(0, 20),
+            nn.Conv2d(1, 32, (41, TIME_KERNEL), stride=(2, TIME_STRIDE), padding=(20, TIME_PADDING)), nn.BatchNorm2d(32), nn.Hardtanh(0, 20),
             nn.Conv2d(32, 32, (21, 11), stride=(2, 1), padding=(10, 5)), nn.BatchNorm2d(32), nn.Hardtanh(0, 20))
         freq = (FREQ_BINS + 2 * 20 - 41) // 2 + 1
         freq = (freq + 2 * 10 - 21) // 2 + 1
@@ -88,7 +82,7 @@ class DeepSpeech2(nn.Module):
         x = self.conv(spectrogram)
         batch, channels, freq, steps = x.shape
         x = x.view(batch, channels * freq, steps).transpose(1, 2)
-        lengths = conv_lengths(frames)
+        lengths = front_end_frames(frames)
         for rnn in self.rnns:
             x = rnn(x, lengths)
         return self.classifier(x).log_softmax(-1).transpose(0, 1), lengths

@@ -1,19 +1,14 @@
-"""Launchers for one box or a host list: horovodrun (Gloo or MPI controller) and Open MPI's mpirun."""
+"""horovodrun: Horovod's own launcher, on one box or a host list, with the Gloo or the MPI controller."""
 
 from __future__ import annotations
 
-import re
 from typing import Callable
 
-from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
-from .base import LaunchContext, Launcher, host_slots, rank_command, register
+from ..base import LaunchContext, Launcher, host_slots, rank_command, register
 
-# Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter.
-_ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
 _MIB = 1024 * 1024
-_PLAIN_IFACES = re.compile(r"^[\w.:-]+(,[\w.:-]+)*$")
 
 
 def _on(value: str) -> bool:
@@ -44,12 +39,6 @@ _HOROVODRUN_FLAGS: dict[str, Callable[[str, LaunchContext], list[str]]] = {
 }
 
 
-def ssh_options(ctx: LaunchContext) -> list[str]:
-    """ssh's own flags for the port and key, when the hosts need them."""
-    out = ["-p", str(ctx.ssh_port)] if ctx.ssh_port else []
-    return out + (["-i", str(ctx.ssh_identity_file)] if ctx.ssh_identity_file else [])
-
-
 @register
 class Horovodrun(Launcher):
     """``horovodrun -np N -H host:slots --gloo|--mpi [knob flags] python script ...``; Horovod knobs
@@ -58,6 +47,7 @@ class Horovodrun(Launcher):
     name = "horovodrun"
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
+        self.check_controller(spec.controller)
         argv = ["horovodrun", "-np", str(spec.np), "-H", host_slots(spec, ctx.hosts), f"--{spec.controller}"]
         for name, value in spec.env:
             if name in _HOROVODRUN_FLAGS:
@@ -66,28 +56,4 @@ class Horovodrun(Launcher):
             argv += ["--ssh-port", str(ctx.ssh_port)]
         if ctx.ssh_identity_file:
             argv += ["--ssh-identity-file", str(ctx.ssh_identity_file)]
-        return argv + rank_command(spec, ctx)
-
-
-@register
-class Mpirun(Launcher):
-    """Open MPI's mpirun with the flags Horovod recommends; every knob exported with ``-x``; the TCP
-    interfaces of NCCL_SOCKET_IFNAME (plain names) for MPI too; ranks bound by the CPU binder, so
-    mpirun's own binding stays off."""
-
-    name = "mpirun"
-
-    def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
-        if spec.controller != "mpi":
-            raise UsageError(f"launcher mpirun runs Horovod's MPI controller, not {spec.controller!r}; "
-                             "use controller mpi or launcher horovodrun")
-        argv = ["mpirun", "-np", str(spec.np), "-H", host_slots(spec, ctx.hosts),
-                "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
-        iface = spec.env_dict.get("NCCL_SOCKET_IFNAME", "")
-        if _PLAIN_IFACES.match(iface):
-            argv += ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface]
-        if ssh_options(ctx):
-            argv += ["-mca", "plm_rsh_args", " ".join(ssh_options(ctx))]
-        for name in sorted({*_ALWAYS_EXPORTED, *self.environment(spec)}):
-            argv += ["-x", name]
         return argv + rank_command(spec, ctx)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
-from .base import LaunchContext, Launcher, rank_command, register
-
-PMI_PLUGINS = ("pmix", "pmi2")
+from ..base import PMI_PLUGINS, LaunchContext, Launcher, rank_command, register
 
 
 @register
@@ -19,10 +17,13 @@ class Srun(Launcher):
     """
 
     name = "srun"
+    controllers = ("mpi",)
+    controller_note = "SLURM starts the ranks through PMI"
+    needs_hosts = False
+    task_per_rank = True
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
-        if spec.controller != "mpi":
-            raise UsageError(f"launcher srun starts Horovod's MPI controller through PMI, not {spec.controller!r}")
+        self.check_controller(spec.controller)
         if ctx.pmi not in PMI_PLUGINS:
             raise UsageError(f"srun PMI plugin {ctx.pmi!r} is not one of {', '.join(PMI_PLUGINS)}")
         return ["srun", f"--mpi={ctx.pmi}", f"--nodes={spec.nodes}", f"--ntasks={spec.np}",

@@ -1,0 +1,143 @@
+"""What each ``hvdbench`` subcommand does: read its arguments, call the library, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+from hvdbench.suite.errors import UsageError
+from hvdbench.suite.spec import RunStatus
+
+from ..plan import Plan, plan
+from ..runs import Executor, benchmark_sweep, describe_plan, fits_allocation, load, local_executor, sweep_topology
+from ..sweep import Sweep
+
+
+def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
+           prices: Sequence[str] = (), systems: bool = False) -> int:
+    """Build the report of results roots and print its headline tables."""
+    from hvdbench.analysis.compare import parse_prices
+    from hvdbench.analysis.report import build_report
+
+    if systems and len(dirs) < 2:
+        raise UsageError("hvdbench compare: give two or more results roots (one per system)")
+    out = output or (Path(dirs[0]) / "report")
+    text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)))
+    print(text)
+    print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
+    return 0
+
+
+def print_plan(planned: Plan, executor: Executor, root: Path) -> int:
+    """The one dry-run printer of run, sweep and submit."""
+    for line in describe_plan(planned, executor, root):
+        print(line)
+    return 0
+
+
+def _finish(statuses: list[RunStatus], root: Path, with_report: bool) -> int:
+    """The sweep's counts, the report of what completed, and the exit status (0 when all are ok)."""
+    counts = Counter(s.status for s in statuses)
+    print("sweep: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) + f"; results in {root}")
+    if with_report and counts["ok"]:
+        report([root])
+    if counts["ok"] < len(statuses):
+        print(f"hvdbench: {len(statuses) - counts['ok']} of {len(statuses)} run(s) did not complete; "
+              f"finished runs are kept in {root}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace, in_allocation: bool = False) -> int:
+    specs, hosts = list(planned.specs), sweep.hosts
+    if args.dry_run:
+        return print_plan(planned, local_executor(sweep, root, resume=args.resume, timeout=args.timeout), root)
+    if in_allocation:
+        from ..slurm import allocation_hosts
+
+        hosts = allocation_hosts()
+        fit = [s for s in specs if fits_allocation(s)]
+        if len(fit) < len(specs):
+            print(f"hvdbench: {len(specs) - len(fit)} run(s) need a larger allocation and are left for one",
+                  file=sys.stderr)
+        specs = fit
+    executor = local_executor(sweep, root, resume=args.resume, timeout=args.timeout, hosts=hosts)
+    return _finish(executor.run_all(specs), root, args.report)
+
+
+def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
+    """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
+    sweep = benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
+                            controller=args.controller, repeats=args.repeats, system=args.system,
+                            timeout=args.timeout, devices=args.devices, topology=args.topology)
+    return _run_here(sweep, plan(sweep, sweep_topology(sweep)), args.output, args)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Plan the sweep file and run it here (or print it)."""
+    sweep, planned, root = load(args.file, args.output)
+    return _run_here(sweep, planned, root, args, in_allocation=args.in_allocation)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Submit the sweep's runs through submitit; print the job ids (or, with --dry-run, each job)."""
+    from ..slurm import SlurmExecutor, run_dirs
+
+    sweep, planned, root = load(args.file, args.output)
+    executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun)
+    if args.dry_run:
+        return print_plan(planned, executor, root)
+    if root.exists() and run_dirs(root) and not (args.resume or args.rerun):
+        raise UsageError(f"{root} already holds runs: --resume submits only what is missing, --rerun submits all again")
+    submitted = executor.submit(planned.specs)
+    print(f"submitted {len(submitted)} job(s) of {len(planned.specs)} run(s); "
+          f"follow with: hvdbench status {shlex.quote(str(root))}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print each run's state; exit 0 when every run is ok."""
+    from ..slurm import refresh
+
+    if not args.dir.exists():
+        raise UsageError(f"{args.dir}: no such results directory")
+    states = refresh(args.dir)
+    if not states:
+        raise UsageError(f"{args.dir}: no run directories (run.json) here")
+    counts: Counter[str] = Counter()
+    for folder, status in states.items():
+        counts[status.status] += 1
+        job = f"job {status.job_id}" if status.job_id else "-"
+        print(f"{folder.name:<40} {status.status:<10} {job:<14} {status.message}")
+    print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
+    return 0 if counts["ok"] == len(states) else 1
+
+
+def cmd_topo(args: argparse.Namespace) -> int:
+    """Print the topology and its placements."""
+    from ..placement import by_link_class, default_counts, exhaustive
+    from ..topology import link_rank, local_topology, read_topology_file
+
+    topo = read_topology_file(args.file) if args.file else local_topology()
+    counts = args.gpus or default_counts(topo)
+    planner = exhaustive if args.exhaustive else by_link_class
+    placements = {k: planner(topo, k) for k in counts}
+    if args.json:
+        print(json.dumps({"topology": topo.to_json(),
+                          "placements": {str(k): [{**asdict(p), "visible_devices": p.visible_devices} for p in ps]
+                                         for k, ps in placements.items()}}, indent=2))
+        return 0
+    print(f"topology from {topo.source}: {len(topo.gpus)} GPU(s), {len(topo.nics)} NIC(s)\n")
+    print(topo.matrix_text())
+    print("\nlinks between GPUs, fastest first: " + ", ".join(sorted(topo.gpu_classes(), key=link_rank)))
+    for k, found in placements.items():
+        print(f"\nplacements of {k} GPU(s):")
+        for placement in found:
+            print("  " + placement.describe())
+    return 0

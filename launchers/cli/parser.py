@@ -1,0 +1,105 @@
+"""The command line of every ``hvdbench`` subcommand (argparse only; the work is in ``commands``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hvdbench.suite.catalog import BENCHMARKS
+from hvdbench.suite.flags import Parser, int_list, non_negative_int, positive_int
+from hvdbench.suite.spec import CONTROLLERS
+
+from ..base import launcher_names
+from ..runs import DEFAULT_SWEEP
+
+
+def rank_counts(text: str) -> list[int]:
+    """``1,2,4`` as a sorted list of distinct positive integers."""
+    return sorted(set(int_list("rank counts")(text)))
+
+
+device_ids = int_list("GPU ids", minimum=0)
+
+
+def build_parser() -> Parser:
+    """The command line of every subcommand."""
+    parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    run = sub.add_parser(
+        "run", allow_abbrev=False,
+        help="run one benchmark at several rank counts on this machine",
+        description="Run one benchmark at each rank count, each in its own run directory, then report. "
+                    "Arguments after the benchmark's name that hvdbench does not know go to the benchmark "
+                    "(e.g. --model resnet20 --batch-size 32 --steps 20). Include 1 in --np for speedups.",
+        epilog="benchmarks: " + ", ".join(f"{b.name} ({b.framework}: {', '.join(b.models)})"
+                                          for b in BENCHMARKS.values()))
+    run.add_argument("benchmark", help="benchmark name: " + ", ".join(sorted(BENCHMARKS)))
+    run.add_argument("--np", type=rank_counts, default=[1, 2], help="rank counts, e.g. 1,2 (default 1,2)")
+    run.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
+    run.add_argument("--controller", choices=CONTROLLERS, default=None,
+                     help="Horovod controller (default: the launcher's own: gloo for horovodrun, else mpi)")
+    run.add_argument("--repeats", type=positive_int, default=1, help="runs of each configuration")
+    run.add_argument("--system", default="local", help="label of this system in the report")
+    run.add_argument("-o", "--output", type=Path, default=Path("results/local"), help="results root")
+    run.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run is killed")
+    run.add_argument("--no-resume", dest="resume", action="store_false",
+                     help="run again even where a complete run exists")
+    run.add_argument("--devices", type=device_ids, default=None,
+                     help="GPU ids for the runs, e.g. 0,3: a run of N ranks uses the first N of them "
+                          "(one CUDA_VISIBLE_DEVICES list for all its ranks)")
+    run.add_argument("--topology", type=Path, default=None,
+                     help="saved 'nvidia-smi topo -m' output to check --devices against (default: this machine)")
+    run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
+    run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+
+    for name, text in (("report", "Read every run under the directories; write report.md, report.html (plots "
+                                  "inline), plot-N.svg and every table as CSV and Parquet; print the headline table."),
+                       ("compare", "The report of two or more systems' results roots (each run carries its "
+                                   "--system label), with the systems side by side: per GPU, per watt, per dollar.")):
+        report = sub.add_parser(name, help=text.split(";")[0].split(",")[0].lower(), description=text)
+        report.add_argument("dirs", nargs="+" if name == "report" else "*", type=Path,
+                            help="results roots or run directories")
+        report.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+        report.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                            help="leave out exactly the first N steps of every run (default: detected)")
+        report.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
+                            help="price of one GPU-hour on a system, for throughput per dollar (repeatable)")
+
+    sweep = sub.add_parser("sweep", help="run every run of a sweep file on this machine (or in an allocation)",
+                           description="Expand a sweep file (YAML or TOML) into runs and run them one at a time, "
+                                       "each with a timeout; finished runs are kept and skipped next time; then report.")
+    sweep.add_argument("file", type=Path, nargs="?", default=DEFAULT_SWEEP,
+                       help="sweep file (.yaml, .yml or .toml); default: the embedded demo sweep")
+    sweep.add_argument("--dry-run", action="store_true", help="print every run with its exact command; run nothing")
+    sweep.add_argument("-o", "--output", type=Path, default=None, help="results root (default: the file's output, "
+                                                                          "else results/<name>)")
+    sweep.add_argument("--timeout", type=float, default=None, help="seconds before a run is killed (default: the file's)")
+    sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
+    sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    sweep.add_argument("--in-allocation", action="store_true",
+                       help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
+
+    submit = sub.add_parser("submit", help="submit a sweep file's runs as SLURM jobs (submitit)",
+                            description="One SLURM job per run (a job array with slurm.array_parallelism); prints "
+                                        "the job ids. Results land in the same layout as local runs.")
+    submit.add_argument("file", type=Path, help="sweep file")
+    submit.add_argument("-o", "--output", type=Path, default=None, help="results root")
+    again = submit.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="submit only runs neither complete nor queued")
+    again.add_argument("--rerun", action="store_true", help="submit every run again")
+    submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
+
+    status = sub.add_parser("status", help="each run's state from a results directory and the scheduler",
+                            description="One line per run: state (ok, failed, timeout, cancelled, preempted, "
+                                        "pending, running, lost, not run), job id and reason.")
+    status.add_argument("dir", type=Path, help="results root (or one run directory)")
+
+    topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
+                          description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
+                                      "named placements for 2, 4, ... GPUs.")
+    topo.add_argument("--file", type=Path, default=None,
+                      help="a saved 'nvidia-smi topo -m' output (or 'hvdbench topo --json') instead of this machine")
+    topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")
+    topo.add_argument("--exhaustive", action="store_true", help="every subset up to symmetry, labelled by ids")
+    topo.add_argument("--json", action="store_true", help="print JSON for other tools")
+    return parser

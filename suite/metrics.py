@@ -1,0 +1,69 @@
+"""The definitions every figure of hvdbench rests on, in one place: a run's throughput, and how a run
+ended judged from its rank logs. Used by the ranks' own summaries, the executors and the report.
+Importable without any framework; works on plain numbers and on NumPy arrays alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, TypeVar
+
+from .records import rank_log_name, read_records
+
+N = TypeVar("N")
+
+
+def rank_throughput(samples: N, step_seconds: N) -> N:
+    """One rank's throughput: the samples of its timed steps over the sum of those steps' own durations
+    (each bounded by a device sync). A run's throughput is the sum of this over its ranks, from every
+    rank's own timings, never rank 0 x N; the report computes it over the steady-state steps only."""
+    return samples / step_seconds  # type: ignore[operator, no-any-return]
+
+
+def total_throughput(per_rank: Iterable[Any]) -> float:
+    """The run's throughput from each rank's ``rank_throughput`` (a NumPy array is summed by NumPy)."""
+    return float(per_rank.sum()) if hasattr(per_rank, "sum") else float(sum(per_rank))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended as its records tell it: ok, failed (a rank's error or the launcher's recorded
+    end) or incomplete (some rank wrote no summary), with a one-line reason."""
+
+    status: str
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def run_outcome(np: int, summary_ranks: Iterable[int], errors: Iterable[str], recorded: Any = None) -> Outcome:
+    """The one judgement of a run, used by the local and SLURM executors and by the report.
+
+    ``recorded`` is the launcher's RunStatus (or None); a recorded end other than ok wins, then a rank's
+    error record, then ranks without a summary."""
+    if recorded is not None and recorded.status != "ok":
+        return Outcome(recorded.status, f"{recorded.status}: {recorded.message}" if recorded.message else recorded.status)
+    errors = list(errors)
+    if errors:
+        return Outcome("failed", errors[0])
+    missing = sorted(set(range(np)) - set(summary_ranks))
+    if missing:
+        return Outcome("incomplete", f"incomplete: no summary from rank(s) {missing}")
+    return Outcome("ok")
+
+
+def logged_outcome(run_dir: Path, np: int, recorded: Any = None) -> Outcome:
+    """``run_outcome`` from the rank logs on disk: what an executor checks once the launcher has ended."""
+    summaries: set[int] = set()
+    errors: list[str] = []
+    for rank in range(np):
+        path = run_dir / rank_log_name(rank)
+        for rec in read_records(path) if path.exists() else []:
+            if rec["kind"] == "summary":
+                summaries.add(rec["rank"])
+            elif rec["kind"] == "error":
+                errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
+    return run_outcome(np, summaries, errors, recorded)

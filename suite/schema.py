@@ -1,0 +1,204 @@
+"""The one master list of record fields: every kind a rank log holds, each field's type and meaning.
+
+Writers build records through it (``RecordWriter.write`` refuses a field a kind does not declare) and
+the collector reads through it (the DataFrame columns of steps, telemetry and summaries are declared
+here). A new field is one line below plus the code that writes it. ``python -m hvdbench.suite.schema``
+prints the list as Markdown (docs/records.md is that output). Importable without any framework.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+SCHEMA_VERSION = 1
+MARKER = '{"hvdbench":'
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a record: its JSON type, what it means, and its column dtype where the report
+    tabulates it (None: not a column of its own)."""
+
+    name: str
+    type: str
+    meaning: str
+    column: str | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of record: what it says and the fields it may carry. ``extra`` says what undeclared
+    fields mean where a kind is open to them (a step's further counts), else None: closed."""
+
+    name: str
+    meaning: str
+    fields: tuple[Field, ...]
+    extra: str | None = None
+
+    def names(self) -> tuple[str, ...]:
+        """Declared field names, in order."""
+        return tuple(f.name for f in self.fields)
+
+    def columns(self) -> dict[str, str]:
+        """The declared fields the report tabulates, name -> pandas dtype, in order."""
+        return {f.name: f.column for f in self.fields if f.column is not None}
+
+    def check(self, fields: Mapping[str, Any]) -> None:
+        """Raise ValueError for a field this kind does not declare (unless the kind is open)."""
+        if self.extra is not None:
+            return
+        unknown = sorted(set(fields) - set(self.names()) - set(HEADER_NAMES))
+        if unknown:
+            raise ValueError(f"record kind {self.name!r} has no field(s) {', '.join(unknown)}; "
+                             f"valid: {', '.join(self.names())}")
+
+
+HEADER = (
+    Field("hvdbench", "int", "schema version; every record starts with this key, so a parser finds it behind any prefix"),
+    Field("kind", "str", "the record kind (below)"),
+    Field("rank", "int", "Horovod rank of the writer", "int64"),
+    Field("local_rank", "int", "rank on its node"),
+    Field("size", "int", "ranks in the job"),
+    Field("host", "str", "the writer's host name"),
+    Field("time", "float", "wall-clock time (s since the epoch)"),
+    Field("mono", "float", "monotonic clock (s); telemetry is timed from the first record's"),
+)
+HEADER_NAMES = tuple(f.name for f in HEADER)
+
+# The facts of one GPU from NVML (env.gpu) and what the telemetry sampler reads every interval.
+GPU_FACTS = (
+    Field("name", "str", "GPU model"),
+    Field("uuid", "str", "GPU UUID"),
+    Field("pci_bus_id", "str", "PCI bus id as NVML prints it (8-digit domain)"),
+    Field("index", "int", "NVML index"),
+    Field("memory_total_bytes", "int", "device memory"),
+    Field("max_sm_clock_mhz", "int", "highest SM clock"),
+    Field("max_memory_clock_mhz", "int", "highest memory clock"),
+    Field("power_limit_w", "float", "enforced power limit"),
+    Field("pcie_max_gen", "int", "highest PCIe generation of the link"),
+    Field("pcie_max_width", "int", "widest PCIe link width"),
+    Field("persistence_mode", "int", "1 when persistence mode is on"),
+    Field("numa_node", "int", "NUMA node of the GPU's PCI device"),
+)
+TELEMETRY = (
+    Field("gpu_util_pct", "float", "GPU utilization since the last sample (NVML)", "float64"),
+    Field("mem_util_pct", "float", "device memory bandwidth utilization (NVML)"),
+    Field("memory_used_bytes", "int", "device memory in use", "float64"),
+    Field("sm_clock_mhz", "int", "SM clock", "float64"),
+    Field("memory_clock_mhz", "int", "memory clock", "float64"),
+    Field("power_w", "float", "board power draw", "float64"),
+    Field("temperature_c", "int", "GPU temperature", "float64"),
+    Field("pcie_gen", "int", "current PCIe link generation"),
+    Field("pcie_width", "int", "current PCIe link width"),
+    Field("clock_events", "list", "clock-event (throttle) reasons set now, by name"),
+    Field("process_cpu_pct", "float", "this process's CPU use since the last sample (% of one core)", "float64"),
+    Field("rss_bytes", "int", "this process's resident memory", "float64"),
+    Field("note", "str", "once, on the first sample: why GPU telemetry is off"),
+)
+
+KINDS: dict[str, Kind] = {kind.name: kind for kind in (
+    Kind("env", "once per rank before training: what the result depends on besides the code", (
+        Field("benchmark", "str", "benchmark name (catalog)"),
+        Field("framework", "str", "pytorch or tensorflow"),
+        Field("model", "str", "architecture"),
+        Field("flags", "dict", "every parsed benchmark flag"),
+        Field("unit", "str", "what samples count (images, tokens, ...)"),
+        Field("threads", "any", "CPU threads: an int (PyTorch), intra/inter-op pools (TensorFlow), null on a GPU"),
+        Field("parameters", "int", "trainable parameters"),
+        Field("tensorflow", "dict", "TensorFlow only: dtype policy, image layout, XLA"),
+        Field("device", "dict", "the framework's view of the device: type, name, capability, bus id, versions"),
+        Field("nvml", "dict", "driver and CUDA driver versions, or why NVML is absent"),
+        Field("gpu", "dict", "NVML facts of this rank's GPU (GPU_FACTS), null on the CPU"),
+        Field("horovod", "dict", "Horovod version, build, controller, rank layout"),
+        Field("pid", "int", "process id"),
+        Field("os", "str", "platform string"),
+        Field("cpu_model", "str", "CPU model name"),
+        Field("cpu_count", "int", "CPUs of the host"),
+        Field("affinity", "list", "CPUs this process may run on"),
+        Field("python", "str", "Python version"),
+        Field("mpi", "dict", "MPI on PATH: mpirun's first line, implementation, version"),
+        Field("variables", "dict", "HOROVOD_*, NCCL_*, UCX_*, OMPI_*, SLURM_*, CUDA_* variables"),
+    )),
+    Kind("phase", "the start of warm-up or of the timed steps", (
+        Field("phase", "str", "warmup or timed"),
+        Field("steps", "int", "steps in the phase"),
+    )),
+    Kind("step", "one training step, bounded by a device sync", (
+        Field("step", "int", "step index from 0, warm-up included", "int64"),
+        Field("warmup", "bool", "run as warm-up (excluded from timing)", "bool"),
+        Field("duration", "float", "seconds from the step's start to its device sync", "float64"),
+        Field("samples", "float", "work done in the benchmark's unit", "float64"),
+        Field("loss", "float", "the step's loss, read after the sync", "float64"),
+        Field("phases", "dict", "with --breakdown: seconds of forward, backward, exchange, optimizer (or compute)"),
+    ), extra="further counts of the step beside samples (audio_s, sentences)"),
+    Kind("comm", "one collective case: every timed iteration of one op, backend, dtype and size", (
+        Field("op", "str", "allreduce, allgather, broadcast or alltoall"),
+        Field("backend", "str", "horovod or mpi"),
+        Field("dtype", "str", "fp32, fp16 or bf16"),
+        Field("bytes", "int", "message size as nccl-tests counts it"),
+        Field("elements", "int", "elements per rank's buffer"),
+        Field("times", "list", "seconds of each timed iteration on this rank"),
+        Field("correct", "bool", "every result matched the values known in advance"),
+        Field("skipped", "str", "why the case could not run here (no other field then)"),
+    )),
+    Kind("telemetry", "sampled every --telemetry-interval seconds while the steps run", TELEMETRY),
+    Kind("profile", "the profiler's top operators over extra steps after the timed ones", (
+        Field("steps", "int", "profiled steps"),
+        Field("trace", "str", "trace file or directory beside the log"),
+        Field("sort_by", "str", "what the operators are ordered by"),
+        Field("top", "list", "operators: name, calls, self_cpu_us, self_device_us, cpu_total_us"),
+    )),
+    Kind("summary", "this rank's end: what it measured (the report recomputes from the steps)", (
+        Field("unit", "str", "what samples count"),
+        Field("steps", "int", "timed steps", "Int64"),
+        Field("warmup_steps", "int", "warm-up steps run"),
+        Field("samples", "float", "samples over the timed steps", "float64"),
+        Field("window_s", "float", "wall time of the timed window (barrier and sync at both ends)", "float64"),
+        Field("step_time_sum_s", "float", "sum of the timed steps' durations"),
+        Field("median_step_s", "float", "median timed step", "float64"),
+        Field("throughput", "float", "samples / step_time_sum_s: this rank's share of the run's throughput", "float64"),
+        Field("totals", "dict", "further counts summed over the timed steps"),
+        Field("rates", "dict", "those counts per second of the timed window"),
+        Field("final_loss", "float", "loss of the last step"),
+        Field("loss_finite", "bool", "every loss was finite"),
+        Field("peak_device_bytes", "int", "peak device memory allocated (GPU)"),
+        Field("peak_rss_bytes", "int", "peak resident set of the process (CPU)"),
+        Field("param_checksum", "float", "sum of every parameter: equal on all ranks when gradients are exchanged"),
+        Field("cases", "int", "collectives: cases measured"),
+        Field("skipped", "int", "collectives: cases skipped"),
+    )),
+    Kind("error", "why the rank stopped (it exits 1 right after)", (
+        Field("error", "str", "exception type"),
+        Field("message", "str", "one line naming the problem"),
+        Field("traceback", "str", "the last frames"),
+    )),
+)}
+
+
+def kind(name: str) -> Kind:
+    """The kind of that name; ValueError listing the valid ones."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown record kind {name!r}; valid: {', '.join(KINDS)}") from None
+
+
+def markdown() -> str:
+    """The master list as Markdown, one table per kind."""
+    out = ["# Rank-log records", "", f"Schema version {SCHEMA_VERSION}. One JSON object per line, one file per "
+           "rank (`rank-<r>.jsonl`); generated by `python -m hvdbench.suite.schema`.", ""]
+    sections = [("Every record starts with", "", HEADER)]
+    sections += [(f"`{k.name}`", k.meaning + (f"; other numeric fields: {k.extra}" if k.extra else ""), k.fields)
+                 for k in KINDS.values()]
+    sections.append(("`env.gpu`", "NVML facts of the rank's GPU", GPU_FACTS))
+    for title, text, fields in sections:
+        out += [f"## {title}", ""] + ([text, ""] if text else [])
+        out += ["| field | type | meaning |", "|---|---|---|"]
+        out += [f"| `{f.name}` | {f.type} | {f.meaning} |" for f in fields] + [""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

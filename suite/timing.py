@@ -1,0 +1,144 @@
+"""The timed loop: warm-up, timed steps each bounded by a device sync, the window bounded by a barrier
+and a sync at both ends, a record per step, and this rank's summary. Framework-neutral: a framework
+supplies a Runtime (rank facts, barrier, sync, object collectives) and a step."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+from .metrics import rank_throughput, total_throughput
+from .records import RecordWriter
+
+
+class Runtime(Protocol):
+    """What the timed loop needs from a framework and Horovod."""
+
+    rank: int
+    local_rank: int
+    size: int
+    local_size: int
+
+    def barrier(self) -> None:
+        """Wait until every rank arrives."""
+
+    def sync(self) -> None:
+        """Wait until the device has finished all work queued so far."""
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        """Every rank's obj, in rank order."""
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's obj on every rank."""
+
+
+@dataclass
+class StepOutcome:
+    """What one step returns: its loss (read after the sync), the work it did, optional phase times."""
+
+    loss: Any
+    counts: dict[str, float]
+    phases: dict[str, float] | None = None
+
+
+def timed_loop(
+    runtime: Runtime,
+    writer: RecordWriter,
+    step: Callable[[], StepOutcome],
+    loss_value: Callable[[Any], float],
+    *,
+    warmup_steps: int,
+    steps: int,
+) -> dict[str, Any]:
+    """Run warm-up then timed steps; record each step; return this rank's summary fields.
+
+    ``counts["samples"]`` is the work in the benchmark's unit (images, words, tokens ...); other
+    counts (audio seconds, sentences) are summed beside it. Every step ends with a device sync, so
+    its duration is the device's work, not the dispatch. The timed window starts after a barrier
+    and a sync and ends with a sync and a barrier.
+    """
+    losses: list[float] = []
+    durations: list[float] = []
+    totals: dict[str, float] = {}
+
+    def one(index: int, warmup: bool) -> None:
+        start = time.perf_counter()
+        out = step()
+        runtime.sync()
+        duration = time.perf_counter() - start
+        loss = loss_value(out.loss)
+        losses.append(loss)
+        if not warmup:
+            durations.append(duration)
+            for key, value in out.counts.items():
+                totals[key] = totals.get(key, 0.0) + value
+        extra = {"phases": out.phases} if out.phases is not None else {}
+        writer.write("step", step=index, warmup=warmup, duration=duration, **out.counts, loss=loss, **extra)
+
+    writer.write("phase", phase="warmup", steps=warmup_steps)
+    for index in range(warmup_steps):
+        one(index, True)
+    runtime.barrier()
+    runtime.sync()
+    writer.write("phase", phase="timed", steps=steps)
+    window_start = time.perf_counter()
+    for index in range(warmup_steps, warmup_steps + steps):
+        one(index, False)
+    runtime.sync()
+    window = time.perf_counter() - window_start
+    runtime.barrier()
+    samples = totals.pop("samples", 0.0)
+    return {
+        "steps": steps,
+        "warmup_steps": warmup_steps,
+        "samples": samples,
+        "window_s": window,
+        "step_time_sum_s": sum(durations),
+        "median_step_s": statistics.median(durations),
+        "throughput": rank_throughput(samples, sum(durations)),
+        "totals": totals,
+        "rates": {key: value / window for key, value in totals.items()},
+        "final_loss": losses[-1],
+        "loss_finite": all(math.isfinite(x) for x in losses),
+    }
+
+
+def summary_line(label: str, unit: str, per_rank: Sequence[dict[str, Any]]) -> str:
+    """Rank 0's human summary: total throughput from every rank's own timing."""
+    total = total_throughput(s["throughput"] for s in per_rank)
+    slowest = max(s["median_step_s"] for s in per_rank)
+    return (f"hvdbench {label}: {len(per_rank)} rank(s), {total:,.1f} {unit}/s total "
+            f"({total / len(per_rank):,.1f} per rank), slowest rank's median step {slowest * 1e3:.1f} ms")
+
+
+class Sampler(Protocol):
+    """A background sampler (telemetry) that runs while the steps are timed."""
+
+    def start(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
+
+def measure(runtime: Runtime, writer: RecordWriter, step: Callable[[], StepOutcome],
+            loss_value: Callable[[Any], float], *, flags: argparse.Namespace, unit: str, label: str,
+            sampler: Sampler, profile: Callable[[int], None], final: Callable[[], dict[str, Any]]) -> int:
+    """Time the steps with the sampler running, profile if asked, write this rank's summary, and print
+    the total on rank 0. ``final`` adds framework facts (peak memory, parameter checksum). Returns the
+    exit status: 1 when a loss was not finite."""
+    sampler.start()
+    try:
+        summary = timed_loop(runtime, writer, step, loss_value, warmup_steps=flags.warmup_steps, steps=flags.steps)
+    finally:
+        sampler.stop()
+    if flags.profile:
+        profile(flags.profile)
+    summary.update(final())
+    writer.write("summary", unit=unit, **summary)
+    per_rank = runtime.allgather_object(summary)
+    if runtime.rank == 0:
+        print(summary_line(label, unit, per_rank), flush=True)
+    return 0 if summary["loss_finite"] else 1

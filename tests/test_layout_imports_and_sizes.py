@@ -1,0 +1,95 @@
+"""The code's shape: no import cycles (lazy imports included), no file over 600 lines, the report path
+imports no training framework, and each record field has one home that writers and readers share."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from hvdbench.suite import schema
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = {"suite": "hvdbench.suite", "launchers": "hvdbench.launchers", "analysis": "hvdbench.analysis"}
+MAX_LINES = 600
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for folder, package in PACKAGES.items():
+        for path in (REPO / folder).rglob("*.py"):
+            parts = path.relative_to(REPO / folder).with_suffix("").parts
+            name = ".".join((package, *parts))
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every hvdbench module this one imports, anywhere in it (functions included)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names}
+    return {m for m in found if m in modules and m != name}
+
+
+def test_no_import_cycles() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+
+
+def test_no_file_over_600_lines() -> None:
+    files = [p for folder in (*PACKAGES, "tests", "benchmarks") for p in (REPO / folder).rglob("*.py")]
+    long = {str(p.relative_to(REPO)): n for p in files if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"files over {MAX_LINES} lines: {long}"
+
+
+def test_report_and_its_command_import_no_training_framework(tmp_path: Path) -> None:
+    with tarfile.open(REPO / "tests" / "fixtures" / "runs-v1.tar.xz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    code = ("import sys\n"
+            "from hvdbench.launchers.cli import main\n"
+            f"assert main(['report', {str(tmp_path)!r}, '-o', {str(tmp_path / 'out')!r}]) == 0\n"
+            "loaded = [m for m in ('torch', 'tensorflow', 'keras', 'horovod') if m in sys.modules]\n"
+            "assert not loaded, loaded\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_every_record_kind_declares_its_fields_once() -> None:
+    for kind in schema.KINDS.values():
+        names = kind.names()
+        assert len(names) == len(set(names)), kind.name
+        assert not set(names) & set(schema.HEADER_NAMES), kind.name
+    assert (REPO / "docs" / "records.md").read_text(encoding="utf-8") == schema.markdown(), \
+        "docs/records.md is stale: python -m hvdbench.suite.schema > docs/records.md"
