@@ -31,11 +31,17 @@ COMM_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "op": "string", "backend": "string", "dtype": "string",
     "bytes": "int64", "iteration": "int64", "time": "float64",
 }
+P2P_SCHEMA: dict[str, str] = {
+    "run_id": "string", "src": "string", "dst": "string", "mode": "string", "bytes": "int64", "link": "string",
+    "peer_access": "boolean", "iteration": "int64", "time": "float64",
+}
 TELEMETRY_FIELDS = tuple(KINDS["telemetry"].columns())
 TELEMETRY_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "t_s": "float64", **KINDS["telemetry"].columns()}
+GPU_LIMITS = ("max_sm_clock_mhz", "max_memory_clock_mhz", "power_limit_w", "pcie_max_gen", "pcie_max_width",
+              "ecc_uncorrected", "retired_pages")  # env.gpu facts that telemetry is judged against
 ENV_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "host": "string", "device": "string", "gpu_name": "string",
-    "gpu_bus_id": "string", "max_sm_clock_mhz": "float64", "max_memory_clock_mhz": "float64",
+    "gpu_bus_id": "string", **{name: "float64" for name in GPU_LIMITS},
     "framework_version": "string", "horovod": "string", "mpi": "string",
 }
 PROFILE_SCHEMA: dict[str, str] = {
@@ -63,6 +69,7 @@ class Collection:
     telemetry: pd.DataFrame = field(default_factory=lambda: frame([], TELEMETRY_SCHEMA))
     env: pd.DataFrame = field(default_factory=lambda: frame([], ENV_SCHEMA))
     profile: pd.DataFrame = field(default_factory=lambda: frame([], PROFILE_SCHEMA))
+    p2p: pd.DataFrame = field(default_factory=lambda: frame([], P2P_SCHEMA))
     file_issues: list[FileIssue] = field(default_factory=list)
     spec_errors: list[str] = field(default_factory=list)
     comm_skipped: list[str] = field(default_factory=list)
@@ -122,7 +129,7 @@ def _env_row(run_id: str, rec: dict[str, Any]) -> dict[str, Any]:
     mpi = rec.get("mpi") or {}
     return {"run_id": run_id, "rank": rec["rank"], "host": rec.get("host"), "device": device.get("type"),
             "gpu_name": gpu.get("name") or device.get("name"), "gpu_bus_id": gpu.get("pci_bus_id") or device.get("pci_bus_id"),
-            "max_sm_clock_mhz": gpu.get("max_sm_clock_mhz"), "max_memory_clock_mhz": gpu.get("max_memory_clock_mhz"),
+            **{name: gpu.get(name) for name in GPU_LIMITS},
             "framework_version": device.get("torch") or device.get("tensorflow"),
             "horovod": (rec.get("horovod") or {}).get("version"),
             "mpi": " ".join(str(x) for x in (mpi.get("implementation"), mpi.get("version")) if x) or None}
@@ -196,6 +203,11 @@ def _read_all(paths: list[Path]) -> list[RankLog]:
 PARALLEL_FROM = 64
 
 
+def _cell(value: Any) -> Any:
+    """A record value as a table cell: a list (clock events) as its items joined by commas."""
+    return ",".join(map(str, value)) if isinstance(value, list) else value
+
+
 class _Run:
     """What one run's rank logs add to the tables, and what its outcome is judged from."""
 
@@ -215,7 +227,7 @@ class _Run:
         self.tables["telemetry"].append({
             "run_id": self.spec.id, "rank": rec["rank"],
             "t_s": t - self.start if isinstance(t, (int, float)) and self.start is not None else None,
-            **{f: rec.get(f) for f in TELEMETRY_FIELDS}})
+            **{f: _cell(rec.get(f)) for f in TELEMETRY_FIELDS}})
 
     def on_summary(self, rec: dict[str, Any]) -> None:
         self.summary_ranks.add(rec["rank"])
@@ -227,6 +239,11 @@ class _Run:
         self.tables["comm"] += [{"run_id": self.spec.id, "rank": rec["rank"], "op": rec.get("op"),
                                  "backend": rec.get("backend"), "dtype": rec.get("dtype"), "bytes": rec.get("bytes"),
                                  "iteration": i, "time": t} for i, t in enumerate(rec.get("times") or [])]
+
+    def on_p2p(self, rec: dict[str, Any]) -> None:
+        self.tables["p2p"] += [{"run_id": self.spec.id, **{k: rec.get(k) for k in ("src", "dst", "mode", "bytes", "link",
+                                                                                 "peer_access")},
+                                "iteration": i, "time": t} for i, t in enumerate(rec.get("times") or [])]
 
     def on_error(self, rec: dict[str, Any]) -> None:
         self.errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
@@ -245,7 +262,7 @@ class _Run:
 # Each record kind (schema.KINDS) and what the collector does with it; steps are read column-wise in read_log.
 PARSERS: dict[str, Callable[[_Run, dict[str, Any]], None]] = {
     "env": _Run.on_env, "telemetry": _Run.on_telemetry, "summary": _Run.on_summary, "comm": _Run.on_comm,
-    "error": _Run.on_error, "profile": _Run.on_profile, "phase": _Run.on_other,
+    "error": _Run.on_error, "profile": _Run.on_profile, "phase": _Run.on_other, "p2p": _Run.on_p2p,
 }
 
 
@@ -254,7 +271,7 @@ def collect(roots: Iterable[Path]) -> Collection:
     roots = [Path(r) for r in roots]
     runs: list[dict[str, Any]] = []
     step_parts: list[pd.DataFrame] = []
-    tables: dict[str, list[dict[str, Any]]] = {"comm": [], "telemetry": [], "env": [], "profile": []}
+    tables: dict[str, list[dict[str, Any]]] = {"comm": [], "telemetry": [], "env": [], "profile": [], "p2p": []}
     skipped: set[str] = set()
     issues: list[FileIssue] = []
     spec_errors: list[str] = []
@@ -304,4 +321,5 @@ def collect(roots: Iterable[Path]) -> Collection:
     steps = steps.reindex(columns=list(STEPS_SCHEMA)).astype(STEPS_SCHEMA)
     return Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
                       frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),
-                      frame(tables["profile"], PROFILE_SCHEMA), issues, spec_errors, sorted(skipped))
+                      frame(tables["profile"], PROFILE_SCHEMA), frame(tables["p2p"], P2P_SCHEMA), issues, spec_errors,
+                      sorted(skipped))

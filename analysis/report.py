@@ -13,8 +13,10 @@ from .comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
 from .compare import compare_table
 from .document import Report, Section, render_markdown, text_table
 from .html import render_html
+from .p2p import host_rows, matrix_rows, p2p_table
 from .plots import all_plots
 from .scaling import run_stats_table, scaling_table, straggler_table
+from .screening import THRESHOLD, screening_table
 from .stats import STRAGGLER_THRESHOLD
 
 
@@ -36,10 +38,11 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     stats = run_stats_table(collection, warmup)
     table = scaling_table(collection, stats)
     comm = comm_table(collection)
-    if table.empty and comm.empty:
+    if table.empty and comm.empty and collection.p2p.empty:
         reasons = "; ".join(sorted(set(collection.runs["reason"]))[:3]) or "no timed steps"
         raise ReportError(f"no complete run to report: {reasons}")
     slow = straggler_table(collection, stats, threshold)
+    screen = screening_table(collection, stats)
     compared = compare_table(table, prices or {})
     headline = [Section(f"{system}: {args or '(defaults)'}", "", views.headline_titles(group), views.headline_rows(group),
                         code=True) for (system, args), group in table.groupby(["system", "args"], sort=True)]
@@ -48,12 +51,16 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         sections.append(Section(title, text, header, rows))
     if not compared.empty:
         sections.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared)))
+    if len(screen):
+        sections.append(Section("Screening", views.screening_text(THRESHOLD), *views.screening_rows(screen)))
     sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
     sections.append(Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats)))
     sections += [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
     tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow}
     if not compared.empty:
         tables["compare"] = compared
+    if len(screen):
+        tables["screening"] = screen
     if len(collection.profile):
         tables["profile"] = collection.profile
     if len(comm):
@@ -63,6 +70,15 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         if len(ratio):
             sections.append(Section("Horovod against raw MPI", "busbw through Horovod / through mpi4py, near 64 MiB.",
                                     *views.ratio_rows(ratio)))
+    p2p = p2p_table(collection)
+    if len(p2p):
+        tables["p2p"] = p2p
+        for (run_id, host), cases in p2p.groupby(["run_id", "host"], sort=True, dropna=False):
+            where = f"{host} ({run_id})"
+            sections.append(Section(f"Peer-to-peer bandwidth, {where}", views.P2P_TEXT, *matrix_rows(cases, "uni")))
+            if (cases["mode"] == "bi").any():
+                sections.append(Section(f"Both directions at once, {where}", "", *matrix_rows(cases, "bi")))
+            sections.append(Section(f"Host and GPU, {where}", "Pinned host memory.", *host_rows(cases)))
     plots = all_plots(table, collection.steps, collection.runs, stats, collection.telemetry)
     if len(comm):
         svg = plot_bandwidth(comm)
@@ -106,6 +122,11 @@ def terminal_text(report: Report, collection: Collection) -> str:
     slow = report.tables["stragglers"]
     if len(slow):
         notes.append(f"{len(slow)} straggling rank(s) (see report.md)")
+    if "screening" in report.tables:
+        screen = report.tables["screening"]
+        flagged = screen[screen["flagged"]]
+        notes.append(f"screening: {len(flagged)} of {len(screen)} GPU(s)/node(s) flagged"
+                     + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples()) if len(flagged) else ""))
     return "\n\n".join(texts) + ("\n" + "; ".join(notes) if notes else "")
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .collect import Collection
+from .evidence import evidence, rank_telemetry
 from .stats import STRAGGLER_THRESHOLD, median_interval, run_stats, stragglers
 
 CONFIG = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs"]
@@ -31,6 +32,7 @@ STRAGGLER_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
     "rank": "int64", "host": "string", "gpu": "string", "median_work_ms": "float64", "run_median_ms": "float64",
     "excess": "float64", "sm_clock_mhz": "float64", "memory_clock_mhz": "float64", "temperature_c": "float64",
+    "power_w": "float64", "clock_events": "string", "evidence": "string",
 }
 
 
@@ -56,17 +58,20 @@ def _mean_power(telemetry: pd.DataFrame) -> dict[str, float]:
 
 
 def straggler_table(collection: Collection, stats: pd.DataFrame, threshold: float = STRAGGLER_THRESHOLD) -> pd.DataFrame:
-    """Every straggling rank of every complete run, with its host, GPU, mean clocks and temperature."""
+    """Every straggling rank of every complete run, with its host, GPU, mean clocks, power and temperature,
+    and the evidence: where its telemetry differs from the other ranks' and from its GPU's own limits."""
     runs = collection.runs.set_index("run_id")
     used = stats.set_index("run_id")["warmup_used"]
     env = collection.env.drop_duplicates(["run_id", "rank"]).set_index(["run_id", "rank"])
-    tele = collection.telemetry.groupby(["run_id", "rank"])[["sm_clock_mhz", "memory_clock_mhz", "temperature_c"]].mean()
+    tele = rank_telemetry(collection.telemetry).set_index(["run_id", "rank"])
     rows = []
     for run_id, steps in collection.steps[collection.steps["run_id"].isin(used.index)].groupby("run_id", sort=False):
         for slow in stragglers(steps, int(used[run_id]), threshold).itertuples():
             key = (run_id, int(slow.rank))
             facts = env.loc[key] if key in env.index else None
             clocks = tele.loc[key] if key in tele.index else None
+            peers = tele.xs(run_id, level="run_id").drop(index=int(slow.rank), errors="ignore") \
+                if run_id in tele.index.get_level_values(0) else tele.iloc[0:0]
             run = runs.loc[run_id]
             rows.append({"run_id": run_id, "system": run["system"], "benchmark": run["benchmark"], "model": run["model"],
                          "np": run["np"], "rank": int(slow.rank),
@@ -75,7 +80,9 @@ def straggler_table(collection: Collection, stats: pd.DataFrame, threshold: floa
                                                                     if isinstance(x, str)) or None,
                          "median_work_ms": slow.median_work_s * 1e3, "run_median_ms": slow.run_median_s * 1e3,
                          "excess": slow.excess,
-                         **{k: (None if clocks is None else clocks[k]) for k in ("sm_clock_mhz", "memory_clock_mhz", "temperature_c")}})
+                         **{k: (None if clocks is None else clocks[k])
+                            for k in ("sm_clock_mhz", "memory_clock_mhz", "temperature_c", "power_w", "clock_events")},
+                         "evidence": evidence(clocks, peers, facts)})
     return pd.DataFrame(rows, columns=list(STRAGGLER_SCHEMA)).astype(STRAGGLER_SCHEMA)
 
 

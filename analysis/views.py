@@ -116,7 +116,10 @@ def compare_rows(compared: pd.DataFrame) -> Rows:
 def straggler_text(slow: pd.DataFrame, threshold: float) -> str:
     base = (f"Ranks whose median own-work time per step is more than {threshold:.0%} above their run's median "
             "(own work: the step minus its gradient exchange where --breakdown recorded it, since a synchronous "
-            "step makes every rank wait for the slowest; else the whole step).")
+            "step makes every rank wait for the slowest; else the whole step). Evidence: where the rank's "
+            "telemetry differs from the other ranks' (clocks, power, temperature, PCIe link, clock-event reasons) "
+            "and from its GPU's own limits (maximum clocks, power limit, PCIe generation and width, ECC errors, "
+            "retired pages).")
     return base if len(slow) else base + " None found."
 
 
@@ -124,10 +127,27 @@ def straggler_rows(slow: pd.DataFrame) -> Rows:
     if slow.empty:
         return [], []
     return (["run", "GPUs", "rank", "host", "GPU", "median work (ms)", "run median (ms)", "slower by",
-             "SM clock (MHz)", "memory clock (MHz)", "temperature (°C)"],
+             "SM clock (MHz)", "memory clock (MHz)", "temperature (°C)", "power (W)", "evidence"],
             [[r.run_id, str(r.np), str(r.rank), text(r.host), text(r.gpu), fmt(r.median_work_ms, 2),
               fmt(r.run_median_ms, 2), pct(r.excess), fmt(r.sm_clock_mhz, 0), fmt(r.memory_clock_mhz, 0),
-              fmt(r.temperature_c, 0)] for r in slow.itertuples()])
+              fmt(r.temperature_c, 0), fmt(r.power_w, 0), text(r.evidence)] for r in slow.itertuples()])
+
+
+def screening_text(threshold: float) -> str:
+    return (f"Each GPU alone (and each node, as fast as its slowest GPU in synchronous training) against its fleet: every unit of the same "
+            f"system, benchmark and arguments. Flagged: more than {threshold:.0%} below the fleet median, or its "
+            "own 95% interval wholly below the median's (a bootstrap over units) while at least 1% below. "
+            "Evidence: telemetry against the other units' and the GPU's own limits.")
+
+
+def screening_rows(screen: pd.DataFrame) -> Rows:
+    return (["workload", "level", "host", "unit", "GPU", "throughput", "95% CI", "fleet median", "vs fleet",
+             "flagged", "evidence"],
+            [[f"{r.system} {r.benchmark} {r.model}", r.level, text(r.host), r.unit, text(r.gpu), fmt(r.throughput),
+              f"{fmt(r.ci_low)} – {fmt(r.ci_high)}" if not missing(r.ci_low) else "-",
+              f"{fmt(r.fleet_median)} [{fmt(r.fleet_low)} – {fmt(r.fleet_high)}]", pct(r.vs_fleet),
+              "FLAGGED" if r.flagged else "", text(r.evidence) if r.evidence else ""]
+             for r in screen.itertuples()])
 
 
 WARMUP_TEXT = ("Steps left out of each run: at least those it ran as warm-up; more where its step times show a "
@@ -159,6 +179,10 @@ def problems(collection: Collection) -> list[tuple[str, str, list[str], list[lis
         out.append(("Collective cases not run", "; ".join(collection.comm_skipped), [], []))
     return out
 
+
+P2P_TEXT = ("Device-to-device copies from the row's GPU to the column's: the pair's link class (from the "
+            "node's topology) and GB/s (10^9 bytes over the median of the timed copies, each bounded by device "
+            "syncs). A PIX pair at PCIe rates or an NV# pair at NVLink rates shows here.")
 
 COMM_TEXT = ("Per iteration the slowest rank's time; algbw = bytes / mean time; busbw as nccl-tests defines it "
              "(allreduce × 2(n−1)/n, allgather and alltoall × (n−1)/n, broadcast × 1). Every result was checked. "

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from hvdbench.suite import harness, timing
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.cifar10 import build
-from hvdbench.suite.gpu import Nvml, TelemetrySampler, telemetry_for
+from hvdbench.suite.gpu import Nvml, TelemetrySampler, telemetry_for, visible_device
 from hvdbench.suite.pytorch import BuildContext, TorchRuntime, Trainer, pick_device, set_threads
 
 
@@ -70,7 +70,7 @@ def main() -> int:
 
         def through_harness(steps: int, telemetry: bool = False) -> float:
             nvml = Nvml()
-            handle = nvml.handle(None, hvd.local_rank()) if device.type == "cuda" else None
+            handle = nvml.handle(None, visible_device(hvd.local_rank())) if device.type == "cuda" else None
             sampler = TelemetrySampler(writer, args.interval if telemetry else 0, *telemetry_for(nvml, handle)).start()
             try:
                 summary = timing.timed_loop(runtime, writer, trainer.step, lambda t: float(t.item()),
@@ -85,7 +85,7 @@ def main() -> int:
             summary = timing.timed_loop(runtime, writer, lambda: nothing, lambda t: float(t.item()),
                                          warmup_steps=0, steps=steps)
             nvml = Nvml()
-            sample, _ = telemetry_for(nvml, nvml.handle(None, hvd.local_rank()) if device.type == "cuda" else None)
+            sample, _ = telemetry_for(nvml, nvml.handle(None, visible_device(hvd.local_rank())) if device.type == "cuda" else None)
             start = time.perf_counter()
             for _ in range(1000):
                 writer.write("telemetry", **sample())

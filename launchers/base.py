@@ -84,7 +84,10 @@ def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
 
 
 def host_slots(spec: RunSpec, hosts: Sequence[str]) -> str:
-    """``host:slots,...`` for the first spec.nodes hosts; fewer hosts than nodes is an error."""
+    """``host:slots,...`` for the first spec.nodes hosts (the spec's own host where it is pinned to one);
+    fewer hosts than nodes is an error."""
+    if spec.host is not None:
+        return f"{spec.host}:{spec.ranks_per_node}"
     if len(hosts) < spec.nodes:
         raise UsageError(f"run {spec.id} needs {spec.nodes} node(s) but {len(hosts)} host(s) were given")
     return ",".join(f"{host}:{spec.ranks_per_node}" for host in hosts[: spec.nodes])

@@ -112,6 +112,16 @@ def explicit(topo: Topology, devices: Sequence[int]) -> Placement:
     return _placement(topo, f"{topo.slowest(devices) or 'single'}:{','.join(map(str, devices))}", devices)
 
 
+def cpu_slots(count: int, cpus: Sequence[int]) -> list[Placement]:
+    """``count`` slots of a node without GPUs, each an even share of the CPUs (``cpu:<n>``): the units
+    screening compares where there is no GPU to screen."""
+    if not 1 <= count <= len(cpus):
+        raise UsageError(f"cannot make {count} CPU slot(s) from {len(cpus)} CPU(s)")
+    share = len(cpus) // count
+    ordered = sorted(cpus)
+    return [Placement(f"cpu:{i}", (), None, tuple(ordered[i * share:(i + 1) * share]), ()) for i in range(count)]
+
+
 def default_counts(topo: Topology) -> list[int]:
     """GPU counts worth planning on a node: 2, 4, 8 ... up to its size."""
     counts, k = [], 2

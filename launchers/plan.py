@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -11,7 +12,7 @@ from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
 from .base import launcher_class, launcher_names
-from .placement import Placement, by_link_class, check_devices, explicit
+from .placement import Placement, by_link_class, check_devices, cpu_slots, explicit
 from .sweep import Sweep, SweepError, Workload
 from .topology import Topology, format_cpus, link_rank
 
@@ -33,13 +34,21 @@ def sizes(sweep: Sweep) -> list[tuple[int, int]]:
     return sorted(dict.fromkeys(pairs), key=lambda p: (p[0] * p[1], p[0]))
 
 
+EACH = "each"  # every GPU alone at one GPU, one placement per link class at more (screening)
+
+
 def _resolve(sweep: Sweep, topo: Topology | None, per_node: int,
              skipped: list[str]) -> list[Placement | None]:
     """The placements one size runs on: every named one that exists for that many GPUs; at one GPU per
-    node the first id of each explicit placement (named classes need two GPUs)."""
+    node the first id of each explicit placement, and with ``each`` every GPU of the node alone."""
     if per_node == 1:
-        explicit_ids = [w for w in sweep.placements if isinstance(w, tuple)]
-        return list(dict.fromkeys(explicit(topo, w[:1]) for w in explicit_ids)) or [None]  # type: ignore[arg-type]
+        explicit_ids = [w[:1] for w in sweep.placements if isinstance(w, tuple)]
+        if EACH in sweep.placements and topo is None:
+            return list(cpu_slots(sweep.cpu_slots or 1, sorted(os.sched_getaffinity(0))))
+        if EACH in sweep.placements:
+            assert topo is not None
+            explicit_ids += [(g.index,) for g in topo.gpus]
+        return list(dict.fromkeys(explicit(topo, ids) for ids in explicit_ids)) or [None]  # type: ignore[arg-type]
     if not sweep.placements:
         return [None]
     assert topo is not None
@@ -53,13 +62,15 @@ def _resolve(sweep: Sweep, topo: Topology | None, per_node: int,
             found.append(explicit(topo, wanted[:per_node]))
         elif wanted == "auto":
             found.append(None)
+        elif wanted == EACH:
+            found.extend(classes)
         else:
             match = [p for p in classes if p.name == wanted or p.slowest == wanted]
             if not match:
                 skipped.append(f"placement {wanted} for {per_node} GPUs: this node offers "
                                + ", ".join(p.name.split(":")[0] for p in classes))
             found.extend(match)
-    return found
+    return list(dict.fromkeys(found))
 
 
 def check_placements(sweep: Sweep, topo: Topology) -> None:
@@ -75,10 +86,10 @@ def check_placements(sweep: Sweep, topo: Topology) -> None:
                 check_devices(topo, wanted)
             except UsageError as exc:
                 raise SweepError(f"{key}: {exc}") from None
-        elif wanted != "auto" and wanted not in offered:
+        elif wanted not in ("auto", EACH) and wanted not in offered:
             valid = sorted(offered, key=lambda c: (c != "all", link_rank(c) if c != "all" else (0, 0)))
             raise SweepError(f"{key}: the topology ({topo.source}) has no {wanted!r} placement for "
-                             f"{', '.join(map(str, counts))} GPU(s); valid: {', '.join(valid + ['auto'])}")
+                             f"{', '.join(map(str, counts))} GPU(s); valid: {', '.join(valid + ['auto', EACH])}")
 
 
 def _bench_args(workload: Workload, batch: int | None, precision: str | None, independent: bool) -> tuple[str, ...]:
@@ -93,7 +104,9 @@ def _bench_args(workload: Workload, batch: int | None, precision: str | None, in
 
 
 def _cpus(topo: Topology | None, placement: Placement | None, per_node: int, bind: bool) -> tuple[str, ...] | None:
-    """The CPUs of each local rank's GPU, where the topology knows them and binding is on."""
+    """The CPUs of each local rank's GPU (or of a CPU slot), where they are known and binding is on."""
+    if bind and placement is not None and not placement.devices and placement.cpus:
+        return (format_cpus(placement.cpus),)
     if not bind or topo is None:
         return None
     devices = placement.devices if placement is not None else tuple(range(per_node))
@@ -111,7 +124,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
     """Expand the sweep: workloads x batch sizes x precisions x exchange x launchers x knobs x sizes x
     placements x repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts."""
     node_gpus = sweep.node_gpus or (len(topo.gpus) if topo is not None else None)
-    if sweep.placements and topo is None:
+    if sweep.placements and topo is None and not (sweep.placements == (EACH,) and sweep.cpu_slots):
         raise SweepError(f"{sweep.path}: axes.placements needs the node's topology: give topology: FILE "
                          "(saved 'nvidia-smi topo -m') or run where GPUs are visible")
     if topo is not None and sweep.placements:

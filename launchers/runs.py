@@ -5,6 +5,7 @@ that would do it (here, or as a SLURM job); runs are executed here or submitted.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Protocol, Sequence
 
@@ -16,7 +17,8 @@ from .base import default_controllers, get_launcher
 from .local import LocalExecutor
 from .plan import Plan, plan
 from .sweep import Sweep, Workload, load_sweep
-from .topology import Topology, local_topology, read_topology_file
+from .node_topology import local_topology
+from .topology import Topology, read_topology_file
 
 DEFAULT_SWEEP = Path(__file__).with_name("sweeps") / "demo.yaml"
 
@@ -46,10 +48,44 @@ def benchmark_sweep(benchmark: str, args: Sequence[str], *, np: Sequence[int], l
 
 
 def sweep_topology(sweep: Sweep) -> Topology | None:
-    """The node topology a sweep's placements are planned on: its saved file, else this node's."""
+    """The node topology a sweep's placements are planned on: its saved file, else this node's (none for
+    CPU slots)."""
     if sweep.topology is not None:
         return read_topology_file(sweep.topology)
-    return local_topology() if sweep.placements else None
+    return local_topology() if sweep.placements and not sweep.cpu_slots else None
+
+
+# What `hvdbench screen` runs when given no benchmark: long enough for a steady interval, short per GPU.
+SCREEN_GPU = ("imagenet", ("--model", "resnet50", "--batch-size", "64", "--precision", "amp", "--steps", "60",
+                           "--warmup-steps", "10", "--telemetry-interval", "0.5"))
+SCREEN_CPU = ("cifar10", ("--model", "resnet20", "--batch-size", "16", "--steps", "30", "--warmup-steps", "3",
+                          "--device", "cpu", "--telemetry-interval", "0.5"))
+
+
+def screen_sweep(benchmark: str | None, args: Sequence[str], *, topology: Path | None, cpu_slots: int | None,
+                 pairs: bool, launcher: str, system: str, timeout: float) -> Sweep:
+    """The sweep of ``hvdbench screen``: the benchmark on every GPU of the node alone, then (``pairs``) on
+    one pair of GPUs per link class; on a node without GPUs, on ``cpu_slots`` CPU slots alone."""
+    default = SCREEN_CPU if cpu_slots else SCREEN_GPU
+    name, bench_args = (benchmark, tuple(args)) if benchmark else (default[0], default[1] + tuple(args))
+    if cpu_slots and "--threads" not in bench_args:
+        cores = len(os.sched_getaffinity(0)) // cpu_slots
+        if cores < 1:
+            raise UsageError(f"--cpu-slots {cpu_slots}: this machine has {len(os.sched_getaffinity(0))} CPU(s)")
+        bench_args += ("--threads", str(cores))
+    get_benchmark(name).check(bench_args)
+    return Sweep(path=Path("hvdbench screen"), name="screen", system=system,
+                 launchers=((launcher, default_controllers([launcher])[launcher]),), timeout=timeout,
+                 workloads=(Workload(name, bench_args),), np=(1,) if cpu_slots or not pairs else (1, 2),
+                 placements=("each",), baseline=False, topology=topology, cpu_slots=cpu_slots)
+
+
+def pin_to_hosts(planned: Plan, hosts: Sequence[str]) -> Plan:
+    """The plan run on each host in turn (one node each): how a cluster's every node is screened."""
+    if len(hosts) < 2:
+        return planned
+    return Plan(tuple(replace(spec, host=host) for host in hosts for spec in planned.specs), planned.baselines,
+                planned.skipped)
 
 
 def load(file: Path, output: Path | None) -> tuple[Sweep, Plan, Path]:

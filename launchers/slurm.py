@@ -51,6 +51,8 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str) -> dict[str,
     for directive in options.directives:
         key, sep, value = directive.lstrip("-").partition("=")
         extra[key.replace("-", "_")] = value if sep else True
+    if spec.host is not None:  # a run pinned to one node (screening every node)
+        extra["nodelist"] = spec.host
     params: dict[str, Any] = {
         "name": f"hvdbench-{name}", "timeout_min": options.time_min, "nodes": spec.nodes,
         "tasks_per_node": spec.ranks_per_node if per_task else 1,
@@ -59,7 +61,8 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str) -> dict[str,
         "slurm_additional_parameters": extra,
     }
     if options.gpus:
-        params["gpus_per_node"] = spec.ranks_per_node
+        # named GPUs (a placement) are node-physical ids: ask for enough GPUs to cover them
+        params["gpus_per_node"] = spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
     if not per_task and options.cpus_per_task is None:  # one task per node holds every rank of the node
         params["cpus_per_task"] = spec.ranks_per_node
     for key, value in (("slurm_partition", options.partition), ("slurm_account", options.account),

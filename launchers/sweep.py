@@ -110,6 +110,7 @@ class Sweep:
     baseline: bool = True
     bind_cpus: bool = True
     node_gpus: int | None = None
+    cpu_slots: int | None = None  # with placements: each on a node without GPUs, screen this many CPU slots
     topology: Path | None = None
     hosts: tuple[str, ...] = ("localhost",)
     ssh_port: int | None = None
@@ -235,7 +236,8 @@ class _Reader:
 
 
 _TOP = ("name", "system", "launcher", "controller", "repeats", "timeout", "workloads", "axes", "baseline",
-        "bind_cpus", "node_gpus", "topology", "hosts", "ssh_port", "ssh_identity_file", "output", "slurm")
+        "bind_cpus", "node_gpus", "cpu_slots", "topology", "hosts", "ssh_port", "ssh_identity_file", "output",
+        "slurm")
 _AXES = ("np", "nodes", "gpus_per_node", "placements", "batch_size", "precision", "independent", "env")
 _WORKLOAD = ("benchmark", "args", "batch_size", "precision")
 _SLURM = ("partition", "account", "qos", "time", "constraint", "exclusive", "directives", "setup",
@@ -308,7 +310,7 @@ def load_sweep(path: Path) -> Sweep:
         placements=axes.many("placements", axes.placement), batch_size=axes.many("batch_size", axes.positive),
         precision=axes.many("precision", axes.text), independent=axes.many("independent", axes.flag, (False,)),
         env=env, baseline=top.get("baseline", top.flag, True), bind_cpus=top.get("bind_cpus", top.flag, True),
-        node_gpus=top.get("node_gpus", top.positive, None), topology=top.get("topology", top.path_value, None),
+        node_gpus=top.get("node_gpus", top.positive, None), cpu_slots=top.get("cpu_slots", top.positive, None), topology=top.get("topology", top.path_value, None),
         hosts=top.many("hosts", top.text, ("localhost",)), ssh_port=top.get("ssh_port", top.port, None),
         ssh_identity_file=top.get("ssh_identity_file", top.path_value, None),
         output=top.get("output", lambda v, k: Path(top.text(v, k)).expanduser(), None),  # relative to where it runs

@@ -10,15 +10,11 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import shutil
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from hvdbench.suite.errors import HvdbenchError
-from hvdbench.suite.gpu import Nvml, pci_numa_node
-from hvdbench.suite.gpu import text as nvml_text
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _NV = re.compile(r"^NV(\d+)$")
@@ -69,12 +65,13 @@ def format_cpus(cpus: Sequence[int]) -> str:
 
 @dataclass(frozen=True)
 class Gpu:
-    """One GPU of the node."""
+    """One GPU of the node (``mig``: MIG mode is on; only NVML can tell)."""
 
     index: int
     pci_bus_id: str | None = None
     cpus: tuple[int, ...] = ()
     numa_node: int | None = None
+    mig: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,78 +240,6 @@ def topology_from_json(data: Mapping[str, Any], source: str = "json") -> Topolog
     """The inverse of Topology.to_json."""
     labels = list(data["labels"])
     links = {(a, b): data["matrix"][i][j] for i, a in enumerate(labels) for j, b in enumerate(labels) if a != b}
-    gpus = tuple(Gpu(g["index"], g.get("pci_bus_id"), tuple(g.get("cpus", ())), g.get("numa_node")) for g in data["gpus"])
+    gpus = tuple(Gpu(g["index"], g.get("pci_bus_id"), tuple(g.get("cpus", ())), g.get("numa_node"), bool(g.get("mig")))
+                 for g in data["gpus"])
     return Topology(gpus, tuple(Nic(n["label"], n["name"]) for n in data.get("nics", [])), links, source)
-
-
-# NVML's topology levels (nvmlGpuTopologyLevel_t) and the class nvidia-smi prints for each.
-NVML_LEVELS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-
-
-def topology_from_nvml_values(bus_ids: Sequence[str], ancestors: Sequence[Sequence[int]],
-                              nvlinks: Sequence[Sequence[int]], cpus: Sequence[Sequence[int]],
-                              numa_nodes: Sequence[int | None]) -> Topology:
-    """Build a Topology from what NVML reports per GPU pair: the common PCIe ancestor level and the
-    number of active NVLinks between them (NV<n> wins over the PCIe path, as in nvidia-smi)."""
-    count = len(bus_ids)
-    links: dict[tuple[str, str], str] = {}
-    for a in range(count):
-        for b in range(count):
-            if a == b:
-                continue
-            if nvlinks[a][b] != nvlinks[b][a] or ancestors[a][b] != ancestors[b][a]:
-                raise TopologyError(f"NVML: GPU{a}-GPU{b} is not symmetric")
-            if ancestors[a][b] not in NVML_LEVELS:
-                raise TopologyError(f"NVML: GPU{a}-GPU{b}: unknown topology level {ancestors[a][b]}")
-            links[(f"GPU{a}", f"GPU{b}")] = f"NV{nvlinks[a][b]}" if nvlinks[a][b] else NVML_LEVELS[ancestors[a][b]]
-    gpus = tuple(Gpu(i, bus_ids[i], tuple(cpus[i]), numa_nodes[i]) for i in range(count))
-    return Topology(gpus, (), links, "nvml")
-
-
-def _cpus_from_mask(words: Sequence[int], bits: int = 64) -> list[int]:
-    return [w * bits + b for w, word in enumerate(words) for b in range(bits) if word >> b & 1]
-
-
-def read_nvml_topology() -> Topology:
-    """This node's GPU topology from the driver through NVML; TopologyError where there is none."""
-    nvml = Nvml()
-    if not nvml.available:
-        raise TopologyError(str(nvml.reason))
-    try:
-        count = nvml.query("nvmlDeviceGetCount") or 0
-        if count == 0:
-            raise TopologyError("NVML found no GPU on this machine")
-        handles = [nvml.query("nvmlDeviceGetHandleByIndex", i) for i in range(count)]
-        bus_ids = [nvml.bus_id(h) or f"GPU{i}" for i, h in enumerate(handles)]
-        ancestors = [[0 if a == b else nvml.query("nvmlDeviceGetTopologyCommonAncestor", handles[a], handles[b])
-                      for b in range(count)] for a in range(count)]
-        nvlinks = [[0] * count for _ in range(count)]
-        for a, handle in enumerate(handles):
-            for link in range(getattr(nvml.nv, "NVML_NVLINK_MAX_LINKS", 18)):
-                if nvml.query("nvmlDeviceGetNvLinkState", handle, link) != nvml.nv.NVML_FEATURE_ENABLED:
-                    continue
-                remote = nvml.query("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
-                if remote is not None and nvml_text(remote.busId) in bus_ids:
-                    nvlinks[a][bus_ids.index(nvml_text(remote.busId))] += 1
-        cpus = [_cpus_from_mask(nvml.query("nvmlDeviceGetCpuAffinity", h, 16) or []) for h in handles]
-        return topology_from_nvml_values(bus_ids, ancestors, nvlinks, cpus, [pci_numa_node(b) for b in bus_ids])
-    finally:
-        nvml.shutdown()
-
-
-def local_topology() -> Topology:
-    """This machine's topology: NVML first, then ``nvidia-smi topo -m``; a TopologyError saying why
-    neither is there (no driver) otherwise."""
-    try:
-        return read_nvml_topology()
-    except TopologyError as nvml_error:
-        smi = shutil.which("nvidia-smi")
-        if smi is None:
-            raise TopologyError(f"{nvml_error} and no nvidia-smi on PATH; "
-                                "pass a saved 'nvidia-smi topo -m' output (topo --file, run --topology)") from None
-        try:
-            out = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=60, check=True).stdout
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise TopologyError(f"{nvml_error} and 'nvidia-smi topo -m' failed ({exc}); "
-                                "pass a saved 'nvidia-smi topo -m' output (topo --file, run --topology)") from None
-        return parse_topo_text(out, "nvidia-smi topo -m")

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .errors import UsageError
-from .flags import Parser, benchmark_parser, check_flags, int_list, parse_or_exit, positive_int
+from .flags import (Parser, benchmark_parser, byte_size, check_flags, int_list, non_negative_int, parse_or_exit,
+                    positive_int)
 
 SUITE_DIR = Path(__file__).resolve().parent
 
@@ -100,6 +101,17 @@ def _comm_check(flags: argparse.Namespace) -> None:
     check_comm_flags(flags)
 
 
+def _p2p_parser() -> Parser:
+    parser = Parser(prog="p2p", description="Peer-to-peer (every GPU pair) and host-device copy bandwidth.")
+    parser.add_argument("--bytes", type=byte_size, default=256 * 2**20, help="bytes per copy (default 256M)")
+    parser.add_argument("--iters", type=positive_int, default=20, help="timed copies per case")
+    parser.add_argument("--warmup-iters", type=non_negative_int, default=3)
+    parser.add_argument("--devices", type=int_list("GPU ids", minimum=0), default=None,
+                        help="CUDA devices to measure (default: every visible one)")
+    parser.add_argument("--log-dir", default=None)
+    return parser
+
+
 @dataclass(frozen=True)
 class BenchmarkInfo:
     """One benchmark script and the architectures it offers."""
@@ -168,6 +180,9 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       "allreduce, allgather, broadcast, alltoall bandwidth through Horovod and raw MPI",
                       own_parser=_comm_parser, extra_check=_comm_check),
+        BenchmarkInfo("p2p", "pytorch", "p2p.py", ("p2p",), "p2p", "GB/s",
+                      "device-to-device copies between every GPU pair and host-device copies, one process",
+                      own_parser=_p2p_parser),
         BenchmarkInfo("tf_cifar10", "tensorflow", "tf_cifar10.py", _TF_CIFAR, "resnet20", "images",
                       "CIFAR-10 ResNets in Keras, synthetic 32x32x3 images, 10 classes", cnn=True),
         BenchmarkInfo("tf_imagenet", "tensorflow", "tf_imagenet.py", _TF_IMAGENET, "resnet50", "images",

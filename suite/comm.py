@@ -16,7 +16,7 @@ import torch
 
 from .collective_ops import OPS as COLLECTIVE_OPS
 from .errors import HvdbenchError
-from .flags import Parser, non_negative_int, positive_int
+from .flags import Parser, byte_size, non_negative_int, positive_int
 
 OPS = tuple(COLLECTIVE_OPS)
 BACKENDS = ("horovod", "mpi")
@@ -25,20 +25,6 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 class WrongResult(HvdbenchError):
     """A collective returned values other than the ones known in advance."""
-
-
-def byte_size(text: str) -> int:
-    """argparse type: ``8``, ``64K``, ``1M``, ``1G`` (powers of 1024)."""
-    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "")
-    try:
-        value = int(float(number) * units[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size such as 8, 64K, 1M, 1G; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a size must be at least 1 byte, got {text!r}")
-    return value
 
 
 def comm_parser() -> Parser:

@@ -44,6 +44,20 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def byte_size(text: str) -> int:
+    """argparse type: ``8``, ``64K``, ``1M``, ``1G`` (powers of 1024)."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "")
+    try:
+        value = int(float(number) * units[unit])
+    except (ValueError, OverflowError):  # not a number, or inf/nan
+        raise argparse.ArgumentTypeError(f"expected a size such as 8, 64K, 1M, 1G; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a size must be at least 1 byte, got {text!r}")
+    return value
+
+
 def _int(text: str) -> int:
     try:
         return int(text)

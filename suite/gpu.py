@@ -65,15 +65,18 @@ class Nvml:
         pci = self.query("nvmlDeviceGetPciInfo", handle)
         return None if pci is None else text(pci.busId)
 
-    def handle(self, pci_bus_id: str | None, index: int) -> Any:
-        """The NVML handle of a GPU by PCI bus id (what CUDA sees), else by NVML index."""
+    def handle(self, pci_bus_id: str | None, visible: str) -> Any:
+        """The NVML handle of a GPU by PCI bus id (what CUDA sees), else by what CUDA_VISIBLE_DEVICES names
+        it: a UUID (``GPU-...``, ``MIG-...``) or an index, which under CUDA_DEVICE_ORDER=PCI_BUS_ID is NVML's."""
         if not self.available:
             return None
         if pci_bus_id:
             handle = self.query("nvmlDeviceGetHandleByPciBusId", pci_bus_id)
             if handle is not None:
                 return handle
-        return self.query("nvmlDeviceGetHandleByIndex", index)
+        if visible.isdigit():
+            return self.query("nvmlDeviceGetHandleByIndex", int(visible))
+        return self.query("nvmlDeviceGetHandleByUUID", visible)
 
     def driver(self) -> dict[str, Any]:
         """Driver and CUDA driver versions, or the note saying NVML is absent."""
@@ -102,6 +105,12 @@ class Nvml:
             "pcie_max_width": self.query("nvmlDeviceGetMaxPcieLinkWidth", handle),
             "persistence_mode": self.query("nvmlDeviceGetPersistenceMode", handle),
             "numa_node": pci_numa_node(bus),
+            "ecc_uncorrected": self.query("nvmlDeviceGetTotalEccErrors", handle,
+                                          getattr(self.nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                                          getattr(self.nv, "NVML_VOLATILE_ECC", 0)),
+            "retired_pages": _count(self.query(
+                "nvmlDeviceGetRetiredPages", handle,
+                getattr(self.nv, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1))),
         }
 
     def sample(self, handle: Any) -> dict[str, Any]:
@@ -123,6 +132,11 @@ class Nvml:
             "pcie_width": self.query("nvmlDeviceGetCurrPcieLinkWidth", handle),
             "clock_events": None if events is None else clock_event_names(int(events)),
         }
+
+
+def _count(value: Any) -> int | None:
+    """How many items NVML returned (None where the query is not supported)."""
+    return None if value is None else len(value)
 
 
 def text(value: Any) -> str:
@@ -210,9 +224,11 @@ def telemetry_for(nvml: Nvml, handle: Any) -> tuple[Callable[[], dict[str, Any]]
     return process.sample, f"GPU telemetry off: {nvml.reason or 'this rank trains on the CPU'}"
 
 
-def physical_gpu(local_rank: int) -> int:
-    """The NVML index of this rank's GPU: its place in CUDA_VISIBLE_DEVICES, when that lists indices."""
+DEVICE_ORDER = "PCI_BUS_ID"  # CUDA numbers GPUs as NVML and nvidia-smi do (CUDA's default puts the fastest first)
+
+
+def visible_device(cuda_index: int) -> str:
+    """What CUDA_VISIBLE_DEVICES says the rank's CUDA device ``cuda_index`` is (an NVML index or a UUID), or
+    the index itself where the variable does not list it."""
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if local_rank < len(visible) and visible[local_rank].isdigit():
-        return int(visible[local_rank])
-    return local_rank
+    return visible[cuda_index] if cuda_index < len(visible) else str(cuda_index)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
-from .gpu import Nvml, TelemetrySampler, physical_gpu, telemetry_for
+from .gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
 from .records import RecordWriter, rank_log_name
 from .spec import RUN_FILE, RunSpec
 from .timing import Runtime, StepOutcome, measure
@@ -166,6 +166,9 @@ class Backend(Protocol):
     def on_gpu(self, device: Any) -> bool:
         """Whether the device is a GPU."""
 
+    def device_index(self, device: Any) -> int:
+        """The CUDA index (among the visible devices) of the rank's GPU."""
+
     def device_info(self, device: Any) -> dict[str, Any]:
         """The framework's view of the device: type, name, capability, bus id, versions."""
 
@@ -215,7 +218,9 @@ class Session:
 def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespace, argv: Sequence[str],
                  label: str) -> Iterator[Session]:
     """Horovod init, device and threads, the run directory and run.json, this rank's log, NVML; a
-    failure inside is an error record and exit status 1 (see ``rank_logging``)."""
+    failure inside is an error record and exit status 1 (see ``rank_logging``). CUDA numbers GPUs in PCI
+    bus order, as NVML and nvidia-smi (and so placements) do, unless the user set CUDA_DEVICE_ORDER."""
+    os.environ.setdefault("CUDA_DEVICE_ORDER", DEVICE_ORDER)
     hvd = backend.init()
     early: Exception | None = None
     device, threads = None, None
@@ -231,7 +236,7 @@ def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespac
             raise early
         nvml = Nvml()
         gpu = backend.device_info(device).get("pci_bus_id") if backend.on_gpu(device) else None
-        handle = nvml.handle(gpu, physical_gpu(runtime.local_rank)) if backend.on_gpu(device) else None
+        handle = nvml.handle(gpu, visible_device(backend.device_index(device))) if backend.on_gpu(device) else None
         yield Session(backend, hvd, runtime, flags, writer, log_dir, device, threads, nvml, handle)
 
 

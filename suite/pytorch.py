@@ -275,6 +275,9 @@ class TorchBackend:
     def on_gpu(self, device: torch.device) -> bool:
         return device.type == "cuda"
 
+    def device_index(self, device: torch.device) -> int:
+        return device.index or 0
+
     def device_info(self, device: torch.device) -> dict[str, Any]:
         return device_info(device)
 

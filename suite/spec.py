@@ -15,7 +15,7 @@ RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
 CONTROLLERS = ("gloo", "mpi")
 # Fields added after ids were first published: they enter the id only when set, so older runs keep theirs.
-_HASHED_WHEN_SET = ("cpus",)
+_HASHED_WHEN_SET = ("cpus", "host")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class RunSpec:
     env: tuple[tuple[str, str], ...] = ()
     repeat: int = 0
     system: str = "local"
+    host: str | None = None  # pin a one-node run to this node (screening every node)
 
     def __post_init__(self) -> None:
         _check_type(self, "benchmark", str)
@@ -52,6 +53,9 @@ class RunSpec:
         if self.devices is not None and (len(set(self.devices)) != len(self.devices)
                                          or any(d < 0 for d in self.devices)):
             raise SpecError(f"RunSpec.devices must be distinct non-negative ids, got {list(self.devices)}")
+        if self.host is not None and (not isinstance(self.host, str) or not self.host or self.nodes != 1):
+            raise SpecError(f"RunSpec.host pins a one-node run to a node name, got host={self.host!r} "
+                            f"with nodes={self.nodes}")
         if self.cpus is not None and len(self.cpus) != self.ranks_per_node:
             raise SpecError(f"RunSpec.cpus gives {len(self.cpus)} CPU list(s) for {self.ranks_per_node} "
                             "rank(s) per node: one per local rank")

@@ -296,6 +296,7 @@ class TFBackend:
     """TensorFlow's part of the harness (see ``harness.Backend``)."""
 
     framework = "tensorflow"
+    visible_index = 0
 
     def init(self) -> Any:
         import horovod.tensorflow as hvd
@@ -305,6 +306,7 @@ class TFBackend:
 
     def prepare(self, flags: argparse.Namespace, local_rank: int, local_size: int) -> tuple[str, dict[str, int | None]]:
         threads = set_threads(flags, local_size)
+        self.visible_index = local_rank  # TensorFlow sees only this GPU, as /GPU:0
         return pin_device(flags.device, local_rank), threads
 
     def runtime(self, hvd: Any, device: str | None) -> TFRuntime:
@@ -312,6 +314,10 @@ class TFBackend:
 
     def on_gpu(self, device: str) -> bool:
         return "GPU" in device
+
+    def device_index(self, device: str) -> int:
+        return self.visible_index
+
 
     def device_info(self, device: str) -> dict[str, Any]:
         return device_info(device)

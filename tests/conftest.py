@@ -48,25 +48,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *, samples: int = 32,
-              warmup: int = 2, summary: bool = True, telemetry: dict | None = None, unit: str = "images") -> Path:
+              warmup: int = 2, summary: bool = True, telemetry: dict | Sequence[dict] | None = None,
+              gpu: dict | Sequence[dict] | None = None, unit: str = "images", host: str | None = None) -> Path:
     """A run directory as the harness writes it: run.json and one log per rank.
 
-    ``durations[r]`` are rank r's timed step durations; ``warmup`` slow steps come first.
+    ``durations[r]`` are rank r's timed step durations; ``warmup`` slow steps come first. ``telemetry`` and
+    ``gpu`` (the env record's NVML facts) are one dict for every rank or one per rank.
     """
+    def of(value: dict | Sequence[dict] | None, rank: int) -> dict | None:
+        return value if value is None or isinstance(value, dict) else value[rank]
+
     run_dir = root / spec.id
     spec.write(run_dir)
     for rank, steps in enumerate(durations):
         with RecordWriter(run_dir / rank_log_name(rank), rank=rank, local_rank=rank, size=len(durations)) as w:
-            w.write("env", benchmark=spec.benchmark, model="resnet20", unit=unit)
+            where = {"host": host} if host else {}
+            w.write("env", benchmark=spec.benchmark, model="resnet20", unit=unit, gpu=of(gpu, rank), **where)
             for _ in range(3 if telemetry else 0):
-                w.write("telemetry", **telemetry)
+                w.write("telemetry", **of(telemetry, rank), **where)  # type: ignore[arg-type]
             for i in range(warmup):
-                w.write("step", step=i, warmup=True, duration=5.0, samples=samples, loss=2.3)
+                w.write("step", step=i, warmup=True, duration=5.0, samples=samples, loss=2.3, **where)
             for i, d in enumerate(steps, warmup):
-                w.write("step", step=i, warmup=False, duration=d, samples=samples, loss=2.3)
+                w.write("step", step=i, warmup=False, duration=d, samples=samples, loss=2.3, **where)
             if summary:
                 w.write("summary", steps=len(steps), samples=samples * len(steps), window_s=sum(steps),
-                        median_step_s=sorted(steps)[len(steps) // 2], throughput=samples * len(steps) / sum(steps))
+                        median_step_s=sorted(steps)[len(steps) // 2], throughput=samples * len(steps) / sum(steps),
+                        **where)
     return run_dir
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO, hvdbench_exe
 from hvdbench.suite.collective_ops import bus_factor, sizes, summarize
-from hvdbench.suite.comm import byte_size
+from hvdbench.suite.flags import byte_size
 from hvdbench.suite.records import read_records
 
 SMALL = ["--min-bytes", "8", "--max-bytes", "64K", "--factor", "8", "--iters", "3", "--warmup-iters", "1"]

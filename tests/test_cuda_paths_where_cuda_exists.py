@@ -30,7 +30,7 @@ def test_device_facts_and_nvml_handle_by_bus_id() -> None:
     assert info["type"] == "cuda" and info["name"] and info["capability"] and info["nccl"]
     nvml = Nvml()
     assert nvml.available, nvml.reason
-    handle = nvml.handle(info["pci_bus_id"], 0)
+    handle = nvml.handle(info["pci_bus_id"], "0")
     assert nvml.bus_id(handle).lower().endswith(info["pci_bus_id"].lower()[-12:])
     sample = nvml.sample(handle)
     assert sample["sm_clock_mhz"] and sample["memory_used_bytes"] and sample["power_w"] is not None

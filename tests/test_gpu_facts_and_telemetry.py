@@ -59,7 +59,7 @@ def test_no_driver_is_a_note_not_an_exception() -> None:
         return
     assert nvml.driver() == {"available": False, "reason": nvml.reason}
     assert "no NVIDIA driver" in (nvml.reason or "") or "nvidia-ml-py" in (nvml.reason or "")
-    assert nvml.handle("00000000:18:00.0", 0) is None
+    assert nvml.handle("00000000:18:00.0", "0") is None
     sample, note = telemetry_for(nvml, None)
     assert note and note.startswith("GPU telemetry off: ")
     assert set(sample()) == {"process_cpu_pct", "rss_bytes"}
@@ -67,7 +67,7 @@ def test_no_driver_is_a_note_not_an_exception() -> None:
 
 def test_nvml_facts_and_samples_from_an_nvml_shaped_source() -> None:
     nvml = Nvml(H100Nvml())
-    handle = nvml.handle("00000000:18:00.0", 0)
+    handle = nvml.handle("00000000:18:00.0", "0")
     assert handle == "h:00000000:18:00.0"
     assert nvml.driver() == {"available": True, "driver": "550.54.15", "cuda_driver": "12.4", "nvml": "12.550.54.15"}
     static = nvml.static(handle)
@@ -140,3 +140,16 @@ def test_variable_capture_and_mpi_parsing() -> None:
     intel = "Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619 (id: c2e19c2f3e)\n"
     assert parse_mpi_version(intel)["version"] == "2021.10"
     assert parse_mpi_version(None) == {"mpirun": None, "implementation": None, "version": None}
+
+
+def test_a_gpu_is_found_by_bus_id_then_by_what_cuda_visible_devices_names_it() -> None:
+    from nvml_standin import StandInNvml
+
+    from hvdbench.launchers.topology import parse_topo_text
+
+    topo = parse_topo_text((REPO / "tests" / "fixtures" / "topology" / "pcie-8gpu-pix-phb-sys.txt").read_text())
+    nvml = Nvml(StandInNvml(topo))
+    assert nvml.handle("00000000:37:00.0", "0") == 3  # the bus id CUDA reports wins
+    assert nvml.handle(None, "5") == 5
+    assert nvml.handle(None, "GPU-5f1a0d6e-0000-4000-8000-000000000006") == 6  # SLURM and others may list UUIDs
+    assert nvml.handle(None, "GPU-unknown") is None

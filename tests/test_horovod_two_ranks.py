@@ -54,6 +54,7 @@ def test_horovodrun_two_ranks_complete_logs_and_report(tmp_path: Path, hvd_env: 
     assert summaries[0]["param_checksum"] == summaries[1]["param_checksum"]  # gradients were exchanged
     env = _records(run_dirs[2], 1)[0]
     assert env["horovod"]["controller"] == controller and env["parameters"] == 269_722
+    assert env["variables"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # CUDA numbers GPUs as NVML does
     table = pd.read_csv(out / "report" / "scaling.csv")
     assert list(table["np"]) == [1, 2] and set(table["controller"]) == {controller}
     assert table.loc[0, "speedup"] == 1.0 and table.loc[1, "efficiency"] == pytest.approx(table.loc[1, "speedup"] / 2)

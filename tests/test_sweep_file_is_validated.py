@@ -123,7 +123,7 @@ HOROVOD_CYCLE_TIME = [1, 5]
     ("workloads: [cifar10]\naxes: {nodes: [2], gpus_per_node: [1]}\n", r"axes.nodes: 2 node\(s\) need as many hosts"),
     ("workloads: [cifar10]\naxes: {np: [2], placements: [NV2]}\n", r"placements needs the node's topology"),
     (f"workloads: [cifar10]\naxes: {{np: [2], placements: [NV2]}}\ntopology: {PCIE}\n",
-     r"axes.placements\[0\]: the topology .* has no 'NV2' placement for 2 GPU\(s\); valid: PIX, PHB, SYS, auto"),
+     r"axes.placements\[0\]: the topology .* has no 'NV2' placement for 2 GPU\(s\); valid: PIX, PHB, SYS, auto, each"),
     (f"workloads: [cifar10]\naxes: {{np: [2], placements: [[0, 9]]}}\ntopology: {PCIE}\n",
      r"axes.placements\[0\]: GPU id\(s\) \[9\] do not exist: this node has 8"),
     ("workloads: [cifar10]\naxes: {np: [2]\n", r"not valid YAML at line"),

@@ -26,6 +26,7 @@ class Srun(Launcher):
         self.check_controller(spec.controller)
         if ctx.pmi not in PMI_PLUGINS:
             raise UsageError(f"srun PMI plugin {ctx.pmi!r} is not one of {', '.join(PMI_PLUGINS)}")
+        where = [f"--nodelist={spec.host}"] if spec.host else []
         return ["srun", f"--mpi={ctx.pmi}", f"--nodes={spec.nodes}", f"--ntasks={spec.np}",
-                f"--ntasks-per-node={spec.ranks_per_node}", "--kill-on-bad-exit=1", "--cpu-bind=none",
+                f"--ntasks-per-node={spec.ranks_per_node}", *where, "--kill-on-bad-exit=1", "--cpu-bind=none",
                 f"--job-name=hvdbench-{spec.benchmark}", *rank_command(spec, ctx)]

@@ -19,8 +19,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args, rest = build_parser().parse_known_args(argv)
-        if args.command == "run":
-            return commands.cmd_run(args, rest)
+        if args.command in ("run", "screen"):
+            return (commands.cmd_run if args.command == "run" else commands.cmd_screen)(args, rest)
         if rest:
             raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
         if args.command in ("report", "compare"):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -15,7 +16,8 @@ from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunStatus
 
 from ..plan import Plan, plan
-from ..runs import Executor, benchmark_sweep, describe_plan, fits_allocation, load, local_executor, sweep_topology
+from ..runs import (Executor, benchmark_sweep, describe_plan, fits_allocation, load, local_executor, pin_to_hosts,
+                    screen_sweep, sweep_topology)
 from ..sweep import Sweep
 
 
@@ -79,6 +81,45 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     return _run_here(sweep, plan(sweep, sweep_topology(sweep)), args.output, args)
 
 
+def hosts_of(text: str | None) -> tuple[str, ...]:
+    """``a,b`` or a SLURM host list (``node[01-04]``, expanded by scontrol) as host names."""
+    if not text:
+        return ()
+    if "[" in text:
+        out = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise UsageError(f"--hosts {text}: scontrol cannot expand it ({out.stderr.strip() or 'failed'})")
+        return tuple(out.stdout.split())
+    return tuple(h.strip() for h in text.split(",") if h.strip())
+
+
+def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
+    """Every GPU (or CPU slot) alone, one pair per link class, on every host; then the screening report."""
+    from ..topology import TopologyError
+
+    sweep = screen_sweep(args.benchmark, bench_args, topology=args.topology, cpu_slots=args.cpu_slots,
+                         pairs=args.pairs, launcher=args.launcher, system=args.system, timeout=args.timeout)
+    try:
+        topo = sweep_topology(sweep)
+    except TopologyError as exc:
+        raise UsageError(f"hvdbench screen: {exc}; --cpu-slots N screens N CPU slots of a node without GPUs") from None
+    hosts = hosts_of(args.hosts)
+    planned = pin_to_hosts(plan(sweep, topo), hosts)
+    if args.submit:
+        from ..slurm import SlurmExecutor
+        from ..sweep import SlurmOptions
+
+        options = SlurmOptions(partition=args.partition, gpus=not args.cpu_slots, exclusive=True)
+        executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume)
+        if args.dry_run:
+            return print_plan(planned, executor, args.output)
+        submitted = executor.submit(planned.specs)
+        print(f"submitted {len(submitted)} job(s); follow with: hvdbench status {shlex.quote(str(args.output))}, "
+              f"then hvdbench report {shlex.quote(str(args.output))}")
+        return 0
+    return _run_here(replace(sweep, hosts=hosts or sweep.hosts), planned, args.output, args)
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Plan the sweep file and run it here (or print it)."""
     sweep, planned, root = load(args.file, args.output)
@@ -121,20 +162,27 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_topo(args: argparse.Namespace) -> int:
     """Print the topology and its placements."""
+    from ..node_topology import NodeTopology, node_topology
     from ..placement import by_link_class, default_counts, exhaustive
-    from ..topology import link_rank, local_topology, read_topology_file
+    from ..topology import link_rank, read_topology_file
 
-    topo = read_topology_file(args.file) if args.file else local_topology()
+    node = NodeTopology(read_topology_file(args.file)) if args.file else node_topology()
+    topo = node.topology
     counts = args.gpus or default_counts(topo)
     planner = exhaustive if args.exhaustive else by_link_class
     placements = {k: planner(topo, k) for k in counts}
     if args.json:
-        print(json.dumps({"topology": topo.to_json(),
+        print(json.dumps({"topology": topo.to_json(), "disagreements": list(node.disagreements),
+                          "notes": list(node.notes),
                           "placements": {str(k): [{**asdict(p), "visible_devices": p.visible_devices} for p in ps]
                                          for k, ps in placements.items()}}, indent=2))
         return 0
     print(f"topology from {topo.source}: {len(topo.gpus)} GPU(s), {len(topo.nics)} NIC(s)\n")
     print(topo.matrix_text())
+    for line in node.disagreements:
+        print(f"NVML and nvidia-smi disagree: {line}")
+    for line in node.notes:
+        print(f"note: {line}")
     print("\nlinks between GPUs, fastest first: " + ", ".join(sorted(topo.gpu_classes(), key=link_rank)))
     for k, found in placements.items():
         print(f"\nplacements of {k} GPU(s):")

@@ -94,6 +94,32 @@ def build_parser() -> Parser:
                                         "pending, running, lost, not run), job id and reason.")
     status.add_argument("dir", type=Path, help="results root (or one run directory)")
 
+    screen = sub.add_parser(
+        "screen", allow_abbrev=False, help="every GPU alone and one pair per link class: which GPU or node is slow",
+        description="Run a short benchmark on every GPU of the node alone, then on one pair of GPUs per link "
+                    "class, on each host given (or as SLURM jobs, one per run, pinned to its node); report each "
+                    "GPU and node against the fleet median with the evidence (clocks, throttle reasons, "
+                    "temperature, power, PCIe link, ECC). Without GPUs it refuses unless --cpu-slots N asks to "
+                    "screen N CPU slots. Arguments hvdbench does not know go to the benchmark (e.g. --steps 100).")
+    screen.add_argument("--benchmark", default=None,
+                        help="benchmark (default: imagenet ResNet-50 amp batch 64 on GPUs, cifar10 ResNet-20 on CPU "
+                             "slots, its arguments followed by yours)")
+    screen.add_argument("--cpu-slots", type=positive_int, default=None, metavar="N",
+                        help="on a node without GPUs: screen N CPU slots (an even share of the cores each)")
+    screen.add_argument("--no-pairs", dest="pairs", action="store_false", help="screen GPUs alone only")
+    screen.add_argument("--hosts", default=None,
+                        help="nodes to screen, comma-separated or a SLURM host list (node[01-16]); default: this one")
+    screen.add_argument("--topology", type=Path, default=None, help="saved 'nvidia-smi topo -m' of the nodes")
+    screen.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
+    screen.add_argument("--system", default="local", help="label of the fleet in the report")
+    screen.add_argument("-o", "--output", type=Path, default=Path("results/screen"), help="results root")
+    screen.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is killed")
+    screen.add_argument("--submit", action="store_true", help="as SLURM jobs (submitit), one per run, on its node")
+    screen.add_argument("--partition", default=None, help="SLURM partition for --submit")
+    screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
+    screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
+    screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+
     topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
                           description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
                                       "named placements for 2, 4, ... GPUs.")

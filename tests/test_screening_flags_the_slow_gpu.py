@@ -1,0 +1,110 @@
+"""Screening: every GPU alone against its fleet. A GPU planted slow (an NVML stand-in reporting a lowered
+memory clock, as a published study found in one box) is flagged with its evidence; a fleet of equal GPUs
+flags none in 20 draws; a node counts as its slowest GPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO, hvdbench_exe, write_run
+from hvdbench.analysis.collect import collect
+from hvdbench.analysis.scaling import run_stats_table
+from hvdbench.analysis.screening import screening_table
+from hvdbench.launchers.topology import parse_topo_text
+from hvdbench.suite.gpu import Nvml
+from hvdbench.suite.spec import RunSpec
+from nvml_standin import StandInNvml
+
+PCIE = parse_topo_text((REPO / "tests" / "fixtures" / "topology" / "pcie-8gpu-pix-phb-sys.txt").read_text())
+
+
+def _fleet(root: Path, rng: np.random.Generator, *, slow: dict[int, float], host: str = "node1",
+           standin: StandInNvml | None = None) -> None:
+    """One screening run per GPU: 30 steps of 0.1 s with 1% noise, slowed by the given factors; telemetry
+    and GPU facts as the NVML stand-in reports them (through the harness's own NVML reader)."""
+    standin = standin or StandInNvml(PCIE)
+    nvml = Nvml(standin)
+    for gpu in range(8):
+        handle = nvml.handle(None, str(gpu))
+        spec = RunSpec(benchmark="imagenet", np=1, placement=f"single:{gpu}", devices=(gpu,), host=host)
+        steps = 0.1 * slow.get(gpu, 1.0) * (1 + 0.01 * rng.standard_normal(30))
+        write_run(root, spec, [list(steps)], samples=64, telemetry=nvml.sample(handle), gpu=nvml.static(handle),
+                  host=host)
+
+
+def _screen(root: Path):  # type: ignore[no-untyped-def]
+    collection = collect([root])
+    return screening_table(collection, run_stats_table(collection))
+
+
+def test_a_gpu_at_a_lower_memory_clock_is_flagged_with_its_evidence(tmp_path: Path) -> None:
+    standin = StandInNvml(PCIE)
+    standin.states[5].memory_clock = 1512  # 1593 MHz on the others: the box's memory clocks were set apart
+    _fleet(tmp_path, np.random.default_rng(1), slow={5: 1.07}, standin=standin)
+    table = _screen(tmp_path)
+    assert len(table) == 8 and set(table["level"]) == {"gpu"}
+    flagged = table[table["flagged"]]
+    assert list(flagged["unit"]) == ["single:5"]
+    row = flagged.iloc[0]
+    assert row["vs_fleet"] < 0.95 and row["gpu"] == "NVIDIA A100-SXM4-80GB 00000000:57:00.0"
+    assert row["evidence"] == ("memory clock 1,512 vs 1,593 MHz on the others (-5.1%); "
+                               "memory clock 1,512 of its 1,593 MHz maximum")
+    assert (table[~table["flagged"]]["evidence"] == "telemetry shows no difference").all()
+
+
+def test_a_fleet_of_equal_gpus_flags_none_in_twenty_draws(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    for draw in range(20):
+        root = tmp_path / f"draw{draw}"
+        _fleet(root, rng, slow={})
+        assert not _screen(root)["flagged"].any(), draw
+
+
+def test_a_node_counts_as_its_slowest_gpu(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    for node in ("node1", "node2", "node3"):
+        _fleet(tmp_path, rng, slow={2: 1.08} if node == "node2" else {}, host=node)
+    table = _screen(tmp_path)
+    nodes = table[table["level"] == "node"].set_index("host")
+    assert list(nodes.index) == ["node1", "node2", "node3"]
+    assert nodes.loc["node2", "flagged"] and not nodes.loc["node1", "flagged"] and not nodes.loc["node3", "flagged"]
+    assert nodes.loc["node2", "evidence"] == "flagged GPU(s): single:2"
+    gpus = table[(table["level"] == "gpu") & table["flagged"]]
+    assert list(zip(gpus["host"], gpus["unit"])) == [("node2", "single:2")]
+
+
+@pytest.mark.slow
+def test_screen_on_cpu_slots_flags_the_slot_a_busy_process_shares(tmp_path: Path, hvd_env: dict) -> None:
+    """Real ranks: two CPU slots screened one after the other while a busy loop holds the last CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpus[-1]}}})\nwhile True: pass"])
+    try:
+        out = tmp_path / "screen"
+        proc = subprocess.run([hvdbench_exe(), "screen", "--cpu-slots", "2", "-o", str(out), "--steps", "40"],
+                              capture_output=True, text=True, env=hvd_env, timeout=600)
+    finally:
+        busy.kill()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = pd.read_csv(out / "report" / "screening.csv")
+    assert list(table["unit"]) == ["cpu:0", "cpu:1"] and list(table["flagged"]) == [False, True]
+    assert table.loc[1, "evidence"].startswith("process CPU ")  # the rank got less of its core: contention
+    assert "screening: 1 of 2 GPU(s)/node(s) flagged" in proc.stdout
+
+
+def test_screen_without_gpus_refuses_in_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run([hvdbench_exe(), "screen", "-o", str(tmp_path / "out")], capture_output=True, text=True,
+                          env={**os.environ, "PATH": str(Path(sys.executable).parent)}, timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("this machine has GPUs")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "--cpu-slots N screens N CPU slots" in lines[0]
+    assert not (tmp_path / "out").exists()
