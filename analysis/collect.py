@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
+from hvdbench.suite.axes import read_axes
 from hvdbench.suite.errors import ReportError, SpecError
 from hvdbench.suite.metrics import run_outcome
 from hvdbench.suite.records import ParseStats, read_records
@@ -21,7 +22,13 @@ RUNS_SCHEMA: dict[str, str] = {
     "launcher": "string", "controller": "string", "placement": "string", "knobs": "string", "repeat": "int64",
     "unit": "string", "status": "string", "reason": "string", "ranks_logged": "int64",
     "batch_size": "Int64", "precision": "string", "independent": "bool", "base_args": "string",
+    "channels_last": "bool", "compile": "bool", "data": "string", "fp16_allreduce": "bool", "threads": "Int64",
+    "parameters": "Int64", "peak_device_bytes": "float64", "peak_rss_bytes": "float64", "wall_s": "float64",
+    "setup_s": "float64",
 }
+# Each rank's timed window, in seconds from the rank log's first record (as telemetry's t_s), and its samples.
+WINDOWS_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "start_s": "float64", "end_s": "float64",
+                                  "samples": "float64"}
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
 STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
 STEPS_SCHEMA: dict[str, str] = {
@@ -70,6 +77,7 @@ class Collection:
     env: pd.DataFrame = field(default_factory=lambda: frame([], ENV_SCHEMA))
     profile: pd.DataFrame = field(default_factory=lambda: frame([], PROFILE_SCHEMA))
     p2p: pd.DataFrame = field(default_factory=lambda: frame([], P2P_SCHEMA))
+    windows: pd.DataFrame = field(default_factory=lambda: frame([], WINDOWS_SCHEMA))
     file_issues: list[FileIssue] = field(default_factory=list)
     spec_errors: list[str] = field(default_factory=list)
     comm_skipped: list[str] = field(default_factory=list)
@@ -114,13 +122,12 @@ def _model(spec: RunSpec, env: dict[str, Any] | None) -> str:
 
 
 def _axes(spec: RunSpec, env: dict[str, Any] | None) -> dict[str, Any]:
-    """The swept axes the report groups by: batch size, precision, exchange or not, and the arguments
-    without --independent (which pairs an exchanging run with its independent twin)."""
+    """The swept axes the report groups by (suite/axes.py: batch size, precision, layout, compiler, data,
+    fp16 exchange, threads), exchange or not, and the arguments without --independent (which pairs an
+    exchanging run with its independent twin)."""
     flags = (env or {}).get("flags") or {}
-    batch = flags.get("batch_size", arg_value(spec.args, "--batch-size"))
-    return {"batch_size": int(batch) if str(batch or "").isdigit() else None,
-            "precision": str(flags.get("precision") or arg_value(spec.args, "--precision") or "fp32"),
-            "independent": "--independent" in spec.args,
+    values = read_axes(flags, spec.args, spec.framework)
+    return {**values, "precision": str(values["precision"]), "independent": "--independent" in spec.args,
             "base_args": " ".join(a for a in spec.args if a != "--independent")}
 
 
@@ -146,6 +153,7 @@ class RankLog:
     examples: list[str] = field(default_factory=list)
     unreadable: str | None = None
     start: float | None = None  # the first record's monotonic time: telemetry is timed from it
+    end: float | None = None    # the last record's
 
 
 STEP_COLUMNS = ("rank", *STEP_FIELDS)
@@ -185,8 +193,10 @@ def read_log(path: Path) -> RankLog:
         columns.update({phase: [p.get(phase) for p in phases] for phase in PHASES})
     others = [rec for rec in records if rec["kind"] != "step"]
     start = records[0].get("mono") if records else None
+    end = records[-1].get("mono") if records else None
     return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3],
-                   start=start if isinstance(start, (int, float)) else None)
+                   start=start if isinstance(start, (int, float)) else None,
+                   end=end if isinstance(end, (int, float)) else None)
 
 
 def _read_all(paths: list[Path]) -> list[RankLog]:
@@ -217,20 +227,32 @@ class _Run:
         self.summary_ranks: set[int] = set()
         self.errors: list[str] = []
         self.start: float | None = None  # the current log's first monotonic time
+        self.peaks: dict[str, float] = {}
+        self.timed: dict[int, float] = {}  # rank -> seconds from its log's start to its timed phase
+        self.last: float = 0.0             # the latest record, seconds from its log's start (any rank)
+
+    def _t(self, rec: dict[str, Any]) -> float | None:
+        """A record's time from its rank log's first record, in seconds."""
+        t = rec.get("mono")
+        return t - self.start if isinstance(t, (int, float)) and self.start is not None else None
 
     def on_env(self, rec: dict[str, Any]) -> None:
         self.env = self.env or rec
         self.tables["env"].append(_env_row(self.spec.id, rec))
 
     def on_telemetry(self, rec: dict[str, Any]) -> None:
-        t = rec.get("mono")
-        self.tables["telemetry"].append({
-            "run_id": self.spec.id, "rank": rec["rank"],
-            "t_s": t - self.start if isinstance(t, (int, float)) and self.start is not None else None,
-            **{f: _cell(rec.get(f)) for f in TELEMETRY_FIELDS}})
+        self.tables["telemetry"].append({"run_id": self.spec.id, "rank": rec["rank"], "t_s": self._t(rec),
+                                         **{f: _cell(rec.get(f)) for f in TELEMETRY_FIELDS}})
 
     def on_summary(self, rec: dict[str, Any]) -> None:
         self.summary_ranks.add(rec["rank"])
+        for key in ("peak_device_bytes", "peak_rss_bytes"):
+            if isinstance(rec.get(key), (int, float)):
+                self.peaks[key] = max(self.peaks.get(key, 0.0), float(rec[key]))
+        end, start = self._t(rec), self.timed.get(rec["rank"])
+        if end is not None and start is not None:
+            self.tables["windows"].append({"run_id": self.spec.id, "rank": rec["rank"], "start_s": start, "end_s": end,
+                                           "samples": rec.get("samples")})
 
     def on_comm(self, rec: dict[str, Any]) -> None:
         if rec.get("skipped"):
@@ -255,14 +277,24 @@ class _Run:
              "cpu_total_us": op.get("cpu_total_us"), "trace": rec.get("trace")}
             for op in rec.get("top") or [] if isinstance(op, dict)]
 
-    def on_other(self, rec: dict[str, Any]) -> None:
-        """Kinds the report does not tabulate (phase)."""
+    def on_phase(self, rec: dict[str, Any]) -> None:
+        if rec.get("phase") == "timed" and (t := self._t(rec)) is not None:
+            self.timed[rec["rank"]] = t
+
+    def details(self, recorded: RunStatus | None) -> dict[str, Any]:
+        """Per-run facts beyond the steps: parameters, peak memory, wall time and its set-up part (from the
+        first record to the timed steps, rank 0)."""
+        parameters = (self.env or {}).get("parameters")
+        wall = recorded.seconds if recorded is not None and recorded.seconds else (self.last or None)
+        return {"parameters": parameters if isinstance(parameters, int) else None,
+                "peak_device_bytes": self.peaks.get("peak_device_bytes"), "peak_rss_bytes": self.peaks.get("peak_rss_bytes"),
+                "wall_s": wall, "setup_s": self.timed.get(0)}
 
 
 # Each record kind (schema.KINDS) and what the collector does with it; steps are read column-wise in read_log.
 PARSERS: dict[str, Callable[[_Run, dict[str, Any]], None]] = {
     "env": _Run.on_env, "telemetry": _Run.on_telemetry, "summary": _Run.on_summary, "comm": _Run.on_comm,
-    "error": _Run.on_error, "profile": _Run.on_profile, "phase": _Run.on_other, "p2p": _Run.on_p2p,
+    "error": _Run.on_error, "profile": _Run.on_profile, "phase": _Run.on_phase, "p2p": _Run.on_p2p,
 }
 
 
@@ -271,7 +303,8 @@ def collect(roots: Iterable[Path]) -> Collection:
     roots = [Path(r) for r in roots]
     runs: list[dict[str, Any]] = []
     step_parts: list[pd.DataFrame] = []
-    tables: dict[str, list[dict[str, Any]]] = {"comm": [], "telemetry": [], "env": [], "profile": [], "p2p": []}
+    tables: dict[str, list[dict[str, Any]]] = {"comm": [], "telemetry": [], "env": [], "profile": [], "p2p": [],
+                                               "windows": []}
     skipped: set[str] = set()
     issues: list[FileIssue] = []
     spec_errors: list[str] = []
@@ -305,9 +338,12 @@ def collect(roots: Iterable[Path]) -> Collection:
             run.start = log.start
             for rec in log.others:
                 PARSERS[rec["kind"]](run, rec)
+            if log.end is not None and log.start is not None:
+                run.last = max(run.last, log.end - log.start)
             if log.malformed:
                 issues.append(FileIssue(log.path, log.malformed, log.examples))
-        outcome = run_outcome(spec.np, run.summary_ranks, run.errors, RunStatus.read(run_dir))
+        recorded = RunStatus.read(run_dir)
+        outcome = run_outcome(spec.np, run.summary_ranks, run.errors, recorded)
         runs.append({
             "run_id": spec.id, "root": str(root), "system": spec.system, "framework": spec.framework,
             "benchmark": spec.benchmark, "model": _model(spec, run.env), "args": " ".join(spec.args),
@@ -315,11 +351,11 @@ def collect(roots: Iterable[Path]) -> Collection:
             "placement": spec.placement or "", "knobs": " ".join(f"{k}={v}" for k, v in spec.env),
             "repeat": spec.repeat,
             "unit": (run.env or {}).get("unit", "samples"), "status": outcome.status, "reason": outcome.reason,
-            "ranks_logged": logged, **_axes(spec, run.env),
+            "ranks_logged": logged, **_axes(spec, run.env), **run.details(recorded),
         })
     steps = pd.concat(step_parts, ignore_index=True) if step_parts else pd.DataFrame()
     steps = steps.reindex(columns=list(STEPS_SCHEMA)).astype(STEPS_SCHEMA)
     return Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
                       frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),
-                      frame(tables["profile"], PROFILE_SCHEMA), frame(tables["p2p"], P2P_SCHEMA), issues, spec_errors,
-                      sorted(skipped))
+                      frame(tables["profile"], PROFILE_SCHEMA), frame(tables["p2p"], P2P_SCHEMA),
+                      frame(tables["windows"], WINDOWS_SCHEMA), issues, spec_errors, sorted(skipped))

@@ -17,6 +17,8 @@ class Section:
     header: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     code: bool = False  # the title is a literal (arguments), shown as code
+    lines: list[str] = field(default_factory=list)  # a list of short lines (the executive summary)
+    folded: tuple[int, ...] = ()  # columns a reader rarely needs: folded away on a narrow page (HTML)
 
 
 @dataclass
@@ -55,6 +57,9 @@ def render_markdown(report: Report) -> str:
         out += [f"## {title}", ""]
         if section.text:
             out += [section.text, ""]
+        if section.lines:
+            out += [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
+                    for line in section.lines] + [""]
         if section.header:
             out += [markdown_table(section.header, section.rows), ""]
     for i, title in enumerate(report.plots):

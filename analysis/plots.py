@@ -47,6 +47,17 @@ def svg_text(fig: Any) -> str:
     return text[text.index("<svg"):]
 
 
+def integer_log_axis(ax: Any, values: list[int], axis: str = "x") -> None:
+    """A log2 axis ticked at the values measured, labelled as plain integers (1, 2, 4, not 2⁰, 2¹, 2²)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    target.set_major_locator(FixedLocator([float(v) for v in values]))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    target.set_minor_locator(NullLocator())
+
+
 def _label(row: pd.Series, varying: list[str]) -> str:
     return " · ".join(str(row[k]) for k in varying if str(row[k])) or str(row["benchmark"])
 
@@ -66,7 +77,7 @@ def _lines(table: pd.DataFrame, draw: Callable[[Any, pd.DataFrame, str], None], 
     varying = _varying(pd.concat([g for _, g in groups]), SERIES)
     for _, group in [g for g in groups if len(g[1]) > 1][:MAX_LINES]:
         draw(ax, group.sort_values("np"), _label(group.iloc[0], varying))
-    ax.set_xscale("log", base=2)
+    integer_log_axis(ax, sorted(set(table["np"])))
     ax.set_xlabel("GPUs (ranks)")
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
@@ -128,7 +139,7 @@ def batch_plot(table: pd.DataFrame) -> str | None:
     for _, group in groups[:MAX_LINES]:
         g = group.sort_values("batch_size")
         ax.plot(g["batch_size"].astype(float), g["throughput"], marker="o", label=_label(g.iloc[0], varying))
-    ax.set_xscale("log", base=2)
+    integer_log_axis(ax, sorted({int(b) for _, g in groups[:MAX_LINES] for b in g["batch_size"]}))
     ax.set_xlabel("batch size per rank")
     ax.set_ylabel("throughput")
     ax.grid(True, alpha=0.3)
@@ -145,6 +156,8 @@ def rank_spread_plot(steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFram
     chosen = chosen[chosen["np"] > 1].head(4)
     if chosen.empty:
         return None
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = figure(6.4, 2.2 * len(chosen), rows=len(chosen))
     axes = np.atleast_1d(axes)
     by_run = {run_id: g for run_id, g in steps[steps["run_id"].isin(set(chosen["run_id"]))].groupby("run_id")}
@@ -158,7 +171,28 @@ def rank_spread_plot(steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFram
         ax.set_title(f"{run.system} {run.benchmark} {run.model}, {run.np} ranks", fontsize=8)
         ax.set_ylabel("step (ms)")
         ax.set_xlabel("rank")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=7)
+    return svg_text(fig)
+
+
+def breakdown_plot(breakdown: pd.DataFrame) -> str | None:
+    """Stacked bars of each --breakdown phase (median ms) per workload and GPU count."""
+    phases = [c for c in ("forward", "backward", "compute", "exchange", "optimizer") if c in breakdown]
+    if breakdown.empty or not phases:
+        return None
+    shown = breakdown.head(MAX_LINES * 2)
+    fig, ax = figure(6.4, 0.8 + 0.35 * len(shown))
+    labels = [f"{r['model']} ×{r['np']}" + (f" {r['knobs']}" if r["knobs"] else "") for _, r in shown.iterrows()]
+    left = np.zeros(len(shown))
+    for phase in phases:
+        values = shown[phase].fillna(0.0).to_numpy()
+        ax.barh(np.arange(len(shown)), values, left=left, label=phase)
+        left += values
+    ax.set_yticks(np.arange(len(shown)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("median time per step (ms)")
+    ax.legend(fontsize=7)
     return svg_text(fig)
 
 

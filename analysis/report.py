@@ -5,18 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from hvdbench.suite.errors import ReportError
 
 from . import views
 from .collect import Collection, collect
 from .comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
 from .compare import compare_table
+from .details import breakdown_table, details_table
 from .document import Report, Section, render_markdown, text_table
 from .html import render_html
 from .p2p import host_rows, matrix_rows, p2p_table
-from .plots import all_plots
+from .plots import all_plots, breakdown_plot
 from .scaling import run_stats_table, scaling_table, straggler_table
 from .screening import THRESHOLD, screening_table
+from .summary import best_configurations, cross_model, describe, executive_lines, knob_table
 from .stats import STRAGGLER_THRESHOLD
 
 
@@ -44,19 +48,24 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
     compared = compare_table(table, prices or {})
-    headline = [Section(f"{system}: {args or '(defaults)'}", "", views.headline_titles(group), views.headline_rows(group),
-                        code=True) for (system, args), group in table.groupby(["system", "args"], sort=True)]
-    sections = list(headline)
+    headline = [Section(f"{system}: {args or '(defaults)'}", views.headline_text(group), views.headline_titles(group),
+                        views.headline_rows(group), code=True, folded=views.HEADLINE_FOLDED)
+                for (system, args), group in table.groupby(["system", "args"], sort=True)]
+    summary = executive_lines(table, screen, slow) if len(table) else []
+    sections = [Section("Executive summary", "", lines=summary)] if summary else []
+    sections += headline
     for title, text, (header, rows) in views.axis_views(table):
         sections.append(Section(title, text, header, rows))
+    tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow}
+    sections += _buyer_sections(collection, table, stats, tables)
     if not compared.empty:
         sections.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared)))
     if len(screen):
         sections.append(Section("Screening", views.screening_text(THRESHOLD), *views.screening_rows(screen)))
     sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
+    sections += _recorded_sections(collection, table, tables)
     sections.append(Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats)))
     sections += [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
-    tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow}
     if not compared.empty:
         tables["compare"] = compared
     if len(screen):
@@ -80,11 +89,51 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
                 sections.append(Section(f"Both directions at once, {where}", "", *matrix_rows(cases, "bi")))
             sections.append(Section(f"Host and GPU, {where}", "Pinned host memory.", *host_rows(cases)))
     plots = all_plots(table, collection.steps, collection.runs, stats, collection.telemetry)
+    if "breakdown" in tables:
+        svg = breakdown_plot(tables["breakdown"])
+        if svg:
+            plots["Where a step's time goes (--breakdown)"] = svg
     if len(comm):
         svg = plot_bandwidth(comm)
         if svg:
             plots["Collective bus bandwidth against message size"] = svg
     return Report(_intro(collection, warmup), sections, tables, plots, headline)
+
+
+def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
+                    tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Every knob side by side, the cross-model summary and the best configuration of each workload."""
+    out = []
+    knobs = knob_table(table, stats.attrs.get("draws", {}))
+    if len(knobs):
+        tables["knobs"] = knobs
+        out.append(Section("Every knob side by side", views.KNOB_TEXT, *views.knob_rows(knobs)))
+    cross = cross_model(table)
+    if len(cross):
+        tables["cross_model"] = cross
+        out.append(Section("Across workloads", views.CROSS_TEXT, *views.cross_rows(cross)))
+    best = best_configurations(table)
+    if len(best) and (best["np"] > 1).any():
+        out.append(Section("Best configuration per workload", "At the largest GPU count each workload was measured.",
+                           *views.best_rows(best, describe)))
+    return out
+
+
+def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Everything else the runs recorded: the --breakdown phases, run details, the profiles' top operators."""
+    out = []
+    breakdown = breakdown_table(collection, table)
+    if len(breakdown):
+        tables["breakdown"] = breakdown
+        out.append(Section("Step breakdown", views.BREAKDOWN_TEXT, *views.breakdown_rows(breakdown)))
+    details = details_table(collection)
+    if len(details):
+        tables["details"] = details
+        out.append(Section("Run details", views.DETAILS_TEXT, *views.details_rows(details)))
+    if len(collection.profile):
+        out.append(Section("Top operators (--profile)", "Rank 0's five most expensive operators per profiled run; "
+                           "every rank's in profile.csv, the traces beside the logs.", *views.profile_rows(collection.profile)))
+    return out
 
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
@@ -97,6 +146,8 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
         (out_dir / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
     for name, data in report.tables.items():
         paths[name] = out_dir / f"{name}.csv"
+        data = data.copy()
+        data.attrs = {}  # in-memory companions (bootstrap resamples) are not part of the files
         data.to_csv(paths[name], index=False)
         data.to_parquet(out_dir / f"{name}.parquet", index=False)
     return paths

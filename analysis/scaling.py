@@ -8,11 +8,14 @@ import numpy as np
 import pandas as pd
 
 from .collect import Collection
+from .details import mean_power
 from .evidence import evidence, rank_telemetry
+from .ratios import config_draws, ratio_interval
 from .stats import STRAGGLER_THRESHOLD, median_interval, run_stats, stragglers
 
 CONFIG = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs"]
-AXES = ["batch_size", "precision", "independent", "base_args"]
+AXES = ["batch_size", "precision", "independent", "base_args", "channels_last", "compile", "data", "fp16_allreduce",
+        "threads"]
 BASELINE_KEY = ["system", "framework", "benchmark", "base_args"]  # an --independent twin shares its baseline
 RUN_STATS_SCHEMA: dict[str, str] = {
     "run_id": "string", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
@@ -27,6 +30,10 @@ SCALING_SCHEMA: dict[str, str] = {
     "per_rank": "float64", "median_step_ms": "float64", "cv": "float64", "warmup_used": "float64",
     "mean_power_w": "float64", "speedup": "float64", "efficiency": "float64",
     "node_speedup": "float64", "node_efficiency": "float64", "comm_cost": "float64",
+    **{f"{name}_{end}": "float64" for name in ("speedup", "efficiency", "node_speedup", "node_efficiency", "comm_cost")
+       for end in ("low", "high")},
+    "baseline": "string", "channels_last": "bool", "compile": "bool", "data": "string", "fp16_allreduce": "bool",
+    "threads": "Int64", "runs": "string",
 }
 STRAGGLER_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
@@ -40,21 +47,16 @@ def run_stats_table(collection: Collection, warmup: int | None = None) -> pd.Dat
     """Statistics of every complete run (status ok), one row each; ``warmup`` overrides the detected
     warm-up of every run."""
     ok = collection.runs[collection.runs["status"] == "ok"]["run_id"]
-    power = _mean_power(collection.telemetry)
+    power = mean_power(collection)
     rows = []
+    draws: dict[str, np.ndarray] = {}
     for run_id, steps in collection.steps[collection.steps["run_id"].isin(ok)].groupby("run_id", sort=False):
-        stats = run_stats(steps, warmup)
+        stats = run_stats(steps, warmup, draws, str(run_id))
         if stats is not None:
             rows.append({"run_id": run_id, **stats.__dict__, "mean_power_w": power.get(run_id, float("nan"))})
-    return pd.DataFrame(rows, columns=list(RUN_STATS_SCHEMA)).astype(RUN_STATS_SCHEMA)
-
-
-def _mean_power(telemetry: pd.DataFrame) -> dict[str, float]:
-    """Per run, the sum over ranks of each rank's mean GPU power (NaN where nothing was sampled)."""
-    sampled = telemetry.dropna(subset=["power_w"])
-    if sampled.empty:
-        return {}
-    return sampled.groupby(["run_id", "rank"])["power_w"].mean().groupby(level=0).sum().to_dict()
+    table = pd.DataFrame(rows, columns=list(RUN_STATS_SCHEMA)).astype(RUN_STATS_SCHEMA)
+    table.attrs["draws"] = draws  # each run's bootstrap resamples, for intervals on ratios (scaling_table)
+    return table
 
 
 def straggler_table(collection: Collection, stats: pd.DataFrame, threshold: float = STRAGGLER_THRESHOLD) -> pd.DataFrame:
@@ -98,7 +100,7 @@ def _combine(group: pd.DataFrame) -> dict[str, Any]:
     throughput = float(group["throughput"].median())
     first = group.iloc[0]
     return {
-        **{axis: first[axis] for axis in AXES},
+        **{axis: first[axis] for axis in AXES}, "runs": ",".join(group["run_id"]),
         "unit": first["unit"], "repeats": len(group), "throughput": throughput,
         "ci_low": float(low), "ci_high": float(high), "ci_method": method,
         "repeat_min": float(group["throughput"].min()), "repeat_max": float(group["throughput"].max()),
@@ -111,53 +113,99 @@ def _combine(group: pd.DataFrame) -> dict[str, Any]:
 def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per configuration and size: throughput, interval, speedup = thr(N)/thr(1 rank) and efficiency =
     speedup/N; for multi-node rows the same against 1 node; the cost of communication against the
-    --independent twin where both were run."""
+    --independent twin where both were run. Every ratio carries a 95% interval (``ratios.py``) and each
+    row names the 1-GPU baseline it used."""
     stats = run_stats_table(collection) if stats is None else stats
     runs = collection.runs.merge(stats, on="run_id", how="inner")
-    rows = []
+    rows, members = [], []
     for key, group in runs.groupby(CONFIG + ["nodes", "np"], sort=True, dropna=False):
         rows.append({**dict(zip(CONFIG + ["nodes", "np"], key)), **_combine(group)})
-    derived = ("speedup", "efficiency", "node_speedup", "node_efficiency", "comm_cost")
-    table = pd.DataFrame(rows, columns=[c for c in SCALING_SCHEMA if c not in derived])
-    table["speedup"] = [_speedup(table, row) for _, row in table.iterrows()]
-    table["efficiency"] = table["speedup"] / table["np"]
-    table["node_speedup"] = [_node_speedup(table, row) for _, row in table.iterrows()]
-    table["node_efficiency"] = table["node_speedup"] / table["nodes"]
-    table["comm_cost"] = [_comm_cost(table, row) for _, row in table.iterrows()]
-    return table.astype(SCALING_SCHEMA).sort_values(CONFIG + ["nodes", "np"], ignore_index=True)
+        members.append(list(group["run_id"]))
+    table = pd.DataFrame(rows, columns=[c for c in SCALING_SCHEMA if c in BASE_COLUMNS])
+    draws = [config_draws(ids, stats.attrs.get("draws", {})) for ids in members]
+    derived: dict[str, list[Any]] = {name: [] for name in SCALING_SCHEMA if name not in BASE_COLUMNS}
+    for i in range(len(table)):
+        base, label = _baseline(table, i)
+        _ratio(derived, "speedup", table, draws, i, base)
+        node_base = _node_baseline(table, i, base)
+        _ratio(derived, "node_speedup", table, draws, i, node_base)
+        twin = _twin(table, i)
+        _ratio(derived, "comm_cost", table, draws, i, twin)
+        derived["baseline"].append(label)
+    for name in ("speedup", "node_speedup"):
+        per = table["np"] if name == "speedup" else table["nodes"]
+        efficiency = name.replace("speedup", "efficiency")
+        for end in ("", "_low", "_high"):
+            derived[f"{efficiency}{end}"] = list(np.asarray(derived[f"{name}{end}"], dtype=float) / per)
+    ratio_of = {end: derived[f"comm_cost{end}"] for end in ("", "_low", "_high")}  # exchanged / independent
+    for end, source in (("", ""), ("_low", "_high"), ("_high", "_low")):  # cost = 1 - ratio: the interval turns around
+        derived[f"comm_cost{end}"] = [1.0 - v for v in ratio_of[source]]
+    for name, values in derived.items():
+        table[name] = values
+    return table[list(SCALING_SCHEMA)].astype(SCALING_SCHEMA).sort_values(CONFIG + ["nodes", "np"], ignore_index=True)
+
+
+BASE_COLUMNS = [c for c in SCALING_SCHEMA if not c.startswith(("speedup", "efficiency", "node_", "comm_cost"))
+                and c != "baseline"]
+
+
+def _ratio(out: dict[str, list[Any]], name: str, table: pd.DataFrame, draws: list[np.ndarray | None], i: int,
+           base: int | None) -> None:
+    """Row i's throughput over row base's, with its interval, appended to out[name], out[name_low/_high]."""
+    if base is None or not table.at[base, "throughput"] > 0:
+        value, (low, high) = float("nan"), (float("nan"), float("nan"))
+    else:
+        value = float(table.at[i, "throughput"] / table.at[base, "throughput"])
+        low, high = (1.0, 1.0) if base == i else ratio_interval(draws[i], draws[base])
+    out[name].append(value)
+    out[f"{name}_low"].append(low)
+    out[f"{name}_high"].append(high)
 
 
 def _same(table: pd.DataFrame, row: pd.Series, keys: list[str]) -> np.ndarray:
     return np.logical_and.reduce([table[k] == row[k] for k in keys])
 
 
-def _node_speedup(table: pd.DataFrame, row: pd.Series) -> float:
-    """Against 1 node with as many ranks per node; NaN for single-node rows."""
+def _baseline(table: pd.DataFrame, i: int) -> tuple[int | None, str]:
+    """The 1-rank configuration row i's speedup is against, and what it is: the same workload, system and
+    arguments (an --independent row: its own independent 1-GPU run), else the exchanging 1-GPU run of the
+    same arguments; among several, the same launcher, controller and knobs."""
+    row = table.iloc[i]
+    candidates = table[_same(table, row, BASELINE_KEY) & (table["np"] == 1)].sort_values("independent", kind="stable")
+    if candidates.empty:
+        return None, "no 1-GPU run"
+    own = candidates[candidates["args"] == row["args"]]
+    pool = own if len(own) else candidates
+    launch = pool[(pool["launcher"] == row["launcher"]) & (pool["controller"] == row["controller"])]
+    exact = launch[launch["knobs"] == row["knobs"]]
+    chosen = next(c for c in (exact, launch, pool) if not c.empty)
+    base = chosen.iloc[0]
+    label = f"{base['launcher']}/{base['controller']}" + (f" {base['knobs']}" if base["knobs"] else "") + \
+        (" --independent" if base["independent"] else "")
+    if not len(own):
+        label += " (exchanging: no --independent 1-GPU run)" if row["independent"] else " (other arguments)"
+    if len(chosen) > 1:
+        label += f" (first of {len(chosen)} matching)"
+    return int(chosen.index[0]), label
+
+
+def _node_baseline(table: pd.DataFrame, i: int, gpu_base: int | None) -> int | None:
+    """1 node with as many ranks per node (None for single-node rows); with 1 GPU per node, the 1-GPU run."""
+    row = table.iloc[i]
     if row["nodes"] <= 1 or row["np"] % row["nodes"]:
-        return float("nan")
+        return None
     base = table[_same(table, row, CONFIG) & (table["nodes"] == 1) & (table["np"] == row["np"] // row["nodes"])]
     if len(base):
-        return float(row["throughput"] / base["throughput"].iloc[0])
-    return _speedup(table, row) if row["np"] == row["nodes"] else float("nan")  # 1 GPU per node: the 1-GPU run
+        return int(base.index[0])
+    return gpu_base if row["np"] == row["nodes"] else None
 
 
-def _comm_cost(table: pd.DataFrame, row: pd.Series) -> float:
-    """1 - throughput(gradients exchanged) / throughput(--independent) at the same size and arguments."""
+def _twin(table: pd.DataFrame, i: int) -> int | None:
+    """The --independent twin of an exchanging row (same arguments otherwise, same size)."""
+    row = table.iloc[i]
     if row["independent"]:
-        return float("nan")
+        return None
     keys = ["system", "framework", "benchmark", "model", "base_args", "launcher", "controller", "placement", "knobs",
             "nodes", "np"]
     twin = table[_same(table, row, keys) & table["independent"]]
-    return float(1.0 - row["throughput"] / twin["throughput"].iloc[0]) if len(twin) else float("nan")
-
-
-def _speedup(table: pd.DataFrame, row: pd.Series) -> float:
-    """Against the 1-rank run of the same workload and arguments; the same launcher (and knobs) when there is one."""
-    same = _same(table, row, BASELINE_KEY) & (table["np"] == 1)
-    candidates = table[same].sort_values("independent", kind="stable")  # an exchanging 1-rank run first
-    if candidates.empty:
-        return float("nan")
-    launch = candidates[(candidates["launcher"] == row["launcher"]) & (candidates["controller"] == row["controller"])]
-    exact = launch[launch["knobs"] == row["knobs"]]
-    base = next(c for c in (exact, launch, candidates) if not c.empty)["throughput"].iloc[0]
-    return float(row["throughput"] / base) if base > 0 else float("nan")
+    return int(twin.index[0]) if len(twin) else None

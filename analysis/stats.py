@@ -3,6 +3,7 @@ bootstrap interval, variation, and stragglers."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +39,7 @@ class RunStats:
 def detect_warmup(series: np.ndarray) -> int:
     """Steps of initial transient in a step-time series; -1 when under 20 steps leave nothing to tell.
 
-    Steady state is described by the second half: its median and robust spread (1.4826 x MAD). A step
+    Steady state is described by the second half: its median and robust spread (``robust_spread``). A step
     further than 4 spreads from that median is out of steady state; the warm-up is the run of such
     steps from the start, gaps of up to 3 steady-looking steps allowed, within the first half. A lone
     slow step later (a pause, a checkpoint) is not warm-up. MSER-5 was tried first and cut 30-40% of
@@ -48,7 +49,7 @@ def detect_warmup(series: np.ndarray) -> int:
         return -1
     ref = series[n // 2:]
     center = float(np.median(ref))
-    spread = max(1.4826 * float(np.median(np.abs(ref - center))), 1e-3 * abs(center), 1e-12)
+    spread = robust_spread(ref, center)
     outliers = np.flatnonzero(np.abs(series[: n // 2] - center) > OUTLIER_SPREADS * spread)
     if not len(outliers) or outliers[0] > MAX_GAP:
         return 0
@@ -58,6 +59,20 @@ def detect_warmup(series: np.ndarray) -> int:
             break
         end = int(position)
     return end + 1
+
+
+def run_seed(run_id: str) -> int:
+    """A stable seed of a run's own bootstrap resamples."""
+    return int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
+
+
+def robust_spread(values: np.ndarray, center: float) -> float:
+    """A spread that outliers do not inflate: 1.4826 x MAD; where more than half the values equal the median
+    (a steady series alternating between two close step times has MAD 0), 1.2533 x the mean absolute
+    deviation (both estimate sigma for normal data); never below 1e-6 of the center."""
+    deviation = np.abs(values - center)
+    mad = 1.4826 * float(np.median(deviation))
+    return max(mad if mad > 0 else 1.2533 * float(deviation.mean()), 1e-6 * abs(center), 1e-12)
 
 
 def step_matrix(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -75,30 +90,45 @@ def total_throughput(durations: np.ndarray, samples: np.ndarray) -> float:
     return total_throughput_of(rank_throughput(samples.sum(axis=0), durations.sum(axis=0)))
 
 
-def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
-                       confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap of total throughput, resampling whole steps (all ranks together).
+def throughput_draws(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
+                     seed: int = 0) -> np.ndarray:
+    """``n`` bootstrap resamples of total throughput, resampling whole steps (all ranks together).
 
     A resample is a vector of step counts, so every resample's per-rank sums are one matrix product:
     cheap for 1,024 ranks x 1,000 steps."""
     rows = durations.shape[0]
     samples = np.broadcast_to(samples, durations.shape)
     if rows < 2:
-        value = total_throughput(durations, samples)
-        return value, value
+        return np.full(n, total_throughput(durations, samples))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, rows, size=(n, rows)) + (np.arange(n) * rows)[:, None]
     counts = np.bincount(idx.ravel(), minlength=n * rows).reshape(n, rows).astype(float)
-    values = rank_throughput(counts @ samples, counts @ durations).sum(axis=1)
+    return rank_throughput(counts @ samples, counts @ durations).sum(axis=1)
+
+
+def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The central ``confidence`` interval of bootstrap values."""
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(values, [tail, 1.0 - tail])
     return float(low), float(high)
 
 
-def run_stats(steps: pd.DataFrame, warmup: int | None = None) -> RunStats | None:
+def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
+                       confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap of total throughput, resampling whole steps (all ranks together)."""
+    if durations.shape[0] < 2:
+        value = total_throughput(durations, np.broadcast_to(samples, durations.shape))
+        return value, value
+    return percentile_interval(throughput_draws(durations, samples, n=n, seed=seed), confidence)
+
+
+def run_stats(steps: pd.DataFrame, warmup: int | None = None, draws: dict[str, np.ndarray] | None = None,
+              run_id: str = "") -> RunStats | None:
     """Statistics of one run's step records, or None when no steady-state step is left.
 
-    ``warmup`` (the report's ``--warmup N``) overrides both the asked and the detected warm-up."""
+    ``warmup`` (the report's ``--warmup N``) overrides both the asked and the detected warm-up. Where
+    ``draws`` is given, the run's bootstrap resamples of throughput are put there under ``run_id`` (seeded
+    by the run id, so two runs' resamples are independent: what intervals on their ratios need)."""
     durations, samples, _, warm = step_matrix(steps)
     if durations.size == 0:
         return None
@@ -109,6 +139,8 @@ def run_stats(steps: pd.DataFrame, warmup: int | None = None) -> RunStats | None
     if durations.size == 0:
         return None
     low, high = bootstrap_interval(durations, samples)
+    if draws is not None:
+        draws[run_id] = throughput_draws(durations, samples, seed=run_seed(run_id))
     means = durations.mean(axis=0)
     return RunStats(
         throughput=total_throughput(durations, samples), ci_low=low, ci_high=high,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .collect import Collection
@@ -42,16 +43,59 @@ def _unit(table: pd.DataFrame) -> str:
 def headline_titles(table: pd.DataFrame) -> list[str]:
     """Headline column titles, with the unit of the rows."""
     return ["framework", "benchmark", "model", "launcher", "controller", "placement", "knobs", "nodes", "GPUs",
-            f"{_unit(table)}/s", "95% CI", "per GPU", "speedup", "efficiency", "median step (ms)", "step CV",
-            "warm-up", "repeats"]
+            f"{_unit(table)}/s", "95% CI", "per GPU", "speedup [95% CI]", "efficiency [95% CI]", "median step (ms)",
+            "step CV", "warm-up", "repeats"]
+
+
+# headline columns folded on a narrow page: controller, median step, step CV, warm-up (by position)
+HEADLINE_FOLDED = (4, 14, 15, 16)
+NEAR_LINEAR = "†"
+SUPERLINEAR = "‡"
+
+
+def ratio(value: Any, low: Any, high: Any, digits: int = 2) -> str:
+    """``1.86 [1.80–1.92]``; the value alone where there is no interval (or it is a point)."""
+    if missing(value):
+        return "n/a"
+    if missing(low) or missing(high) or np.isclose(low, high):
+        return fmt(value, digits)
+    return f"{fmt(value, digits)} [{fmt(low, digits)}–{fmt(high, digits)}]"
+
+
+def efficiency_cell(value: Any, low: Any, high: Any) -> str:
+    """``93% [90–96%]``, marked where above linear: † when its interval still covers linear (noise, often
+    in the 1-GPU run, can do that), ‡ when it lies wholly above."""
+    if missing(value):
+        return "n/a"
+    mark = ""
+    if value > 1.0 and not missing(low):
+        mark = NEAR_LINEAR if low <= 1.0 else SUPERLINEAR
+    if missing(low) or missing(high) or np.isclose(low, high):
+        return f"{value:.0%}{mark}"
+    return f"{value:.0%}{mark} [{low:.0%}–{high:.0%}]"
+
+
+def headline_text(table: pd.DataFrame) -> str:
+    """What a reader needs beside the headline table: the marks used, and baselines that are not the rows' own."""
+    notes = []
+    marks = " ".join(efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high) for r in table.itertuples())
+    if NEAR_LINEAR in marks:
+        notes.append(f"{NEAR_LINEAR} above linear, but its interval covers linear: within the noise.")
+    if SUPERLINEAR in marks:
+        notes.append(f"{SUPERLINEAR} above linear beyond the noise (cache effects, a smaller per-GPU problem, or "
+                     "a slow 1-GPU run).")
+    odd = sorted({str(r.baseline) for r in table.itertuples() if "(" in str(r.baseline)})
+    notes += [f"Speedup against {label}." for label in odd]
+    return " ".join(notes)
 
 
 def headline_rows(table: pd.DataFrame) -> list[list[str]]:
-    """The headline columns of each scaling row, formatted."""
+    """The headline columns of each scaling row, formatted; speedup and efficiency with their 95% intervals."""
     return [[r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", r.knobs or "-",
              str(r.nodes), str(r.np),
-             fmt(r.throughput), f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", fmt(r.per_rank), fmt(r.speedup, 2),
-             pct(r.efficiency), fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
+             fmt(r.throughput), f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", fmt(r.per_rank),
+             ratio(r.speedup, r.speedup_low, r.speedup_high), efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high),
+             fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
              str(r.repeats) if r.repeats == 1 else f"{r.repeats} ({fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
             for r in table.itertuples()]
 
@@ -79,8 +123,11 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
         out.append(("By node count", "Speedup and efficiency against 1 GPU, and against 1 node with as many GPUs "
                     "per node.", (["workload", "knobs", "nodes", "GPUs", "throughput", "speedup vs 1 GPU", "efficiency",
                                    "speedup vs 1 node", "node efficiency"],
-                                  [[_workload(r), r.knobs or "-", str(r.nodes), str(r.np), fmt(r.throughput), fmt(r.speedup, 2),
-                                    pct(r.efficiency), fmt(r.node_speedup, 2), pct(r.node_efficiency)]
+                                  [[_workload(r), r.knobs or "-", str(r.nodes), str(r.np), fmt(r.throughput),
+                                    ratio(r.speedup, r.speedup_low, r.speedup_high),
+                                    efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high),
+                                    ratio(r.node_speedup, r.node_speedup_low, r.node_speedup_high),
+                                    efficiency_cell(r.node_efficiency, r.node_efficiency_low, r.node_efficiency_high)]
                                    for r in multi.sort_values(workload + ["knobs", "nodes", "np"]).itertuples()])))
     for axis, title in (("batch_size", "By batch size"), ("precision", "By precision")):
         others = ["system", "framework", "benchmark", "model", "np", "launcher", "controller", "placement"]
@@ -93,9 +140,11 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
     if len(cost):
         out.append(("Cost of communication", "1 − throughput with gradients exchanged / throughput of the same "
                     "run with --independent (each rank alone: the ideal with no communication).",
-                    (["workload", "GPUs", "placement", "exchanged", "independent", "cost"],
+                    (["workload", "GPUs", "placement", "exchanged", "independent", "cost [95% CI]"],
                      [[_workload(r), str(r.np), r.placement or "-", fmt(r.throughput),
-                       fmt(r.throughput / (1.0 - r.comm_cost)) if r.comm_cost < 1 else "n/a", pct(r.comm_cost)]
+                       fmt(r.throughput / (1.0 - r.comm_cost)) if r.comm_cost < 1 else "n/a",
+                       pct(r.comm_cost) + ("" if missing(r.comm_cost_low) or np.isclose(r.comm_cost_low, r.comm_cost_high)
+                                           else f" [{r.comm_cost_low:.0%}–{r.comm_cost_high:.0%}]")]
                       for r in cost.itertuples()])))
     return out
 
@@ -204,3 +253,69 @@ def ratio_rows(ratio: pd.DataFrame) -> Rows:
     return (["system", "placement", "GPUs", "op", "dtype", "Horovod over", "bytes", "Horovod GB/s", "MPI GB/s", "ratio"],
             [[r.system, r.placement or "-", str(r.np), r.op, r.dtype, r.path, f"{r.bytes:,}", f"{r.horovod_gbs:.3f}",
               f"{r.mpi_gbs:.3f}", f"{r.ratio:.2f}"] for r in ratio.itertuples()])
+
+
+KNOB_TEXT = ("Configurations that differ in one knob only (layout, compiler, data path, fp16 exchange, threads, "
+             "batch size, precision), each against the knob's default: the throughput ratio with a 95% interval "
+             "from both runs' resampled steps.")
+
+
+def knob_rows(knobs: pd.DataFrame) -> Rows:
+    return (["workload", "GPUs", "knob", "from → to", "throughput", "ratio [95% CI]"],
+            [[f"{r.system} {r.framework} {r.benchmark} {r.model}", str(r.np), r.knob.replace("_", " "),
+              f"{r.base_value} → {r.value}", f"{fmt(r.base_throughput)} → {fmt(r.throughput)}",
+              "×" + ratio(r.ratio, r.ratio_low, r.ratio_high)] for r in knobs.itertuples()])
+
+
+CROSS_TEXT = "Over workloads (runs with gradients exchanged), per system and GPU count."
+
+
+def cross_rows(cross: pd.DataFrame) -> Rows:
+    return (["system", "GPUs", "workloads", "median speedup", "median efficiency", "efficiency range"],
+            [[r.system, str(r.np), str(r.workloads), fmt(r.median_speedup, 2), pct(r.median_efficiency),
+              f"{pct(r.min_efficiency)} – {pct(r.max_efficiency)}"] for r in cross.itertuples()])
+
+
+def best_rows(best: pd.DataFrame, describe: Any) -> Rows:
+    return (["system", "workload", "GPUs", "throughput", "efficiency [95% CI]", "configuration"],
+            [[r["system"], f"{r['framework']} {r['benchmark']} {r['model']}", str(r["np"]), fmt(r["throughput"]),
+              efficiency_cell(r["efficiency"], r["efficiency_low"], r["efficiency_high"]), describe(r)]
+             for _, r in best.iterrows()])
+
+
+DETAILS_TEXT = ("Per run: trainable parameters, peak device memory (GPU) or peak resident set (CPU), wall time and "
+                "its set-up part (start to the first timed step: imports, model build, compile, warm-up), and the "
+                "timed window's means of GPU utilisation, power (summed over ranks) and clocks; energy per sample "
+                "from NVML's energy counter where it exists, else power × time, timed window only.")
+
+
+def details_rows(details: pd.DataFrame) -> Rows:
+    return (["run", "GPUs", "parameters", "peak memory (GB)", "wall (s)", "set-up (s)", "GPU util (%)", "power (W)",
+             "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)"],
+            [[r.run_id, str(r.np), fmt(r.parameters, 0), f"{fmt(r.peak_memory_gb, 2)} {r.memory}", fmt(r.wall_s),
+              fmt(r.setup_s), fmt(r.gpu_util_pct, 0), fmt(r.power_w, 0), fmt(r.sm_clock_mhz, 0),
+              fmt(r.memory_clock_mhz, 0),
+              fmt(r.energy_j_per_sample, 4) if not missing(r.energy_j_per_sample) else f"n/a ({r.energy_from})"]
+             for r in details.itertuples()])
+
+
+BREAKDOWN_TEXT = ("Runs with --breakdown: the median of each part of a step over its timed steps (each part bounded "
+                  "by a device sync, which stops the exchange overlapping backward; the plain run is faster).")
+
+
+def breakdown_rows(breakdown: pd.DataFrame) -> Rows:
+    phases = [c for c in ("forward", "backward", "compute", "exchange", "optimizer") if c in breakdown]
+    return (["workload", "knobs", "GPUs", *[f"{p} (ms)" for p in phases], "step (ms)"],
+            [[f"{r['system']} {r['benchmark']} {r['model']}", r["knobs"] or "-", str(r["np"]),
+              *[fmt(r[p], 2) for p in phases], fmt(r["step_ms"], 2)] for _, r in breakdown.iterrows()])
+
+
+def profile_rows(profile: pd.DataFrame, top: int = 5) -> Rows:
+    """Each profiled run's top operators (rank 0), by the time the profiler sorted on."""
+    rank0 = profile[profile["rank"] == 0]
+    rows = []
+    for run_id, ops in rank0.groupby("run_id", sort=True):
+        for op in ops.head(top).itertuples():
+            rows.append([run_id, op.operator, fmt(op.calls, 0), fmt(op.self_device_us / 1e3, 2),
+                         fmt(op.self_cpu_us / 1e3, 2)])
+    return (["run", "operator", "calls", "self device (ms)", "self CPU (ms)"], rows)

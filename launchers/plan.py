@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 import os
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
+from hvdbench.suite.axes import axis_flags
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
@@ -92,12 +93,14 @@ def check_placements(sweep: Sweep, topo: Topology) -> None:
                              f"{', '.join(map(str, counts))} GPU(s); valid: {', '.join(valid + ['auto', EACH])}")
 
 
-def _bench_args(workload: Workload, batch: int | None, precision: str | None, independent: bool) -> tuple[str, ...]:
+def _bench_args(workload: Workload, framework: str, batch: int | None, precision: str | None, independent: bool,
+                knobs: dict[str, Any]) -> tuple[str, ...]:
     args = list(workload.args)
     if batch is not None:
         args += ["--batch-size", str(batch)]
     if precision is not None:
         args += ["--precision", precision]
+    args += axis_flags(framework, knobs)
     if independent:
         args.append("--independent")
     return tuple(args)
@@ -148,10 +151,13 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
             info = get_benchmark(workload.benchmark)
         except UsageError as exc:
             raise SweepError(f"{sweep.path}: workloads[{index}].benchmark: {exc}") from None
+        knob_names = [name for name, _ in sweep.knobs]
         combos = itertools.product(workload.batch_size or sweep.batch_size or (None,),
-                                   workload.precision or sweep.precision or (None,), sweep.independent)
-        for batch, precision, independent in combos:
-            args = _bench_args(workload, batch, precision, independent)
+                                   workload.precision or sweep.precision or (None,),
+                                   itertools.product(*(values for _, values in sweep.knobs)), sweep.independent)
+        for batch, precision, knob_values, independent in combos:
+            args = _bench_args(workload, info.framework, batch, precision, independent,
+                               dict(zip(knob_names, knob_values)))
             try:
                 info.check(args)
             except UsageError as exc:

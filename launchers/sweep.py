@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
+from hvdbench.suite.axes import AXES
 from hvdbench.suite.errors import SpecError
 from hvdbench.suite.spec import CONTROLLERS
 
@@ -106,6 +107,7 @@ class Sweep:
     batch_size: tuple[int, ...] = ()
     precision: tuple[str, ...] = ()
     independent: tuple[bool, ...] = (False,)
+    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # benchmark knobs (suite/axes.py) and their values
     env: tuple[tuple[str, tuple[str, ...]], ...] = ()
     baseline: bool = True
     bind_cpus: bool = True
@@ -238,7 +240,8 @@ class _Reader:
 _TOP = ("name", "system", "launcher", "controller", "repeats", "timeout", "workloads", "axes", "baseline",
         "bind_cpus", "node_gpus", "cpu_slots", "topology", "hosts", "ssh_port", "ssh_identity_file", "output",
         "slurm")
-_AXES = ("np", "nodes", "gpus_per_node", "placements", "batch_size", "precision", "independent", "env")
+KNOB_AXES = tuple(name for name in AXES if name not in ("batch_size", "precision"))
+_AXES = ("np", "nodes", "gpus_per_node", "placements", "batch_size", "precision", "independent", *KNOB_AXES, "env")
 _WORKLOAD = ("benchmark", "args", "batch_size", "precision")
 _SLURM = ("partition", "account", "qos", "time", "constraint", "exclusive", "directives", "setup",
           "array_parallelism", "gpus", "mpi", "cpus_per_task", "mem_gb")
@@ -309,6 +312,8 @@ def load_sweep(path: Path) -> Sweep:
         gpus_per_node=axes.many("gpus_per_node", axes.positive),
         placements=axes.many("placements", axes.placement), batch_size=axes.many("batch_size", axes.positive),
         precision=axes.many("precision", axes.text), independent=axes.many("independent", axes.flag, (False,)),
+        knobs=tuple((name, values) for name in KNOB_AXES
+                    if (values := axes.many(name, {bool: axes.flag, int: axes.positive}.get(AXES[name].kind, axes.text)))),
         env=env, baseline=top.get("baseline", top.flag, True), bind_cpus=top.get("bind_cpus", top.flag, True),
         node_gpus=top.get("node_gpus", top.positive, None), cpu_slots=top.get("cpu_slots", top.positive, None), topology=top.get("topology", top.path_value, None),
         hosts=top.many("hosts", top.text, ("localhost",)), ssh_port=top.get("ssh_port", top.port, None),

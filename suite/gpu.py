@@ -127,6 +127,7 @@ class Nvml:
             "sm_clock_mhz": self.query("nvmlDeviceGetClockInfo", handle, self.nv.NVML_CLOCK_SM),
             "memory_clock_mhz": self.query("nvmlDeviceGetClockInfo", handle, self.nv.NVML_CLOCK_MEM),
             "power_w": None if power is None else power / 1000.0,
+            "energy_mj": self.query("nvmlDeviceGetTotalEnergyConsumption", handle),
             "temperature_c": self.query("nvmlDeviceGetTemperature", handle, self.nv.NVML_TEMPERATURE_GPU),
             "pcie_gen": self.query("nvmlDeviceGetCurrPcieLinkGeneration", handle),
             "pcie_width": self.query("nvmlDeviceGetCurrPcieLinkWidth", handle),

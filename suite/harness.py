@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from .axes import without
 from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
 from .gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
@@ -51,18 +52,7 @@ def invocation(name: str, argv: Sequence[str] | None) -> Invocation:
 
 def benchmark_args(argv: Sequence[str]) -> tuple[str, ...]:
     """The arguments that define the measurement: argv without where-to-log flags."""
-    out: list[str] = []
-    skip = 0
-    for arg in argv:
-        if skip:
-            skip -= 1
-            continue
-        name = arg.split("=", 1)[0]
-        if name in _LOCAL_FLAGS:
-            skip = _LOCAL_FLAGS[name] if "=" not in arg else 0
-            continue
-        out.append(arg)
-    return tuple(out)
+    return without(argv, _LOCAL_FLAGS)
 
 
 def resolve_log_dir(runtime: Runtime, flags: argparse.Namespace, label: str) -> Path:

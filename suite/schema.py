@@ -91,6 +91,7 @@ TELEMETRY = (
     Field("sm_clock_mhz", "int", "SM clock", "float64"),
     Field("memory_clock_mhz", "int", "memory clock", "float64"),
     Field("power_w", "float", "board power draw", "float64"),
+    Field("energy_mj", "int", "NVML's energy counter (mJ since the driver loaded; Volta and newer)", "float64"),
     Field("temperature_c", "int", "GPU temperature", "float64"),
     Field("pcie_gen", "int", "current PCIe link generation", "float64"),
     Field("pcie_width", "int", "current PCIe link width", "float64"),

@@ -64,10 +64,12 @@ def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *
         with RecordWriter(run_dir / rank_log_name(rank), rank=rank, local_rank=rank, size=len(durations)) as w:
             where = {"host": host} if host else {}
             w.write("env", benchmark=spec.benchmark, model="resnet20", unit=unit, gpu=of(gpu, rank), **where)
-            for _ in range(3 if telemetry else 0):
-                w.write("telemetry", **of(telemetry, rank), **where)  # type: ignore[arg-type]
+            w.write("phase", phase="warmup", steps=warmup, **where)
             for i in range(warmup):
                 w.write("step", step=i, warmup=True, duration=5.0, samples=samples, loss=2.3, **where)
+            w.write("phase", phase="timed", steps=len(steps), **where)
+            for _ in range(3 if telemetry else 0):  # the sampler runs while the steps are timed
+                w.write("telemetry", **of(telemetry, rank), **where)  # type: ignore[arg-type]
             for i, d in enumerate(steps, warmup):
                 w.write("step", step=i, warmup=False, duration=d, samples=samples, loss=2.3, **where)
             if summary:

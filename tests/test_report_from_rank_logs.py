@@ -65,7 +65,7 @@ def test_truncated_rank_log_marks_the_run_incomplete_and_the_rest_is_reported(tm
     assert "2 malformed log line(s) in 2 file(s)" in text_table
     report = paths["markdown"].read_text()
     assert "## Runs left out" in report and _spec(2).id in report
-    assert "rank-1.jsonl | 1 | line 14: truncated or malformed record" in report
+    assert "rank-1.jsonl | 1 | line 16: truncated or malformed record" in report
     assert paths["scaling"].read_text().count("\n") == 2  # header + the 1-rank row
 
 

@@ -4,6 +4,7 @@ HTML page renders offline in a real browser with every log string escaped."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -129,11 +130,20 @@ def test_html_is_self_contained_escaped_and_renders_in_chromium(tmp_path: Path) 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium is not installed (scripts/setup.sh installs it where it can)")
-    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                           "--virtual-time-budget=5000", paths["html"].as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'chromium'}",
+             "--window-size=1366,900", "--virtual-time-budget=5000"]
+    proc = subprocess.run([*flags, "--dump-dom", paths["html"].as_uri()], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     dom = proc.stdout
     figures = page.count('<figure class="plot">')
     assert f'data-plots="{figures}"' in dom and f'data-plots-drawn="{figures}"' in dom, dom[:300]
     assert "data-errors" not in dom
+    # a laptop's 1366 px: wide tables scroll inside their own box, the page itself never runs off the screen
+    page_width = int(re.search(r'data-page-width="(\d+)"', dom).group(1))
+    window_width = int(re.search(r'data-window-width="(\d+)"', dom).group(1))
+    assert window_width == 1366 and page_width <= window_width, (page_width, window_width)
+    shot = tmp_path / "laptop.png"
+    subprocess.run([*flags, f"--screenshot={shot}", paths["html"].as_uri()], capture_output=True, timeout=120)
+    header = shot.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(header[16:20], "big") == 1366

@@ -59,6 +59,17 @@ def test_planted_warmup_of_k_slow_steps_is_found_within_two(k: int) -> None:
     assert detect_warmup(np.full(19, 0.1)) == -1  # too short to tell
 
 
+@pytest.mark.parametrize("k", [0, 3, 12])
+def test_a_steady_series_alternating_between_two_close_values_is_not_warm_up(k: int) -> None:
+    rng = np.random.default_rng(100 + k)
+    for draw in range(20):
+        # two close step times (e.g. a buffer flipping every other step), more of one than the other: MAD is 0
+        series = np.where(rng.random(200) < 0.6, 0.1000, 0.1012)
+        assert detect_warmup(series) == 0, draw  # keeps every step of the other value
+        series[:k] = rng.uniform(0.2, 0.5, k)
+        assert abs(detect_warmup(series) - k) <= 2, (k, draw)
+
+
 def test_detected_warmup_extends_the_asked_one_and_an_explicit_one_overrides() -> None:
     timed = [0.4] * 6 + [0.1] * 60  # the benchmark asked for 2 warm-up steps; 6 more were still slow
     stats = run_stats(_steps({0: timed, 1: timed}))
