@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from hvdbench.suite.errors import UsageError
+
+from .ratios import config_draws, ratio_interval
 
 WORKLOAD = ["framework", "benchmark", "model", "args", "np"]
 COMPARE_SCHEMA: dict[str, str] = {
     "framework": "string", "benchmark": "string", "model": "string", "args": "string", "np": "int64",
     "system": "string", "throughput": "float64", "per_gpu": "float64", "per_watt": "float64",
-    "per_dollar": "float64", "relative": "float64",
+    "per_dollar": "float64", "relative": "float64", "relative_low": "float64", "relative_high": "float64",
 }
 
 
@@ -29,9 +32,11 @@ def parse_prices(items: list[str]) -> dict[str, float]:
     return prices
 
 
-def compare_table(scaling: pd.DataFrame, prices: dict[str, float]) -> pd.DataFrame:
+def compare_table(scaling: pd.DataFrame, prices: dict[str, float],
+                  draws: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """Rows of workloads (same framework, benchmark, model, arguments, GPUs) measured on two or more
-    systems; ``relative`` is throughput over the first system's (in name order)."""
+    systems; ``relative`` is throughput over the first system's (in name order), with its 95% interval
+    from both systems' resampled runs (``draws``: each run's bootstrap resamples)."""
     unknown = sorted(set(prices) - set(scaling["system"]))
     if unknown:
         raise UsageError(f"--price names system(s) {', '.join(unknown)} that no result has; "
@@ -41,7 +46,7 @@ def compare_table(scaling: pd.DataFrame, prices: dict[str, float]) -> pd.DataFra
     shared = best.groupby(WORKLOAD).filter(lambda g: g["system"].nunique() > 1)
     if shared.empty:
         return pd.DataFrame(columns=list(COMPARE_SCHEMA)).astype(COMPARE_SCHEMA)
-    out = shared[WORKLOAD + ["system", "throughput"]].copy()
+    out = shared[WORKLOAD + ["system", "throughput", "runs"]].copy()
     out["per_gpu"] = out["throughput"] / out["np"]
     out["per_watt"] = out["throughput"] / shared["mean_power_w"]
     price = out["system"].map(prices).astype("float64")
@@ -49,4 +54,9 @@ def compare_table(scaling: pd.DataFrame, prices: dict[str, float]) -> pd.DataFra
     out = out.sort_values(WORKLOAD + ["system"], ignore_index=True)
     first = out.groupby(WORKLOAD)["throughput"].transform("first")
     out["relative"] = out["throughput"] / first
+    firsts = out.groupby(WORKLOAD)["runs"].transform("first")
+    intervals = [(1.0, 1.0) if mine == base else ratio_interval(config_draws(mine.split(","), draws or {}),
+                                                               config_draws(base.split(","), draws or {}))
+                 for mine, base in zip(out["runs"], firsts)]
+    out["relative_low"], out["relative_high"] = [i[0] for i in intervals], [i[1] for i in intervals]
     return out[list(COMPARE_SCHEMA)].astype(COMPARE_SCHEMA)

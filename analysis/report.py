@@ -47,7 +47,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         raise ReportError(f"no complete run to report: {reasons}")
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
-    compared = compare_table(table, prices or {})
+    compared = compare_table(table, prices or {}, stats.attrs.get("draws"))
     headline = [Section(f"{system}: {args or '(defaults)'}", views.headline_text(group), views.headline_titles(group),
                         views.headline_rows(group), code=True, folded=views.HEADLINE_FOLDED)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]

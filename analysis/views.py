@@ -156,9 +156,9 @@ COMPARE_TEXT = ("The same workloads on each system: throughput, per GPU, per wat
 
 def compare_rows(compared: pd.DataFrame) -> Rows:
     """Systems side by side."""
-    return (["workload", "GPUs", "system", "throughput", "per GPU", "per watt", "per $", "vs first system"],
+    return (["workload", "GPUs", "system", "throughput", "per GPU", "per watt", "per $", "vs first system [95% CI]"],
             [[f"{r.framework} {r.benchmark} {r.model} {r.args}".strip(), str(r.np), r.system, fmt(r.throughput),
-              fmt(r.per_gpu), fmt(r.per_watt, 2), fmt(r.per_dollar, 0), fmt(r.relative, 2)]
+              fmt(r.per_gpu), fmt(r.per_watt, 2), fmt(r.per_dollar, 0), ratio(r.relative, r.relative_low, r.relative_high)]
              for r in compared.itertuples()])
 
 

@@ -70,3 +70,20 @@ def test_without_its_own_baseline_an_independent_row_says_it_fell_back(tmp_path:
     write_run(tmp_path, RunSpec(benchmark="cifar10", args=args + ("--independent",), np=2), [[0.09] * 30] * 2)
     table = scaling_table(collect([tmp_path])).set_index(["independent", "np"])
     assert table.loc[(True, 2), "baseline"] == "horovodrun/gloo (exchanging: no --independent 1-GPU run)"
+
+
+def test_system_against_system_carries_an_interval(tmp_path: Path) -> None:
+    from hvdbench.analysis.compare import compare_table
+    from hvdbench.analysis.scaling import run_stats_table
+
+    rng = np.random.default_rng(21)
+    for system, mean in (("a100", 0.10), ("h100", 0.05)):
+        for np_ in (1, 2):
+            spec = RunSpec(benchmark="cifar10", args=("--model", "resnet20"), np=np_, system=system)
+            write_run(tmp_path, spec, [list(_lognormal(rng, mean, 0.05, (30, 1))[:, 0]) for _ in range(np_)])
+    collection = collect([tmp_path])
+    stats = run_stats_table(collection)
+    table = compare_table(scaling_table(collection, stats), {}, stats.attrs["draws"]).set_index(["np", "system"])
+    h100 = table.loc[(2, "h100")]
+    assert 1.9 < h100["relative"] < 2.1 and h100["relative_low"] < h100["relative"] < h100["relative_high"]
+    assert table.loc[(2, "a100"), "relative_low"] == table.loc[(2, "a100"), "relative_high"] == 1.0

@@ -138,7 +138,7 @@ def test_html_is_self_contained_escaped_and_renders_in_chromium(tmp_path: Path) 
     dom = proc.stdout
     figures = page.count('<figure class="plot">')
     assert f'data-plots="{figures}"' in dom and f'data-plots-drawn="{figures}"' in dom, dom[:300]
-    assert "data-errors" not in dom
+    assert "data-errors" not in dom and "<h2>Executive summary</h2>" in dom
     # a laptop's 1366 px: wide tables scroll inside their own box, the page itself never runs off the screen
     page_width = int(re.search(r'data-page-width="(\d+)"', dom).group(1))
     window_width = int(re.search(r'data-window-width="(\d+)"', dom).group(1))
