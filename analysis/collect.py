@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,8 +14,8 @@ from hvdbench.suite.axes import read_axes
 from hvdbench.suite.errors import ReportError, SpecError
 from hvdbench.suite.metrics import run_outcome
 from hvdbench.suite.records import ParseStats, read_records
-from hvdbench.suite.schema import KINDS, SCHEMA_VERSION
-from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.suite.schema import KINDS, SCHEMA_VERSION, type_problem
+from hvdbench.suite.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus
 
 RUNS_SCHEMA: dict[str, str] = {
     "run_id": "string", "root": "string", "system": "string", "framework": "string",
@@ -90,18 +91,21 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> pd.DataFrame:
 
 
 def find_runs(roots: Iterable[Path]) -> list[tuple[Path, Path]]:
-    """(root, run directory) for every run.json below the roots; a bad root is a ReportError."""
-    found = []
+    """(root, run directory) for every run.json below the roots, each run once however many roots reach
+    it (the same root given twice, or a root inside another); a bad root is a ReportError."""
+    found: dict[Path, tuple[Path, Path]] = {}
     for root in roots:
         if not root.exists():
             raise ReportError(f"results directory {root} does not exist")
         if not root.is_dir():
             raise ReportError(f"{root} is not a directory")
         try:
-            found += [(root, path.parent) for path in sorted(root.rglob(RUN_FILE))]
+            for path in sorted(root.rglob(RUN_FILE)):
+                if not any(part.startswith(ATTEMPT_PREFIX) for part in path.relative_to(root).parts[:-1]):
+                    found.setdefault(path.parent.resolve(), (root, path.parent))
         except PermissionError as exc:
             raise ReportError(f"cannot read {exc.filename}: permission denied") from None
-    return found
+    return list(found.values())
 
 
 def arg_value(args: Iterable[str], name: str) -> str | None:
@@ -154,6 +158,7 @@ class RankLog:
     unreadable: str | None = None
     start: float | None = None  # the first record's monotonic time: telemetry is timed from it
     end: float | None = None    # the last record's
+    ranks: set[tuple[int, int]] = field(default_factory=set)  # (rank, size) the records claim
 
 
 STEP_COLUMNS = ("rank", *STEP_FIELDS)
@@ -174,27 +179,43 @@ def read_log(path: Path) -> RankLog:
                                  f"(this hvdbench reads version {SCHEMA_VERSION}); those records skipped")
         records = [rec for rec in records if rec.get("hvdbench") == SCHEMA_VERSION]
     steps = [rec for rec in records if rec["kind"] == "step"]
-    good, seen, bad = [], set(), 0
+    good, seen, bad, repeated = [], set(), 0, 0
     for rec in steps:
-        step, duration, samples = rec.get("step"), rec.get("duration"), rec.get("samples")
-        if not (type(step) is int and isinstance(duration, (int, float)) and duration > 0
-                and isinstance(samples, (int, float))):
+        step, duration, samples, loss = rec.get("step"), rec.get("duration"), rec.get("samples"), rec.get("loss")
+        if not (type(step) is int and isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0
+                and isinstance(samples, (int, float)) and math.isfinite(samples) and samples >= 0
+                and (loss is None or isinstance(loss, (int, float)))):
             bad += 1
-        elif step not in seen:
+        elif step in seen:
+            repeated += 1
+        else:
             seen.add(step)
             good.append(rec)
     if bad:
         stats.malformed += bad
-        stats.examples.append("step record without an integer step and a positive duration")
+        stats.examples.append(f"{bad} step record(s) without an integer step, a finite positive duration and "
+                              "numeric samples and loss")
+    if repeated:
+        stats.malformed += repeated
+        stats.examples.append(f"{repeated} step record(s) repeat a step index already read (the first kept)")
+    typed = []
+    for rec in (rec for rec in records if rec["kind"] != "step"):
+        problem = type_problem(rec)
+        if problem:
+            stats.malformed += 1
+            stats.examples.append(problem)
+        else:
+            typed.append(rec)
     columns: dict[str, list[Any]] = {c: [rec.get(c) for rec in good] for c in STEP_COLUMNS}
     columns["warmup"] = [bool(w) for w in columns["warmup"]]
     phases = [rec.get("phases") or {} for rec in good]
     if any(phases):
         columns.update({phase: [p.get(phase) for p in phases] for phase in PHASES})
-    others = [rec for rec in records if rec["kind"] != "step"]
+    others = typed
     start = records[0].get("mono") if records else None
     end = records[-1].get("mono") if records else None
-    return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3],
+    ranks = {(rec["rank"], rec["size"]) for rec in records}
+    return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3], ranks=ranks,
                    start=start if isinstance(start, (int, float)) else None,
                    end=end if isinstance(end, (int, float)) else None)
 
@@ -228,6 +249,7 @@ class _Run:
         self.errors: list[str] = []
         self.start: float | None = None  # the current log's first monotonic time
         self.peaks: dict[str, float] = {}
+        self.foreign: list[str] = []
         self.timed: dict[int, float] = {}  # rank -> seconds from its log's start to its timed phase
         self.last: float = 0.0             # the latest record, seconds from its log's start (any rank)
 
@@ -236,7 +258,19 @@ class _Run:
         t = rec.get("mono")
         return t - self.start if isinstance(t, (int, float)) and self.start is not None else None
 
+    def check_ranks(self, path: Path, ranks: set[tuple[int, int]]) -> None:
+        """Records of a file must be of its own rank and of this run's size: anything else came from
+        another run (a copied log) and makes the run inconsistent."""
+        name = path.name.removeprefix("rank-").removesuffix(".jsonl")
+        own = int(name) if name.isdigit() else None
+        alien = sorted((r, n) for r, n in ranks if r != own or n != self.spec.np)
+        if alien or own is None or own >= self.spec.np:
+            self.foreign.append(f"{path.name} holds records of rank {alien[0][0]} of {alien[0][1]}" if alien
+                                else f"{path.name} is not a rank of this {self.spec.np}-rank run")
+
     def on_env(self, rec: dict[str, Any]) -> None:
+        if rec.get("run_id") not in (None, self.spec.id):
+            self.foreign.append(f"rank {rec['rank']}'s log was written by run {rec['run_id']}")
         self.env = self.env or rec
         self.tables["env"].append(_env_row(self.spec.id, rec))
 
@@ -309,9 +343,11 @@ def collect(roots: Iterable[Path]) -> Collection:
     issues: list[FileIssue] = []
     spec_errors: list[str] = []
     found = find_runs(roots)
-    described = {run_dir for _, run_dir in found}
+    described = {run_dir.resolve() for _, run_dir in found}
     for root in roots:
-        orphans = sorted({log.parent for log in root.rglob("rank-*.jsonl")} - described)
+        orphans = sorted({log.parent for log in root.rglob("rank-*.jsonl")
+                          if log.parent.resolve() not in described
+                          and not any(part.startswith(ATTEMPT_PREFIX) for part in log.relative_to(root).parts)})
         spec_errors += [f"{orphan}: rank logs without a {RUN_FILE} (not a run hvdbench or its scripts wrote "
                         "completely); left out" for orphan in orphans]
     specs: list[tuple[Path, Path, RunSpec]] = []
@@ -325,8 +361,9 @@ def collect(roots: Iterable[Path]) -> Collection:
     for root, run_dir, spec in specs:
         run = _Run(spec, tables, skipped)
         logged = 0
-        for _ in logs_of[run_dir]:
+        for path in logs_of[run_dir]:
             log = next(read)
+            run.check_ranks(path, log.ranks)
             if log.unreadable:
                 issues.append(FileIssue(log.path, 0, [log.unreadable]))
                 continue
@@ -343,7 +380,10 @@ def collect(roots: Iterable[Path]) -> Collection:
             if log.malformed:
                 issues.append(FileIssue(log.path, log.malformed, log.examples))
         recorded = RunStatus.read(run_dir)
-        outcome = run_outcome(spec.np, run.summary_ranks, run.errors, recorded)
+        if recorded is None and (run_dir / STATUS_FILE).exists():
+            issues.append(FileIssue(str(run_dir / STATUS_FILE), 1, ["unreadable status.json: the run is judged by "
+                                                                     "its rank logs"]))
+        outcome = run_outcome(spec.np, run.summary_ranks, run.errors, recorded, run.foreign)
         runs.append({
             "run_id": spec.id, "root": str(root), "system": spec.system, "framework": spec.framework,
             "benchmark": spec.benchmark, "model": _model(spec, run.env), "args": " ".join(spec.args),

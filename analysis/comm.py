@@ -66,7 +66,7 @@ def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataF
 
 def plot_bandwidth(table: pd.DataFrame) -> str | None:
     """busbw against message size as SVG: one panel per operation, a line per backend, dtype and placement."""
-    from .plots import figure, svg_text
+    from .plots import figure, plain, svg_text
 
     ops = list(dict.fromkeys(table["op"]))
     if not ops:
@@ -77,7 +77,7 @@ def plot_bandwidth(table: pd.DataFrame) -> str | None:
             backend, dtype, placement, np_ = key
             group = group.sort_values("bytes")
             ax.plot(group["bytes"], group["busbw_gbs"], marker="o", markersize=3,
-                    label=f"{backend} {dtype} {placement or ''} {np_} ranks".replace("  ", " "))
+                    label=plain(f"{backend} {dtype} {placement or ''} {np_} ranks".replace("  ", " ")))
         ax.set_xscale("log", base=2)
         ax.set_title(op)
         ax.set_xlabel("message size (bytes)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -26,7 +28,7 @@ def parse_prices(items: list[str]) -> dict[str, float]:
             price = float(value)
         except ValueError:
             price = -1.0
-        if not sep or not system or price <= 0:
+        if not sep or not system or not math.isfinite(price) or price <= 0:
             raise UsageError(f"--price {item!r}: expected SYSTEM=USD_PER_GPU_HOUR with a positive price")
         prices[system] = price
     return prices

@@ -3,6 +3,8 @@ Markdown and terminal text (``html.py`` renders the same document as one HTML pa
 
 from __future__ import annotations
 
+import html
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -32,10 +34,23 @@ class Report:
     headline: list[Section]
 
 
+def md_text(text: object) -> str:
+    """Text from logs made inert in Markdown: HTML (``<script>``, ``<img onerror>``) as entities, pipes
+    escaped, one line."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+
+
+def md_code(text: object) -> str:
+    """Text as a Markdown code span, fenced with more backticks than it holds (nothing inside is rendered)."""
+    value = str(text).replace("\n", " ")
+    fence = "`" * (1 + max((len(r) for r in re.findall(r"`+", value)), default=0))
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub-flavoured Markdown table; pipes in cells are escaped."""
-    def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
+    """A GitHub-flavoured Markdown table; every cell made inert (``md_text``)."""
+    cell = md_text
     lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
     return "\n".join(lines)
@@ -51,17 +66,19 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
 
 def render_markdown(report: Report) -> str:
     """The whole report as Markdown (plots referenced as SVG files beside it)."""
-    out = ["# hvdbench scaling report", "", report.intro, ""]
+    out = ["# hvdbench scaling report", "", md_text(report.intro), ""]
     for section in report.sections:
-        title = f"`{section.title}`" if section.code else section.title
+        # a code span shows HTML literally on GitHub but not in every renderer: markup goes escaped instead
+        title = md_code(section.title) if section.code and not re.search(r"[<>&]", section.title) \
+            else md_text(section.title)
         out += [f"## {title}", ""]
         if section.text:
-            out += [section.text, ""]
+            out += [md_text(section.text), ""]
         if section.lines:
-            out += [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
+            out += [f"- {md_text(line.strip())}" if not line.startswith("  ") else f"  - {md_text(line.strip())}"
                     for line in section.lines] + [""]
         if section.header:
             out += [markdown_table(section.header, section.rows), ""]
     for i, title in enumerate(report.plots):
-        out += [f"![{title}](plot-{i + 1}.svg)", ""]
+        out += [f"![{md_text(title).replace(']', ')')}](plot-{i + 1}.svg)", ""]
     return "\n".join(out)

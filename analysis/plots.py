@@ -58,8 +58,13 @@ def integer_log_axis(ax: Any, values: list[int], axis: str = "x") -> None:
     target.set_minor_locator(NullLocator())
 
 
+def plain(text: object) -> str:
+    """Text from logs as matplotlib shows it literally: a ``$`` would start math mode."""
+    return str(text).replace("$", r"\$")
+
+
 def _label(row: pd.Series, varying: list[str]) -> str:
-    return " · ".join(str(row[k]) for k in varying if str(row[k])) or str(row["benchmark"])
+    return plain(" · ".join(str(row[k]) for k in varying if str(row[k])) or str(row["benchmark"]))
 
 
 def _varying(table: pd.DataFrame, keys: list[str]) -> list[str]:
@@ -116,7 +121,7 @@ def placement_plot(table: pd.DataFrame) -> str | None:
     labels, values, errors = [], [], []
     for key, group in groups[:MAX_LINES]:
         for row in group.sort_values("throughput", ascending=False).itertuples():
-            labels.append(f"{key[3]} ×{key[5]} {row.placement or 'any'}")
+            labels.append(plain(f"{key[3]} ×{key[5]} {row.placement or 'any'}"))
             values.append(row.throughput)
             errors.append([max(0.0, row.throughput - row.ci_low), max(0.0, row.ci_high - row.throughput)])
     y = np.arange(len(labels))
@@ -168,7 +173,7 @@ def rank_spread_plot(steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFram
         q = g.groupby("rank")["duration"].quantile([0.05, 0.5, 0.95]).unstack() * 1e3
         ax.fill_between(q.index, q[0.05], q[0.95], alpha=0.3, step="mid", label="5th–95th percentile")
         ax.plot(q.index, q[0.5], marker="." if len(q) <= 64 else None, linewidth=1, label="median")
-        ax.set_title(f"{run.system} {run.benchmark} {run.model}, {run.np} ranks", fontsize=8)
+        ax.set_title(plain(f"{run.system} {run.benchmark} {run.model}, {run.np} ranks"), fontsize=8)
         ax.set_ylabel("step (ms)")
         ax.set_xlabel("rank")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -183,7 +188,7 @@ def breakdown_plot(breakdown: pd.DataFrame) -> str | None:
         return None
     shown = breakdown.head(MAX_LINES * 2)
     fig, ax = figure(6.4, 0.8 + 0.35 * len(shown))
-    labels = [f"{r['model']} ×{r['np']}" + (f" {r['knobs']}" if r["knobs"] else "") for _, r in shown.iterrows()]
+    labels = [plain(f"{r['model']} ×{r['np']}" + (f" {r['knobs']}" if r["knobs"] else "")) for _, r in shown.iterrows()]
     left = np.zeros(len(shown))
     for phase in phases:
         values = shown[phase].fillna(0.0).to_numpy()
@@ -217,7 +222,7 @@ def telemetry_plot(telemetry: pd.DataFrame, runs: pd.DataFrame) -> str | None:
             continue
         mean = g.groupby(g["t_s"].round(0))[[c for c, _ in present]].mean()
         for ax, (column, _) in zip(axes, present):
-            ax.plot(mean.index, mean[column], label=f"{run.benchmark} {run.model} ×{run.np}")
+            ax.plot(mean.index, mean[column], label=plain(f"{run.benchmark} {run.model} ×{run.np}"))
     for ax, (_, title) in zip(axes, present):
         ax.set_ylabel(title, fontsize=7)
         ax.grid(True, alpha=0.3)

@@ -43,8 +43,11 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     table = scaling_table(collection, stats)
     comm = comm_table(collection)
     if table.empty and comm.empty and collection.p2p.empty:
-        reasons = "; ".join(sorted(set(collection.runs["reason"]))[:3]) or "no timed steps"
-        raise ReportError(f"no complete run to report: {reasons}")
+        reasons = "; ".join(sorted(set(collection.runs["reason"]) - {""})[:3])
+        longest = int(collection.steps.groupby("run_id")["step"].nunique().max()) if len(collection.steps) else 0
+        if not reasons and warmup is not None and warmup >= longest:
+            reasons = f"--warmup {warmup} leaves no steps: the longest run has {longest}"
+        raise ReportError(f"no complete run to report: {reasons or 'no timed steps'}")
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
     compared = compare_table(table, prices or {}, stats.attrs.get("draws"))
@@ -138,7 +141,10 @@ def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
     """report.md, report.html, plot-N.svg, and every table as CSV and Parquet."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create the report directory {out_dir}: {exc.strerror}") from None
     paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}
     paths["markdown"].write_text(render_markdown(report) + "\n", encoding="utf-8")
     paths["html"].write_text(render_html(report), encoding="utf-8")
@@ -167,6 +173,13 @@ def terminal_text(report: Report, collection: Collection) -> str:
     left_out = collection.runs[collection.runs["status"] != "ok"]
     if len(left_out):
         notes.append(f"{len(left_out)} run(s) left out (see report.md)")
+    if collection.spec_errors:
+        notes.append(f"{len(collection.spec_errors)} run director(y/ies) left out, unreadable: "
+                     f"{collection.spec_errors[0][:200]}" + (" (more in report.md)" if len(collection.spec_errors) > 1 else ""))
+    inconsistent = collection.runs[collection.runs["status"] == "inconsistent"]
+    if len(inconsistent):
+        notes.append(f"{len(inconsistent)} run(s) hold another run's records and were left out: "
+                     f"{inconsistent['reason'].iloc[0][:200]}")
     malformed = sum(i.malformed for i in collection.file_issues)
     if malformed:
         notes.append(f"{malformed} malformed log line(s) in {len(collection.file_issues)} file(s)")

@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from hvdbench.suite.errors import LaunchError
 from hvdbench.suite.metrics import logged_outcome
-from hvdbench.suite.spec import RunSpec, RunStatus
+from hvdbench.suite.spec import RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import LaunchContext, Launcher, get_launcher
 
@@ -130,12 +131,15 @@ class LocalExecutor:
     def run(self, spec: RunSpec) -> RunStatus:
         """Run one spec in its own directory and record how it ended."""
         run_dir = self.root / spec.id
-        previous = RunStatus.read(run_dir)
-        if self.resume and previous is not None and previous.status == "ok":
-            return RunStatus("ok", previous.returncode, previous.seconds, "already complete, skipped")
-        spec.write(run_dir)
-        for stale in run_dir.glob("rank-*.jsonl"):
-            stale.unlink()
+        if self.resume and run_dir.is_dir():
+            done = completed(run_dir, spec)
+            if done is not None:
+                return RunStatus("ok", done.returncode, done.seconds, "already complete, skipped")
+        try:
+            spec.write(run_dir)
+            keep_earlier_attempt(run_dir)  # a rerun moves what was there aside, never deletes it
+        except OSError as exc:
+            raise LaunchError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
         launcher = get_launcher(spec.launcher)
         argv = launcher.command(spec, self.context(run_dir.resolve()))
         (run_dir / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
@@ -175,6 +179,20 @@ class LocalExecutor:
         if not outcome.ok:
             return RunStatus("failed", returncode, seconds, outcome.reason, tail(log_path), job)
         return RunStatus("ok", returncode, seconds, job_id=job)
+
+
+def completed(run_dir: Path, spec: RunSpec) -> RunStatus | None:
+    """The recorded status of a run that is complete (judged by its rank logs, as the report judges it),
+    else None. A complete run whose status.json is missing or unreadable gets one back, saying so."""
+    recorded = RunStatus.read(run_dir)
+    if recorded is not None and recorded.status != "ok":
+        return None
+    if not logged_outcome(run_dir, spec.np).ok:
+        return None
+    if recorded is None:
+        recorded = RunStatus("ok", None, 0.0, "complete by its rank logs; status.json was unreadable")
+        recorded.write(run_dir)
+    return recorded
 
 
 def launch_environment(launcher: Launcher, spec: RunSpec, python: str) -> dict[str, str]:

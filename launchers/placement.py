@@ -4,6 +4,7 @@ subset up to symmetry; each with the CPUs and NUMA nodes its ranks should be bou
 from __future__ import annotations
 
 import itertools
+import reprlib
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -48,9 +49,9 @@ def check_devices(topo: Topology, devices: Sequence[int]) -> None:
     count = len(topo.gpus)
     bad = sorted({d for d in devices if not 0 <= d < count})
     if bad:
-        raise UsageError(f"GPU id(s) {bad} do not exist: this node has {count} GPU(s), ids 0-{count - 1}")
+        raise UsageError(f"GPU id(s) {reprlib.repr(bad)} do not exist: this node has {count} GPU(s), ids 0-{count - 1}")
     if len(set(devices)) != len(devices):
-        raise UsageError(f"GPU ids repeat in {list(devices)}")
+        raise UsageError(f"GPU ids repeat in {reprlib.repr(list(devices))}")
 
 
 def _check_k(topo: Topology, k: int) -> None:
@@ -75,7 +76,7 @@ def by_link_class(topo: Topology, k: int) -> list[Placement]:
     if k == 1:
         return [_placement(topo, "single:0", (0,))]
     best: dict[str, tuple[int, tuple[int, ...]]] = {}
-    for subset in itertools.combinations(range(count), k):
+    for subset in _subsets(topo, k):
         slowest = topo.slowest(subset)
         assert slowest is not None
         key = (_numa_span(topo, subset), subset)
@@ -83,6 +84,31 @@ def by_link_class(topo: Topology, k: int) -> list[Placement]:
             best[slowest] = key
     return [_placement(topo, f"{cls}:{','.join(map(str, best[cls][1]))}", best[cls][1])
             for cls in sorted(best, key=link_rank)]
+
+
+ENUMERATE_UP_TO = 16  # GPUs a node may have for every subset to be examined (C(16, 8) = 12,870)
+
+
+def _subsets(topo: Topology, k: int) -> Iterator[tuple[int, ...]]:
+    """The k-GPU subsets to choose placements from: all of them on a node of up to 16 GPUs; on larger
+    ones (an NVL32 or NVL72 domain), for each link class, subsets grown from each pair joined by that class
+    while every link stays at least as fast, so the search is polynomial and every class present is found."""
+    count = len(topo.gpus)
+    if count <= ENUMERATE_UP_TO:
+        yield from itertools.combinations(range(count), k)
+        return
+    for cls in topo.gpu_classes():
+        limit = link_rank(cls)
+        seeds = [(a, b) for a in range(count) for b in range(a + 1, count) if topo.link(a, b) == cls][:64]
+        for a, b in seeds:
+            chosen = [a, b]
+            for g in range(count):
+                if len(chosen) == k:
+                    break
+                if g not in chosen and all(link_rank(topo.link(g, x)) <= limit for x in chosen):
+                    chosen.append(g)
+            if len(chosen) == k:
+                yield tuple(sorted(chosen))
 
 
 def _signature(topo: Topology, subset: Sequence[int]) -> tuple[object, ...]:

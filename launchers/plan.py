@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -123,6 +124,18 @@ def _env_product(sweep: Sweep) -> list[tuple[tuple[str, str], ...]]:
     return [tuple(zip(names, values)) for values in itertools.product(*(v for _, v in sweep.env))]
 
 
+def _check_size(sweep: Sweep, placed: dict[int, list[Placement | None]]) -> None:
+    """Refuse, before expanding it, a plan of more runs than the sweep's max_runs (a typo such as
+    ``repeats: 100000000`` or a dozen knobs of eight values each would never end)."""
+    per_workload = sum(len(w.batch_size or sweep.batch_size or (None,)) * len(w.precision or sweep.precision or (None,))
+                       for w in sweep.workloads)
+    runs = (per_workload * math.prod(len(v) for _, v in sweep.knobs) * len(sweep.independent) * len(sweep.launchers)
+            * math.prod(len(v) for _, v in sweep.env) * sum(len(placed[per]) for _, per in sizes(sweep)) * sweep.repeats)
+    if runs > sweep.max_runs:
+        raise SweepError(f"{sweep.path}: the plan would hold {runs:,} runs, more than max_runs ({sweep.max_runs:,}); "
+                         "shrink the axes or repeats, or raise max_runs in the sweep file")
+
+
 def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
     """Expand the sweep: workloads x batch sizes x precisions x exchange x launchers x knobs x sizes x
     placements x repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts."""
@@ -144,6 +157,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
                              + (f" or use launcher {' or '.join(schedulers)}" if schedulers else ""))
     skipped: list[str] = []
     placed = {per_node: _resolve(sweep, topo, per_node, skipped) for _, per_node in sizes(sweep)}
+    _check_size(sweep, placed)
     specs: list[RunSpec] = []
     baselines: dict[str, RunSpec] = {}
     for index, workload in enumerate(sweep.workloads):

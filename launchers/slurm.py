@@ -24,10 +24,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from hvdbench.suite.errors import HvdbenchError, LaunchError
 from hvdbench.suite.metrics import Outcome, logged_outcome
-from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import LaunchContext, get_launcher, launcher_class, rank_command
-from .local import LAUNCHER_LOG, failure_reason, launch_environment, tail
+from .local import LAUNCHER_LOG, completed, failure_reason, launch_environment, tail
 from .sweep import SlurmOptions
 
 JOBS_DIR = "slurm-jobs"
@@ -120,6 +120,7 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     env = launch_environment(launcher, spec, python)
     if first:
         spec.write(folder)
+        keep_earlier_attempt(folder)  # a resubmitted run keeps its earlier attempt's files
         (folder / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
         RunStatus("running", None, 0.0, f"job {job} started", job_id=job).write(folder)
     log = open(folder / (f"task-{os.environ.get('SLURM_PROCID', '0')}.log" if launcher.task_per_rank else LAUNCHER_LOG), "w")
@@ -196,7 +197,8 @@ def squeue_states(job_ids: Iterable[str], run: Callable[..., Any] = subprocess.r
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LaunchError(f"squeue could not be asked about jobs {', '.join(ids)}: {exc}") from None
     if out.returncode != 0 and "Invalid job id" not in out.stderr:
-        raise LaunchError(f"squeue failed: {out.stderr.strip() or out.returncode}")
+        first = next((line.strip() for line in out.stderr.splitlines() if line.strip()), str(out.returncode))
+        raise LaunchError(f"squeue failed: {first[:300]}")
     found = {}
     for line in out.stdout.splitlines():
         job, _, rest = line.strip().partition("|")
@@ -235,7 +237,11 @@ def refresh(root: Path, run: Callable[..., Any] = subprocess.run) -> dict[Path, 
     out: dict[Path, RunStatus] = {}
     for folder, status in statuses.items():
         if status is None:
-            out[folder] = RunStatus("not run", None, 0.0)
+            try:
+                done = completed(folder, RunSpec.read(folder / RUN_FILE))
+            except HvdbenchError:
+                done = None
+            out[folder] = done or RunStatus("not run", None, 0.0)
             continue
         if folder in active:
             known = queue.get(status.job_id or "")

@@ -11,16 +11,17 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from hvdbench.suite.axes import AXES
-from hvdbench.suite.errors import SpecError
 from hvdbench.suite.spec import CONTROLLERS
+from hvdbench.suite.validate import (CONSTRAINT, DIRECTIVE, HOST, NAME, PATH, SLURM_WORD, grammar_problem,
+                                     number_problem, text_problem)
 
 from .base import PMI_PLUGINS, default_controllers, launcher_class, launcher_names
+from .documents import SweepError, read_document
 
 T = TypeVar("T")
 
@@ -37,6 +38,17 @@ HOROVOD_ADASUM_MPI_CHUNK_SIZE HOROVOD_BATCH_D2D_MEMCOPIES HOROVOD_ENABLE_ASYNC_C
 HOROVOD_THREAD_AFFINITY HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION HOROVOD_GPU_OPERATIONS
 """.split())
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+KNOB_PREFIXES = ("HOROVOD_", "NCCL_", "UCX_", "OMPI_", "CUDA_")
+# Horovod knobs whose values are numbers or switches, checked before anything runs
+NUMERIC_KNOBS = {"HOROVOD_FUSION_THRESHOLD": True, "HOROVOD_CACHE_CAPACITY": True, "HOROVOD_NUM_NCCL_STREAMS": True,
+                 "HOROVOD_CYCLE_TIME": False, "HOROVOD_STALL_CHECK_TIME_SECONDS": True,
+                 "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": True, "HOROVOD_GLOO_TIMEOUT_SECONDS": True,
+                 "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": True, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": True,
+                 "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": True}  # name -> whole numbers only
+SWITCH_KNOBS = ("HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLGATHER", "HOROVOD_AUTOTUNE",
+                "HOROVOD_TIMELINE_MARK_CYCLES", "HOROVOD_STALL_CHECK_DISABLE", "HOROVOD_MPI_THREADS_DISABLE",
+                "HOROVOD_DISABLE_GROUP_FUSION", "HOROVOD_ELASTIC", "HOROVOD_ENABLE_ASYNC_COMPLETION",
+                "HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION", "HOROVOD_BATCH_D2D_MEMCOPIES", "HOROVOD_LOG_HIDE_TIME")
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
@@ -54,10 +66,6 @@ def slurm_minutes(text: str) -> int | None:
         hours, minutes, seconds = 0, int(first), int(second or 0)
     total = int(days or 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
     return total or None
-
-
-class SweepError(SpecError):
-    """A sweep file that cannot be read or does not fit the schema."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,7 @@ class Sweep:
     system: str = "local"
     launchers: tuple[tuple[str, str], ...] = (("horovodrun", "gloo"),)
     repeats: int = 1
+    max_runs: int = 10_000
     timeout: float = 1800.0
     workloads: tuple[Workload, ...] = ()
     np: tuple[int, ...] = ()
@@ -164,7 +173,19 @@ class _Reader:
     def text(self, value: Any, key: str) -> str:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)) or str(value) == "":
             self.fail(key, f"expected a non-empty string, got {value!r}")
+        problem = text_problem(str(value))
+        if problem:
+            self.fail(key, problem)
         return str(value)
+
+    def grammar(self, pattern: re.Pattern[str], what: str) -> Callable[[Any, str], str]:
+        """A string of its own grammar (a host, a SLURM name, a path handed to ssh unquoted)."""
+        def convert(value: Any, key: str) -> str:
+            problem = grammar_problem(self.text(value, key), pattern, what)
+            if problem:
+                self.fail(key, problem)
+            return str(value)
+        return convert
 
     def positive(self, value: Any, key: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -178,8 +199,8 @@ class _Reader:
         return port
 
     def seconds(self, value: Any, key: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            self.fail(key, f"expected a positive number of seconds, got {value!r}")
+        if number_problem(value, above=0):
+            self.fail(key, f"expected a positive, finite number of seconds, got {value!r}")
         return float(value)
 
     def flag(self, value: Any, key: str) -> bool:
@@ -190,6 +211,10 @@ class _Reader:
     def path_value(self, value: Any, key: str) -> Path:
         path = Path(self.text(value, key)).expanduser()
         return path if path.is_absolute() else (self.path.parent / path)
+
+    def plain_path(self, value: Any, key: str) -> Path:
+        """A path that reaches a command line unquoted (ssh's identity file through horovodrun)."""
+        return self.path_value(self.grammar(PATH, "a plain path (letters, digits and ._/~+@%,=- only)")(value, key), key)
 
     def choice(self, choices: tuple[str, ...]) -> Callable[[Any, str], str]:
         def convert(value: Any, key: str) -> str:
@@ -208,6 +233,23 @@ class _Reader:
             return tuple(str(v) for v in value)
         self.fail(key, f"expected a list of arguments or one string, got {value!r}")
         raise AssertionError  # unreachable: fail raises
+
+    def knob_value(self, name: str) -> Callable[[Any, str], str]:
+        """A knob's value: a number where Horovod reads one, a switch where it reads 0/1, else plain text."""
+        def convert(value: Any, key: str) -> str:
+            text = self.text(value, key)
+            if name in NUMERIC_KNOBS:
+                try:
+                    number = int(text) if NUMERIC_KNOBS[name] else float(text)
+                except ValueError:
+                    number = None
+                if number is None or number_problem(number, minimum=0):
+                    self.fail(key, f"{name} takes a non-negative {'whole ' if NUMERIC_KNOBS[name] else ''}number, "
+                                   f"got {text!r}")
+            if name in SWITCH_KNOBS and text.lower() not in ("0", "1", "true", "false"):
+                self.fail(key, f"{name} takes 0 or 1, got {text!r}")
+            return text
+        return convert
 
     def minutes(self, value: Any, key: str) -> int:
         """SLURM time as minutes: a number of minutes, or sbatch's MM:SS, HH:MM:SS, D-HH, D-HH:MM[:SS]."""
@@ -229,7 +271,9 @@ class _Reader:
 
     def knob(self, name: str, key: str) -> str:
         if not ENV_NAME.match(name):
-            self.fail(key, f"{name!r} is not an environment variable name")
+            self.fail(key, f"{name[:60]!r} is not an environment variable name")
+        if name.upper().startswith(KNOB_PREFIXES) and name != name.upper():
+            self.fail(key, f"{name} is not upper case; did you mean {name.upper()}?")
         if name.startswith("HOROVOD_") and name not in HOROVOD_KNOBS:
             hint = difflib.get_close_matches(name, sorted(HOROVOD_KNOBS), n=1)
             self.fail(key, f"{name} is not a Horovod knob" + (f" (did you mean {hint[0]}?)" if hint else "")
@@ -237,7 +281,19 @@ class _Reader:
         return name
 
 
-_TOP = ("name", "system", "launcher", "controller", "repeats", "timeout", "workloads", "axes", "baseline",
+# sbatch options hvdbench sets itself for every job: a directive would silently override them
+SET_BY_HVDBENCH = {"nodes": "its nodes", "N": "its nodes", "ntasks-per-node": "one task per rank or per node",
+                   "ntasks": "one task per rank or per node", "n": "one task per rank or per node",
+                   "gpus-per-node": "its GPUs per node", "gres": "its GPUs per node", "time": "slurm.time",
+                   "t": "slurm.time", "partition": "slurm.partition", "p": "slurm.partition",
+                   "account": "slurm.account", "A": "slurm.account", "qos": "slurm.qos", "job-name": "the sweep name",
+                   "J": "the sweep name", "output": "the results directory", "o": "the results directory",
+                   "error": "the results directory", "e": "the results directory", "nodelist": "a pinned run's host",
+                   "array": "slurm.array_parallelism", "exclusive": "slurm.exclusive",
+                   "constraint": "slurm.constraint", "C": "slurm.constraint", "mem": "slurm.mem_gb",
+                   "cpus-per-task": "slurm.cpus_per_task", "c": "slurm.cpus_per_task"}
+
+_TOP = ("name", "system", "launcher", "controller", "repeats", "max_runs", "timeout", "workloads", "axes", "baseline",
         "bind_cpus", "node_gpus", "cpu_slots", "topology", "hosts", "ssh_port", "ssh_identity_file", "output",
         "slurm")
 KNOB_AXES = tuple(name for name in AXES if name not in ("batch_size", "precision"))
@@ -260,27 +316,6 @@ def launcher_pairs(reader: _Reader, launchers: tuple[str, ...], controllers: tup
     return pairs
 
 
-def read_document(path: Path) -> Any:
-    """The file's content: TOML for ``.toml``, YAML otherwise; a syntax error names the file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SweepError(f"{path}: cannot read sweep file ({exc.strerror})") from None
-    if path.suffix == ".toml":
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise SweepError(f"{path}: not valid TOML ({exc})") from None
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SweepError(f"{path}: not valid YAML{where} ({getattr(exc, 'problem', exc)})") from None
-
-
 def load_sweep(path: Path) -> Sweep:
     """Read and validate a sweep file (values only; plan.py checks them against benchmarks and GPUs)."""
     path = Path(path)
@@ -300,14 +335,15 @@ def load_sweep(path: Path) -> Sweep:
     axes = _Reader(path, top.data.get("axes") or {}, "axes", _AXES)
     env_reader = _Reader(path, axes.data.get("env") or {}, "axes.env", tuple(axes.data.get("env") or {}))
     env = tuple(sorted((env_reader.knob(str(name), env_reader.key(str(name))),
-                        env_reader.many(str(name), env_reader.text)) for name in env_reader.data))
+                        env_reader.many(str(name), env_reader.knob_value(str(name)))) for name in env_reader.data))
     slurm = _Reader(path, top.data.get("slurm") or {}, "slurm", _SLURM)
     launchers = top.many("launcher", top.choice(tuple(launcher_names())), ("horovodrun",))
     pairs = launcher_pairs(top, launchers, top.many("controller", top.choice(CONTROLLERS), ()))
     sweep = Sweep(
         path=path, name=top.get("name", top.text, path.stem), system=top.get("system", top.text, "local"),
         launchers=pairs,
-        repeats=top.get("repeats", top.positive, 1), timeout=top.get("timeout", top.seconds, 1800.0),
+        repeats=top.get("repeats", top.positive, 1), max_runs=top.get("max_runs", top.positive, 10_000),
+        timeout=top.get("timeout", top.seconds, 1800.0),
         workloads=tuple(workloads), np=axes.many("np", axes.positive), nodes=axes.many("nodes", axes.positive),
         gpus_per_node=axes.many("gpus_per_node", axes.positive),
         placements=axes.many("placements", axes.placement), batch_size=axes.many("batch_size", axes.positive),
@@ -316,25 +352,32 @@ def load_sweep(path: Path) -> Sweep:
                     if (values := axes.many(name, {bool: axes.flag, int: axes.positive}.get(AXES[name].kind, axes.text)))),
         env=env, baseline=top.get("baseline", top.flag, True), bind_cpus=top.get("bind_cpus", top.flag, True),
         node_gpus=top.get("node_gpus", top.positive, None), cpu_slots=top.get("cpu_slots", top.positive, None), topology=top.get("topology", top.path_value, None),
-        hosts=top.many("hosts", top.text, ("localhost",)), ssh_port=top.get("ssh_port", top.port, None),
-        ssh_identity_file=top.get("ssh_identity_file", top.path_value, None),
+        hosts=top.many("hosts", top.grammar(HOST, "a host name or address"), ("localhost",)),
+        ssh_port=top.get("ssh_port", top.port, None),
+        ssh_identity_file=top.get("ssh_identity_file", top.plain_path, None),
         output=top.get("output", lambda v, k: Path(top.text(v, k)).expanduser(), None),  # relative to where it runs
         slurm=SlurmOptions(
-            partition=slurm.get("partition", slurm.text, None), account=slurm.get("account", slurm.text, None),
-            qos=slurm.get("qos", slurm.text, None), time_min=slurm.get("time", slurm.minutes, 60),
-            constraint=slurm.get("constraint", slurm.text, None),
+            partition=slurm.get("partition", slurm.grammar(SLURM_WORD, "a SLURM partition name"), None),
+            account=slurm.get("account", slurm.grammar(SLURM_WORD, "a SLURM account name"), None),
+            qos=slurm.get("qos", slurm.grammar(SLURM_WORD, "a SLURM QOS name"), None),
+            time_min=slurm.get("time", slurm.minutes, 60),
+            constraint=slurm.get("constraint", slurm.grammar(CONSTRAINT, "a SLURM constraint expression"), None),
             exclusive=slurm.get("exclusive", slurm.flag, False),
-            directives=slurm.many("directives", slurm.text), setup=slurm.many("setup", slurm.text),
+            directives=slurm.many("directives", slurm.grammar(DIRECTIVE, "an sbatch option such as --reservation=R")),
+            setup=slurm.many("setup", slurm.text),
             array_parallelism=slurm.get("array_parallelism", slurm.positive, None),
             gpus=slurm.get("gpus", slurm.flag, True), mpi=slurm.get("mpi", slurm.choice(PMI_PLUGINS), "pmix"),
             cpus_per_task=slurm.get("cpus_per_task", slurm.positive, None),
             mem_gb=slurm.get("mem_gb", slurm.positive, None)),
     )
-    if "/" in sweep.name or sweep.name in (".", ".."):
-        top.fail("name", f"{sweep.name!r} names the results directory and the jobs: no '/', not '.' or '..'")
+    if not NAME.match(sweep.name):
+        top.fail("name", f"{sweep.name[:60]!r} names the results directory and the jobs: letters, digits and ._- "
+                         "only, starting with a letter or digit")
     for i, directive in enumerate(sweep.slurm.directives):
-        if not directive.startswith("-"):
-            slurm.fail(f"slurm.directives[{i}]", f"expected an sbatch option such as --reservation=R, got {directive!r}")
+        option = directive.lstrip("-").split("=", 1)[0]
+        if option in SET_BY_HVDBENCH:
+            slurm.fail(f"slurm.directives[{i}]", f"--{option} is set by hvdbench from each run "
+                                                 f"({SET_BY_HVDBENCH[option]}); remove it")
     if not (sweep.np or sweep.nodes or sweep.gpus_per_node):
         axes.fail("axes.np", "give the rank counts to run: np (one node) and/or nodes with gpus_per_node")
     if bool(sweep.nodes) != bool(sweep.gpus_per_node):

@@ -201,7 +201,12 @@ def parse_topo_text(text: str, source: str = "text") -> Topology:
         if match:
             info = extras[label]
             numa = info.get("NUMA_Affinity", "N/A")
-            gpus.append(Gpu(int(match.group(1)), cpus=parse_cpus(info.get("CPU_Affinity")),
+            try:
+                cpus = parse_cpus(info.get("CPU_Affinity"))
+            except ValueError:
+                raise TopologyError(f"{source}: row {label}: CPU affinity {info.get('CPU_Affinity')!r} is not a "
+                                    "CPU list such as 0-11,24-35") from None
+            gpus.append(Gpu(int(match.group(1)), cpus=cpus,
                             numa_node=int(numa) if numa.isdigit() else None))
         else:
             nics.append(Nic(label, nic_names.get(label, label)))
@@ -225,21 +230,45 @@ def _nic_legend(lines: Sequence[str]) -> dict[str, str]:
     return names
 
 
+MAX_TOPOLOGY_BYTES = 1 << 20  # a 72-GPU matrix with NICs is ~40 kB
+
+
 def read_topology_file(path: Path) -> Topology:
     """A saved ``nvidia-smi topo -m`` output, or hvdbench's own ``topo --json``."""
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_TOPOLOGY_BYTES + 1)
     except OSError as exc:
         raise TopologyError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > MAX_TOPOLOGY_BYTES:
+        raise TopologyError(f"{path}: larger than {MAX_TOPOLOGY_BYTES // 1024} KiB: not a topology matrix")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
+        raise TopologyError(f"{path}: holds NUL bytes (saved as UTF-16?); save 'nvidia-smi topo -m' as UTF-8 text")
+    text = raw.decode("utf-8", errors="replace")
     if text.lstrip().startswith("{"):
-        return topology_from_json(json.loads(text), str(path))
+        try:
+            return topology_from_json(json.loads(text), str(path))
+        except ValueError as exc:
+            raise TopologyError(f"{path}: not valid JSON ({exc})") from None
     return parse_topo_text(text, str(path))
 
 
-def topology_from_json(data: Mapping[str, Any], source: str = "json") -> Topology:
-    """The inverse of Topology.to_json."""
-    labels = list(data["labels"])
-    links = {(a, b): data["matrix"][i][j] for i, a in enumerate(labels) for j, b in enumerate(labels) if a != b}
-    gpus = tuple(Gpu(g["index"], g.get("pci_bus_id"), tuple(g.get("cpus", ())), g.get("numa_node"), bool(g.get("mig")))
-                 for g in data["gpus"])
-    return Topology(gpus, tuple(Nic(n["label"], n["name"]) for n in data.get("nics", [])), links, source)
+def topology_from_json(data: Any, source: str = "json") -> Topology:
+    """The inverse of Topology.to_json; a TopologyError names what does not fit."""
+    try:
+        labels = [str(label) for label in data["labels"]]
+        matrix = data["matrix"]
+        if len(matrix) != len(labels) or any(len(row) != len(labels) for row in matrix):
+            raise TopologyError(f"{source}: the matrix is not {len(labels)} x {len(labels)} like its labels")
+        links = {(a, b): normalise_link(str(matrix[i][j])) for i, a in enumerate(labels)
+                 for j, b in enumerate(labels) if a != b}
+        gpus = tuple(Gpu(int(g["index"]), g.get("pci_bus_id"), tuple(int(c) for c in g.get("cpus", ())),
+                         g.get("numa_node"), bool(g.get("mig"))) for g in data["gpus"])
+        nics = tuple(Nic(str(n["label"]), str(n["name"])) for n in data.get("nics", []))
+    except TopologyError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TopologyError(f"{source}: not hvdbench's topology JSON ({type(exc).__name__}: {exc})") from None
+    if [f"GPU{g.index}" for g in gpus] + [n.label for n in nics] != labels:
+        raise TopologyError(f"{source}: its gpus and nics do not match its labels")
+    return Topology(gpus, nics, links, source)

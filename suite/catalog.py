@@ -9,8 +9,17 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .errors import UsageError
-from .flags import (Parser, benchmark_parser, byte_size, check_flags, int_list, non_negative_int, parse_or_exit,
-                    positive_int)
+from .flags import (
+    Parser,
+    benchmark_parser,
+    byte_size,
+    check_flags,
+    int_list,
+    non_negative_int,
+    parse_or_exit,
+    positive_int,
+)
+from .validate import finite
 
 SUITE_DIR = Path(__file__).resolve().parent
 
@@ -26,8 +35,8 @@ def seconds_distribution(text: str) -> tuple[str, tuple[float, ...]]:
     kind, _, rest = text.partition(":")
     arity = {"normal": 4, "uniform": 2, "fixed": 1}
     try:
-        values = tuple(float(v) for v in rest.split(":")) if rest else ()
-    except ValueError:
+        values = tuple(finite(v) for v in rest.split(":")) if rest else ()
+    except ValueError:  # not a number, or nan/inf
         values = ()
     if kind not in arity or len(values) != arity[kind] or min(values, default=0) < 0 \
             or (kind != "fixed" and values[-2] > values[-1]) or (kind == "fixed" and values[0] <= 0):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, NoReturn, Sequence
 
 from .errors import UsageError
+from .validate import finite
 
 
 class Parser(argparse.ArgumentParser):
@@ -33,14 +34,27 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def non_negative_float(text: str) -> float:
-    """argparse type: a number >= 0."""
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (``nan`` and ``inf`` refused)."""
     try:
-        value = float(text)
+        return finite(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}") from None
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = finite_float(text)
+    if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (seconds of a timeout)."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
 
 
@@ -147,7 +161,7 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                              "trace-rank<r>.json beside it")
     parser.add_argument("--telemetry-interval", type=non_negative_float, default=1.0, metavar="SECONDS",
                         help="sample GPU (or process CPU/RSS) telemetry every SECONDS; 0 turns it off")
-    parser.add_argument("--lr", type=float, default=0.01, help="learning rate of the SGD optimizer")
+    parser.add_argument("--lr", type=finite_float, default=0.01, help="learning rate of the SGD optimizer")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the model and synthetic data")
     parser.add_argument("--log-dir", default=None,
                         help="directory for run.json and rank-<r>.jsonl (default: hvdbench-logs/<name>-<time>)")
@@ -174,7 +188,7 @@ def int_list(what: str, minimum: int = 1) -> Callable[[str], list[int]]:
     """argparse type factory: ``4096,4096`` as integers >= minimum, in the order given."""
     def parse(text: str) -> list[int]:
         try:
-            values = [int(part) for part in text.split(",") if part.strip()]
+            values = [int(part) for part in text.split(",")]  # an empty item ("1,,2") is a typo, not nothing
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") from None
         if not values or min(values) < minimum:

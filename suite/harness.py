@@ -26,7 +26,8 @@ from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
 from .gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
 from .records import RecordWriter, rank_log_name
-from .spec import RUN_FILE, RunSpec
+from .errors import SpecError
+from .spec import RANK_FILES, RUN_FILE, RunSpec, keep_earlier_attempt
 from .timing import Runtime, StepOutcome, measure
 
 _LOCAL_FLAGS = {"--log-dir": 1, "--echo-records": 0}
@@ -63,24 +64,32 @@ def resolve_log_dir(runtime: Runtime, flags: argparse.Namespace, label: str) -> 
     return Path("hvdbench-logs") / runtime.broadcast_object(name)
 
 
-def ensure_run_file(runtime: Runtime, log_dir: Path, spec: RunSpec) -> None:
-    """A standalone run describes itself: rank 0 writes run.json where no launcher did."""
-    if runtime.rank == 0 and not (log_dir / RUN_FILE).exists():
-        spec.write(log_dir)
+def prepare_run_dir(runtime: Runtime, log_dir: Path, spec: RunSpec) -> str:
+    """Rank 0 writes run.json where no launcher did (a standalone run describes itself) and moves rank
+    logs an earlier attempt left there into attempt-N/ (a rerun never deletes what was measured); every
+    rank learns the run's id, which its env record carries."""
+    run_id = None
+    if runtime.rank == 0:
+        if not (log_dir / RUN_FILE).exists():
+            spec.write(log_dir)
+        keep_earlier_attempt(log_dir, RANK_FILES)  # the launcher's own files of this attempt stay
+        try:
+            run_id = RunSpec.read(log_dir / RUN_FILE).id
+        except SpecError:
+            run_id = spec.id
+    return str(runtime.broadcast_object(run_id))
 
 
 def open_writer(runtime: Runtime, log_dir: Path, echo: bool) -> RecordWriter:
-    """This rank's record file; an existing one is replaced (a rerun into the same directory)."""
-    path = log_dir / rank_log_name(runtime.rank)
+    """This rank's record file."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    return RecordWriter(path, rank=runtime.rank, local_rank=runtime.local_rank, size=runtime.size,
-                        echo=sys.stdout if echo else None)
+    return RecordWriter(log_dir / rank_log_name(runtime.rank), rank=runtime.rank, local_rank=runtime.local_rank,
+                        size=runtime.size, echo=sys.stdout if echo else None)
 
 
 @contextlib.contextmanager
 def rank_logging(runtime: Runtime, *, benchmark: str, framework: str, controller: str,
-                 flags: argparse.Namespace, argv: Sequence[str], label: str) -> Iterator[tuple[Path, RecordWriter]]:
+                 flags: argparse.Namespace, argv: Sequence[str], label: str) -> Iterator[tuple[Path, RecordWriter, str]]:
     """The run directory, run.json and this rank's log, for any framework.
 
     Any failure inside becomes an error record and one line on stderr, and the process exits 1 at
@@ -90,11 +99,11 @@ def rank_logging(runtime: Runtime, *, benchmark: str, framework: str, controller
     try:
         log_dir = resolve_log_dir(runtime, flags, label)
         hosts = len(set(runtime.allgather_object(os.uname().nodename)))
-        ensure_run_file(runtime, log_dir, RunSpec(
+        run_id = prepare_run_dir(runtime, log_dir, RunSpec(
             benchmark=benchmark, framework=framework, args=benchmark_args(argv), np=runtime.size,
             nodes=hosts if runtime.size % hosts == 0 else 1, launcher="external", controller=controller))
         writer = open_writer(runtime, log_dir, flags.echo_records)
-        yield log_dir, writer
+        yield log_dir, writer, run_id
     except Exception as exc:
         message = error_line(exc)
         if writer is not None:
@@ -192,10 +201,11 @@ class Session:
     threads: Any
     nvml: Nvml
     gpu_handle: Any
+    run_id: str
 
     def environment(self) -> dict[str, Any]:
-        """The env record's common fields: device, NVML, GPU, Horovod, host, MPI and variables."""
-        return {"device": self.backend.device_info(self.device), "nvml": self.nvml.driver(),
+        """The env record's common fields: run id, device, NVML, GPU, Horovod, host, MPI and variables."""
+        return {"run_id": self.run_id, "device": self.backend.device_info(self.device), "nvml": self.nvml.driver(),
                 "gpu": self.nvml.static(self.gpu_handle) if self.gpu_handle is not None else None,
                 "horovod": horovod_info(self.hvd), **base_environment()}
 
@@ -221,13 +231,13 @@ def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespac
     runtime = backend.runtime(hvd, device)
     with rank_logging(runtime, benchmark=info.name, framework=info.framework,
                       controller="mpi" if hvd.mpi_enabled() else "gloo",
-                      flags=flags, argv=argv, label=label) as (log_dir, writer):
+                      flags=flags, argv=argv, label=label) as (log_dir, writer, run_id):
         if early is not None:
             raise early
         nvml = Nvml()
         gpu = backend.device_info(device).get("pci_bus_id") if backend.on_gpu(device) else None
         handle = nvml.handle(gpu, visible_device(backend.device_index(device))) if backend.on_gpu(device) else None
-        yield Session(backend, hvd, runtime, flags, writer, log_dir, device, threads, nvml, handle)
+        yield Session(backend, hvd, runtime, flags, writer, log_dir, device, threads, nvml, handle, run_id)
 
 
 def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequence[str] | None = None) -> int:

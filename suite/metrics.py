@@ -5,6 +5,7 @@ Importable without any framework; works on plain numbers and on NumPy arrays ali
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
@@ -39,19 +40,25 @@ class Outcome:
         return self.status == "ok"
 
 
-def run_outcome(np: int, summary_ranks: Iterable[int], errors: Iterable[str], recorded: Any = None) -> Outcome:
+def run_outcome(np: int, summary_ranks: Iterable[int], errors: Iterable[str], recorded: Any = None,
+                foreign: Iterable[str] = ()) -> Outcome:
     """The one judgement of a run, used by the local and SLURM executors and by the report.
 
-    ``recorded`` is the launcher's RunStatus (or None); a recorded end other than ok wins, then a rank's
-    error record, then ranks without a summary."""
+    ``recorded`` is the launcher's RunStatus (or None); a recorded end other than ok wins, then records
+    that belong to another run (inconsistent: never ok), then a rank's error record, then ranks without
+    a summary."""
     if recorded is not None and recorded.status != "ok":
         return Outcome(recorded.status, f"{recorded.status}: {recorded.message}" if recorded.message else recorded.status)
+    foreign = list(foreign)
+    if foreign:
+        return Outcome("inconsistent", "inconsistent: " + "; ".join(foreign[:2])
+                       + (f"; and {len(foreign) - 2} more" if len(foreign) > 2 else ""))
     errors = list(errors)
     if errors:
         return Outcome("failed", errors[0])
     missing = sorted(set(range(np)) - set(summary_ranks))
     if missing:
-        return Outcome("incomplete", f"incomplete: no summary from rank(s) {missing}")
+        return Outcome("incomplete", f"incomplete: no summary from rank(s) {reprlib.repr(missing)}")
     return Outcome("ok")
 
 
@@ -59,11 +66,14 @@ def logged_outcome(run_dir: Path, np: int, recorded: Any = None) -> Outcome:
     """``run_outcome`` from the rank logs on disk: what an executor checks once the launcher has ended."""
     summaries: set[int] = set()
     errors: list[str] = []
+    foreign: list[str] = []
     for rank in range(np):
         path = run_dir / rank_log_name(rank)
         for rec in read_records(path) if path.exists() else []:
-            if rec["kind"] == "summary":
+            if rec["rank"] != rank or rec["size"] != np:
+                foreign.append(f"{path.name} holds records of rank {rec['rank']} of {rec['size']}")
+            elif rec["kind"] == "summary":
                 summaries.add(rec["rank"])
             elif rec["kind"] == "error":
                 errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
-    return run_outcome(np, summaries, errors, recorded)
+    return run_outcome(np, summaries, errors, recorded, foreign[:1])

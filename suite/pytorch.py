@@ -21,7 +21,7 @@ from torch import nn
 from . import harness
 from .errors import UsageError
 from .records import RecordWriter
-from .timing import StepOutcome
+from .timing import HorovodObjects, StepOutcome
 from .torchdata import Batch, BatchSource, Count, MakeBatch, autocast, check_precision, weight_dtype
 
 
@@ -54,7 +54,7 @@ class BuildContext:
 Build = Callable[[BuildContext], TorchWorkload]
 
 
-class TorchRuntime:
+class TorchRuntime(HorovodObjects):
     """Horovod's view of this rank, with a device sync for the timed loop."""
 
     def __init__(self, hvd: Any, device: torch.device) -> None:
@@ -70,11 +70,6 @@ class TorchRuntime:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def allgather_object(self, obj: Any) -> list[Any]:
-        return self.hvd.allgather_object(obj)
-
-    def broadcast_object(self, obj: Any) -> Any:
-        return self.hvd.broadcast_object(obj, root_rank=0)
 
 
 def pick_device(choice: str, local_rank: int) -> torch.device:

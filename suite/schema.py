@@ -104,6 +104,7 @@ TELEMETRY = (
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind("env", "once per rank before training: what the result depends on besides the code", (
+        Field("run_id", "str", "the id of the run.json beside the log (a log copied from another run is told apart)"),
         Field("benchmark", "str", "benchmark name (catalog)"),
         Field("framework", "str", "pytorch or tensorflow"),
         Field("model", "str", "architecture"),
@@ -190,6 +191,27 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("traceback", "str", "the last frames"),
     )),
 )}
+
+
+_TYPES: dict[str, Any] = {
+    "int": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "str": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool),
+    "dict": lambda v: isinstance(v, dict), "list": lambda v: isinstance(v, list), "any": lambda v: True,
+}
+
+
+def type_problem(record: Mapping[str, Any]) -> str | None:
+    """The first declared field of a record whose value is not of its declared type (null is always
+    allowed), as one line; None when every field fits. Readers skip and count such records."""
+    declared = KINDS.get(record.get("kind"))  # type: ignore[arg-type]
+    if declared is None:
+        return None
+    for field in declared.fields:
+        value = record.get(field.name)
+        if value is not None and not _TYPES[field.type](value):
+            return f"{declared.name} record: {field.name} should be {field.type}, got {type(value).__name__}"
+    return None
 
 
 def kind(name: str) -> Kind:

@@ -13,6 +13,11 @@ from .errors import SpecError
 
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
+ATTEMPT_PREFIX = "attempt-"  # earlier attempts of a run, moved aside by a rerun; never read as runs
+# what one attempt's ranks leave in its run directory, and what its launcher leaves besides (run.json stays:
+# the same run)
+RANK_FILES = ("rank-*.jsonl", "trace-rank*.json", "tf-profile-rank*")
+ATTEMPT_FILES = (*RANK_FILES, "timeline*.json", STATUS_FILE, "launcher.log", "task-*.log", "command.sh")
 CONTROLLERS = ("gloo", "mpi")
 # Fields added after ids were first published: they enter the id only when set, so older runs keep theirs.
 _HASHED_WHEN_SET = ("cpus", "host")
@@ -38,7 +43,11 @@ class RunSpec:
     host: str | None = None  # pin a one-node run to this node (screening every node)
 
     def __post_init__(self) -> None:
-        _check_type(self, "benchmark", str)
+        for name in ("benchmark", "framework", "launcher", "controller", "system"):
+            _check_type(self, name, str)
+        for name in ("placement", "host"):
+            if getattr(self, name) is not None:
+                _check_type(self, name, str)
         if not self.benchmark:
             raise SpecError("RunSpec.benchmark must not be empty")
         for name in ("np", "nodes", "repeat"):
@@ -50,8 +59,8 @@ class RunSpec:
             raise SpecError(f"RunSpec np={self.np} is not a multiple of nodes={self.nodes}")
         if self.controller not in CONTROLLERS:
             raise SpecError(f"RunSpec.controller {self.controller!r} is not one of {', '.join(CONTROLLERS)}")
-        if self.devices is not None and (len(set(self.devices)) != len(self.devices)
-                                         or any(d < 0 for d in self.devices)):
+        if self.devices is not None and (len(set(self.devices)) != len(self.devices) or any(
+                not isinstance(d, int) or isinstance(d, bool) or d < 0 for d in self.devices)):
             raise SpecError(f"RunSpec.devices must be distinct non-negative ids, got {list(self.devices)}")
         if self.host is not None and (not isinstance(self.host, str) or not self.host or self.nodes != 1):
             raise SpecError(f"RunSpec.host pins a one-node run to a node name, got host={self.host!r} "
@@ -94,6 +103,9 @@ class RunSpec:
         if unknown:
             raise SpecError(f"unknown RunSpec field(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
         values = dict(data)
+        for name in ("args", "devices", "cpus"):
+            if values.get(name) is not None and not isinstance(values[name], (list, tuple)):
+                raise SpecError(f"RunSpec.{name} must be a list, got {type(values[name]).__name__} {values[name]!r:.60}")
         if "args" in values:
             values["args"] = tuple(str(a) for a in values["args"])
         if values.get("devices") is not None:
@@ -124,9 +136,11 @@ class RunSpec:
             spec = payload["spec"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SpecError(f"{path}: not a readable run description ({exc})") from None
+        if not isinstance(spec, Mapping):
+            raise SpecError(f"{path}: not a readable run description (its spec is a {type(spec).__name__})")
         try:
             return cls.from_dict(spec)
-        except (SpecError, TypeError) as exc:
+        except (SpecError, TypeError, ValueError, AttributeError) as exc:
             raise SpecError(f"{path}: {exc}") from None
 
 
@@ -163,3 +177,19 @@ class RunStatus:
             return cls(**json.loads((run_dir / STATUS_FILE).read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError):
             return None
+
+
+def keep_earlier_attempt(run_dir: Path, patterns: tuple[str, ...] = ATTEMPT_FILES) -> Path | None:
+    """Move what an earlier attempt left in a run directory (its files matching ``patterns``: an executor
+    moves everything, a rank started by hand only rank files) into ``attempt-N/`` (N one more than the
+    last), so a rerun never deletes what was measured; the folder made, or None where there was nothing."""
+    leftovers = sorted({p for pattern in patterns for p in run_dir.glob(pattern)})
+    if not leftovers:
+        return None
+    taken = [int(p.name.removeprefix(ATTEMPT_PREFIX)) for p in run_dir.glob(f"{ATTEMPT_PREFIX}*")
+             if p.name.removeprefix(ATTEMPT_PREFIX).isdigit()]
+    folder = run_dir / f"{ATTEMPT_PREFIX}{max(taken, default=0) + 1}"
+    folder.mkdir()
+    for path in leftovers:
+        path.rename(folder / path.name)
+    return folder

@@ -27,7 +27,7 @@ import keras  # noqa: E402
 from . import harness  # noqa: E402
 from .errors import UsageError  # noqa: E402
 from .records import RecordWriter  # noqa: E402
-from .timing import StepOutcome  # noqa: E402
+from .timing import HorovodObjects, StepOutcome  # noqa: E402
 
 HostBatch = tuple[np.ndarray, ...]
 MakeBatch = Callable[[np.random.Generator], HostBatch]
@@ -66,7 +66,7 @@ def keras_policy(precision: str, gpu: bool) -> str:
     return {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(precision, precision)
 
 
-class TFRuntime:
+class TFRuntime(HorovodObjects):
     """Horovod's view of this rank; ``sync`` reads a value back from the device."""
 
     def __init__(self, hvd: Any) -> None:
@@ -83,11 +83,6 @@ class TFRuntime:
     def sync(self) -> None:
         self.fence()
 
-    def allgather_object(self, obj: Any) -> list[Any]:
-        return self.hvd.allgather_object(obj)
-
-    def broadcast_object(self, obj: Any) -> Any:
-        return self.hvd.broadcast_object(obj, root_rank=0)
 
 
 def pin_device(choice: str, local_rank: int) -> str:

@@ -36,6 +36,25 @@ class Runtime(Protocol):
         """Rank 0's obj on every rank."""
 
 
+class HorovodObjects:
+    """Object collectives through a framework's Horovod, named alike on every rank. Horovod names an
+    unnamed one after the object's type, which differs where only rank 0 holds a value (rank 0 a str,
+    the others None): the ranks then wait on two different collectives forever."""
+
+    hvd: Any
+    _collectives: int = 0
+
+    def _name(self, op: str) -> str:
+        self._collectives += 1
+        return f"hvdbench.{op}.{self._collectives}"
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        return self.hvd.allgather_object(obj, name=self._name("allgather"))
+
+    def broadcast_object(self, obj: Any) -> Any:
+        return self.hvd.broadcast_object(obj, root_rank=0, name=self._name("broadcast"))
+
+
 @dataclass
 class StepOutcome:
     """What one step returns: its loss (read after the sync), the work it did, optional phase times."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hvdbench.launchers.local import LocalExecutor, failure_reason
+from hvdbench.suite.records import RecordWriter
 from hvdbench.suite.spec import RunStatus
 from hvdbench.suite.spec import RunSpec
 
@@ -38,9 +39,16 @@ def test_exit_zero_without_summaries_is_not_ok(tmp_path: Path) -> None:
     assert status.status == "failed" and status.message == "incomplete: no summary from rank(s) [0]"
 
 
+def _complete(run_dir: Path) -> Path:
+    """A rank log with its summary: what makes a run complete."""
+    with RecordWriter(_mkdir(run_dir) / "rank-0.jsonl", rank=0, local_rank=0, size=1) as writer:
+        writer.write("summary", steps=1, samples=1.0)
+    return run_dir
+
+
 def test_resume_skips_complete_runs_and_reruns_the_rest(tmp_path: Path) -> None:
     done, failed = _spec("quiet"), _spec("crash")
-    RunStatus("ok", 0, 1.0).write(_mkdir(tmp_path / done.id))
+    RunStatus("ok", 0, 1.0).write(_complete(tmp_path / done.id))
     RunStatus("failed", 1, 1.0, "x").write(_mkdir(tmp_path / failed.id))
     executor = LocalExecutor(tmp_path, timeout=30, report=lambda _: None)
     first, second = executor.run_all([done, failed])
@@ -48,6 +56,25 @@ def test_resume_skips_complete_runs_and_reruns_the_rest(tmp_path: Path) -> None:
     assert second.status == "failed" and second.returncode == 3
     rerun = LocalExecutor(tmp_path, timeout=30, resume=False, report=lambda _: None).run(done)
     assert rerun.message == "incomplete: no summary from rank(s) [0]"
+    assert (tmp_path / done.id / "attempt-1" / "rank-0.jsonl").exists()  # the rerun moved it aside
+
+
+def test_resume_never_deletes_what_was_measured(tmp_path: Path) -> None:
+    """A complete run whose status.json is garbage is complete (as the report says), and kept byte for
+    byte; a run whose status says ok but whose logs are incomplete runs again, its files moved aside."""
+    garbage, hollow = _spec("quiet"), RunSpec(benchmark="cifar10", args=("quiet",), launcher="script", repeat=1)
+    kept = _complete(tmp_path / garbage.id)
+    (kept / "status.json").write_text("[1, 2, 3]")
+    before = (kept / "rank-0.jsonl").read_bytes()
+    RunStatus("ok", 0, 1.0).write(_mkdir(tmp_path / hollow.id))
+    (tmp_path / hollow.id / "rank-0.jsonl").write_text("{\"hvdbench\":1,\"kind\":\"step\",\"rank\":0,\"size\":1}\n")
+    first, second = LocalExecutor(tmp_path, timeout=30, report=lambda _: None).run_all([garbage, hollow])
+    assert first.status == "ok" and first.message == "already complete, skipped"
+    assert (kept / "rank-0.jsonl").read_bytes() == before
+    assert RunStatus.read(kept).message == "complete by its rank logs; status.json was unreadable"
+    assert second.status == "failed"  # ran again (the snippet writes no summary)
+    assert (tmp_path / hollow.id / "attempt-1" / "rank-0.jsonl").exists()
+    assert (tmp_path / hollow.id / "attempt-1" / "status.json").exists()
 
 
 def test_failure_reason_prefers_a_ranks_own_error(tmp_path: Path) -> None:

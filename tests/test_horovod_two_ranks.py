@@ -80,6 +80,24 @@ def test_mpirun_standalone_with_tagged_output(tmp_path: Path, hvd_env: dict) -> 
     assert report.returncode == 0 and "external" in report.stdout
 
 
+def test_a_script_started_by_hand_names_one_directory_and_a_rerun_keeps_the_first(tmp_path: Path,
+                                                                                 hvd_env: dict) -> None:
+    """No --log-dir: rank 0 names the directory for every rank (a broadcast where only rank 0 holds the
+    name: the collective is named alike on both ranks, or they would wait on two different ones)."""
+    command = ["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, str(REPO / "suite" / "cifar10.py"),
+               *TINY]
+    proc = subprocess.run(command, capture_output=True, text=True, env=hvd_env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (log_dir,) = list((tmp_path / "hvdbench-logs").iterdir())
+    _assert_complete(log_dir, 2)
+    first = (log_dir / "rank-1.jsonl").read_bytes()
+    again = subprocess.run([*command, "--log-dir", str(log_dir)], capture_output=True, text=True, env=hvd_env,
+                           timeout=300, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    _assert_complete(log_dir, 2)
+    assert (log_dir / "attempt-1" / "rank-1.jsonl").read_bytes() == first  # moved aside, never deleted
+
+
 def test_independent_replicas_do_not_exchange_gradients(tmp_path: Path, hvd_env: dict) -> None:
     proc = subprocess.run(["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
                            str(REPO / "suite" / "cifar10.py"), *TINY, "--independent", "--log-dir", str(tmp_path)],

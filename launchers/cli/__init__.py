@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import traceback
 from typing import Sequence
 
 from hvdbench.suite.errors import HvdbenchError, UsageError
@@ -41,6 +43,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hvdbench: stopped: {stop.message}; a run in flight is recorded as {stop.status}, "
               "finished runs are kept", file=sys.stderr)
         return 128 + stop.signum
+    except Exception as exc:  # noqa: BLE001 - the one outer handler: a bug is one line plus a traceback file
+        return unexpected(exc)
+
+
+def unexpected(exc: BaseException) -> int:
+    """An error hvdbench did not foresee: one line naming it and the file holding its traceback (printed
+    instead with HVDBENCH_DEBUG=1); exit status 3."""
+    trace = "".join(traceback.format_exception(exc))
+    if os.environ.get("HVDBENCH_DEBUG") == "1":
+        sys.stderr.write(trace)
+        return 3
+    try:
+        handle, name = tempfile.mkstemp(prefix="hvdbench-error-", suffix=".txt")
+        with os.fdopen(handle, "w") as out:
+            out.write(trace)
+        where = f"traceback in {name}"
+    except OSError:
+        where = "set HVDBENCH_DEBUG=1 to see the traceback"
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    print(f"hvdbench: internal error: {type(exc).__name__}: {first[:300]} ({where}; please report it)",
+          file=sys.stderr)
+    return 3
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunStatus
+from hvdbench.suite.validate import host_problem, text_problem
 
 from ..plan import Plan, plan
 from ..runs import (Executor, benchmark_sweep, describe_plan, fits_allocation, load, local_executor, pin_to_hosts,
@@ -85,12 +86,25 @@ def hosts_of(text: str | None) -> tuple[str, ...]:
     """``a,b`` or a SLURM host list (``node[01-04]``, expanded by scontrol) as host names."""
     if not text:
         return ()
+    problem = text_problem(text)
+    if problem:
+        raise UsageError(f"--hosts: {problem}")
     if "[" in text:
-        out = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True)
+        try:
+            out = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise UsageError(f"--hosts {text}: a SLURM host list needs scontrol ({exc})") from None
         if out.returncode != 0:
-            raise UsageError(f"--hosts {text}: scontrol cannot expand it ({out.stderr.strip() or 'failed'})")
-        return tuple(out.stdout.split())
-    return tuple(h.strip() for h in text.split(",") if h.strip())
+            first = next((line for line in out.stderr.splitlines() if line.strip()), "failed")
+            raise UsageError(f"--hosts {text}: scontrol cannot expand it ({first.strip()})")
+        hosts = tuple(out.stdout.split())
+    else:
+        hosts = tuple(h.strip() for h in text.split(","))
+    for host in hosts:
+        problem = host_problem(host)
+        if problem:
+            raise UsageError(f"--hosts: {problem}")
+    return hosts
 
 
 def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:

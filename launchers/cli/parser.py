@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from hvdbench.suite.catalog import BENCHMARKS
-from hvdbench.suite.flags import Parser, int_list, non_negative_int, positive_int
+from hvdbench.suite.flags import Parser, int_list, non_negative_int, positive_float, positive_int
 from hvdbench.suite.spec import CONTROLLERS
+from hvdbench.suite.validate import SLURM_WORD, grammar_problem, text_problem
 
 from ..base import launcher_names
 from ..runs import DEFAULT_SWEEP
+
+
+def label(text: str) -> str:
+    """argparse type: a label (system) without control characters."""
+    problem = text_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def slurm_word(text: str) -> str:
+    """argparse type: a SLURM partition name (it reaches an #SBATCH line)."""
+    problem = grammar_problem(text, SLURM_WORD, "a SLURM partition name")
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def rank_counts(text: str) -> list[int]:
@@ -39,9 +57,9 @@ def build_parser() -> Parser:
     run.add_argument("--controller", choices=CONTROLLERS, default=None,
                      help="Horovod controller (default: the launcher's own: gloo for horovodrun, else mpi)")
     run.add_argument("--repeats", type=positive_int, default=1, help="runs of each configuration")
-    run.add_argument("--system", default="local", help="label of this system in the report")
+    run.add_argument("--system", type=label, default="local", help="label of this system in the report")
     run.add_argument("-o", "--output", type=Path, default=Path("results/local"), help="results root")
-    run.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run is killed")
+    run.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds before a run is killed")
     run.add_argument("--no-resume", dest="resume", action="store_false",
                      help="run again even where a complete run exists")
     run.add_argument("--devices", type=device_ids, default=None,
@@ -73,7 +91,8 @@ def build_parser() -> Parser:
     sweep.add_argument("--dry-run", action="store_true", help="print every run with its exact command; run nothing")
     sweep.add_argument("-o", "--output", type=Path, default=None, help="results root (default: the file's output, "
                                                                           "else results/<name>)")
-    sweep.add_argument("--timeout", type=float, default=None, help="seconds before a run is killed (default: the file's)")
+    sweep.add_argument("--timeout", type=positive_float, default=None,
+                       help="seconds before a run is killed (default: the file's)")
     sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     sweep.add_argument("--in-allocation", action="store_true",
@@ -111,11 +130,11 @@ def build_parser() -> Parser:
                         help="nodes to screen, comma-separated or a SLURM host list (node[01-16]); default: this one")
     screen.add_argument("--topology", type=Path, default=None, help="saved 'nvidia-smi topo -m' of the nodes")
     screen.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
-    screen.add_argument("--system", default="local", help="label of the fleet in the report")
+    screen.add_argument("--system", type=label, default="local", help="label of the fleet in the report")
     screen.add_argument("-o", "--output", type=Path, default=Path("results/screen"), help="results root")
-    screen.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is killed")
+    screen.add_argument("--timeout", type=positive_float, default=900.0, help="seconds before a run is killed")
     screen.add_argument("--submit", action="store_true", help="as SLURM jobs (submitit), one per run, on its node")
-    screen.add_argument("--partition", default=None, help="SLURM partition for --submit")
+    screen.add_argument("--partition", type=slurm_word, default=None, help="SLURM partition for --submit")
     screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
     screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")

@@ -1,0 +1,65 @@
+"""What a string or number from a sweep file or the command line must look like before it reaches a
+script, a ``#SBATCH`` line, an ssh option, a host list or a path: each check returns the reason it fails
+(None when it passes), so every caller can name the key or flag in its own one-line error.
+Framework-free."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# RFC 1123 host names, IPv4 and bracketed IPv6 addresses
+HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+                  r"|\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]+:[0-9A-Fa-f:.]*)$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")       # results directories, job names
+SLURM_WORD = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+@-]*$")     # partition, account, qos
+CONSTRAINT = re.compile(r"^[A-Za-z0-9_.,:&|!*()\[\]+-]+$")      # sbatch --constraint expressions
+DIRECTIVE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(?:=[^\s'\"`$\\;&|<>]+)?$")
+PATH = re.compile(r"^[A-Za-z0-9_./~+@%,=-]+$")                  # a path passed to ssh or horovodrun unquoted
+MAX_TEXT = 4096
+
+
+def text_problem(value: str) -> str | None:
+    """Free text (a label, an argument): no control characters (a newline would end an #SBATCH line), bounded."""
+    if CONTROL.search(value):
+        return f"{value[:40]!r} holds a control character (newline, tab, NUL ...)"
+    if len(value) > MAX_TEXT:
+        return f"longer than {MAX_TEXT} characters"
+    return None
+
+
+def grammar_problem(value: str, pattern: re.Pattern[str], what: str) -> str | None:
+    """A value of its own grammar (host name, SLURM word, path ...), or the reason it is not."""
+    return text_problem(value) or (None if pattern.match(value) else f"{value[:60]!r} is not {what}")
+
+
+def host_problem(value: str) -> str | None:
+    return grammar_problem(value, HOST, "a host name or address")
+
+
+def path_problem(value: str) -> str | None:
+    return grammar_problem(value, PATH, "a plain path (letters, digits and ._/~+@%,=- only)")
+
+
+def number_problem(value: Any, *, minimum: float | None = None, above: float | None = None,
+                   integer: bool = False) -> str | None:
+    """A finite number (an int where ``integer``), at least ``minimum`` or above ``above``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        return f"expected {'an integer' if integer else 'a number'}, got {value!r}"
+    if not math.isfinite(value):
+        return f"expected a finite number, got {value!r}"
+    if minimum is not None and value < minimum:
+        return f"must be at least {minimum:g}, got {value!r}"
+    if above is not None and value <= above:
+        return f"must be above {above:g}, got {value!r}"
+    return None
+
+
+def finite(text: str) -> float:
+    """A command-line number that must be finite (``nan``, ``inf`` refused); ValueError otherwise."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text!r}")
+    return value
