@@ -69,9 +69,12 @@ def _complete_logs(run_dir: Path, np: int) -> None:
 
 
 def test_submitit_jobs_give_complete_rank_logs_and_a_report(slurm_cluster: Any, tmp_path: Path) -> None:
-    # labels and paths that would run commands if any reached a shell unquoted
-    sweep = _sweep(tmp_path, "via-submitit; touch pwned-name", f"[{{benchmark: mlp, args: {TINY}}}]",
-                   system="a b; touch pwned-system")
+    # a name that would end up in the job script is refused; labels and paths that would run commands if
+    # any reached a shell unquoted are quoted
+    hostile = _sweep(tmp_path, "via-submitit; touch pwned-name", f"[{{benchmark: mlp, args: {TINY}}}]")
+    refused_name = _cli("submit", str(hostile), "-o", str(tmp_path / "never"), cwd=tmp_path)
+    assert refused_name.returncode == 2 and "names the results directory and the jobs" in refused_name.stderr
+    sweep = _sweep(tmp_path, "via-submitit", f"[{{benchmark: mlp, args: {TINY}}}]", system="a b; touch pwned-system")
     root = tmp_path / "results; touch pwned-path"
     out = _cli("submit", str(sweep), "-o", str(root), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -88,7 +91,7 @@ def test_submitit_jobs_give_complete_rank_logs_and_a_report(slurm_cluster: Any, 
     report = _cli("report", str(root))
     assert report.returncode == 0, report.stderr
     script = next((root / "slurm-jobs").glob("*/*_submission.sh")).read_text()
-    assert "#SBATCH --job-name='hvdbench-via-submitit; touch pwned-name'" in script
+    assert "#SBATCH --job-name=hvdbench-via-submitit" in script
     assert not list(tmp_path.glob("pwned*")) and not list(root.glob("pwned*"))
     assert "a b; touch pwned-system" in report.stdout
     assert (root / "report" / "report.html").exists() and "srun" in report.stdout
