@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import pandas as pd
 
 from hvdbench.suite.axes import read_axes
 from hvdbench.suite.errors import ReportError, SpecError
 from hvdbench.suite.metrics import run_outcome
-from hvdbench.suite.records import ParseStats, read_records
-from hvdbench.suite.schema import KINDS, SCHEMA_VERSION, type_problem
+from hvdbench.suite.schema import KINDS
 from hvdbench.suite.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus
+
+from .rank_logs import PHASES, read_all
 
 RUNS_SCHEMA: dict[str, str] = {
     "run_id": "string", "root": "string", "system": "string", "framework": "string",
@@ -25,13 +25,13 @@ RUNS_SCHEMA: dict[str, str] = {
     "batch_size": "Int64", "precision": "string", "independent": "bool", "base_args": "string",
     "channels_last": "bool", "compile": "bool", "data": "string", "fp16_allreduce": "bool", "threads": "Int64",
     "parameters": "Int64", "peak_device_bytes": "float64", "peak_rss_bytes": "float64", "wall_s": "float64",
-    "setup_s": "float64",
+    "setup_s": "float64", "timed_steps": "Int64", "target_ci_pct": "float64", "ci_reached_pct": "float64",
+    "stopped_by": "string", "flops_per_sample": "float64", "flops_counted": "string", "device_name": "string",
 }
+ADAPTIVE_FIELDS = ("target_ci_pct", "ci_reached_pct", "stopped_by")  # rank 0's summary of an adaptive run
 # Each rank's timed window, in seconds from the rank log's first record (as telemetry's t_s), and its samples.
 WINDOWS_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "start_s": "float64", "end_s": "float64",
                                   "samples": "float64"}
-PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
-STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
 STEPS_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", **KINDS["step"].columns(), **{phase: "float64" for phase in PHASES},
 }
@@ -82,6 +82,7 @@ class Collection:
     file_issues: list[FileIssue] = field(default_factory=list)
     spec_errors: list[str] = field(default_factory=list)
     comm_skipped: list[str] = field(default_factory=list)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # what analysis derives once
 
 
 def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> pd.DataFrame:
@@ -125,6 +126,19 @@ def _model(spec: RunSpec, env: dict[str, Any] | None) -> str:
     return arg_value(spec.args, "--model") or ""
 
 
+def _compute(env: dict[str, Any] | None) -> dict[str, Any]:
+    """What achieved FLOP/s is judged by: the FLOPs per sample rank 0 recorded, and the device that did the
+    work (the GPU's NVML name, or on a CPU run the CPU's model name)."""
+    env = env or {}
+    flops = env.get("flops_per_sample")
+    gpu, device = env.get("gpu") or {}, env.get("device") or {}
+    on_gpu = device.get("type") in ("cuda", "GPU", "gpu") or bool(gpu)
+    name = (gpu.get("name") or device.get("name")) if on_gpu else env.get("cpu_model")
+    return {"flops_per_sample": flops if isinstance(flops, (int, float)) and not isinstance(flops, bool) else None,
+            "flops_counted": env.get("flops_counted") if isinstance(env.get("flops_counted"), str) else None,
+            "device_name": name if isinstance(name, str) else None}
+
+
 def _axes(spec: RunSpec, env: dict[str, Any] | None) -> dict[str, Any]:
     """The swept axes the report groups by (suite/axes.py: batch size, precision, layout, compiler, data,
     fp16 exchange, threads), exchange or not, and the arguments without --independent (which pairs an
@@ -146,92 +160,6 @@ def _env_row(run_id: str, rec: dict[str, Any]) -> dict[str, Any]:
             "mpi": " ".join(str(x) for x in (mpi.get("implementation"), mpi.get("version")) if x) or None}
 
 
-@dataclass
-class RankLog:
-    """What one rank log holds, ready for the DataFrames: step columns and the few other records."""
-
-    path: str
-    steps: dict[str, list[Any]]
-    others: list[dict[str, Any]]
-    malformed: int = 0
-    examples: list[str] = field(default_factory=list)
-    unreadable: str | None = None
-    start: float | None = None  # the first record's monotonic time: telemetry is timed from it
-    end: float | None = None    # the last record's
-    ranks: set[tuple[int, int]] = field(default_factory=set)  # (rank, size) the records claim
-
-
-STEP_COLUMNS = ("rank", *STEP_FIELDS)
-
-
-def read_log(path: Path) -> RankLog:
-    """One rank log: records of this schema version, step records as columns (first of each step
-    index kept), anything malformed counted with examples."""
-    stats = ParseStats()
-    try:
-        records = read_records(path, stats)
-    except OSError as exc:
-        return RankLog(str(path), {}, [], unreadable=f"unreadable: {exc.strerror}")
-    versions = {rec.get("hvdbench") for rec in records} - {SCHEMA_VERSION}
-    if versions:
-        stats.malformed += sum(rec.get("hvdbench") != SCHEMA_VERSION for rec in records)
-        stats.examples.insert(0, f"record schema version {sorted(map(str, versions))} "
-                                 f"(this hvdbench reads version {SCHEMA_VERSION}); those records skipped")
-        records = [rec for rec in records if rec.get("hvdbench") == SCHEMA_VERSION]
-    steps = [rec for rec in records if rec["kind"] == "step"]
-    good, seen, bad, repeated = [], set(), 0, 0
-    for rec in steps:
-        step, duration, samples, loss = rec.get("step"), rec.get("duration"), rec.get("samples"), rec.get("loss")
-        if not (type(step) is int and isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0
-                and isinstance(samples, (int, float)) and math.isfinite(samples) and samples >= 0
-                and (loss is None or isinstance(loss, (int, float)))):
-            bad += 1
-        elif step in seen:
-            repeated += 1
-        else:
-            seen.add(step)
-            good.append(rec)
-    if bad:
-        stats.malformed += bad
-        stats.examples.append(f"{bad} step record(s) without an integer step, a finite positive duration and "
-                              "numeric samples and loss")
-    if repeated:
-        stats.malformed += repeated
-        stats.examples.append(f"{repeated} step record(s) repeat a step index already read (the first kept)")
-    typed = []
-    for rec in (rec for rec in records if rec["kind"] != "step"):
-        problem = type_problem(rec)
-        if problem:
-            stats.malformed += 1
-            stats.examples.append(problem)
-        else:
-            typed.append(rec)
-    columns: dict[str, list[Any]] = {c: [rec.get(c) for rec in good] for c in STEP_COLUMNS}
-    columns["warmup"] = [bool(w) for w in columns["warmup"]]
-    phases = [rec.get("phases") or {} for rec in good]
-    if any(phases):
-        columns.update({phase: [p.get(phase) for p in phases] for phase in PHASES})
-    others = typed
-    start = records[0].get("mono") if records else None
-    end = records[-1].get("mono") if records else None
-    ranks = {(rec["rank"], rec["size"]) for rec in records}
-    return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3], ranks=ranks,
-                   start=start if isinstance(start, (int, float)) else None,
-                   end=end if isinstance(end, (int, float)) else None)
-
-
-def _read_all(paths: list[Path]) -> list[RankLog]:
-    """Every log, in two processes when there are many (parsing JSON is the cost at cluster scale)."""
-    if len(paths) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        return [read_log(p) for p in paths]
-    from concurrent.futures import ProcessPoolExecutor
-
-    workers = min(os.cpu_count() or 2, 8)
-    with ProcessPoolExecutor(workers) as pool:
-        return list(pool.map(read_log, paths, chunksize=max(1, len(paths) // (workers * 4))))
-
-
-PARALLEL_FROM = 64
 
 
 def _cell(value: Any) -> Any:
@@ -249,6 +177,7 @@ class _Run:
         self.errors: list[str] = []
         self.start: float | None = None  # the current log's first monotonic time
         self.peaks: dict[str, float] = {}
+        self.adaptive: dict[str, Any] = {}
         self.foreign: list[str] = []
         self.timed: dict[int, float] = {}  # rank -> seconds from its log's start to its timed phase
         self.last: float = 0.0             # the latest record, seconds from its log's start (any rank)
@@ -280,6 +209,8 @@ class _Run:
 
     def on_summary(self, rec: dict[str, Any]) -> None:
         self.summary_ranks.add(rec["rank"])
+        if rec["rank"] == 0:
+            self.adaptive = {"timed_steps": rec.get("steps"), **{name: rec.get(name) for name in ADAPTIVE_FIELDS}}
         for key in ("peak_device_bytes", "peak_rss_bytes"):
             if isinstance(rec.get(key), (int, float)):
                 self.peaks[key] = max(self.peaks.get(key, 0.0), float(rec[key]))
@@ -322,7 +253,7 @@ class _Run:
         wall = recorded.seconds if recorded is not None and recorded.seconds else (self.last or None)
         return {"parameters": parameters if isinstance(parameters, int) else None,
                 "peak_device_bytes": self.peaks.get("peak_device_bytes"), "peak_rss_bytes": self.peaks.get("peak_rss_bytes"),
-                "wall_s": wall, "setup_s": self.timed.get(0)}
+                "wall_s": wall, "setup_s": self.timed.get(0), **self.adaptive}
 
 
 # Each record kind (schema.KINDS) and what the collector does with it; steps are read column-wise in read_log.
@@ -332,11 +263,27 @@ PARSERS: dict[str, Callable[[_Run, dict[str, Any]], None]] = {
 }
 
 
+def _steps_frame(parts: list[tuple[str, dict[str, np.ndarray]]]) -> pd.DataFrame:
+    """The steps DataFrame (STEPS_SCHEMA) of every log's step columns, each column concatenated once (a
+    DataFrame per log and a concat of them cost seconds and twice the memory at 10M records)."""
+    lengths = [len(columns["step"]) for _, columns in parts]
+    data: dict[str, Any] = {"run_id": pd.array(np.repeat(np.array([run_id for run_id, _ in parts], dtype=object),
+                                                         lengths), dtype="string")}
+    for name, dtype in list(STEPS_SCHEMA.items())[1:]:
+        arrays = [columns.get(name) for _, columns in parts]
+        if any(a is not None for a in arrays):
+            data[name] = np.concatenate([np.full(n, np.nan) if a is None else a for a, n in zip(arrays, lengths)]
+                                        ).astype(dtype, copy=False)
+        else:
+            data[name] = np.full(sum(lengths), np.nan, dtype=dtype)
+    return pd.DataFrame(data, copy=False)
+
+
 def collect(roots: Iterable[Path]) -> Collection:
     """Read every run under the roots: specs, rank logs, statuses. Never fails on a bad line."""
     roots = [Path(r) for r in roots]
     runs: list[dict[str, Any]] = []
-    step_parts: list[pd.DataFrame] = []
+    step_parts: list[tuple[str, dict[str, np.ndarray]]] = []
     tables: dict[str, list[dict[str, Any]]] = {"comm": [], "telemetry": [], "env": [], "profile": [], "p2p": [],
                                                "windows": []}
     skipped: set[str] = set()
@@ -357,7 +304,7 @@ def collect(roots: Iterable[Path]) -> Collection:
         except SpecError as exc:
             spec_errors.append(str(exc))
     logs_of = {run_dir: sorted(run_dir.glob("rank-*.jsonl")) for _, run_dir, _ in specs}
-    read = iter(_read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
+    read = iter(read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
     for root, run_dir, spec in specs:
         run = _Run(spec, tables, skipped)
         logged = 0
@@ -368,10 +315,8 @@ def collect(roots: Iterable[Path]) -> Collection:
                 issues.append(FileIssue(log.path, 0, [log.unreadable]))
                 continue
             logged += 1
-            if log.steps.get("step"):
-                part = pd.DataFrame(log.steps)
-                part.insert(0, "run_id", spec.id)
-                step_parts.append(part)
+            if len(log.steps.get("step", ())):
+                step_parts.append((spec.id, log.steps))
             run.start = log.start
             for rec in log.others:
                 PARSERS[rec["kind"]](run, rec)
@@ -391,10 +336,9 @@ def collect(roots: Iterable[Path]) -> Collection:
             "placement": spec.placement or "", "knobs": " ".join(f"{k}={v}" for k, v in spec.env),
             "repeat": spec.repeat,
             "unit": (run.env or {}).get("unit", "samples"), "status": outcome.status, "reason": outcome.reason,
-            "ranks_logged": logged, **_axes(spec, run.env), **run.details(recorded),
+            "ranks_logged": logged, **_axes(spec, run.env), **run.details(recorded), **_compute(run.env),
         })
-    steps = pd.concat(step_parts, ignore_index=True) if step_parts else pd.DataFrame()
-    steps = steps.reindex(columns=list(STEPS_SCHEMA)).astype(STEPS_SCHEMA)
+    steps = _steps_frame(step_parts)
     return Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
                       frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),
                       frame(tables["profile"], PROFILE_SCHEMA), frame(tables["p2p"], P2P_SCHEMA),

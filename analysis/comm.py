@@ -10,6 +10,7 @@ import pandas as pd
 from hvdbench.suite.collective_ops import summarize
 
 from .collect import Collection
+from .efficiency import link_rate
 
 RUN_KEYS = ["system", "placement", "np", "nodes", "launcher", "controller"]
 CASE_KEYS = ["op", "backend", "dtype", "bytes"]
@@ -17,7 +18,7 @@ COMM_TABLE_SCHEMA: dict[str, str] = {
     "system": "string", "placement": "string", "np": "int64", "nodes": "int64", "launcher": "string",
     "controller": "string", "op": "string", "backend": "string", "path": "string", "dtype": "string", "bytes": "int64",
     "time_mean_us": "float64", "time_min_us": "float64", "algbw_gbs": "float64", "busbw_gbs": "float64",
-    "busbw_peak_gbs": "float64",
+    "busbw_peak_gbs": "float64", "link_gbs": "float64", "link": "string",
 }
 RATIO_BYTES = 64 * 2**20
 
@@ -26,6 +27,7 @@ def comm_table(collection: Collection) -> pd.DataFrame:
     """One row per run and case: per iteration the slowest rank's time; mean and min over iterations."""
     rows: list[dict[str, Any]] = []
     runs = collection.runs.set_index("run_id")
+    pcie = collection.env.groupby("run_id")[["pcie_max_gen", "pcie_max_width"]].min() if len(collection.env) else None
     for (run_id, *case), group in collection.comm.groupby(["run_id", *CASE_KEYS], sort=True):
         per_iteration = group.pivot_table(index="iteration", columns="rank", values="time", aggfunc="first").dropna()
         if per_iteration.empty or run_id not in runs.index:
@@ -34,9 +36,12 @@ def comm_table(collection: Collection) -> pd.DataFrame:
         op, backend, _, nbytes = case
         s = summarize(op, int(nbytes), int(run["np"]), per_iteration.to_numpy().T)
         path = f"Horovod ({run['controller']})" if backend == "horovod" else "raw MPI (mpi4py)"
+        gen, width = pcie.loc[run_id] if pcie is not None and run_id in pcie.index else (np.nan, np.nan)
+        link = link_rate(run["placement"] or None, int(run["nodes"]), gen, width) or (np.nan, None)
         rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS, case)), "path": path,
                      "time_mean_us": s["time_mean_s"] * 1e6, "time_min_us": s["time_min_s"] * 1e6,
-                     "algbw_gbs": s["algbw_gbs"], "busbw_gbs": s["busbw_gbs"], "busbw_peak_gbs": s["busbw_peak_gbs"]})
+                     "algbw_gbs": s["algbw_gbs"], "busbw_gbs": s["busbw_gbs"], "busbw_peak_gbs": s["busbw_peak_gbs"],
+                     "link_gbs": link[0], "link": link[1]})
     return pd.DataFrame(rows, columns=list(COMM_TABLE_SCHEMA)).astype(COMM_TABLE_SCHEMA)
 
 
@@ -44,7 +49,8 @@ def peak_table(table: pd.DataFrame) -> pd.DataFrame:
     """The highest busbw (from mean times) of each configuration, and the size that reached it."""
     keys = ["system", "placement", "np", "op", "path", "dtype"]
     best = table.loc[table.groupby(keys, sort=True)["busbw_gbs"].idxmax()] if len(table) else table
-    return best[keys + ["busbw_gbs", "bytes"]].rename(columns={"busbw_gbs": "peak_busbw_gbs", "bytes": "at_bytes"})
+    return best[keys + ["busbw_gbs", "bytes", "link_gbs", "link"]].rename(
+        columns={"busbw_gbs": "peak_busbw_gbs", "bytes": "at_bytes"})
 
 
 def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataFrame:

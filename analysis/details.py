@@ -80,15 +80,18 @@ PHASE_ORDER = ("forward", "backward", "exchange", "optimizer", "compute")
 def breakdown_table(collection: Collection, table: pd.DataFrame) -> pd.DataFrame:
     """Per configuration and GPU count that ran with --breakdown: the median of each phase over its timed
     steps (ms), and the rest of the step not inside a phase."""
-    steps = collection.steps[~collection.steps["warmup"]]
+    steps = collection.steps
     phases = [p for p in PHASE_ORDER if p in steps and steps[p].notna().any()]
-    if not phases:
+    if not phases:  # asked before any row is copied: 10M steps without --breakdown cost nothing here
         return pd.DataFrame()
+    timed = steps[~steps["warmup"] & steps[phases].notna().any(axis=1)]
+    by_run = {str(run_id): group for run_id, group in timed.groupby("run_id", sort=False)}
     rows = []
     for row in table.itertuples():
-        mine = steps[steps["run_id"].isin(str(row.runs).split(","))].dropna(subset=phases, how="all")
-        if mine.empty:
+        parts = [by_run[run_id] for run_id in str(row.runs).split(",") if run_id in by_run]
+        if not parts:
             continue
+        mine = pd.concat(parts)
         medians = {p: float(mine[p].median() * 1e3) if mine[p].notna().any() else 0.0 for p in phases}
         rows.append({"system": row.system, "benchmark": row.benchmark, "model": row.model, "np": row.np,
                      "knobs": row.knobs, "args": row.args, **medians,

@@ -5,10 +5,12 @@ results hold nothing to plot."""
 from __future__ import annotations
 
 import io
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
+
+from .stats import StepMatrix
 
 SERIES = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs",
           "layout"]
@@ -152,7 +154,7 @@ def batch_plot(table: pd.DataFrame) -> str | None:
     return svg_text(fig)
 
 
-def rank_spread_plot(steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFrame) -> str | None:
+def rank_spread_plot(matrices: Mapping[str, StepMatrix], runs: pd.DataFrame, stats: pd.DataFrame) -> str | None:
     """Per-rank steady-state step times (median, 5th-95th percentile) for the largest run of each workload."""
     if stats.empty:
         return None
@@ -165,14 +167,11 @@ def rank_spread_plot(steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFram
 
     fig, axes = figure(6.4, 2.2 * len(chosen), rows=len(chosen))
     axes = np.atleast_1d(axes)
-    by_run = {run_id: g for run_id, g in steps[steps["run_id"].isin(set(chosen["run_id"]))].groupby("run_id")}
     for ax, run in zip(axes, chosen.itertuples()):
-        g = by_run[run.run_id]
-        first = sorted(g["step"].unique())[int(run.warmup_used):]
-        g = g[g["step"].isin(set(first))]
-        q = g.groupby("rank")["duration"].quantile([0.05, 0.5, 0.95]).unstack() * 1e3
-        ax.fill_between(q.index, q[0.05], q[0.95], alpha=0.3, step="mid", label="5th–95th percentile")
-        ax.plot(q.index, q[0.5], marker="." if len(q) <= 64 else None, linewidth=1, label="median")
+        matrix = matrices[run.run_id]
+        low, median, high = np.quantile(matrix.durations[int(run.warmup_used):], [0.05, 0.5, 0.95], axis=0) * 1e3
+        ax.fill_between(matrix.ranks, low, high, alpha=0.3, step="mid", label="5th–95th percentile")
+        ax.plot(matrix.ranks, median, marker="." if len(matrix.ranks) <= 64 else None, linewidth=1, label="median")
         ax.set_title(plain(f"{run.system} {run.benchmark} {run.model}, {run.np} ranks"), fontsize=8)
         ax.set_ylabel("step (ms)")
         ax.set_xlabel("rank")
@@ -231,7 +230,7 @@ def telemetry_plot(telemetry: pd.DataFrame, runs: pd.DataFrame) -> str | None:
     return svg_text(fig)
 
 
-def all_plots(table: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, stats: pd.DataFrame,
+def all_plots(table: pd.DataFrame, matrices: Mapping[str, StepMatrix], runs: pd.DataFrame, stats: pd.DataFrame,
               telemetry: pd.DataFrame) -> dict[str, str]:
     """Every plot that has data, by title."""
     made = {
@@ -239,7 +238,7 @@ def all_plots(table: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, stat
         "Scaling efficiency": efficiency_plot(table),
         "Placements at equal GPU count": placement_plot(table),
         "Batch size": batch_plot(table),
-        "Per-rank step times": rank_spread_plot(steps, runs, stats),
+        "Per-rank step times": rank_spread_plot(matrices, runs, stats),
         "Telemetry over time": telemetry_plot(telemetry, runs),
     }
     return {title: svg for title, svg in made.items() if svg is not None}

@@ -14,11 +14,12 @@ from .collect import Collection, collect
 from .comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
 from .compare import compare_table
 from .details import breakdown_table, details_table
+from .efficiency import Peak, load_peaks, with_peaks
 from .document import Report, Section, render_markdown, text_table
 from .html import render_html
 from .p2p import host_rows, matrix_rows, p2p_table
 from .plots import all_plots, breakdown_plot
-from .scaling import run_stats_table, scaling_table, straggler_table
+from .scaling import matrices, run_stats_table, scaling_table, straggler_table
 from .screening import THRESHOLD, screening_table
 from .summary import best_configurations, cross_model, describe, executive_lines, knob_table
 from .stats import STRAGGLER_THRESHOLD
@@ -37,10 +38,10 @@ def _intro(collection: Collection, warmup: int | None) -> str:
 
 
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
-          threshold: float = STRAGGLER_THRESHOLD) -> Report:
-    """Statistics, tables, sections and plots of collected runs."""
+          threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None) -> Report:
+    """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in)."""
     stats = run_stats_table(collection, warmup)
-    table = scaling_table(collection, stats)
+    table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
     if table.empty and comm.empty and collection.p2p.empty:
         reasons = "; ".join(sorted(set(collection.runs["reason"]) - {""})[:3])
@@ -68,6 +69,8 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
     sections += _recorded_sections(collection, table, tables)
     sections.append(Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats)))
+    if collection.runs["target_ci_pct"].notna().any():
+        sections.append(Section("Adaptive run length", views.ADAPTIVE_TEXT, *views.adaptive_rows(collection.runs, stats)))
     sections += [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
     if not compared.empty:
         tables["compare"] = compared
@@ -91,7 +94,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
             if (cases["mode"] == "bi").any():
                 sections.append(Section(f"Both directions at once, {where}", "", *matrix_rows(cases, "bi")))
             sections.append(Section(f"Host and GPU, {where}", "Pinned host memory.", *host_rows(cases)))
-    plots = all_plots(table, collection.steps, collection.runs, stats, collection.telemetry)
+    plots = all_plots(table, matrices(collection), collection.runs, stats, collection.telemetry)
     if "breakdown" in tables:
         svg = breakdown_plot(tables["breakdown"])
         if svg:
@@ -195,12 +198,13 @@ def terminal_text(report: Report, collection: Collection) -> str:
 
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
-                 prices: dict[str, float] | None = None) -> tuple[str, dict[str, Path]]:
+                 prices: dict[str, float] | None = None, peaks: Path | None = None) -> tuple[str, dict[str, Path]]:
     """Collect, compute and write the report; return the terminal text and the paths written."""
+    peak_list = load_peaks(peaks)  # a bad peak file is named before anything is read
     collection = collect(roots)
     if collection.runs.empty:
         where = ", ".join(map(str, roots))
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
-    report = build(collection, warmup=warmup, prices=prices)
+    report = build(collection, warmup=warmup, prices=prices, peaks=peak_list)
     return terminal_text(report, collection), write(report, out_dir)

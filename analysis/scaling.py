@@ -11,7 +11,7 @@ from .collect import Collection
 from .details import mean_power
 from .evidence import evidence, rank_telemetry
 from .ratios import config_draws, ratio_interval
-from .stats import STRAGGLER_THRESHOLD, median_interval, run_stats, stragglers
+from .stats import STRAGGLER_THRESHOLD, StepMatrix, median_interval, run_stats, step_matrices, stragglers
 
 CONFIG = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs"]
 AXES = ["batch_size", "precision", "independent", "base_args", "channels_last", "compile", "data", "fp16_allreduce",
@@ -33,7 +33,8 @@ SCALING_SCHEMA: dict[str, str] = {
     **{f"{name}_{end}": "float64" for name in ("speedup", "efficiency", "node_speedup", "node_efficiency", "comm_cost")
        for end in ("low", "high")},
     "baseline": "string", "channels_last": "bool", "compile": "bool", "data": "string", "fp16_allreduce": "bool",
-    "threads": "Int64", "runs": "string",
+    "threads": "Int64", "runs": "string", "device_name": "string", "flops_per_sample": "float64",
+    "tflops_per_gpu": "float64", "peak_tflops": "float64", "pct_of_peak": "float64", "peak": "string",
 }
 STRAGGLER_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
@@ -43,15 +44,22 @@ STRAGGLER_SCHEMA: dict[str, str] = {
 }
 
 
+def matrices(collection: Collection) -> dict[str, StepMatrix]:
+    """The step matrices of every complete run (status ok), made once per collection."""
+    if "matrices" not in collection.cache:
+        ok = collection.runs.loc[collection.runs["status"] == "ok", "run_id"]
+        collection.cache["matrices"] = step_matrices(collection.steps, ok)
+    return collection.cache["matrices"]
+
+
 def run_stats_table(collection: Collection, warmup: int | None = None) -> pd.DataFrame:
     """Statistics of every complete run (status ok), one row each; ``warmup`` overrides the detected
     warm-up of every run."""
-    ok = collection.runs[collection.runs["status"] == "ok"]["run_id"]
     power = mean_power(collection)
     rows = []
     draws: dict[str, np.ndarray] = {}
-    for run_id, steps in collection.steps[collection.steps["run_id"].isin(ok)].groupby("run_id", sort=False):
-        stats = run_stats(steps, warmup, draws, str(run_id))
+    for run_id, matrix in matrices(collection).items():
+        stats = run_stats(matrix, warmup, draws, run_id)
         if stats is not None:
             rows.append({"run_id": run_id, **stats.__dict__, "mean_power_w": power.get(run_id, float("nan"))})
     table = pd.DataFrame(rows, columns=list(RUN_STATS_SCHEMA)).astype(RUN_STATS_SCHEMA)
@@ -67,8 +75,10 @@ def straggler_table(collection: Collection, stats: pd.DataFrame, threshold: floa
     env = collection.env.drop_duplicates(["run_id", "rank"]).set_index(["run_id", "rank"])
     tele = rank_telemetry(collection.telemetry).set_index(["run_id", "rank"])
     rows = []
-    for run_id, steps in collection.steps[collection.steps["run_id"].isin(used.index)].groupby("run_id", sort=False):
-        for slow in stragglers(steps, int(used[run_id]), threshold).itertuples():
+    for run_id, matrix in matrices(collection).items():
+        if run_id not in used.index:
+            continue
+        for slow in stragglers(matrix, int(used[run_id]), threshold).itertuples():
             key = (run_id, int(slow.rank))
             facts = env.loc[key] if key in env.index else None
             clocks = tele.loc[key] if key in tele.index else None
@@ -107,7 +117,18 @@ def _combine(group: pd.DataFrame) -> dict[str, Any]:
         "median_rate": float(group["median_rate"].median()), "per_rank": throughput / np_,
         "median_step_ms": float(group["median_step_s"].median() * 1e3), "cv": float(group["cv"].median()),
         "warmup_used": float(group["warmup_used"].median()), "mean_power_w": float(group["mean_power_w"].median()),
+        **_achieved(group, throughput / np_),
     }
+
+
+def _achieved(group: pd.DataFrame, per_gpu: float) -> dict[str, Any]:
+    """Achieved TFLOP/s per GPU: throughput per GPU x the FLOPs per sample the runs counted (peaks are
+    judged later, efficiency.with_peaks)."""
+    flops = group["flops_per_sample"].dropna()
+    names = group["device_name"].dropna()
+    value = float(flops.median()) if len(flops) else np.nan
+    return {"device_name": names.iloc[0] if len(names) else None, "flops_per_sample": value,
+            "tflops_per_gpu": per_gpu * value / 1e12, "peak_tflops": np.nan, "pct_of_peak": np.nan, "peak": None}
 
 
 def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.metrics import rank_throughput
+from hvdbench.suite.metrics import rank_throughput, throughput_resamples
 from hvdbench.suite.metrics import total_throughput as total_throughput_of
 
 CONFIDENCE = 0.95
@@ -75,14 +76,80 @@ def robust_spread(values: np.ndarray, center: float) -> float:
     return max(mad if mad > 0 else 1.2533 * float(deviation.mean()), 1e-6 * abs(center), 1e-12)
 
 
-def step_matrix(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every step's durations and samples as (steps x ranks) matrices aligned by step index (steps some
-    rank lacks are dropped), the step indices, and which steps were run as warm-up."""
-    wide = steps.pivot_table(index="step", columns="rank", values=["duration", "samples", "warmup"],
-                             aggfunc="first").dropna()
-    warm = wide["warmup"].to_numpy(dtype=bool).any(axis=1) if len(wide) else np.zeros(0, dtype=bool)
-    return (wide["duration"].to_numpy(dtype=float), wide["samples"].to_numpy(dtype=float),
-            wide.index.to_numpy(), warm)
+@dataclass(frozen=True)
+class StepMatrix:
+    """One run's step records as (steps x ranks) matrices aligned by step index: only steps every rank has
+    (a step some rank lacks is dropped for all), in step order, ranks in rank order."""
+
+    durations: np.ndarray
+    samples: np.ndarray
+    exchange: np.ndarray   # --breakdown's gradient exchange (s), NaN where not recorded
+    steps: np.ndarray      # step indices
+    warm: np.ndarray       # whether any rank ran the step as warm-up
+    ranks: np.ndarray      # rank of each column
+
+
+def _column(steps: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in steps:
+        return np.full(len(steps), np.nan)
+    return steps[name].to_numpy(dtype=float, na_value=np.nan)
+
+
+def step_matrix(steps: pd.DataFrame) -> StepMatrix:
+    """The matrices of one run's step records (the first record of a (step, rank) pair where there are more).
+    Rank logs as collected (each rank's steps in order, every rank the same steps) are reshaped in place;
+    anything else goes through a NumPy pivot. No pandas reshaping: that is what costs at 10M records."""
+    rank = steps["rank"].to_numpy(dtype=np.int64)
+    step = steps["step"].to_numpy(dtype=np.int64)
+    columns = {name: _column(steps, name) for name in ("duration", "samples", "exchange")}
+    columns["warmup"] = steps["warmup"].to_numpy(dtype=float)
+    laid_out = _rank_blocks(rank, step)
+    if laid_out is not None:
+        order, count = laid_out
+        ranks = rank[::count][order]
+        full = {name: np.ascontiguousarray(values.reshape(-1, count)[order].T) for name, values in columns.items()}
+        indices = step[:count]
+    else:
+        ranks, rank_code = np.unique(rank, return_inverse=True)
+        indices, step_code = np.unique(step, return_inverse=True)
+        cell = step_code * len(ranks) + rank_code
+        order = np.argsort(cell, kind="stable")
+        cells = cell[order]
+        first = order[np.r_[True, cells[1:] != cells[:-1]]] if len(cells) else order
+        full = {}
+        for name, values in columns.items():
+            flat = np.full(len(indices) * len(ranks), np.nan)
+            flat[cell[first]] = values[first]
+            full[name] = flat.reshape(len(indices), len(ranks))
+    complete = ~(np.isnan(full["duration"]).any(axis=1) | np.isnan(full["samples"]).any(axis=1))
+    if not complete.all():
+        full = {name: values[complete] for name, values in full.items()}
+        indices = indices[complete]
+    return StepMatrix(full["duration"], full["samples"], full["exchange"], indices,
+                      (full["warmup"] > 0).any(axis=1), ranks)
+
+
+def _rank_blocks(rank: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Where the records are one block per rank (as read from one log per rank), each block the same
+    increasing step indices: the order of the blocks by rank and the steps per block; else None."""
+    if not len(rank):
+        return None
+    count = int(np.argmax(rank != rank[0])) or len(rank)
+    if len(rank) % count:
+        return None
+    ranks, steps = rank.reshape(-1, count), step.reshape(-1, count)
+    heads = ranks[:, 0]
+    if not ((ranks == heads[:, None]).all() and (steps == steps[0]).all() and (np.diff(steps[0]) > 0).all()
+            and len(np.unique(heads)) == len(heads)):
+        return None
+    return np.argsort(heads), count
+
+
+def step_matrices(steps: pd.DataFrame, run_ids: Iterable[str]) -> dict[str, StepMatrix]:
+    """The matrices of each of these runs (those with steps), from one grouping of the steps."""
+    wanted = set(run_ids)
+    rows = steps.groupby("run_id", sort=False).indices if len(steps) else {}
+    return {str(run_id): step_matrix(steps.iloc[index]) for run_id, index in rows.items() if run_id in wanted}
 
 
 def total_throughput(durations: np.ndarray, samples: np.ndarray) -> float:
@@ -96,14 +163,10 @@ def throughput_draws(durations: np.ndarray, samples: np.ndarray, *, n: int = BOO
 
     A resample is a vector of step counts, so every resample's per-rank sums are one matrix product:
     cheap for 1,024 ranks x 1,000 steps."""
-    rows = durations.shape[0]
     samples = np.broadcast_to(samples, durations.shape)
-    if rows < 2:
+    if durations.shape[0] < 2:
         return np.full(n, total_throughput(durations, samples))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, rows, size=(n, rows)) + (np.arange(n) * rows)[:, None]
-    counts = np.bincount(idx.ravel(), minlength=n * rows).reshape(n, rows).astype(float)
-    return rank_throughput(counts @ samples, counts @ durations).sum(axis=1)
+    return throughput_resamples(durations, samples, n, seed)
 
 
 def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -122,14 +185,15 @@ def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = B
     return percentile_interval(throughput_draws(durations, samples, n=n, seed=seed), confidence)
 
 
-def run_stats(steps: pd.DataFrame, warmup: int | None = None, draws: dict[str, np.ndarray] | None = None,
-              run_id: str = "") -> RunStats | None:
+def run_stats(steps: pd.DataFrame | StepMatrix, warmup: int | None = None,
+              draws: dict[str, np.ndarray] | None = None, run_id: str = "") -> RunStats | None:
     """Statistics of one run's step records, or None when no steady-state step is left.
 
     ``warmup`` (the report's ``--warmup N``) overrides both the asked and the detected warm-up. Where
     ``draws`` is given, the run's bootstrap resamples of throughput are put there under ``run_id`` (seeded
     by the run id, so two runs' resamples are independent: what intervals on their ratios need)."""
-    durations, samples, _, warm = step_matrix(steps)
+    matrix = steps if isinstance(steps, StepMatrix) else step_matrix(steps)
+    durations, samples, warm = matrix.durations, matrix.samples, matrix.warm
     if durations.size == 0:
         return None
     asked = int(warm.sum())
@@ -138,9 +202,10 @@ def run_stats(steps: pd.DataFrame, warmup: int | None = None, draws: dict[str, n
     durations, samples = durations[used:], samples[used:]
     if durations.size == 0:
         return None
-    low, high = bootstrap_interval(durations, samples)
-    if draws is not None:
-        draws[run_id] = throughput_draws(durations, samples, seed=run_seed(run_id))
+    resamples = throughput_draws(durations, samples)
+    low, high = percentile_interval(resamples) if durations.shape[0] >= 2 else (resamples[0], resamples[0])
+    if draws is not None:  # the same resamples in an order of the run's own: independent of every other run's
+        draws[run_id] = resamples[np.random.default_rng(run_seed(run_id)).permutation(len(resamples))]
     means = durations.mean(axis=0)
     return RunStats(
         throughput=total_throughput(durations, samples), ci_low=low, ci_high=high,
@@ -151,17 +216,18 @@ def run_stats(steps: pd.DataFrame, warmup: int | None = None, draws: dict[str, n
     )
 
 
-def rank_work(steps: pd.DataFrame, warmup_used: int) -> pd.Series:
+def rank_work(steps: pd.DataFrame | StepMatrix, warmup_used: int) -> pd.Series:
     """Each rank's median own-work time per steady-state step: the step minus its gradient exchange where
     --breakdown recorded it (a synchronous step makes every rank wait for the slowest), else the step."""
-    ordered = steps.sort_values("step")
-    first = ordered["step"].drop_duplicates().sort_values().iloc[warmup_used:] if len(ordered) else ordered["step"]
-    steady = ordered[ordered["step"].isin(set(first))]
-    work = steady["duration"] - steady["exchange"].fillna(0.0)
-    return work.groupby(steady["rank"]).median()
+    matrix = steps if isinstance(steps, StepMatrix) else step_matrix(steps)
+    work = matrix.durations[warmup_used:] - np.nan_to_num(matrix.exchange[warmup_used:])
+    if not len(work):
+        return pd.Series([], dtype=float, index=pd.Index([], dtype=np.int64, name="rank"))
+    return pd.Series(np.median(work, axis=0), index=pd.Index(matrix.ranks, name="rank"))
 
 
-def stragglers(steps: pd.DataFrame, warmup_used: int, threshold: float = STRAGGLER_THRESHOLD) -> pd.DataFrame:
+def stragglers(steps: pd.DataFrame | StepMatrix, warmup_used: int,
+               threshold: float = STRAGGLER_THRESHOLD) -> pd.DataFrame:
     """Ranks whose median own-work time is more than ``threshold`` above the median over ranks."""
     per_rank = rank_work(steps, warmup_used)
     if per_rank.empty:

@@ -43,12 +43,26 @@ def _unit(table: pd.DataFrame) -> str:
 def headline_titles(table: pd.DataFrame) -> list[str]:
     """Headline column titles, with the unit of the rows."""
     return ["framework", "benchmark", "model", "launcher", "controller", "placement", "knobs", "nodes", "GPUs",
-            f"{_unit(table)}/s", "95% CI", "per GPU", "speedup [95% CI]", "efficiency [95% CI]", "median step (ms)",
-            "step CV", "warm-up", "repeats"]
+            f"{_unit(table)}/s", "95% CI", "per GPU", "TFLOP/s per GPU", "% of peak", "speedup [95% CI]",
+            "efficiency [95% CI]", "median step (ms)", "step CV", "warm-up", "repeats"]
 
 
 # headline columns folded on a narrow page: controller, median step, step CV, warm-up (by position)
-HEADLINE_FOLDED = (4, 14, 15, 16)
+HEADLINE_FOLDED = (4, 16, 17, 18)
+
+
+def peak_share(r: Any) -> str:
+    """``41%`` of the device's peak, or why there is none ("unknown peak", "no peak", "n/a": not counted)."""
+    if missing(r.tflops_per_gpu):
+        return "n/a"
+    if missing(r.pct_of_peak):
+        return str(r.peak).split(" (")[0] if isinstance(r.peak, str) else "unknown peak"
+    return f"{r.pct_of_peak:.0f}%"
+
+
+def tflops(value: Any) -> str:
+    """Achieved TFLOP/s with three significant digits (CPU runs are small: 0.0123)."""
+    return "n/a" if missing(value) else f"{value:.3g}"
 NEAR_LINEAR = "†"
 SUPERLINEAR = "‡"
 
@@ -86,6 +100,10 @@ def headline_text(table: pd.DataFrame) -> str:
                      "a slow 1-GPU run).")
     odd = sorted({str(r.baseline) for r in table.itertuples() if "(" in str(r.baseline)})
     notes += [f"Speedup against {label}." for label in odd]
+    if table["tflops_per_gpu"].notna().any():
+        notes.append("TFLOP/s per GPU = throughput per GPU × the FLOPs of one sample's training step (forward + "
+                     "backward, multiply-add = 2 FLOPs, counted once per model and size); % of peak against:")
+        notes += sorted({f"{r.peak}." for r in table.itertuples() if not missing(r.pct_of_peak)})
     return " ".join(notes)
 
 
@@ -93,8 +111,8 @@ def headline_rows(table: pd.DataFrame) -> list[list[str]]:
     """The headline columns of each scaling row, formatted; speedup and efficiency with their 95% intervals."""
     return [[r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", r.knobs or "-",
              str(r.nodes), str(r.np),
-             fmt(r.throughput), f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", fmt(r.per_rank),
-             ratio(r.speedup, r.speedup_low, r.speedup_high), efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high),
+             fmt(r.throughput), f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", fmt(r.per_rank), tflops(r.tflops_per_gpu),
+             peak_share(r), ratio(r.speedup, r.speedup_low, r.speedup_high), efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high),
              fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
              str(r.repeats) if r.repeats == 1 else f"{r.repeats} ({fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
             for r in table.itertuples()]
@@ -211,6 +229,20 @@ def warmup_rows(runs: pd.DataFrame, stats: pd.DataFrame) -> Rows:
               str(r.warmup_used), str(r.steps)] for r in merged.itertuples()])
 
 
+ADAPTIVE_TEXT = ("Runs with --target-ci ran their --steps, then chunks of steps until the 95% interval of throughput was "
+                 "within ± the target (stopped by target) or --max-steps were timed (stopped by max_steps). Reached: "
+                 "the half-width rank 0 judged when the run stopped; report: this report's own half-width, after its "
+                 "warm-up detection and with more resamples.")
+
+
+def adaptive_rows(runs: pd.DataFrame, stats: pd.DataFrame) -> Rows:
+    merged = runs[runs["target_ci_pct"].notna()].merge(stats, on="run_id")
+    return (["run", "GPUs", "steps timed", "target (±%)", "reached (±%)", "stopped by", "report (±%)"],
+            [[r.run_id, str(r.np), str(r.timed_steps), fmt(r.target_ci_pct, 2),
+              fmt(r.ci_reached_pct, 2), str(r.stopped_by), fmt((r.ci_high - r.ci_low) / 2 / r.throughput * 100, 2)]
+             for r in merged.itertuples()])
+
+
 def problems(collection: Collection) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """Runs left out with their reasons, unreadable run descriptions, malformed log lines."""
     out = []
@@ -235,7 +267,9 @@ P2P_TEXT = ("Device-to-device copies from the row's GPU to the column's: the pai
 
 COMM_TEXT = ("Per iteration the slowest rank's time; algbw = bytes / mean time; busbw as nccl-tests defines it "
              "(allreduce × 2(n−1)/n, allgather and alltoall × (n−1)/n, broadcast × 1). Every result was checked. "
-             "Beside each, the training efficiency measured on the same placement and GPU count.")
+             "Beside each, the share of the nominal per-direction rate of the link the placement's GPUs share "
+             "(NV#: # NVLinks × 25 GB/s; PCIe classes: the GPUs' PCIe generation × width; unknown across nodes "
+             "or for mixed placements) and the training efficiency measured on the same placement and GPU count.")
 
 
 def peak_rows(peaks: pd.DataFrame, scaling: pd.DataFrame) -> Rows:
@@ -243,10 +277,12 @@ def peak_rows(peaks: pd.DataFrame, scaling: pd.DataFrame) -> Rows:
     for r in peaks.itertuples():
         same = scaling[(scaling["system"] == r.system) & (scaling["placement"] == r.placement) & (scaling["np"] == r.np)]
         training = ", ".join(f"{t.model} {t.efficiency:.0%}" for t in same.itertuples() if not math.isnan(t.efficiency))
+        link = (f"{r.peak_busbw_gbs / r.link_gbs:.0%} of {r.link}" if not missing(r.link_gbs)
+                else "unknown link rate")
         rows.append([r.system, r.placement or "-", str(r.np), r.op, r.path, r.dtype, f"{r.peak_busbw_gbs:.3f}",
-                     f"{r.at_bytes:,}", training or "-"])
+                     f"{r.at_bytes:,}", link, training or "-"])
     return (["system", "placement", "GPUs", "op", "through", "dtype", "peak busbw (GB/s)", "at bytes",
-             "training efficiency here"], rows)
+             "of the link's nominal rate", "training efficiency here"], rows)
 
 
 def ratio_rows(ratio: pd.DataFrame) -> Rows:

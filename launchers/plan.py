@@ -95,8 +95,8 @@ def check_placements(sweep: Sweep, topo: Topology) -> None:
 
 
 def _bench_args(workload: Workload, framework: str, batch: int | None, precision: str | None, independent: bool,
-                knobs: dict[str, Any]) -> tuple[str, ...]:
-    args = list(workload.args)
+                knobs: dict[str, Any], adaptive: tuple[str, ...] = ()) -> tuple[str, ...]:
+    args = [*workload.args, *adaptive]
     if batch is not None:
         args += ["--batch-size", str(batch)]
     if precision is not None:
@@ -105,6 +105,13 @@ def _bench_args(workload: Workload, framework: str, batch: int | None, precision
     if independent:
         args.append("--independent")
     return tuple(args)
+
+
+def _adaptive(sweep: Sweep) -> tuple[str, ...]:
+    """The flags of the sweep's target_ci and max_steps (training workloads only)."""
+    if sweep.target_ci is None:
+        return ()
+    return ("--target-ci", f"{sweep.target_ci:g}", *(("--max-steps", str(sweep.max_steps)) if sweep.max_steps else ()))
 
 
 def _cpus(topo: Topology | None, placement: Placement | None, per_node: int, bind: bool) -> tuple[str, ...] | None:
@@ -171,7 +178,7 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
                                    itertools.product(*(values for _, values in sweep.knobs)), sweep.independent)
         for batch, precision, knob_values, independent in combos:
             args = _bench_args(workload, info.framework, batch, precision, independent,
-                               dict(zip(knob_names, knob_values)))
+                               dict(zip(knob_names, knob_values)), _adaptive(sweep) if info.trains else ())
             try:
                 info.check(args)
             except UsageError as exc:

@@ -108,6 +108,8 @@ class Sweep:
     repeats: int = 1
     max_runs: int = 10_000
     timeout: float = 1800.0
+    target_ci: float | None = None  # adaptive run length of every training run (percent), with max_steps
+    max_steps: int | None = None
     workloads: tuple[Workload, ...] = ()
     np: tuple[int, ...] = ()
     nodes: tuple[int, ...] = ()
@@ -203,6 +205,11 @@ class _Reader:
             self.fail(key, f"expected a positive, finite number of seconds, got {value!r}")
         return float(value)
 
+    def percent(self, value: Any, key: str) -> float:
+        if number_problem(value, above=0) or float(value) >= 100:
+            self.fail(key, f"expected a percentage above 0 and below 100, got {value!r}")
+        return float(value)
+
     def flag(self, value: Any, key: str) -> bool:
         if not isinstance(value, bool):
             self.fail(key, f"expected true or false, got {value!r}")
@@ -293,7 +300,8 @@ SET_BY_HVDBENCH = {"nodes": "its nodes", "N": "its nodes", "ntasks-per-node": "o
                    "constraint": "slurm.constraint", "C": "slurm.constraint", "mem": "slurm.mem_gb",
                    "cpus-per-task": "slurm.cpus_per_task", "c": "slurm.cpus_per_task"}
 
-_TOP = ("name", "system", "launcher", "controller", "repeats", "max_runs", "timeout", "workloads", "axes", "baseline",
+_TOP = ("name", "system", "launcher", "controller", "repeats", "max_runs", "timeout", "target_ci", "max_steps",
+        "workloads", "axes", "baseline",
         "bind_cpus", "node_gpus", "cpu_slots", "topology", "hosts", "ssh_port", "ssh_identity_file", "output",
         "slurm")
 KNOB_AXES = tuple(name for name in AXES if name not in ("batch_size", "precision"))
@@ -343,7 +351,8 @@ def load_sweep(path: Path) -> Sweep:
         path=path, name=top.get("name", top.text, path.stem), system=top.get("system", top.text, "local"),
         launchers=pairs,
         repeats=top.get("repeats", top.positive, 1), max_runs=top.get("max_runs", top.positive, 10_000),
-        timeout=top.get("timeout", top.seconds, 1800.0),
+        timeout=top.get("timeout", top.seconds, 1800.0), target_ci=top.get("target_ci", top.percent, None),
+        max_steps=top.get("max_steps", top.positive, None),
         workloads=tuple(workloads), np=axes.many("np", axes.positive), nodes=axes.many("nodes", axes.positive),
         gpus_per_node=axes.many("gpus_per_node", axes.positive),
         placements=axes.many("placements", axes.placement), batch_size=axes.many("batch_size", axes.positive),
@@ -378,6 +387,8 @@ def load_sweep(path: Path) -> Sweep:
         if option in SET_BY_HVDBENCH:
             slurm.fail(f"slurm.directives[{i}]", f"--{option} is set by hvdbench from each run "
                                                  f"({SET_BY_HVDBENCH[option]}); remove it")
+    if sweep.max_steps is not None and sweep.target_ci is None:
+        top.fail("max_steps", "applies with target_ci (a fixed-length run takes its --steps)")
     if not (sweep.np or sweep.nodes or sweep.gpus_per_node):
         axes.fail("axes.np", "give the rank counts to run: np (one node) and/or nodes with gpus_per_node")
     if bool(sweep.nodes) != bool(sweep.gpus_per_node):

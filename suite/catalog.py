@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .errors import UsageError
 from .flags import (
@@ -136,6 +136,7 @@ class BenchmarkInfo:
     extra_flags: Callable[[Parser], None] | None = None
     extra_check: Callable[[argparse.Namespace], None] | None = None
     own_parser: Callable[[], Parser] | None = None  # benchmarks that do not train (collectives)
+    twin: str | None = None  # TensorFlow: the PyTorch benchmark of the same models (its FLOP counts are used)
 
     @property
     def path(self) -> Path:
@@ -147,6 +148,21 @@ class BenchmarkInfo:
         if self.own_parser is not None:
             return self.own_parser()
         return benchmark_parser(self.name, self.models, self.default_model, self.unit, self.extra_flags, self.framework)
+
+    def sizing(self, flags: argparse.Namespace) -> dict[str, Any]:
+        """The flags that fix the model and its input shapes (FLOPs per sample depend on these alone): model,
+        batch size, seed (synthetic lengths) and this benchmark's model options."""
+        group = Parser(prog=self.name)
+        if self.extra_flags is not None:
+            self.extra_flags(group)
+        dests = [a.dest for a in group._actions if a.dest != "help"]
+        return {"model": flags.model, "batch_size": flags.batch_size, "seed": flags.seed,
+                **{dest: getattr(flags, dest) for dest in dests if hasattr(flags, dest)}}
+
+    @property
+    def trains(self) -> bool:
+        """A training workload (the shared flags: --steps, --target-ci ...), not collectives or p2p."""
+        return self.own_parser is None
 
     def check(self, argv: Sequence[str]) -> argparse.Namespace:
         """Parse and check argv; a UsageError names the first problem."""
@@ -193,19 +209,20 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                       "device-to-device copies between every GPU pair and host-device copies, one process",
                       own_parser=_p2p_parser),
         BenchmarkInfo("tf_cifar10", "tensorflow", "tf_cifar10.py", _TF_CIFAR, "resnet20", "images",
-                      "CIFAR-10 ResNets in Keras, synthetic 32x32x3 images, 10 classes", cnn=True),
+                      "CIFAR-10 ResNets in Keras, synthetic 32x32x3 images, 10 classes", cnn=True,
+                      twin="cifar10"),
         BenchmarkInfo("tf_imagenet", "tensorflow", "tf_imagenet.py", _TF_IMAGENET, "resnet50", "images",
                       "keras.applications ResNet-50, Inception v3, VGG-16 (weights=None, with top), "
                       "synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
-                      extra_flags=_imagenet_flags, extra_check=_tf_imagenet_check),
+                      extra_flags=_imagenet_flags, extra_check=_tf_imagenet_check, twin="imagenet"),
         BenchmarkInfo("tf_mlp", "tensorflow", "tf_mlp.py", ("mlp",), "mlp", "samples",
-                      "the MLP in Keras on synthetic vectors", extra_flags=_mlp_flags),
+                      "the MLP in Keras on synthetic vectors", extra_flags=_mlp_flags, twin="mlp"),
         BenchmarkInfo("tf_speech", "tensorflow", "tf_speech.py", ("deepspeech2",), "deepspeech2", "utterances",
                       "DeepSpeech2-style recognition in Keras (conv, bidirectional LSTM/GRU) with tf.nn.ctc_loss",
-                      extra_flags=_speech_flags),
+                      extra_flags=_speech_flags, twin="speech"),
         BenchmarkInfo("tf_translation", "tensorflow", "tf_translation.py", ("gnmt",), "gnmt", "words",
                       "the LSTM sequence-to-sequence model in Keras; words = target tokens",
-                      extra_flags=_translation_flags),
+                      extra_flags=_translation_flags, twin="translation"),
     )
 }
 

@@ -11,6 +11,11 @@ from .errors import UsageError
 from .validate import finite
 
 
+ADAPTIVE_CHUNK = 10      # with --target-ci: steps between two judgements of the interval
+MIN_ADAPTIVE_STEPS = 10  # the first chunk of an adaptive run
+MAX_STEPS_FACTOR = 10    # --max-steps by default: this many times --steps
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and a UsageError, not a usage dump."""
 
@@ -47,6 +52,14 @@ def non_negative_float(text: str) -> float:
     value = finite_float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def percent(text: str) -> float:
+    """argparse type: a percentage above 0 and below 100."""
+    value = finite_float(text)
+    if not 0 < value < 100:
+        raise argparse.ArgumentTypeError(f"must be a percentage above 0 and below 100, got {text}")
     return value
 
 
@@ -141,6 +154,12 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                         help=f"architecture (default {default_model})")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="samples per step per rank")
     parser.add_argument("--steps", type=positive_int, default=50, help="timed steps after warm-up")
+    parser.add_argument("--target-ci", type=percent, default=None, metavar="PCT",
+                        help="adaptive length: after the --steps timed steps, run chunks of "
+                             f"{ADAPTIVE_CHUNK} until the 95%% interval of throughput is within +-PCT%% "
+                             "(or --max-steps); rank 0 decides for all")
+    parser.add_argument("--max-steps", type=positive_int, default=None,
+                        help=f"with --target-ci: the most timed steps (default {MAX_STEPS_FACTOR} x --steps)")
     parser.add_argument("--warmup-steps", type=non_negative_int, default=5,
                         help="untimed steps first (allocation, autotuning); recorded, marked warm-up")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
@@ -182,6 +201,24 @@ def check_flags(flags: argparse.Namespace, *, cnn: bool) -> None:
         raise UsageError("--data-format channels_first: TensorFlow's CPU convolutions take only channels_last")
     if flags.precision == "fp16" and flags.device == "cpu":
         raise UsageError("--precision fp16 needs a CUDA device; on the CPU use bf16 or amp")
+    check_adaptive(flags)
+
+
+def check_adaptive(flags: argparse.Namespace) -> None:
+    """--target-ci and --max-steps: the minimum is --steps, at least MIN_ADAPTIVE_STEPS; sets the default
+    --max-steps."""
+    if flags.target_ci is None:
+        if flags.max_steps is not None:
+            raise UsageError("--max-steps applies with --target-ci (a fixed-length run takes --steps)")
+        return
+    if flags.steps < MIN_ADAPTIVE_STEPS:
+        raise UsageError(f"--target-ci needs --steps >= {MIN_ADAPTIVE_STEPS} (the first chunk, before any "
+                         f"interval is judged), got {flags.steps}")
+    if flags.max_steps is None:
+        flags.max_steps = MAX_STEPS_FACTOR * flags.steps
+    elif flags.max_steps < flags.steps:
+        raise UsageError(f"--max-steps {flags.max_steps} is below the minimum: an adaptive run times at least "
+                         f"--steps ({flags.steps}) steps")
 
 
 def int_list(what: str, minimum: int = 1) -> Callable[[str], list[int]]:

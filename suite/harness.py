@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 from .axes import without
 from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
+from .flops import flops_of
 from .gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
 from .records import RecordWriter, rank_log_name
 from .errors import SpecError
@@ -247,10 +248,11 @@ def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequenc
     with rank_session(backend, info, flags, start.argv, start.label) as session:
         chosen = backend.configure(flags, session.device)
         trainer = backend.trainer(build, session)
+        runtime = session.runtime
+        counted = runtime.broadcast_object(flops_of(name, flags) if runtime.rank == 0 else None)
         session.writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
                              unit=info.unit, threads=session.threads, **chosen, parameters=trainer.parameters,
-                             **session.environment())
-        runtime = session.runtime
+                             **counted, **session.environment())
         step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
         return measure(runtime, session.writer, step, backend.loss_value, flags=flags, unit=info.unit,
                        label=f"{start.label} ({session.log_dir})", sampler=session.sampler(),

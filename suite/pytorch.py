@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -22,36 +21,12 @@ from . import harness
 from .errors import UsageError
 from .records import RecordWriter
 from .timing import HorovodObjects, StepOutcome
-from .torchdata import Batch, BatchSource, Count, MakeBatch, autocast, check_precision, weight_dtype
+from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
+                        check_precision, weight_dtype)
+
+__all__ = ["Build", "BuildContext", "TorchBackend", "TorchWorkload", "main"]  # what a benchmark script imports
 
 
-@dataclass
-class TorchWorkload:
-    """What a benchmark supplies: a model, a maker of synthetic batches (on the host), a loss, and
-    what a batch counts (``{"samples": n, ...}`` in the benchmark's unit; default: the batch's rows)."""
-
-    model: nn.Module
-    make_batch: MakeBatch
-    loss: Callable[[nn.Module, Batch], torch.Tensor]
-    count: Count | None = None
-    distinct_batches: int = 1  # >1 where batches differ (lengths): the device pool keeps that many
-
-
-@dataclass(frozen=True)
-class BuildContext:
-    """What a benchmark's build function is given: the parsed flags, this rank and its device."""
-
-    flags: argparse.Namespace
-    device: torch.device
-    rank: int
-    size: int
-
-    def data_generator(self) -> torch.Generator:
-        """A CPU generator for synthetic data, seeded per rank so replicas see different batches."""
-        return torch.Generator().manual_seed(self.flags.seed + 1 + self.rank)
-
-
-Build = Callable[[BuildContext], TorchWorkload]
 
 
 class TorchRuntime(HorovodObjects):

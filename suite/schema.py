@@ -112,6 +112,10 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("unit", "str", "what samples count (images, tokens, ...)"),
         Field("threads", "any", "CPU threads: an int (PyTorch), intra/inter-op pools (TensorFlow), null on a GPU"),
         Field("parameters", "int", "trainable parameters"),
+        Field("flops_per_sample", "float", "FLOPs of one sample's training step, forward + backward (suite/flops.py's "
+                                           "rule: multiply-add = 2), null where not counted"),
+        Field("flops_forward_per_sample", "float", "the forward pass's share of flops_per_sample"),
+        Field("flops_counted", "str", "how the FLOPs were counted, or why they were not"),
         Field("tensorflow", "dict", "TensorFlow only: dtype policy, image layout, XLA"),
         Field("device", "dict", "the framework's view of the device: type, name, capability, bus id, versions"),
         Field("nvml", "dict", "driver and CUDA driver versions, or why NVML is absent"),
@@ -168,7 +172,11 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     )),
     Kind("summary", "this rank's end: what it measured (the report recomputes from the steps)", (
         Field("unit", "str", "what samples count"),
-        Field("steps", "int", "timed steps", "Int64"),
+        Field("steps", "int", "timed steps (an adaptive run: the steps it took)", "Int64"),
+        Field("target_ci_pct", "float", "with --target-ci: the half-width of the 95% interval asked, percent"),
+        Field("ci_reached_pct", "float", "with --target-ci: the half-width reached when the run stopped, percent"),
+        Field("stopped_by", "str", "with --target-ci: target (interval narrow enough) or max_steps"),
+        Field("adaptive_check_s", "float", "with --target-ci: time spent judging the interval (not in any step)"),
         Field("warmup_steps", "int", "warm-up steps run"),
         Field("samples", "float", "samples over the timed steps", "float64"),
         Field("window_s", "float", "wall time of the timed window (barrier and sync at both ends)", "float64"),

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
+from .adaptive import Stopper
+from .flags import ADAPTIVE_CHUNK
 from .metrics import rank_throughput, total_throughput
 from .records import RecordWriter
 
@@ -64,6 +66,38 @@ class StepOutcome:
     phases: dict[str, float] | None = None
 
 
+class Adaptive:
+    """Whether an adaptive run has timed enough steps: every rank sends rank 0 its step times and samples
+    since the last judgement, rank 0 judges the interval over all of them and tells every rank, so all stop
+    after the same step. Its own time (two object collectives and a bootstrap) is counted apart."""
+
+    def __init__(self, runtime: Runtime, target_pct: float, max_steps: int) -> None:
+        self.runtime, self.stopper = runtime, Stopper(target_pct, max_steps)
+        self.sent = 0
+        self.width = float("inf")
+        self.done_by = ""
+        self.seconds = 0.0
+
+    def enough(self, durations: list[float], samples: list[float]) -> bool:
+        """One judgement, collective: call on every rank after the same step."""
+        start = time.perf_counter()
+        mine = (durations[self.sent:], samples[self.sent:])
+        self.sent = len(durations)
+        gathered = self.runtime.allgather_object(mine)
+        verdict = None
+        if self.runtime.rank == 0:
+            self.stopper.add(gathered)
+            verdict = (self.stopper.reason(), self.stopper.width)
+        self.done_by, self.width = self.runtime.broadcast_object(verdict)
+        self.seconds += time.perf_counter() - start
+        return bool(self.done_by)
+
+    def summary(self) -> dict[str, Any]:
+        """The summary fields of an adaptive run."""
+        return {"target_ci_pct": self.stopper.target, "ci_reached_pct": self.width * 100.0,
+                "stopped_by": self.done_by, "adaptive_check_s": self.seconds}
+
+
 def timed_loop(
     runtime: Runtime,
     writer: RecordWriter,
@@ -72,16 +106,21 @@ def timed_loop(
     *,
     warmup_steps: int,
     steps: int,
+    target_ci: float | None = None,
+    max_steps: int | None = None,
 ) -> dict[str, Any]:
     """Run warm-up then timed steps; record each step; return this rank's summary fields.
 
     ``counts["samples"]`` is the work in the benchmark's unit (images, words, tokens ...); other
     counts (audio seconds, sentences) are summed beside it. Every step ends with a device sync, so
     its duration is the device's work, not the dispatch. The timed window starts after a barrier
-    and a sync and ends with a sync and a barrier.
+    and a sync and ends with a sync and a barrier. With ``target_ci`` (percent) the run is adaptive:
+    ``steps`` first, then chunks of ADAPTIVE_CHUNK until the interval is within the target or
+    ``max_steps`` are timed (``Adaptive``).
     """
     losses: list[float] = []
     durations: list[float] = []
+    step_samples: list[float] = []
     totals: dict[str, float] = {}
 
     def one(index: int, warmup: bool) -> None:
@@ -93,6 +132,7 @@ def timed_loop(
         losses.append(loss)
         if not warmup:
             durations.append(duration)
+            step_samples.append(float(out.counts.get("samples", 0.0)))
             for key, value in out.counts.items():
                 totals[key] = totals.get(key, 0.0) + value
         extra = {"phases": out.phases} if out.phases is not None else {}
@@ -107,12 +147,17 @@ def timed_loop(
     window_start = time.perf_counter()
     for index in range(warmup_steps, warmup_steps + steps):
         one(index, False)
+    adaptive = None if target_ci is None else Adaptive(runtime, target_ci, max_steps or steps)
+    while adaptive is not None and not adaptive.enough(durations, step_samples):
+        for _ in range(min(ADAPTIVE_CHUNK, adaptive.stopper.max_steps - len(durations))):
+            one(warmup_steps + len(durations), False)
     runtime.sync()
     window = time.perf_counter() - window_start
     runtime.barrier()
     samples = totals.pop("samples", 0.0)
     return {
-        "steps": steps,
+        **(adaptive.summary() if adaptive is not None else {}),
+        "steps": len(durations),
         "warmup_steps": warmup_steps,
         "samples": samples,
         "window_s": window,
@@ -150,7 +195,8 @@ def measure(runtime: Runtime, writer: RecordWriter, step: Callable[[], StepOutco
     exit status: 1 when a loss was not finite."""
     sampler.start()
     try:
-        summary = timed_loop(runtime, writer, step, loss_value, warmup_steps=flags.warmup_steps, steps=flags.steps)
+        summary = timed_loop(runtime, writer, step, loss_value, warmup_steps=flags.warmup_steps, steps=flags.steps,
+                             target_ci=getattr(flags, "target_ci", None), max_steps=getattr(flags, "max_steps", None))
     finally:
         sampler.stop()
     if flags.profile:

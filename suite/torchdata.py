@@ -1,12 +1,16 @@
-"""Where synthetic batches live and in what precision: the data half of the PyTorch harness."""
+"""What a PyTorch benchmark builds (its workload and the context it is built in), where its synthetic batches
+live and in what precision: the data half of the PyTorch harness."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import itertools
+from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterator
 
 import torch
+from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
 from .errors import UsageError
@@ -14,6 +18,35 @@ from .errors import UsageError
 Batch = tuple[torch.Tensor, ...]
 MakeBatch = Callable[[torch.Generator], Batch]
 Count = Callable[[Batch], dict[str, float]]
+
+
+@dataclass
+class TorchWorkload:
+    """What a benchmark supplies: a model, a maker of synthetic batches (on the host), a loss, and
+    what a batch counts (``{"samples": n, ...}`` in the benchmark's unit; default: the batch's rows)."""
+
+    model: nn.Module
+    make_batch: MakeBatch
+    loss: Callable[[nn.Module, Batch], torch.Tensor]
+    count: Count | None = None
+    distinct_batches: int = 1  # >1 where batches differ (lengths): the device pool keeps that many
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a benchmark's build function is given: the parsed flags, this rank and its device."""
+
+    flags: argparse.Namespace
+    device: torch.device
+    rank: int
+    size: int
+
+    def data_generator(self) -> torch.Generator:
+        """A CPU generator for synthetic data, seeded per rank so replicas see different batches."""
+        return torch.Generator().manual_seed(self.flags.seed + 1 + self.rank)
+
+
+Build = Callable[[BuildContext], TorchWorkload]
 
 
 def check_precision(precision: str, device: torch.device) -> None:

@@ -59,6 +59,10 @@ def test_horovodrun_two_ranks_complete_logs_and_report(tmp_path: Path, hvd_env: 
     assert list(table["np"]) == [1, 2] and set(table["controller"]) == {controller}
     assert table.loc[0, "speedup"] == 1.0 and table.loc[1, "efficiency"] == pytest.approx(table.loc[1, "speedup"] / 2)
     assert (table["ci_low"] <= table["throughput"]).all() and (table["throughput"] <= table["ci_high"]).all()
+    # ResNet-20: 41M multiply-adds forward (He et al. 2016), 2 FLOPs each, forward + backward 3x forward
+    assert env["flops_per_sample"] == pytest.approx(3 * 2 * 40.6e6, rel=0.02)
+    assert table["tflops_per_gpu"].to_numpy() == pytest.approx((table["per_rank"] * env["flops_per_sample"] / 1e12).to_numpy())
+    assert table["peak"].str.startswith("no peak").all()  # a CPU without an entry in the peak table
     assert " 2 " in proc.stdout.split("images/s")[1]  # the table printed to the terminal has the 2-rank row
 
 

@@ -17,7 +17,7 @@ from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report import build_report
 from hvdbench.launchers.cli import main
 from hvdbench.suite.records import RecordWriter, rank_log_name
-from hvdbench.suite.spec import RunSpec, RunStatus
+from hvdbench.suite.spec import RunSpec
 
 CASES_TRIED: list[str] = []  # every case below, counted (printed by the last test)
 

@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
         if args.command in ("report", "compare"):
             return commands.report(args.dirs, args.output, warmup=args.warmup, prices=args.price,
-                                   systems=args.command == "compare")
+                                   systems=args.command == "compare", peaks=args.peaks)
         return {"topo": commands.cmd_topo, "sweep": commands.cmd_sweep, "submit": commands.cmd_submit,
                 "status": commands.cmd_status}[args.command](args)
     except HvdbenchError as exc:

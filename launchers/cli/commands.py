@@ -23,7 +23,7 @@ from ..sweep import Sweep
 
 
 def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
-           prices: Sequence[str] = (), systems: bool = False) -> int:
+           prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None) -> int:
     """Build the report of results roots and print its headline tables."""
     from hvdbench.analysis.compare import parse_prices
     from hvdbench.analysis.report import build_report
@@ -31,7 +31,7 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
     if systems and len(dirs) < 2:
         raise UsageError("hvdbench compare: give two or more results roots (one per system)")
     out = output or (Path(dirs[0]) / "report")
-    text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)))
+    text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)), peaks=peaks)
     print(text)
     print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
     return 0

@@ -82,6 +82,9 @@ def build_parser() -> Parser:
                             help="leave out exactly the first N steps of every run (default: detected)")
         report.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
                             help="price of one GPU-hour on a system, for throughput per dollar (repeatable)")
+        report.add_argument("--peaks", type=Path, default=None, metavar="FILE",
+                            help="a peak table (TOML, as analysis/peaks.toml) for GPUs or CPUs the built-in one "
+                                 "lacks; its entries are tried first")
 
     sweep = sub.add_parser("sweep", help="run every run of a sweep file on this machine (or in an allocation)",
                            description="Expand a sweep file (YAML or TOML) into runs and run them one at a time, "

@@ -1,0 +1,130 @@
+"""How well the hardware is used: achieved TFLOP/s per GPU against the device's dense peak at the run's
+precision (peaks.toml, extendable), and a collective's busbw against the nominal rate of the links its GPUs
+share (NVLink: links x 25 GB/s per direction; PCIe: generation x width). Nothing here fails for a device it
+does not know: the cell says so."""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from hvdbench.suite.errors import ReportError
+
+BUILTIN = Path(__file__).with_name("peaks.toml")
+PRECISION_COLUMN = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "amp": "fp16", "mixed_float16": "fp16",
+                    "bf16": "bf16", "mixed_bfloat16": "bf16"}
+COLUMNS = ("fp32", "tf32", "fp16", "bf16")
+NVLINK_GBS_PER_LINK = 25.0  # per direction; NVLink 2, 3 and 4 alike (V100, A100, H100)
+PCIE_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}  # per direction, after encoding
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One device model's dense peaks (TFLOP/s by precision column) and where they come from."""
+
+    name: str
+    match: tuple[str, ...]
+    tflops: dict[str, float]
+    source: str
+
+
+def load_peaks(extra: Path | None = None) -> list[Peak]:
+    """The peak table: a user's file first (its entries win), then the built-in one. A malformed file is a
+    ReportError naming the file and the entry."""
+    files = ([extra] if extra is not None else []) + [BUILTIN]
+    peaks: list[Peak] = []
+    for path in files:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ReportError(f"{path}: not a readable peak table ({exc})") from None
+        for i, entry in enumerate(data.get("device", [])):
+            peaks.append(_peak(path, i, entry))
+    return peaks
+
+
+def _peak(path: Path, index: int, entry: Any) -> Peak:
+    where = f"{path}: device[{index}]"
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise ReportError(f"{where}: expected a table with name, match, source and TFLOP/s per precision")
+    match = entry.get("match", [entry["name"]])
+    if isinstance(match, str):
+        match = [match]
+    if not isinstance(match, list) or not match or not all(isinstance(m, str) and m.strip() for m in match):
+        raise ReportError(f"{where}: match must be a non-empty list of device-name substrings")
+    unknown = sorted(set(entry) - {"name", "match", "source", *COLUMNS})
+    if unknown:
+        raise ReportError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: name, match, source, "
+                          f"{', '.join(COLUMNS)}")
+    tflops = {}
+    for column in COLUMNS:
+        value = entry.get(column)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ReportError(f"{where}: {column} must be a positive number of TFLOP/s, got {value!r}")
+        tflops[column] = float(value)
+    return Peak(entry["name"], tuple(m.lower() for m in match), tflops, str(entry.get("source", "")))
+
+
+def find_peak(peaks: Iterable[Peak], device: str | None) -> Peak | None:
+    """The first entry whose match is in the device's name (case-insensitive)."""
+    if not device:
+        return None
+    name = device.lower()
+    return next((p for p in peaks if any(m in name for m in p.match)), None)
+
+
+def peak_cell(peaks: list[Peak], device: Any, precision: Any, on_gpu: bool) -> tuple[float, str]:
+    """(peak TFLOP/s, what the cell says): the entry and source, or why there is no peak: a GPU model the
+    table lacks is "unknown peak", a CPU without an entry "no peak"."""
+    device = device if isinstance(device, str) else None
+    column = PRECISION_COLUMN.get(str(precision), "fp32")
+    peak = find_peak(peaks, device)
+    if peak is None:
+        return math.nan, ("unknown peak" if on_gpu else "no peak") + (f" ({device})" if device else "")
+    if column not in peak.tflops:
+        return math.nan, f"unknown peak: no {column} figure for {peak.name}"
+    return peak.tflops[column], f"{peak.name} {column} {peak.tflops[column]:g} TFLOP/s ({peak.source})"
+
+
+def with_peaks(table: pd.DataFrame, peaks: list[Peak]) -> pd.DataFrame:
+    """The scaling table with achieved TFLOP/s per GPU judged against the peak: peak_tflops, pct_of_peak and
+    peak (the entry used, or why none)."""
+    if table.empty:
+        return table
+    cells = [peak_cell(peaks, r.device_name, r.precision, _on_gpu(r.device_name, peaks)) for r in table.itertuples()]
+    out = table.copy()
+    out["peak_tflops"] = [c[0] for c in cells]
+    out["peak"] = pd.array([c[1] for c in cells], dtype="string")
+    out["pct_of_peak"] = out["tflops_per_gpu"] / out["peak_tflops"] * 100.0
+    return out
+
+
+def _on_gpu(device: Any, peaks: list[Peak]) -> bool:
+    """Whether a device name is a GPU's (NVIDIA's names, or any the table knows) rather than a CPU's."""
+    return isinstance(device, str) and (bool(re.search(r"nvidia|tesla|quadro|geforce|rtx", device, re.I))
+                                        or find_peak(peaks, device) is not None)
+
+
+def link_rate(placement: Any, nodes: int, pcie_gen: Any, pcie_width: Any) -> tuple[float, str] | None:
+    """The nominal per-direction rate (GB/s) of the links a single-node placement's GPUs share, and its name:
+    NV# is # NVLinks x 25 GB/s; PIX, PXB, PHB, NODE and SYS go over PCIe (generation x width, from the GPUs'
+    own link); None for several nodes or a mixed placement ("all", "auto")."""
+    if nodes != 1 or not isinstance(placement, str):
+        return None
+    if match := re.fullmatch(r"NV(\d+)", placement):
+        links = int(match.group(1))
+        return links * NVLINK_GBS_PER_LINK, f"{links} NVLinks, {links * NVLINK_GBS_PER_LINK:g} GB/s"
+    if placement in ("PIX", "PXB", "PHB", "NODE", "SYS") and not pd.isna(pcie_gen) and not pd.isna(pcie_width):
+        lane = PCIE_GBS_PER_LANE.get(int(pcie_gen))
+        if lane:
+            rate = lane * int(pcie_width)
+            return rate, f"PCIe gen{int(pcie_gen)} x{int(pcie_width)}, {rate:.1f} GB/s"
+    return None

@@ -1,0 +1,235 @@
+"""Reading rank logs for the report, the cost at cluster scale (10M step records).
+
+A log of well-formed records, the usual case, is decoded in one pass as a typed array (msgspec: step
+records straight into slotted structs, every other kind checked for its header and decoded again as a
+plain record; a step field of the wrong type fails the pass). Anything else goes the careful way: every
+record through ``records.records_of``, which finds records behind any prefix and counts what is malformed,
+then step fields checked one record at a time. Both ways give the same columns and the same counts."""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import msgspec
+import numpy as np
+
+from hvdbench.suite.records import ParseStats, decode_json, records_of
+from hvdbench.suite.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
+
+PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
+STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
+STEP_COLUMNS = ("rank", *STEP_FIELDS)
+PARALLEL_FROM = 64
+
+
+@dataclass
+class RankLog:
+    """What one rank log holds, ready for the DataFrames: step columns and the few other records."""
+
+    path: str
+    steps: dict[str, Any]
+    others: list[dict[str, Any]]
+    malformed: int = 0
+    examples: list[str] = field(default_factory=list)
+    unreadable: str | None = None
+    start: float | None = None  # the first record's monotonic time: telemetry is timed from it
+    end: float | None = None    # the last record's
+    ranks: set[tuple[int, int]] = field(default_factory=set)  # (rank, size) the records claim
+
+
+# The typed pass: the header every record has, a step's fields with their schema types (None where the careful
+# way reads an absent value the same), and the known phases; unknown fields are skipped, an unknown kind fails.
+_HEADER = [("hvdbench", int), ("rank", int), ("size", int), ("mono", Any, None)]
+_Phases = msgspec.defstruct("Phases", [(p, Optional[float], None) for p in PHASES], gc=False)
+_Step = msgspec.defstruct("Step", [*_HEADER, ("step", int), ("duration", float), ("samples", float),
+                                   ("loss", Optional[float], None), ("warmup", Optional[bool], None),
+                                   ("phases", _Phases, msgspec.field(default_factory=_Phases))],
+                           tag_field="kind", tag="step", gc=False, kw_only=True)
+_Other = tuple(msgspec.defstruct(f"Header_{kind}", _HEADER, tag_field="kind", tag=kind, gc=False, kw_only=True)
+               for kind in KINDS if kind != "step")
+_typed_decoder = msgspec.json.Decoder(list[Union[(_Step, *_Other)]])  # type: ignore[valid-type]
+_attr = {name: operator.attrgetter(name) for name in ("hvdbench", "rank", "size", "mono", "step", "duration",
+                                                       "samples", "loss", "warmup", "phases", *PHASES)}
+_NUMBERS = {int, float}
+_MARKER = MARKER.encode()
+_find_marker = operator.methodcaller("find", _MARKER)
+_get = {name: operator.methodcaller("get", name) for name in ("hvdbench", "rank", "step", "duration", "samples",
+                                                                 "loss", "warmup", "phases", *PHASES)}
+_get_rank, _get_size, _get_kind = (operator.itemgetter(key) for key in ("rank", "size", "kind"))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _steps_of(stats: ParseStats, step: np.ndarray, duration: np.ndarray, samples: np.ndarray,
+              loss_ok: np.ndarray) -> np.ndarray:
+    """Which step records to keep: an integer step, a finite positive duration, finite samples >= 0 and a
+    numeric (or absent) loss, the first of each step index; the rest counted with an example."""
+    with np.errstate(invalid="ignore"):
+        valid = (~np.isnan(step) & np.isfinite(duration) & (duration > 0) & np.isfinite(samples) & (samples >= 0)
+                 & loss_ok)
+    bad = int((~valid).sum())
+    keep = np.zeros(len(step), dtype=bool)
+    if valid.any():
+        positions = np.flatnonzero(valid)
+        _, first = np.unique(step[positions], return_index=True)
+        keep[positions[first]] = True
+    repeated = int(valid.sum() - keep.sum())
+    if bad:
+        stats.malformed += bad
+        stats.examples.append(f"{bad} step record(s) without an integer step, a finite positive duration and "
+                              "numeric samples and loss")
+    if repeated:
+        stats.malformed += repeated
+        stats.examples.append(f"{repeated} step record(s) repeat a step index already read (the first kept)")
+    return keep
+
+
+def _others(records: list[dict[str, Any]], stats: ParseStats) -> list[dict[str, Any]]:
+    """Records other than steps whose declared fields have their declared types (the rest counted)."""
+    typed = []
+    for rec in records:
+        problem = type_problem(rec)
+        if problem:
+            stats.malformed += 1
+            stats.examples.append(problem)
+        else:
+            typed.append(rec)
+    return typed
+
+
+def _floats(values: list[Any], types: set[type]) -> np.ndarray | None:
+    """``values`` as floats (None as NaN) where each is of ``types``, else None. One C-level pass for the
+    check and one for the conversion: per-record Python code is what costs at 10M records."""
+    return np.array(values, dtype=float) if set(map(type, values)) <= types else None
+
+
+def _careful_arrays(steps: list[dict[str, Any]]) -> tuple[np.ndarray, ...]:
+    """step, duration, samples and whether the loss is numeric, for every step record (NaN where a value is
+    not of its type): vectorised where each field has its type throughout, one record at a time where not."""
+    fields = {name: list(map(_get[name], steps)) for name in ("step", "duration", "samples", "loss")}
+    step = _floats(fields["step"], {int})
+    duration = _floats(fields["duration"], _NUMBERS)
+    samples = _floats(fields["samples"], _NUMBERS)
+    if step is not None and duration is not None and samples is not None \
+            and _floats(fields["loss"], _NUMBERS | {type(None)}) is not None:
+        return step, duration, samples, np.ones(len(steps), dtype=bool)
+    step = np.array([v if type(v) is int else np.nan for v in fields["step"]], dtype=float)
+    duration = np.array([v if _number(v) else np.nan for v in fields["duration"]], dtype=float)
+    samples = np.array([v if _number(v) else np.nan for v in fields["samples"]], dtype=float)
+    loss_ok = np.array([v is None or type(v) in _NUMBERS for v in fields["loss"]], dtype=bool)
+    return step, duration, samples, loss_ok
+
+
+def _phase_column(values: list[Any]) -> np.ndarray:
+    typed = _floats(values, _NUMBERS | {type(None)})
+    return typed if typed is not None else np.array([v if type(v) in _NUMBERS else np.nan for v in values],
+                                                    dtype=float)
+
+
+def _columns(good: list[Any], get: dict[str, Callable[[Any], Any]], step: np.ndarray, duration: np.ndarray,
+             samples: np.ndarray, phases: list[Any]) -> dict[str, np.ndarray]:
+    """The step columns of the kept records (``get``: each field's accessor), with a column for each phase
+    (``--breakdown``) some record has (NaN where a record lacks it or holds a non-number)."""
+    columns = {"rank": np.fromiter(map(get["rank"], good), dtype=np.int64, count=len(good)),
+               "step": step.astype(np.int64),
+               "warmup": np.fromiter(map(bool, map(get["warmup"], good)), dtype=bool, count=len(good)),
+               "duration": duration, "samples": samples,
+               "loss": np.array(list(map(get["loss"], good)), dtype=float)}
+    for phase in PHASES:
+        values = list(map(get[phase], phases))
+        if values.count(None) != len(values):
+            columns[phase] = _phase_column(values)
+    return columns
+
+
+def _record_lines(data: bytes) -> tuple[list[bytes], int]:
+    """The record lines of a log's bytes (from the marker on) and how many other non-blank lines it has.
+    A log that is all records (the harness writes one record per line) is split without a look at a line."""
+    body = data.rstrip(b"\r\n")
+    if body.startswith(_MARKER) and body.count(b"\n") == body.count(b"\n" + _MARKER):
+        return body.split(b"\n"), 0
+    lines = data.splitlines()
+    payload = [line[start:] for line, start in zip(lines, map(_find_marker, lines)) if start >= 0]
+    return payload, sum(1 for line in lines if line.strip()) - len(payload)
+
+
+def _typed_pass(path: Path, data: bytes, stats: ParseStats) -> RankLog | None:
+    """A log of well-formed records of this schema version in one typed pass, else None."""
+    payload, other = _record_lines(data)
+    try:
+        items = _typed_decoder.decode(b"[" + b",".join(payload) + b"]")
+    except msgspec.DecodeError:  # malformed JSON or UTF-8, an unknown kind, a field of the wrong type
+        return None
+    if len(items) != len(payload) or set(map(_attr["hvdbench"], items)) - {SCHEMA_VERSION}:
+        return None
+    stats.records += len(items)
+    stats.other_lines += other
+    is_step = list(map(operator.is_, map(type, items), repeat(_Step)))
+    steps = list(compress(items, is_step))
+    step, duration, samples = (np.fromiter(map(_attr[name], steps), dtype=float, count=len(steps))
+                               for name in ("step", "duration", "samples"))
+    keep = _steps_of(stats, step, duration, samples, np.ones(len(steps), dtype=bool))
+    good = list(compress(steps, keep))
+    phases = list(map(_attr["phases"], good)) if b'"phases"' in data else []
+    columns = _columns(good, _attr, step[keep], duration[keep], samples[keep], phases)
+    others = _others([decode_json(line) for line in compress(payload, map(operator.not_, is_step))], stats)
+    ranks, sizes = set(map(_attr["rank"], items)), set(map(_attr["size"], items))
+    return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3],
+                   ranks={(r, n) for r, n in zip(ranks, sizes)} if len(ranks) == len(sizes) == 1
+                   else set(zip(map(_attr["rank"], items), map(_attr["size"], items))),
+                   start=_mono(items[0].mono if items else None), end=_mono(items[-1].mono if items else None))
+
+
+def _mono(value: Any) -> float | None:
+    return value if _number(value) else None
+
+
+def read_log(path: Path) -> RankLog:
+    """One rank log: records of this schema version, step records as columns (first of each step index
+    kept), anything malformed counted with examples."""
+    stats = ParseStats()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return RankLog(str(path), {}, [], unreadable=f"unreadable: {exc.strerror}")
+    fast = _typed_pass(path, data, stats)
+    if fast is not None:
+        return fast
+    records = records_of(data.decode("utf-8", errors="replace").splitlines(), stats)
+    versions = set(map(_get["hvdbench"], records)) - {SCHEMA_VERSION}
+    if versions:
+        stats.malformed += sum(rec.get("hvdbench") != SCHEMA_VERSION for rec in records)
+        stats.examples.insert(0, f"record schema version {sorted(map(str, versions))} "
+                                 f"(this hvdbench reads version {SCHEMA_VERSION}); those records skipped")
+        records = [rec for rec in records if rec.get("hvdbench") == SCHEMA_VERSION]
+    is_step = list(map("step".__eq__, map(_get_kind, records)))
+    steps = list(compress(records, is_step))
+    step, duration, samples, loss_ok = _careful_arrays(steps)
+    keep = _steps_of(stats, step, duration, samples, loss_ok)
+    good = list(compress(steps, keep))
+    phases = [p if type(p) is dict else {} for p in map(_get["phases"], good)]
+    columns = _columns(good, _get, step[keep], duration[keep], samples[keep], phases)
+    others = _others(list(compress(records, map(operator.not_, is_step))), stats)
+    return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3],
+                   ranks=set(zip(map(_get_rank, records), map(_get_size, records))),
+                   start=_mono(records[0].get("mono") if records else None),
+                   end=_mono(records[-1].get("mono") if records else None))
+
+
+def read_all(paths: list[Path]) -> list[RankLog]:
+    """Every log, in two processes when there are many (parsing JSON is the cost at cluster scale)."""
+    if len(paths) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+        return [read_log(p) for p in paths]
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(os.cpu_count() or 2, 8)
+    with ProcessPoolExecutor(workers) as pool:
+        return list(pool.map(read_log, paths, chunksize=max(1, len(paths) // (workers * 4))))

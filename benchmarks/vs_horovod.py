@@ -1,0 +1,128 @@
+"""The harness against what users run instead: Horovod's own examples/pytorch/pytorch_synthetic_benchmark.py
+(give its path; it comes with Horovod's repository and needs torchvision), hvdbench's suite/imagenet.py with the
+same model, batch and threads, and "bare": hvdbench's model in Horovod's loop (zero_grad, forward, cross-entropy,
+backward, plain SGD step through hvd.DistributedOptimizer on one fixed batch, timed 10 batches at a time), which
+separates the model from the loop. Variants run in alternated rounds, one process each, so drift of the machine
+falls on all alike; each round's hvdbench/reference ratio is kept and the median ratio gets a 95% interval.
+
+    python benchmarks/vs_horovod.py --horovod-script ~/horovod/examples/pytorch/pytorch_synthetic_benchmark.py \\
+        --model resnet50 --batch-size 64 --rounds 10           # on a GPU node
+    python benchmarks/vs_horovod.py --model resnet50 --batch-size 8 --threads 2 --rounds 12   # CPU, no torchvision
+
+hvdbench variants: "hvdbench" as a user runs it, "hvdbench-quiet" without telemetry (--telemetry-interval 0).
+"bare-momentum" is the bare loop with SGD momentum 0.9, as hvdbench trains (Horovod's script has none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+BARE = r"""
+import sys, timeit, torch, torch.nn.functional as F, horovod.torch as hvd
+from hvdbench.suite.models.imagenet import imagenet_model
+model_name, batch, warmup, iters, threads, cuda = sys.argv[1], *map(int, sys.argv[2:7])
+momentum = float(sys.argv[7])
+hvd.init()
+if threads:
+    torch.set_num_threads(threads)
+device = torch.device(f"cuda:{hvd.local_rank()}" if cuda else "cpu")
+torch.backends.cudnn.benchmark = True
+model = imagenet_model(model_name).to(device)
+optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01, momentum=momentum),
+                                     named_parameters=model.named_parameters())
+side = 299 if model_name == "inception_v3" else 224
+data, target = torch.randn(batch, 3, side, side, device=device), torch.randint(0, 1000, (batch,), device=device)
+def step():
+    optimizer.zero_grad()
+    out = model(data)
+    F.cross_entropy(out[0] if isinstance(out, tuple) else out, target).backward()
+    optimizer.step()
+timeit.timeit(step, number=warmup)
+rates = [batch * 10 / timeit.timeit(step, number=10) for _ in range(iters)]
+print(f"Img/sec per device: {sum(rates) / len(rates):.3f}")
+"""
+RATE = {"horovod": re.compile(r"Img/sec per (?:CPU|GPU|XPU): ([0-9.]+)"),
+        "bare": re.compile(r"Img/sec per device: ([0-9.]+)"),
+        "hvdbench": re.compile(r"rank\(s\), ([0-9,.]+) images/s total")}
+
+
+def command(variant: str, args: argparse.Namespace, log_dir: Path) -> list[str]:
+    """One round of a variant: the same model, batch, warm-up and number of timed batches for all."""
+    timed = 10 * args.iters
+    if variant == "horovod":
+        return [sys.executable, str(args.horovod_script), "--model", args.model, "--batch-size", str(args.batch_size),
+                "--num-warmup-batches", str(args.warmup), "--num-batches-per-iter", "10", "--num-iters",
+                str(args.iters), *([] if args.cuda else ["--no-cuda"])]
+    if variant in ("bare", "bare-momentum"):
+        return [sys.executable, "-c", BARE, args.model, str(args.batch_size), str(args.warmup), str(args.iters),
+                str(args.threads or 0), str(int(args.cuda)), "0.9" if variant == "bare-momentum" else "0"]
+    quiet = ["--telemetry-interval", "0"] if variant == "hvdbench-quiet" else []
+    return [sys.executable, str(REPO / "suite" / "imagenet.py"), "--model", args.model, "--batch-size",
+            str(args.batch_size), "--steps", str(timed), "--warmup-steps", str(args.warmup),
+            "--device", "cuda" if args.cuda else "cpu", *(["--threads", str(args.threads)] if args.threads else []),
+            *quiet, "--log-dir", str(log_dir)]
+
+
+def one_round(variant: str, args: argparse.Namespace, scratch: Path, index: int) -> float:
+    proc = subprocess.run(command(variant, args, scratch / f"{variant}-{index}"), capture_output=True, text=True,
+                          check=False, env={**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})})
+    match = RATE[variant.split("-")[0]].search(proc.stdout)
+    if proc.returncode or match is None:
+        raise SystemExit(f"{variant} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-800:]}")
+    return float(match.group(1).replace(",", ""))
+
+
+def ratio_interval(top: list[float], bottom: list[float], n: int = 4000, seed: int = 0) -> tuple[float, float, float]:
+    """Median of the per-round ratios and a percentile-bootstrap 95% interval of it (rounds resampled)."""
+    ratios = np.array(top) / np.array(bottom)
+    rng = np.random.default_rng(seed)
+    draws = np.median(ratios[rng.integers(0, len(ratios), size=(n, len(ratios)))], axis=1)
+    low, high = np.quantile(draws, [0.025, 0.975])
+    return float(np.median(ratios)), float(low), float(high)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--horovod-script", type=Path, default=None,
+                        help="Horovod's examples/pytorch/pytorch_synthetic_benchmark.py (omitted: no horovod variant)")
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up batches of every variant")
+    parser.add_argument("--iters", type=int, default=1, help="timed batches = 10 x this, for every variant")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--variants", default="horovod,bare,bare-momentum,hvdbench,hvdbench-quiet")
+    parser.add_argument("--cuda", action="store_true", help="train on this node's first GPU")
+    args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v != "horovod" or args.horovod_script is not None]
+    rates: dict[str, list[float]] = {v: [] for v in variants}
+    with tempfile.TemporaryDirectory(prefix="hvdbench-vs-horovod-") as scratch:
+        for index in range(args.rounds):
+            for variant in variants if index % 2 == 0 else variants[::-1]:  # alternate the order too
+                rates[variant].append(one_round(variant, args, Path(scratch), index))
+            print(f"round {index + 1}: " + ", ".join(f"{v} {rates[v][-1]:.3f}" for v in variants), flush=True)
+    reference = variants[0]
+    print(f"\n{args.model}, batch {args.batch_size}, {10 * args.iters} timed batches, {args.rounds} rounds "
+          f"({'GPU' if args.cuda else f'CPU, {args.threads or os.cpu_count()} threads'}), images/s:")
+    print("| variant | median | min | max | median ratio to " + reference + " | 95% interval |")
+    print("|---|---:|---:|---:|---:|---|")
+    for variant in variants:
+        ratio, low, high = ratio_interval(rates[variant], rates[reference])
+        print(f"| {variant} | {statistics.median(rates[variant]):.3f} | {min(rates[variant]):.3f} | "
+              f"{max(rates[variant]):.3f} | {ratio:.3f} | {low:.3f} - {high:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
