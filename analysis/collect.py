@@ -27,6 +27,7 @@ RUNS_SCHEMA: dict[str, str] = {
     "parameters": "Int64", "peak_device_bytes": "float64", "peak_rss_bytes": "float64", "wall_s": "float64",
     "setup_s": "float64", "timed_steps": "Int64", "target_ci_pct": "float64", "ci_reached_pct": "float64",
     "stopped_by": "string", "flops_per_sample": "float64", "flops_counted": "string", "device_name": "string",
+    "attempts": "int64", "earlier_attempts": "string",
 }
 ADAPTIVE_FIELDS = ("target_ci_pct", "ci_reached_pct", "stopped_by")  # rank 0's summary of an adaptive run
 # Each rank's timed window, in seconds from the rank log's first record (as telemetry's t_s), and its samples.
@@ -279,6 +280,19 @@ def _steps_frame(parts: list[tuple[str, dict[str, np.ndarray]]]) -> pd.DataFrame
     return pd.DataFrame(data, copy=False)
 
 
+def _attempts(run_dir: Path) -> dict[str, Any]:
+    """How many times the run was started (its earlier attempts are kept in attempt-N/) and how each
+    earlier one ended, by its own status.json: ``attempt-1: failed (reason); ...``."""
+    earlier = sorted((p for p in run_dir.glob(f"{ATTEMPT_PREFIX}*") if p.name.removeprefix(ATTEMPT_PREFIX).isdigit()),
+                     key=lambda p: int(p.name.removeprefix(ATTEMPT_PREFIX)))
+    said = []
+    for folder in earlier:
+        status = RunStatus.read(folder)
+        said.append(f"{folder.name}: " + ("no status recorded" if status is None else
+                                          status.status + (f" ({status.message})" if status.message else "")))
+    return {"attempts": len(earlier) + 1, "earlier_attempts": "; ".join(said)}
+
+
 def collect(roots: Iterable[Path]) -> Collection:
     """Read every run under the roots: specs, rank logs, statuses. Never fails on a bad line."""
     roots = [Path(r) for r in roots]
@@ -337,6 +351,7 @@ def collect(roots: Iterable[Path]) -> Collection:
             "repeat": spec.repeat,
             "unit": (run.env or {}).get("unit", "samples"), "status": outcome.status, "reason": outcome.reason,
             "ranks_logged": logged, **_axes(spec, run.env), **run.details(recorded), **_compute(run.env),
+            **_attempts(run_dir),
         })
     steps = _steps_frame(step_parts)
     return Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),

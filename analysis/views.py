@@ -252,6 +252,12 @@ def problems(collection: Collection) -> list[tuple[str, str, list[str], list[lis
         rows += [["-", "unreadable", error] for error in collection.spec_errors]
         out.append(("Runs left out", "Failed, timed-out, cancelled or incomplete runs are listed, not counted.",
                     ["run", "status", "reason"], rows))
+    retried = collection.runs[collection.runs["attempts"] > 1]
+    if len(retried):
+        out.append(("Retried runs", "Runs started more than once (retries, resubmissions, requeues): each earlier "
+                    "attempt's logs are kept in attempt-N/ beside the run and are not counted; the last attempt is.",
+                    ["run", "status", "attempts", "earlier attempts"],
+                    [[r.run_id, r.status, str(r.attempts), r.earlier_attempts] for r in retried.itertuples()]))
     if collection.file_issues:
         out.append(("Malformed log lines", "Lines that started a record but did not hold a whole valid one; "
                     "the rest of each file was read.", ["file", "lines", "first problem"],

@@ -15,17 +15,23 @@ from typing import ClassVar, Sequence, TypeVar
 
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
+from hvdbench.suite.gpu_choice import PLACEMENT_VARIABLE
 from hvdbench.suite.spec import CONTROLLERS, RunSpec
 
 # Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter.
 ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
 PMI_PLUGINS = ("pmix", "pmi2")  # how srun wires MPI ranks inside a SLURM job (LaunchContext.pmi)
+# Open MPI's MCA parameters of each transport but auto (TRANSPORTS): -mca flags for mpirun, OMPI_MCA_* elsewhere.
+# tcp is the old fixed choice (ob1; TCP between nodes, shared memory within; verbs off).
+OPEN_MPI_TRANSPORT = {"ucx": (("pml", "ucx"), ("osc", "ucx")), "tcp": (("pml", "ob1"), ("btl", "^openib"))}
 
 
 @dataclass(frozen=True)
 class LaunchContext:
     """Where a command runs: the interpreter for the ranks, the run directory, the hosts, how to reach
-    them (ssh port and key, for horovodrun and mpirun) and, under SLURM, srun's PMI plugin."""
+    them (ssh port and key, for horovodrun and mpirun), under SLURM srun's PMI plugin, whether the
+    scheduler chose the GPUs (its CUDA_VISIBLE_DEVICES stands; the placement travels as HVDBENCH_DEVICES)
+."""
 
     python: str
     run_dir: Path
@@ -33,6 +39,7 @@ class LaunchContext:
     ssh_port: int | None = None
     ssh_identity_file: Path | None = None
     pmi: str = "pmix"
+    scheduler_gpus: bool = False
 
 
 class Launcher(ABC):
@@ -42,24 +49,47 @@ class Launcher(ABC):
     ``controllers``: the Horovod controllers it starts, its default first; ``controller_note``: why
     it starts only those; ``needs_hosts``: a run over several nodes needs a host list (else the
     scheduler places the ranks); ``task_per_rank``: inside a SLURM job each task is one rank (else the
-    job's first task starts every rank over the allocation's hosts)."""
+    job's first task starts every rank over the allocation's hosts); ``transports``: the MPI
+    transports (TRANSPORTS) it can select, ``transport_note`` why only those; ``transport_by_env``: it
+    sets them as variables (else through its own flags); ``version_command``: the argv that tells which
+    MPI its tool is, judged by ``flavour_problem`` before any run starts."""
 
     name: ClassVar[str]
     controllers: ClassVar[tuple[str, ...]] = CONTROLLERS
     controller_note: ClassVar[str] = ""
     needs_hosts: ClassVar[bool] = True
     task_per_rank: ClassVar[bool] = False
+    transports: ClassVar[tuple[str, ...]] = ("auto",)
+    transport_note: ClassVar[str] = ""
+    transport_variables: ClassVar[dict[str, tuple[tuple[str, str], ...]]] = {}
+    version_command: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         """The argv that starts every rank of spec."""
 
-    def environment(self, spec: RunSpec) -> dict[str, str]:
-        """Variables the command needs on top of the caller's: the spec's knobs and its GPUs."""
+    def environment(self, spec: RunSpec, scheduler_gpus: bool = False) -> dict[str, str]:
+        """Variables the command needs on top of the caller's: the spec's knobs and its GPUs (the
+        placement's node-physical ids; made the only visible ones unless a scheduler chose the GPUs)."""
         env = spec.env_dict
         if spec.devices is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
+            ids = ",".join(str(d) for d in spec.devices)
+            env[PLACEMENT_VARIABLE] = ids
+            if not scheduler_gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ids
+        env.update(self.transport_variables.get(spec.transport or "auto", ()))
         return env
+
+    def flavour_problem(self, version_output: str) -> str | None:
+        """Why the tool that ``version_command`` asked is not the MPI this launcher's syntax is for (None: it is)."""
+        return None
+
+    def check_transport(self, transport: str | None) -> None:
+        """A UsageError for a transport this launcher cannot select."""
+        if (transport or "auto") not in self.transports:
+            why = f" ({self.transport_note})" if self.transport_note else ""
+            raise UsageError(f"launcher {self.name} selects transport {' or '.join(self.transports)} only{why}, "
+                             f"not {transport!r}")
 
     @classmethod
     def controllers_text(cls) -> str:

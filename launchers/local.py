@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -13,15 +14,18 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 from hvdbench.suite.errors import LaunchError
+from hvdbench.suite.gpu_choice import granted, placement_problem
 from hvdbench.suite.metrics import logged_outcome
 from hvdbench.suite.spec import RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import LaunchContext, Launcher, get_launcher
 
 LAUNCHER_LOG = "launcher.log"
+RETRIED = ("failed", "timeout")  # how an attempt may end and be started again (never a cancel or Ctrl-C)
+REFUSED = "refused before start: "  # a status message that no retry can change
 
 
 _PREFIX = re.compile(r"^(\[[\d,]+\](<std(?:out|err)>)?:|\d+:)\s*")
@@ -92,7 +96,7 @@ class LocalExecutor:
 
     def __init__(self, root: Path, *, python: str = sys.executable, timeout: float = 1800.0, resume: bool = True,
                  hosts: tuple[str, ...] = ("localhost",), ssh_port: int | None = None,
-                 ssh_identity_file: Path | None = None, pmi: str = "pmix",
+                 ssh_identity_file: Path | None = None, pmi: str = "pmix", retries: int = 0, scheduler_gpus: bool | None = None,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         self.root = root
         self.python = python
@@ -100,17 +104,21 @@ class LocalExecutor:
         self.resume = resume
         self.report = report
         self.hosts, self.ssh_port, self.ssh_identity_file, self.pmi = hosts, ssh_port, ssh_identity_file, pmi
+        self.retries = retries
+        self.scheduler_gpus = scheduler_chose_gpus() if scheduler_gpus is None else scheduler_gpus
 
     def context(self, run_dir: Path) -> LaunchContext:
         """Where and how one run's command is built."""
         return LaunchContext(python=self.python, run_dir=run_dir, hosts=self.hosts, ssh_port=self.ssh_port,
-                             ssh_identity_file=self.ssh_identity_file, pmi=self.pmi)
+                             ssh_identity_file=self.ssh_identity_file, pmi=self.pmi,
+                             scheduler_gpus=self.scheduler_gpus)
 
     def describe(self, spec: RunSpec) -> str:
         """What running spec here would do: its variables and exact, shell-quoted command."""
         launcher = get_launcher(spec.launcher)
         argv = launcher.command(spec, self.context((self.root / spec.id).resolve()))
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(launcher.environment(spec).items()))
+        env = " ".join(f"{k}={shlex.quote(v)}"
+                       for k, v in sorted(launcher.environment(spec, self.scheduler_gpus).items()))
         return f"{env + ' ' if env else ''}{shlex.join(argv)}"
 
     def run_all(self, specs: Iterable[RunSpec]) -> list[RunStatus]:
@@ -129,18 +137,36 @@ class LocalExecutor:
         return results
 
     def run(self, spec: RunSpec) -> RunStatus:
-        """Run one spec in its own directory and record how it ended."""
+        """Run one spec in its own directory and record how it ended; a failed or timed-out attempt is
+        started again up to ``retries`` times, each earlier attempt kept in attempt-N/."""
         run_dir = self.root / spec.id
         if self.resume and run_dir.is_dir():
             done = completed(run_dir, spec)
             if done is not None:
                 return RunStatus("ok", done.returncode, done.seconds, "already complete, skipped")
+        for attempt in range(self.retries + 1):
+            status = self.attempt(spec, run_dir)
+            if status.status not in RETRIED or attempt == self.retries or status.message.startswith(REFUSED):
+                return status
+            self.report(f"{spec.id}: attempt {attempt + 1} {status.status} ({status.message}); "
+                        f"retrying, {self.retries - attempt} retr{'y' if self.retries - attempt == 1 else 'ies'} left")
+        return status
+
+    def attempt(self, spec: RunSpec, run_dir: Path) -> RunStatus:
+        """One attempt: what an earlier one left moved aside, the placement checked against what the
+        scheduler granted, the command run and its status written."""
         try:
             spec.write(run_dir)
             keep_earlier_attempt(run_dir)  # a rerun moves what was there aside, never deletes it
         except OSError as exc:
             raise LaunchError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
         launcher = get_launcher(spec.launcher)
+        problem = placement_problem(spec.devices, granted(os.environ), socket.gethostname()) \
+            if self.scheduler_gpus and spec.devices is not None else None
+        if problem:
+            status = RunStatus("failed", None, 0.0, f"{REFUSED}{problem}", job_id=os.environ.get("SLURM_JOB_ID"))
+            status.write(run_dir)
+            return status
         argv = launcher.command(spec, self.context(run_dir.resolve()))
         (run_dir / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
         status = self._execute(argv, launcher, spec, run_dir)
@@ -148,7 +174,7 @@ class LocalExecutor:
         return status
 
     def _execute(self, argv: list[str], launcher: Launcher, spec: RunSpec, run_dir: Path) -> RunStatus:
-        env = launch_environment(launcher, spec, self.python)
+        env = launch_environment(launcher, spec, self.python, self.scheduler_gpus)
         start = time.monotonic()
         log_path = run_dir / LAUNCHER_LOG
         job = os.environ.get("SLURM_JOB_ID")
@@ -195,10 +221,16 @@ def completed(run_dir: Path, spec: RunSpec) -> RunStatus | None:
     return recorded
 
 
-def launch_environment(launcher: Launcher, spec: RunSpec, python: str) -> dict[str, str]:
+def scheduler_chose_gpus(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process runs in a SLURM job that was granted GPUs (then SLURM's CUDA_VISIBLE_DEVICES stands)."""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get("SLURM_JOB_ID")) and granted(environ) is not None
+
+
+def launch_environment(launcher: Launcher, spec: RunSpec, python: str, scheduler_gpus: bool = False) -> dict[str, str]:
     """This process's environment with the spec's knobs and GPUs, the ranks' interpreter first on PATH,
     and Open MPI allowed to run as root (containers and CI run as root)."""
-    env = {**os.environ, **launcher.environment(spec)}
+    env = {**os.environ, **launcher.environment(spec, scheduler_gpus)}
     if os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"

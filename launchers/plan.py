@@ -194,14 +194,14 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
                                 devices=placement.devices if placement else None,
                                 cpus=_cpus(topo, placement, per_node, sweep.bind_cpus),
                                 launcher=launcher, controller=controller, env=env, repeat=repeat,
-                                system=sweep.system))
+                                system=sweep.system, transport=_transport(sweep)))
                 if sweep.baseline and not independent:
                     compute_env = tuple((k, v) for k, v in env if not k.startswith(COMM_PREFIXES))
                     for repeat in range(sweep.repeats):
                         base = RunSpec(benchmark=info.name, framework=info.framework, args=args, np=1, nodes=1,
                                        cpus=_cpus(topo, None, 1, sweep.bind_cpus), launcher=launcher,
                                        controller=controller, env=compute_env, repeat=repeat,
-                                       system=sweep.system)
+                                       system=sweep.system, transport=_transport(sweep))
                         baselines.setdefault(base.id, base)
     single = {(s.benchmark, s.args, s.launcher, s.controller) for s in specs if s.np == 1}  # 1 GPU in the sweep
     extra = [b for b in baselines.values() if (b.benchmark, b.args, b.launcher, b.controller) not in single]
@@ -209,6 +209,11 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
     # jobs) spreads over configurations instead of favouring whichever ran first; baselines lead each round
     ordered = sorted(_unique(extra + specs), key=lambda spec: spec.repeat)
     return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(skipped))
+
+
+def _transport(sweep: Sweep) -> str | None:
+    """The spec's transport: None for auto (MPI's own choice; ids of older runs unchanged)."""
+    return None if sweep.transport == "auto" else sweep.transport
 
 
 def _unique(specs: Iterable[RunSpec]) -> list[RunSpec]:

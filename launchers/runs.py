@@ -5,9 +5,11 @@ that would do it (here, or as a SLURM job); runs are executed here or submitted.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
@@ -31,19 +33,22 @@ class Executor(Protocol):
 
 def benchmark_sweep(benchmark: str, args: Sequence[str], *, np: Sequence[int], launcher: str,
                     controller: str | None, repeats: int, system: str, timeout: float,
-                    devices: Sequence[int] | None, topology: Path | None) -> Sweep:
+                    devices: Sequence[int] | None, topology: Path | None, transport: str = "auto",
+                    retries: int = 0) -> Sweep:
     """The sweep of ``hvdbench run``: one benchmark with its arguments at each rank count on this node, on
     the first N of ``devices`` where given; no baseline added (the rank counts are the user's)."""
     get_benchmark(benchmark).check(args)  # a bad benchmark flag fails here, in the benchmark's own words
     chosen = controller or default_controllers([launcher])[launcher]
     get_launcher(launcher).check_controller(chosen)
+    get_launcher(launcher).check_transport(transport)
     if devices is not None:
         too_many = [n for n in np if n > len(devices)]
         if too_many:
             raise UsageError(f"--np {','.join(map(str, too_many))} needs more GPUs than --devices "
                              f"{','.join(map(str, devices))} gives")
     return Sweep(path=Path("hvdbench run"), name="run", system=system, launchers=((launcher, chosen),),
-                 repeats=repeats, timeout=timeout, workloads=(Workload(benchmark, tuple(args)),), np=tuple(np),
+                 repeats=repeats, timeout=timeout, transport=transport, retries=retries,
+                 workloads=(Workload(benchmark, tuple(args)),), np=tuple(np),
                  placements=(tuple(devices),) if devices is not None else (), baseline=False, topology=topology)
 
 
@@ -88,9 +93,12 @@ def pin_to_hosts(planned: Plan, hosts: Sequence[str]) -> Plan:
                 planned.skipped)
 
 
-def load(file: Path, output: Path | None) -> tuple[Sweep, Plan, Path]:
-    """A sweep file, its plan and its results root (``output``, else the file's, else results/<name>)."""
+def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None) -> tuple[Sweep, Plan, Path]:
+    """A sweep file, its plan and its results root (``output``, else the file's, else results/<name>);
+    ``hosts`` (an allocation's) replace the file's."""
     sweep = load_sweep(file)
+    if hosts:
+        sweep = replace(sweep, hosts=tuple(hosts))
     return sweep, plan(sweep, sweep_topology(sweep)), output or sweep.output or Path("results") / sweep.name
 
 
@@ -106,10 +114,27 @@ def describe_plan(planned: Plan, executor: Executor, root: Path) -> Iterator[str
 
 
 def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | None = None,
-                   hosts: tuple[str, ...] | None = None) -> LocalExecutor:
+                   hosts: tuple[str, ...] | None = None, retries: int | None = None) -> LocalExecutor:
     """The executor of a sweep on this machine (or inside an allocation, with its hosts)."""
     return LocalExecutor(root, timeout=timeout or sweep.timeout, resume=resume, hosts=hosts or sweep.hosts,
-                         ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi)
+                         ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi,
+                         retries=sweep.retries if retries is None else retries)
+
+
+def check_launchers(names: Iterable[str], run: Callable[..., Any] = subprocess.run) -> None:
+    """Ask each launcher's tool which MPI it is (``mpirun --version``...) and refuse, in one line, one whose
+    syntax does not apply; a tool not on PATH here is left to the node that runs it."""
+    for name in sorted(set(names)):
+        launcher = get_launcher(name)
+        if not launcher.version_command or shutil.which(launcher.version_command[0]) is None:
+            continue
+        try:
+            out = run(list(launcher.version_command), capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise UsageError(f"launcher {name}: {' '.join(launcher.version_command)} failed ({exc})") from None
+        problem = launcher.flavour_problem(f"{out.stdout}\n{out.stderr}")
+        if problem:
+            raise UsageError(f"launcher {name}: {problem}")
 
 
 def fits_allocation(spec: RunSpec) -> bool:

@@ -15,6 +15,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,15 +24,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from hvdbench.suite.errors import HvdbenchError, LaunchError
+from hvdbench.suite.gpu_choice import granted, placement_problem
 from hvdbench.suite.metrics import Outcome, logged_outcome
 from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import LaunchContext, get_launcher, launcher_class, rank_command
-from .local import LAUNCHER_LOG, completed, failure_reason, launch_environment, tail
+from .local import (LAUNCHER_LOG, REFUSED, completed, failure_reason, launch_environment, scheduler_chose_gpus,
+                    tail)
 from .sweep import SlurmOptions
 
 JOBS_DIR = "slurm-jobs"
-ACTIVE = ("submitted", "pending", "running")
+ACTIVE = ("submitted", "pending", "running", "requeued")
 FINAL_OK = ("ok",)
 # squeue's job states -> how the run ended (or that it is still under way).
 SQUEUE_STATES = {
@@ -43,7 +46,7 @@ SQUEUE_STATES = {
 }
 
 
-def job_parameters(options: SlurmOptions, spec: RunSpec, name: str) -> dict[str, Any]:
+def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0) -> dict[str, Any]:
     """submitit's parameters for one run: nodes, one task per GPU (one task per node where the launcher
     starts every rank from the first task), GPUs per node, partition, account and the rest."""
     per_task = launcher_class(spec.launcher).task_per_rank
@@ -60,9 +63,15 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str) -> dict[str,
         "slurm_setup": list(options.setup),
         "slurm_additional_parameters": extra,
     }
-    if options.gpus:
-        # named GPUs (a placement) are node-physical ids: ask for enough GPUs to cover them
-        params["gpus_per_node"] = spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
+    if options.gpus and options.gpus_per_task:  # each task (rank) gets one GPU, whichever SLURM picks
+        params["gpus_per_task"] = f"{options.gpu_type}:1" if options.gpu_type else 1
+    elif options.gpus:
+        # named GPUs (a placement) are node-physical ids: the node to itself, and GPUs 0..the highest id asked
+        # (SLURM grants the lowest free ids; each run checks what it was granted before its ranks start)
+        count = spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
+        params["gpus_per_node"] = f"{options.gpu_type}:{count}" if options.gpu_type else count
+        if spec.devices is not None:
+            params["slurm_exclusive"] = True
     if not per_task and options.cpus_per_task is None:  # one task per node holds every rank of the node
         params["cpus_per_task"] = spec.ranks_per_node
     for key, value in (("slurm_partition", options.partition), ("slurm_account", options.account),
@@ -72,6 +81,8 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str) -> dict[str,
             params[key] = value
     if options.exclusive:
         params["slurm_exclusive"] = True
+    if retries:  # SLURM may start the job again: after a node failure or preemption, or when a run asks (run_task)
+        extra["requeue"] = True
     if options.array_parallelism:
         params["slurm_array_parallelism"] = options.array_parallelism
     return params
@@ -94,35 +105,66 @@ def _scheduler_says(job: str | None) -> str | None:
     return SQUEUE_STATES.get(out.stdout.strip().split("\n")[0]) if out.returncode == 0 else None
 
 
-def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = ()) -> int:
+def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0) -> int:
     """What a SLURM task runs: its rank (launcher srun: one task per GPU, MPI wired by PMIx) or, on the
     first task only, horovodrun/mpirun over the allocation's hosts. The first task records how the run
-    ended in status.json; SIGTERM (scancel, preemption) and SIGUSR2 (the time limit ahead) are recorded."""
+    ended in status.json; SIGTERM (scancel, preemption) and SIGUSR2 (the time limit ahead) are recorded.
+    A failed attempt with retries left requeues the job (SLURM_RESTART_COUNT counts the attempts)."""
     folder, first, job = Path(run_dir), os.environ.get("SLURM_PROCID", "0") == "0", _job_id()
     try:
-        return _run_task(RunSpec.from_dict(spec_data), folder, python, tuple(hosts), first, job)
+        return _run_task(RunSpec.from_dict(spec_data), folder, python, tuple(hosts), first, job, retries)
     except HvdbenchError as exc:  # a run that cannot start says why in its status, in one line
-        if first:
-            RunStatus("failed", None, 0.0, str(exc), job_id=job).write(folder)
+        RunStatus("failed", None, 0.0, str(exc), job_id=job).write(folder)
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return _end_task(2)
 
 
-def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None) -> int:
+def attempt_number() -> int:
+    """This job's attempt of its run, from 1 (SLURM counts restarts: requeues, node failures, preemptions)."""
+    restarts = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return int(restarts) + 1 if restarts.isdigit() else 1
+
+
+def _requeue(folder: Path, job: str | None, retries: int, status: RunStatus) -> RunStatus:
+    """Where retries are left, the job is requeued for another attempt; the status says so."""
+    attempt = attempt_number()
+    if not job or attempt > retries:
+        return status
+    try:
+        out = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return replace(status, message=f"{status.message}; requeue failed ({exc})")
+    if out.returncode != 0:
+        return replace(status, message=f"{status.message}; requeue failed ({out.stderr.strip()[:200]})")
+    return replace(status, status="requeued",
+                   message=f"attempt {attempt} of {retries + 1} failed: {status.message}; job {job} requeued")
+
+
+def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None,
+              retries: int) -> int:
     start = time.monotonic()
     launcher = get_launcher(spec.launcher)
-    if launcher.task_per_rank:
-        argv = rank_command(spec, LaunchContext(python=python, run_dir=folder))
-    elif first:
-        argv = launcher.command(spec, LaunchContext(python=python, run_dir=folder, hosts=hosts or allocation_hosts()))
-    else:
-        return 0  # the launcher on the first node starts every rank
-    env = launch_environment(launcher, spec, python)
+    scheduler_gpus = scheduler_chose_gpus()
     if first:
         spec.write(folder)
-        keep_earlier_attempt(folder)  # a resubmitted run keeps its earlier attempt's files
+        keep_earlier_attempt(folder)  # a resubmitted or requeued run keeps its earlier attempt's files
+    if scheduler_gpus and spec.devices is not None and (first or launcher.task_per_rank):
+        problem = placement_problem(spec.devices, granted(os.environ), socket.gethostname())
+        if problem:
+            raise LaunchError(f"{REFUSED}{problem}")
+    if not first and launcher.task_per_rank:
+        _await_first_task(folder, job)
+    ctx = LaunchContext(python=python, run_dir=folder, scheduler_gpus=scheduler_gpus)
+    if launcher.task_per_rank:
+        argv = rank_command(spec, ctx)
+    elif first:
+        argv = launcher.command(spec, replace(ctx, hosts=hosts or allocation_hosts()))
+    else:
+        return 0  # the launcher on the first node starts every rank
+    env = launch_environment(launcher, spec, python, scheduler_gpus)
+    if first:
         (folder / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
-        RunStatus("running", None, 0.0, f"job {job} started", job_id=job).write(folder)
+        RunStatus("running", None, 0.0, _started(job), job_id=job).write(folder)
     log = open(folder / (f"task-{os.environ.get('SLURM_PROCID', '0')}.log" if launcher.task_per_rank else LAUNCHER_LOG), "w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder)
     ending: list[tuple[str, str]] = []
@@ -134,7 +176,8 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
             state = _scheduler_says(job)
             ending.append(("preempted", f"job {job} was preempted") if state == "preempted"
                           else ("cancelled", f"job {job} was cancelled"))
-        if first:
+        recorded = RunStatus.read(folder)
+        if first and (recorded is None or recorded.status not in ("failed", "requeued")):  # a task's failure stands
             RunStatus(ending[0][0], None, time.monotonic() - start, ending[0][1], job_id=job).write(folder)
         proc.terminate()
 
@@ -146,13 +189,32 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     if ending or (returncode == 0 and not first):
         return _end_task(returncode)
     if returncode != 0:  # any task: the first one may be killed by srun before it can say why
-        RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job).write(folder)
+        status = RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job)
+        status.write(folder)
+        _requeue(folder, job, retries, status).write(folder)
         return _end_task(returncode)
     outcome = _await_outcome(folder, spec.np)
     status = (RunStatus("ok", returncode, seconds, job_id=job) if outcome.ok
               else RunStatus("failed", returncode, seconds, outcome.reason, job_id=job))
     status.write(folder)
+    if not outcome.ok:
+        _requeue(folder, job, retries, status).write(folder)
     return returncode
+
+
+def _started(job: str | None) -> str:
+    return f"job {job} started (attempt {attempt_number()})"
+
+
+def _await_first_task(folder: Path, job: str | None, limit: float = 120.0) -> None:
+    """The other tasks start their ranks once the first has moved an earlier attempt's files aside (else
+    a fast task's new log would be moved with them)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        status = RunStatus.read(folder)
+        if status is not None and status.job_id == job and status.message == _started(job):
+            return
+        time.sleep(0.2)
 
 
 def _end_task(returncode: int) -> int:
@@ -261,17 +323,63 @@ def refresh(root: Path, run: Callable[..., Any] = subprocess.run) -> dict[Path, 
     return out
 
 
+def partition_nodes(partition: str | None, run: Callable[..., Any] = subprocess.run) -> list[tuple[str, int | None]]:
+    """(node, GPUs it declares) for every node of the partition (the default one where None), from sinfo;
+    empty where sinfo cannot say (then sbatch judges)."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%G|%P"] + (["-p", partition] if partition else [])
+    try:
+        out = run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    nodes: dict[str, int | None] = {}
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        node, _, rest = line.strip().partition("|")
+        gres, _, part = rest.partition("|")
+        if partition is None and not part.endswith("*"):
+            continue  # not the default partition
+        counts = [int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", gres)]
+        nodes[node] = sum(counts) if counts else (0 if gres in ("(null)", "") else None)
+    return list(nodes.items())
+
+
+def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
+                      run: Callable[..., Any] = subprocess.run) -> str | None:
+    """Why the partition cannot hold a run (more nodes than it has, more GPUs per node than its nodes
+    declare), in one line, before anything is submitted; None where it can, or sinfo cannot say."""
+    if not specs:
+        return None
+    nodes = partition_nodes(options.partition, run)
+    if not nodes:
+        return None
+    where = f"partition {options.partition}" if options.partition else "the default partition"
+    most = max(specs, key=lambda s: s.nodes)
+    if most.nodes > len(nodes):
+        return f"run {most.id} needs {most.nodes} nodes but {where} has {len(nodes)}"
+    if options.gpus:
+        def needed(spec: RunSpec) -> int:
+            return spec.ranks_per_node if spec.devices is None else max(spec.devices) + 1
+        widest = max(specs, key=needed)
+        gpus = sorted((g for _, g in nodes if g is not None), reverse=True)
+        if gpus and len(gpus) == len(nodes):
+            enough = [g for g in gpus if g >= needed(widest)]
+            if len(enough) < widest.nodes:
+                return (f"run {widest.id} needs {needed(widest)} GPU(s) on each of {widest.nodes} node(s) "
+                        f"but {where}'s nodes declare {', '.join(map(str, sorted(set(gpus))))}")
+    return None
+
+
 class SlurmExecutor:
     """Submits runs as SLURM jobs through submitit; ``resume`` leaves out what is complete or queued."""
 
     def __init__(self, root: Path, options: SlurmOptions, *, name: str, python: str = sys.executable,
-                 resume: bool = True, report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
+                 resume: bool = True, retries: int = 0,
+                 report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         self.root, self.options, self.name = root, options, name
-        self.python, self.resume, self.report = python, resume, report
+        self.python, self.resume, self.retries, self.report = python, resume, retries, report
 
     def describe(self, spec: RunSpec) -> str:
         """What submitting spec would do: the job's resources and what its task(s) run."""
-        params = job_parameters(self.options, spec, self.name)
+        params = job_parameters(self.options, spec, self.name, self.retries)
         resources = " ".join(f"{k}={v}" for k, v in params.items() if v not in ([], {}, None))
         ctx = LaunchContext(python=self.python, run_dir=(self.root / spec.id).resolve(), pmi=self.options.mpi)
         each = "each task" if launcher_class(spec.launcher).task_per_rank else \
@@ -295,6 +403,9 @@ class SlurmExecutor:
         if shutil.which("sbatch") is None:
             raise LaunchError("SLURM submission needs sbatch on PATH: this machine has no SLURM client")
         todo = self.pending(specs)
+        problem = partition_problem(todo, self.options)
+        if problem:
+            raise LaunchError(problem)
         self.root.mkdir(parents=True, exist_ok=True)
         submitted: list[tuple[RunSpec, str]] = []
         groups: dict[tuple[int, int, str], list[RunSpec]] = {}
@@ -302,17 +413,17 @@ class SlurmExecutor:
             groups.setdefault((spec.nodes, spec.ranks_per_node, spec.launcher), []).append(spec)
         for group in groups.values():
             executor = submitit.AutoExecutor(folder=self.root / JOBS_DIR / "%j", cluster="slurm")
-            executor.update_parameters(**job_parameters(self.options, group[0], self.name))
+            executor.update_parameters(**job_parameters(self.options, group[0], self.name, self.retries))
             for spec in group:
                 spec.write(self.root / spec.id)
             try:
                 if self.options.array_parallelism and len(group) > 1:
                     with executor.batch():
-                        jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python)
-                                for s in group]
+                        jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python,
+                                                (), self.retries) for s in group]
                 else:
-                    jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python)
-                            for s in group]
+                    jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python,
+                                            (), self.retries) for s in group]
             except Exception as exc:  # submitit raises plain exceptions for sbatch errors
                 raise LaunchError(f"sbatch refused the job(s): {str(exc).strip().splitlines()[-1]}") from None
             for spec, job in zip(group, jobs):

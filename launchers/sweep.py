@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from hvdbench.suite.axes import AXES
-from hvdbench.suite.spec import CONTROLLERS
+from hvdbench.suite.spec import CONTROLLERS, TRANSPORTS
 from hvdbench.suite.validate import (CONSTRAINT, DIRECTIVE, HOST, NAME, PATH, SLURM_WORD, grammar_problem,
                                      number_problem, text_problem)
 
@@ -95,6 +95,8 @@ class SlurmOptions:
     mpi: str = "pmix"
     cpus_per_task: int | None = None
     mem_gb: int | None = None
+    gpus_per_task: bool = False  # one GPU per task (--gpus-per-task=1) instead of the node's GPUs per node
+    gpu_type: str | None = None  # --gpus-per-node=TYPE:N where a cluster has several GPU models
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ class Sweep:
     repeats: int = 1
     max_runs: int = 10_000
     timeout: float = 1800.0
+    transport: str = "auto"  # MPI transport of every run (TRANSPORTS), for the launchers that select one
+    retries: int = 0  # a failed or timed-out run is started again up to this many times
     target_ci: float | None = None  # adaptive run length of every training run (percent), with max_steps
     max_steps: int | None = None
     workloads: tuple[Workload, ...] = ()
@@ -192,6 +196,11 @@ class _Reader:
     def positive(self, value: Any, key: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             self.fail(key, f"expected a positive integer, got {value!r}")
+        return int(value)
+
+    def count(self, value: Any, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            self.fail(key, f"expected a whole number, 0 or more, got {value!r}")
         return int(value)
 
     def port(self, value: Any, key: str) -> int:
@@ -300,7 +309,8 @@ SET_BY_HVDBENCH = {"nodes": "its nodes", "N": "its nodes", "ntasks-per-node": "o
                    "constraint": "slurm.constraint", "C": "slurm.constraint", "mem": "slurm.mem_gb",
                    "cpus-per-task": "slurm.cpus_per_task", "c": "slurm.cpus_per_task"}
 
-_TOP = ("name", "system", "launcher", "controller", "repeats", "max_runs", "timeout", "target_ci", "max_steps",
+_TOP = ("name", "system", "launcher", "controller", "repeats", "max_runs", "timeout", "transport", "retries",
+        "target_ci", "max_steps",
         "workloads", "axes", "baseline",
         "bind_cpus", "node_gpus", "cpu_slots", "topology", "hosts", "ssh_port", "ssh_identity_file", "output",
         "slurm")
@@ -308,7 +318,7 @@ KNOB_AXES = tuple(name for name in AXES if name not in ("batch_size", "precision
 _AXES = ("np", "nodes", "gpus_per_node", "placements", "batch_size", "precision", "independent", *KNOB_AXES, "env")
 _WORKLOAD = ("benchmark", "args", "batch_size", "precision")
 _SLURM = ("partition", "account", "qos", "time", "constraint", "exclusive", "directives", "setup",
-          "array_parallelism", "gpus", "mpi", "cpus_per_task", "mem_gb")
+          "array_parallelism", "gpus", "mpi", "cpus_per_task", "mem_gb", "gpus_per_task", "gpu_type")
 
 
 def launcher_pairs(reader: _Reader, launchers: tuple[str, ...], controllers: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -351,7 +361,8 @@ def load_sweep(path: Path) -> Sweep:
         path=path, name=top.get("name", top.text, path.stem), system=top.get("system", top.text, "local"),
         launchers=pairs,
         repeats=top.get("repeats", top.positive, 1), max_runs=top.get("max_runs", top.positive, 10_000),
-        timeout=top.get("timeout", top.seconds, 1800.0), target_ci=top.get("target_ci", top.percent, None),
+        timeout=top.get("timeout", top.seconds, 1800.0), transport=top.get("transport", top.choice(TRANSPORTS), "auto"),
+        retries=top.get("retries", top.count, 0), target_ci=top.get("target_ci", top.percent, None),
         max_steps=top.get("max_steps", top.positive, None),
         workloads=tuple(workloads), np=axes.many("np", axes.positive), nodes=axes.many("nodes", axes.positive),
         gpus_per_node=axes.many("gpus_per_node", axes.positive),
@@ -377,7 +388,9 @@ def load_sweep(path: Path) -> Sweep:
             array_parallelism=slurm.get("array_parallelism", slurm.positive, None),
             gpus=slurm.get("gpus", slurm.flag, True), mpi=slurm.get("mpi", slurm.choice(PMI_PLUGINS), "pmix"),
             cpus_per_task=slurm.get("cpus_per_task", slurm.positive, None),
-            mem_gb=slurm.get("mem_gb", slurm.positive, None)),
+            mem_gb=slurm.get("mem_gb", slurm.positive, None),
+            gpus_per_task=slurm.get("gpus_per_task", slurm.flag, False),
+            gpu_type=slurm.get("gpu_type", slurm.grammar(SLURM_WORD, "a GRES type such as a100"), None)),
     )
     if not NAME.match(sweep.name):
         top.fail("name", f"{sweep.name[:60]!r} names the results directory and the jobs: letters, digits and ._- "
@@ -387,6 +400,14 @@ def load_sweep(path: Path) -> Sweep:
         if option in SET_BY_HVDBENCH:
             slurm.fail(f"slurm.directives[{i}]", f"--{option} is set by hvdbench from each run "
                                                  f"({SET_BY_HVDBENCH[option]}); remove it")
+    for name, _ in sweep.launchers:
+        if sweep.transport not in launcher_class(name).transports:
+            cls = launcher_class(name)
+            top.fail("transport", f"launcher {name} selects {' or '.join(cls.transports)} only"
+                                  + (f" ({cls.transport_note})" if cls.transport_note else ""))
+    if sweep.slurm.gpus_per_task and sweep.placements:
+        slurm.fail("slurm.gpus_per_task", "gives each task whichever GPU SLURM picks, so axes.placements cannot "
+                                          "hold; remove one of them")
     if sweep.max_steps is not None and sweep.target_ci is None:
         top.fail("max_steps", "applies with target_ci (a fixed-length run takes its --steps)")
     if not (sweep.np or sweep.nodes or sweep.gpus_per_node):

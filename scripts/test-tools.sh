@@ -3,7 +3,8 @@
 #   chromium                      the HTML report rendered in a real browser
 #   slurm-wlm, munge, libpmix-dev a single-host SLURM cluster (slurmctld + slurmd, srun --mpi=pmix)
 #   openssh-server/-client        a second "host" on loopback for multi-node runs
-#   iproute2                      a host with its own name and address (network namespace) for MPI
+#   iproute2, util-linux          hosts and SLURM nodes with their own name and address (network, UTS,
+#                                 mount namespaces) for MPI and the two-node GPU cluster
 # Elsewhere the tests that need them say so and skip.
 set -euo pipefail
 need=()
@@ -18,6 +19,8 @@ have sshd || need+=(openssh-server)
 have ssh || need+=(openssh-client)
 have ssh-keygen || need+=(openssh-client)
 have ip || need+=(iproute2)
+have nsenter || need+=(util-linux)
+have unshare || need+=(util-linux)
 if ((${#need[@]})); then
     mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then

@@ -106,6 +106,24 @@ def _call(hvd: Any, name: str) -> int | None:
         return None
 
 
+_MCA_COMPONENT = re.compile(r"mca_(pml|btl|mtl|osc)_(\w+)\.so")
+
+
+def mpi_components(maps: str | None = None) -> dict[str, list[str]] | None:
+    """The Open MPI transport components loaded in this process (read from /proc/self/maps after MPI
+    started: Open MPI unloads the components it did not select), e.g. ``{"pml": ["ucx"], "btl": [...]}``;
+    None where no MPI runs in this process (Gloo) or the system cannot say."""
+    if maps is None:
+        try:
+            maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    found: dict[str, set[str]] = {}
+    for match in _MCA_COMPONENT.finditer(maps):
+        found.setdefault(match.group(1), set()).add(match.group(2))
+    return {kind: sorted(names) for kind, names in sorted(found.items())} or None
+
+
 def base_environment() -> dict[str, Any]:
     """Host, CPU, OS, Python, MPI and the relevant variables; no framework needed."""
     return {
@@ -117,5 +135,6 @@ def base_environment() -> dict[str, Any]:
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "python": sys.version.split()[0],
         "mpi": mpi_info(),
+        "mpi_components": mpi_components(),
         "variables": relevant_variables(),
     }

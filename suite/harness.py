@@ -25,6 +25,7 @@ from .axes import without
 from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
 from .flops import flops_of
+from .gpu_choice import choice_record
 from .gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
 from .records import RecordWriter, rank_log_name
 from .errors import SpecError
@@ -208,6 +209,7 @@ class Session:
         """The env record's common fields: run id, device, NVML, GPU, Horovod, host, MPI and variables."""
         return {"run_id": self.run_id, "device": self.backend.device_info(self.device), "nvml": self.nvml.driver(),
                 "gpu": self.nvml.static(self.gpu_handle) if self.gpu_handle is not None else None,
+                "gpu_choice": choice_record(self.runtime.local_rank),
                 "horovod": horovod_info(self.hvd), **base_environment()}
 
     def sampler(self) -> TelemetrySampler:

@@ -19,6 +19,7 @@ from torch import nn
 
 from . import harness
 from .errors import UsageError
+from .gpu_choice import choose_gpu
 from .records import RecordWriter
 from .timing import HorovodObjects, StepOutcome
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
@@ -48,17 +49,15 @@ class TorchRuntime(HorovodObjects):
 
 
 def pick_device(choice: str, local_rank: int) -> torch.device:
-    """Pin this rank to the GPU of its local rank (within CUDA_VISIBLE_DEVICES), or the CPU."""
+    """Pin this rank to its GPU (suite/gpu_choice.py: its placement's, its local rank's or the only one
+    visible), or the CPU."""
     if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is visible to this process")
-    count = torch.cuda.device_count()
-    if local_rank >= count:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
-        raise UsageError(f"local rank {local_rank} has no GPU: {count} visible (CUDA_VISIBLE_DEVICES={visible})")
-    torch.cuda.set_device(local_rank)
-    return torch.device("cuda", local_rank)
+    index = choose_gpu(local_rank, count=torch.cuda.device_count()).cuda_index
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
 
 
 def set_threads(flags: argparse.Namespace, local_size: int) -> int:

@@ -120,6 +120,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("device", "dict", "the framework's view of the device: type, name, capability, bus id, versions"),
         Field("nvml", "dict", "driver and CUDA driver versions, or why NVML is absent"),
         Field("gpu", "dict", "NVML facts of this rank's GPU (GPU_FACTS), null on the CPU"),
+        Field("gpu_choice", "dict", "the GPU this rank was given and why (suite/gpu_choice.py): cuda_index, physical "
+                                    "id, how, CUDA_VISIBLE_DEVICES, SLURM's grant, placement; or the problem"),
         Field("horovod", "dict", "Horovod version, build, controller, rank layout"),
         Field("pid", "int", "process id"),
         Field("os", "str", "platform string"),
@@ -128,6 +130,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("affinity", "list", "CPUs this process may run on"),
         Field("python", "str", "Python version"),
         Field("mpi", "dict", "MPI on PATH: mpirun's first line, implementation, version"),
+        Field("mpi_components", "dict", "Open MPI transport components in use by this rank (pml, btl, mtl, osc: "
+                                        "what MPI init kept loaded), null where the rank runs no MPI"),
         Field("variables", "dict", "HOROVOD_*, NCCL_*, UCX_*, OMPI_*, SLURM_*, CUDA_* variables"),
     )),
     Kind("phase", "the start of warm-up or of the timed steps", (

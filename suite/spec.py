@@ -19,8 +19,11 @@ ATTEMPT_PREFIX = "attempt-"  # earlier attempts of a run, moved aside by a rerun
 RANK_FILES = ("rank-*.jsonl", "trace-rank*.json", "tf-profile-rank*")
 ATTEMPT_FILES = (*RANK_FILES, "timeline*.json", STATUS_FILE, "launcher.log", "task-*.log", "command.sh")
 CONTROLLERS = ("gloo", "mpi")
+# How MPI moves bytes: auto (MPI's own choice, UCX where built in), ucx (required), tcp (Open MPI's ob1 with
+# TCP between nodes and shared memory within; no UCX, no verbs). A spec stores None for auto.
+TRANSPORTS = ("auto", "ucx", "tcp")
 # Fields added after ids were first published: they enter the id only when set, so older runs keep theirs.
-_HASHED_WHEN_SET = ("cpus", "host")
+_HASHED_WHEN_SET = ("cpus", "host", "transport")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class RunSpec:
     repeat: int = 0
     system: str = "local"
     host: str | None = None  # pin a one-node run to this node (screening every node)
+    transport: str | None = None  # MPI transport (TRANSPORTS) where not auto
 
     def __post_init__(self) -> None:
         for name in ("benchmark", "framework", "launcher", "controller", "system"):
@@ -57,6 +61,9 @@ class RunSpec:
                             f"nodes={self.nodes}, repeat={self.repeat})")
         if self.np % self.nodes:
             raise SpecError(f"RunSpec np={self.np} is not a multiple of nodes={self.nodes}")
+        if self.transport is not None and self.transport not in TRANSPORTS[1:]:
+            raise SpecError(f"RunSpec.transport {self.transport!r} is not one of {', '.join(TRANSPORTS[1:])} "
+                            "(None: auto)")
         if self.controller not in CONTROLLERS:
             raise SpecError(f"RunSpec.controller {self.controller!r} is not one of {', '.join(CONTROLLERS)}")
         if self.devices is not None and (len(set(self.devices)) != len(self.devices) or any(
@@ -182,8 +189,11 @@ class RunStatus:
 def keep_earlier_attempt(run_dir: Path, patterns: tuple[str, ...] = ATTEMPT_FILES) -> Path | None:
     """Move what an earlier attempt left in a run directory (its files matching ``patterns``: an executor
     moves everything, a rank started by hand only rank files) into ``attempt-N/`` (N one more than the
-    last), so a rerun never deletes what was measured; the folder made, or None where there was nothing."""
+    last), so a rerun never deletes what was measured; the folder made, or None where there was nothing
+    (or only the status a submission wrote)."""
     leftovers = sorted({p for pattern in patterns for p in run_dir.glob(pattern)})
+    if leftovers == [run_dir / STATUS_FILE] and getattr(RunStatus.read(run_dir), "status", None) == "submitted":
+        return None  # a job's first start: its submission's status is no attempt
     if not leftovers:
         return None
     taken = [int(p.name.removeprefix(ATTEMPT_PREFIX)) for p in run_dir.glob(f"{ATTEMPT_PREFIX}*")

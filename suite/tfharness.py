@@ -26,6 +26,7 @@ import keras  # noqa: E402
 
 from . import harness  # noqa: E402
 from .errors import UsageError  # noqa: E402
+from .gpu_choice import choose_gpu  # noqa: E402
 from .records import RecordWriter  # noqa: E402
 from .timing import HorovodObjects, StepOutcome  # noqa: E402
 
@@ -85,20 +86,19 @@ class TFRuntime(HorovodObjects):
 
 
 
-def pin_device(choice: str, local_rank: int) -> str:
-    """Make only this rank's GPU visible to TensorFlow (growing memory), or hide every GPU."""
+def pin_device(choice: str, local_rank: int) -> tuple[str, int]:
+    """Make only this rank's GPU (suite/gpu_choice.py) visible to TensorFlow, growing memory, or hide
+    every GPU; the device and the GPU's index among the visible ones."""
     gpus = tf.config.list_physical_devices("GPU")
     if choice == "cpu" or (choice == "auto" and not gpus):
         tf.config.set_visible_devices([], "GPU")
-        return "/CPU:0"
+        return "/CPU:0", 0
     if not gpus:
         raise UsageError("--device cuda: TensorFlow sees no GPU in this process")
-    if local_rank >= len(gpus):
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
-        raise UsageError(f"local rank {local_rank} has no GPU: {len(gpus)} visible (CUDA_VISIBLE_DEVICES={visible})")
-    tf.config.set_visible_devices(gpus[local_rank], "GPU")
-    tf.config.experimental.set_memory_growth(gpus[local_rank], True)
-    return "/GPU:0"
+    index = choose_gpu(local_rank, count=len(gpus)).cuda_index
+    tf.config.set_visible_devices(gpus[index], "GPU")
+    tf.config.experimental.set_memory_growth(gpus[index], True)
+    return "/GPU:0", index
 
 
 def set_threads(flags: argparse.Namespace, local_size: int) -> dict[str, int | None]:
@@ -301,8 +301,8 @@ class TFBackend:
 
     def prepare(self, flags: argparse.Namespace, local_rank: int, local_size: int) -> tuple[str, dict[str, int | None]]:
         threads = set_threads(flags, local_size)
-        self.visible_index = local_rank  # TensorFlow sees only this GPU, as /GPU:0
-        return pin_device(flags.device, local_rank), threads
+        device, self.visible_index = pin_device(flags.device, local_rank)  # TensorFlow calls it /GPU:0
+        return device, threads
 
     def runtime(self, hvd: Any, device: str | None) -> TFRuntime:
         return TFRuntime(hvd)

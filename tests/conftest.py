@@ -87,6 +87,11 @@ class ScriptLauncher(Launcher):
                 " time.sleep(120)",
         "crash": "import sys; print('[1,1]<stderr>:ValueError: rank 1 exploded', flush=True); sys.exit(3)",
         "quiet": "pass",
+        # fails (exit 3) on its first attempt, then writes a complete 1-rank log: what a retry is for
+        "flaky": "import os, sys\nif not os.path.isdir('attempt-1'):\n    print('error: rank 0: connection reset', "
+                 "flush=True); sys.exit(3)\nfrom hvdbench.suite.records import RecordWriter\n"
+                 "with RecordWriter('rank-0.jsonl', rank=0, local_rank=0, size=1) as w:\n"
+                 "    w.write('summary', steps=1, samples=1, window_s=1.0, median_step_s=1.0, throughput=1.0)",
     }
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
@@ -125,6 +130,32 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-
     if missing:
         pytest.skip(f"a test SLURM cluster needs {', '.join(missing)} (scripts/test-tools.sh installs them as root)")
     cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield cluster
+    finally:
+        cluster.drain()
+        cluster.stop()
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
+
+
+@pytest.fixture(scope="session")
+def gpu_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real two-node SLURM cluster with 4 GPUs per node as SLURM sees them (network, UTS and mount
+    namespaces; gres.conf on device files); SLURM_CONF points at it while it runs."""
+    from gpu_cluster import missing_gpu_cluster_tools, start_gpu_cluster
+
+    missing = missing_gpu_cluster_tools()
+    if missing:
+        pytest.skip(f"a two-node test cluster needs {', '.join(missing)} (scripts/test-tools.sh installs them as root)")
+    try:
+        cluster = start_gpu_cluster(tmp_path_factory.mktemp("gpu-cluster"))
+    except (RuntimeError, OSError) as exc:  # e.g. a container without CAP_NET_ADMIN or mknod
+        pytest.skip(f"cannot start a two-node cluster here: {str(exc).splitlines()[0]}")
     saved = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
     try:

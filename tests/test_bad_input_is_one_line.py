@@ -30,7 +30,7 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], text: str) -> None:
     (["run", "cifar10", "--warmup-steps", "-1"], "--warmup-steps: must be a non-negative integer"),
     (["run", "cifar10", "--model", "resnet21"], "invalid choice: 'resnet21'"),
     (["run", "cifar10", "--np", "0,2"], "rank counts must be positive integers"),
-    (["run", "cifar10", "--launcher", "pbs"], "unknown launcher 'pbs'; known: horovodrun, mpirun"),
+    (["run", "cifar10", "--launcher", "pbs"], "unknown launcher 'pbs'; known: horovodrun, mpiexec, mpirun"),
     (["run", "cifar10", "--frobnicate"], "unrecognized arguments: --frobnicate"),
     ([], "the following arguments are required: command"),
 ])

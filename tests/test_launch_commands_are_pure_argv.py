@@ -35,17 +35,18 @@ def test_too_few_hosts_is_an_error() -> None:
         get_launcher("horovodrun").command(spec, CTX)
 
 
-def test_mpirun_uses_horovods_recommended_flags_and_exports_knobs() -> None:
+def test_mpirun_leaves_the_transport_to_open_mpi_and_exports_knobs() -> None:
     spec = RunSpec(benchmark="cifar10", np=2, launcher="mpirun", controller="mpi",
                    env=(("HOROVOD_FUSION_THRESHOLD", "0"),), devices=(2, 3))
     launcher = get_launcher("mpirun")
     argv = launcher.command(spec, CTX)
     joined = " ".join(argv)
     assert argv[:5] == ["mpirun", "-np", "2", "-H", "localhost:2"]
-    assert "-bind-to none -map-by slot -mca pml ob1 -mca btl ^openib" in joined
+    assert "-bind-to none -map-by slot -x" in joined and "pml" not in joined  # transport auto: Open MPI chooses
     for name in ("HOROVOD_FUSION_THRESHOLD", "CUDA_VISIBLE_DEVICES", "PATH", "LD_LIBRARY_PATH"):
         assert f"-x {name}" in joined
-    assert launcher.environment(spec) == {"HOROVOD_FUSION_THRESHOLD": "0", "CUDA_VISIBLE_DEVICES": "2,3"}
+    assert launcher.environment(spec) == {"HOROVOD_FUSION_THRESHOLD": "0", "CUDA_VISIBLE_DEVICES": "2,3",
+                                          "HVDBENCH_DEVICES": "2,3"}
     assert argv[-3:] == [SCRIPT, "--log-dir", "/results/x"][-3:]
 
 
@@ -55,7 +56,7 @@ def test_mpirun_refuses_the_gloo_controller() -> None:
 
 
 def test_unknown_launcher_lists_the_known_ones() -> None:
-    with pytest.raises(UsageError, match=r"unknown launcher 'pbs'; known: horovodrun, mpirun"):
+    with pytest.raises(UsageError, match=r"unknown launcher 'pbs'; known: horovodrun, mpiexec, mpirun"):
         get_launcher("pbs")
 
 

@@ -26,8 +26,10 @@ TAIL = [PY, CIFAR, "--batch-size", "32", "--log-dir", "/r/run"]
 # One row per launcher: a 2-node, 4-rank run with a Horovod knob and a NIC, its controller, the exact argv.
 GOLDEN: dict[str, tuple[str, list[str]]] = {
     "horovodrun": ("gloo", ["horovodrun", "-np", "4", "-H", "n1:2,n2:2", "--gloo", "--cycle-time-ms", "2", *TAIL]),
+    "mpiexec": ("mpi", ["mpiexec", "-n", "4", "-ppn", "2", "-hosts", "n1,n2", "-genvlist",
+                        "HOROVOD_CYCLE_TIME,LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME,PATH,PYTHONPATH", *TAIL]),
     "mpirun": ("mpi", ["mpirun", "-np", "4", "-H", "n1:2,n2:2", "-bind-to", "none", "-map-by", "slot",
-                       "-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "btl_tcp_if_include", "ib0",
+                       "-mca", "btl_tcp_if_include", "ib0",
                        "-mca", "oob_tcp_if_include", "ib0", "-x", "HOROVOD_CYCLE_TIME", "-x", "LD_LIBRARY_PATH",
                        "-x", "NCCL_SOCKET_IFNAME", "-x", "PATH", "-x", "PYTHONPATH", *TAIL]),
     "srun": ("mpi", ["srun", "--mpi=pmix", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--kill-on-bad-exit=1",
@@ -111,7 +113,7 @@ def test_horovodrun_leaves_an_odd_fusion_threshold_to_the_environment() -> None:
 def test_mpirun_has_horovods_flags_every_knob_exported_nic_and_ssh() -> None:
     ctx = LaunchContext(python=PY, run_dir=RUN_DIR, hosts=("node1", "node2"), ssh_port=2222,
                         ssh_identity_file=Path("/keys/id"))
-    argv = get_launcher("mpirun").command(_dgx_spec("mpirun"), ctx)
+    argv = get_launcher("mpirun").command(_dgx_spec("mpirun", transport="ucx"), ctx)
     assert argv[0] == "mpirun" and argv[-len(RANK):] == RANK
     options = argv[1:-len(RANK)]
     pairs, mca, i = set(), set(), 0
@@ -123,11 +125,11 @@ def test_mpirun_has_horovods_flags_every_knob_exported_nic_and_ssh() -> None:
             pairs.add(tuple(options[i:i + 2]))
             i += 2
     assert pairs == {("-np", "16"), ("-H", "node1:8,node2:8"), ("-bind-to", "none"), ("-map-by", "slot"),
-                     *{("-x", name) for name in ("CUDA_VISIBLE_DEVICES", "HOROVOD_CYCLE_TIME",
+                     *{("-x", name) for name in ("CUDA_VISIBLE_DEVICES", "HOROVOD_CYCLE_TIME", "HVDBENCH_DEVICES",
                                                  "HOROVOD_FUSION_THRESHOLD", "HOROVOD_HIERARCHICAL_ALLREDUCE",
                                                  "HOROVOD_TIMELINE", "LD_LIBRARY_PATH", "NCCL_ALGO",
                                                  "NCCL_SOCKET_IFNAME", "PATH", "PYTHONPATH")}}
-    assert mca == {("pml", "ob1"), ("btl", "^openib"), ("btl_tcp_if_include", "ib0"),
+    assert mca == {("pml", "ucx"), ("osc", "ucx"), ("btl_tcp_if_include", "ib0"),
                    ("oob_tcp_if_include", "ib0"), ("plm_rsh_args", "-p 2222 -i /keys/id")}
 
 
@@ -145,6 +147,52 @@ def test_srun_one_task_per_gpu_with_pmix_or_pmi2() -> None:
         assert set(argv[1:-len(RANK)]) == {f"--mpi={pmi}", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8",
                                            "--kill-on-bad-exit=1", "--cpu-bind=none", "--job-name=hvdbench-imagenet"}
     assert get_launcher("srun").environment(_dgx_spec("srun"))["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    # in a job granted GPUs, SLURM's CUDA_VISIBLE_DEVICES stands and the placement travels by name
+    granted = get_launcher("srun").environment(_dgx_spec("srun", transport="tcp"), scheduler_gpus=True)
+    assert "CUDA_VISIBLE_DEVICES" not in granted and granted["HVDBENCH_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert granted["OMPI_MCA_pml"] == "ob1" and granted["OMPI_MCA_btl"] == "^openib"
+
+
+@pytest.mark.parametrize("transport, mca", [(None, []), ("tcp", ["-mca", "pml", "ob1", "-mca", "btl", "^openib"]),
+                                            ("ucx", ["-mca", "pml", "ucx", "-mca", "osc", "ucx"])])
+def test_mpirun_transport_auto_leaves_open_mpi_its_choice(transport: str | None, mca: list[str]) -> None:
+    spec = RunSpec(benchmark="cifar10", np=2, launcher="mpirun", controller="mpi", transport=transport)
+    argv = get_launcher("mpirun").command(spec, LaunchContext(python=PY, run_dir=RUN_DIR))
+    assert argv[:9] == ["mpirun", "-np", "2", "-H", "localhost:2", "-bind-to", "none", "-map-by", "slot"]
+    assert argv[9:9 + len(mca)] == mca and argv[9 + len(mca)] == "-x"
+
+
+def test_mpiexec_speaks_hydra_with_ssh_and_tcp() -> None:
+    ctx = LaunchContext(python=PY, run_dir=RUN_DIR, hosts=("node1", "node2", "node3"), ssh_port=2222,
+                        ssh_identity_file=Path("/keys/id"))
+    launcher = get_launcher("mpiexec")
+    argv = launcher.command(_dgx_spec("mpiexec", transport="tcp"), ctx)
+    assert argv[:-len(RANK)] == [
+        "mpiexec", "-n", "16", "-ppn", "8", "-hosts", "node1,node2", "-bootstrap", "ssh", "-bootstrap-exec-args",
+        "-p 2222 -i /keys/id", "-genvlist", "CUDA_VISIBLE_DEVICES,FI_PROVIDER,HOROVOD_CYCLE_TIME,"
+        "HOROVOD_FUSION_THRESHOLD,HOROVOD_HIERARCHICAL_ALLREDUCE,HOROVOD_TIMELINE,HVDBENCH_DEVICES,LD_LIBRARY_PATH,"
+        "NCCL_ALGO,NCCL_SOCKET_IFNAME,PATH,PYTHONPATH,UCX_TLS"]
+    assert argv[-len(RANK):] == RANK
+    assert launcher.environment(_dgx_spec("mpiexec", transport="tcp"))["FI_PROVIDER"] == "tcp"
+    with pytest.raises(UsageError, match="launcher mpiexec selects transport auto or tcp only .* not 'ucx'"):
+        launcher.command(_dgx_spec("mpiexec", transport="ucx"), ctx)
+    with pytest.raises(UsageError, match="needs 2 node.s. but 1 host"):
+        launcher.command(_dgx_spec("mpiexec"), LaunchContext(python=PY, run_dir=RUN_DIR))
+
+
+MPICH = "HYDRA build details:\n    Version:                                 4.0.2\n"
+INTEL = "Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619\n"
+OPEN_MPI = "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/\n"
+
+
+@pytest.mark.parametrize("name, output, problem", [
+    ("mpirun", OPEN_MPI, None), ("mpirun", MPICH, "is MPICH/Intel MPI (hydra), not Open MPI: use launcher mpiexec"),
+    ("mpirun", INTEL, "use launcher mpiexec"), ("mpiexec", MPICH, None), ("mpiexec", INTEL, None),
+    ("mpiexec", OPEN_MPI, "is Open MPI's, not hydra (MPICH, Intel MPI): use launcher mpirun"),
+    ("mpiexec", "something else 1.0", "is not hydra (MPICH, Intel MPI): it says 'something else 1.0'")])
+def test_the_version_output_decides_which_mpi_syntax_applies(name: str, output: str, problem: str | None) -> None:
+    found = get_launcher(name).flavour_problem(output)
+    assert found == problem if problem is None else problem in found
 
 
 def test_srun_refuses_gloo_and_unknown_pmi() -> None:

@@ -114,8 +114,8 @@ def test_run_devices_become_one_visible_list_per_run_checked_against_the_node(tm
     ok = subprocess.run(base + ["--np", "1,2", "--devices", "2,6"], capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0
     lines = ok.stdout.splitlines()
-    assert "CUDA_VISIBLE_DEVICES=2 horovodrun -np 1" in lines[0]
-    assert "CUDA_VISIBLE_DEVICES=2,6 horovodrun -np 2" in lines[1]
+    assert "CUDA_VISIBLE_DEVICES=2 HVDBENCH_DEVICES=2 horovodrun -np 1" in lines[0]
+    assert "CUDA_VISIBLE_DEVICES=2,6 HVDBENCH_DEVICES=2,6 horovodrun -np 2" in lines[1]
     for args, text in ((["--np", "2", "--devices", "0,9"], "GPU id(s) [9] do not exist: this node has 8 GPU(s)"),
                        (["--np", "1,4", "--devices", "0,3"], "--np 4 needs more GPUs than --devices 0,3 gives"),
                        (["--np", "2", "--devices", "0,x"], "expected comma-separated GPU ids")):

@@ -108,7 +108,7 @@ HOROVOD_CYCLE_TIME = [1, 5]
      r"axes.precisions: unknown key \(did you mean 'precision'\?\); valid: np, nodes, gpus_per_node"),
     ("workloads: [cifar10]\naxes: {np: [two]}\n", r"axes.np\[0\]: expected a positive integer, got 'two'"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nrepeats: true\n", r"repeats: expected a positive integer, got True"),
-    ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: pbsdsh\n", r"launcher: 'pbsdsh' is not one of horovodrun, mpirun, srun"),
+    ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: pbsdsh\n", r"launcher: 'pbsdsh' is not one of horovodrun, mpiexec, mpirun, srun"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: srun\ncontroller: gloo\n",
      r"controller: launcher srun runs Horovod.s mpi controller only \(SLURM starts the ranks through PMI\): add controller mpi"),
     ("workloads: [cifar10]\naxes: {np: [2], env: {HOROVOD_FUSION_TRESHOLD: [1]}}\n",

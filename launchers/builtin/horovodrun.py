@@ -45,9 +45,11 @@ class Horovodrun(Launcher):
     that horovodrun has flags for become flags (the rest reach the ranks through the environment)."""
 
     name = "horovodrun"
+    transport_note = "with --mpi it passes Open MPI its own flags, ob1 over TCP; use launcher mpirun to choose"
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)
+        self.check_transport(spec.transport)
         argv = ["horovodrun", "-np", str(spec.np), "-H", host_slots(spec, ctx.hosts), f"--{spec.controller}"]
         for name, value in spec.env:
             if name in _HOROVODRUN_FLAGS:

@@ -6,30 +6,44 @@ import re
 
 from hvdbench.suite.spec import RunSpec
 
-from ..base import ALWAYS_EXPORTED, LaunchContext, Launcher, host_slots, rank_command, register, ssh_options
+from ..base import (ALWAYS_EXPORTED, OPEN_MPI_TRANSPORT, LaunchContext, Launcher, host_slots, rank_command, register,
+                    ssh_options)
 
 _PLAIN_IFACES = re.compile(r"^[\w.:-]+(,[\w.:-]+)*$")
 
 
 @register
 class Mpirun(Launcher):
-    """Open MPI's mpirun with the flags Horovod recommends; every knob exported with ``-x``; the TCP
-    interfaces of NCCL_SOCKET_IFNAME (plain names) for MPI too; ranks bound by the CPU binder, so
-    mpirun's own binding stays off."""
+    """Open MPI's mpirun; the transport as -mca flags (auto: none, Open MPI picks, UCX where built in);
+    every knob exported with ``-x``; the TCP interfaces of NCCL_SOCKET_IFNAME (plain names) for MPI too;
+    ranks bound by the CPU binder, so mpirun's own binding stays off. Inside a SLURM allocation mpirun
+    starts its daemons through srun on the hosts it is given."""
 
     name = "mpirun"
     controllers = ("mpi",)
     controller_note = "Open MPI starts the ranks"
+    transports = ("auto", "ucx", "tcp")
+    version_command = ("mpirun", "--version")
+
+    def flavour_problem(self, version_output: str) -> str | None:
+        if "Open MPI" in version_output or "OpenRTE" in version_output:
+            return None
+        if "HYDRA" in version_output or "Intel(R) MPI" in version_output:
+            return "mpirun on PATH is MPICH/Intel MPI (hydra), not Open MPI: use launcher mpiexec"
+        first = next((line.strip() for line in version_output.splitlines() if line.strip()), "nothing")
+        return f"mpirun on PATH is not Open MPI (it says {first[:80]!r})"
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)
-        argv = ["mpirun", "-np", str(spec.np), "-H", host_slots(spec, ctx.hosts),
-                "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+        self.check_transport(spec.transport)
+        argv = ["mpirun", "-np", str(spec.np), "-H", host_slots(spec, ctx.hosts), "-bind-to", "none", "-map-by", "slot"]
+        for name, value in OPEN_MPI_TRANSPORT.get(spec.transport or "auto", ()):
+            argv += ["-mca", name, value]
         iface = spec.env_dict.get("NCCL_SOCKET_IFNAME", "")
         if _PLAIN_IFACES.match(iface):
             argv += ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface]
         if ssh_options(ctx):
             argv += ["-mca", "plm_rsh_args", " ".join(ssh_options(ctx))]
-        for name in sorted({*ALWAYS_EXPORTED, *self.environment(spec)}):
+        for name in sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus)}):
             argv += ["-x", name]
         return argv + rank_command(spec, ctx)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
-from ..base import PMI_PLUGINS, LaunchContext, Launcher, rank_command, register
+from ..base import OPEN_MPI_TRANSPORT, PMI_PLUGINS, LaunchContext, Launcher, rank_command, register
 
 
 @register
 class Srun(Launcher):
     """``srun --mpi=pmix --nodes N --ntasks NP --ntasks-per-node G python script ...``.
 
-    Each task sees the node's GPUs of the allocation (or the spec's devices) and takes the one of its
-    local rank; a task that dies ends the step (``--kill-on-bad-exit``); CPU binding is the suite's.
+    Each task sees the GPUs SLURM gives it and takes its own (suite/gpu_choice.py); the transport
+    reaches Open MPI as OMPI_MCA_* variables; a task that dies ends the step (``--kill-on-bad-exit``); CPU binding is the suite's.
     """
 
     name = "srun"
@@ -21,9 +21,12 @@ class Srun(Launcher):
     controller_note = "SLURM starts the ranks through PMI"
     needs_hosts = False
     task_per_rank = True
+    transports = ("auto", "ucx", "tcp")
+    transport_variables = {name: tuple((f"OMPI_MCA_{k}", v) for k, v in pairs) for name, pairs in OPEN_MPI_TRANSPORT.items()}
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)
+        self.check_transport(spec.transport)
         if ctx.pmi not in PMI_PLUGINS:
             raise UsageError(f"srun PMI plugin {ctx.pmi!r} is not one of {', '.join(PMI_PLUGINS)}")
         where = [f"--nodelist={spec.host}"] if spec.host else []

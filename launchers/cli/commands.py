@@ -17,8 +17,8 @@ from hvdbench.suite.spec import RunStatus
 from hvdbench.suite.validate import host_problem, text_problem
 
 from ..plan import Plan, plan
-from ..runs import (Executor, benchmark_sweep, describe_plan, fits_allocation, load, local_executor, pin_to_hosts,
-                    screen_sweep, sweep_topology)
+from ..runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation, load, local_executor,
+                    pin_to_hosts, screen_sweep, sweep_topology)
 from ..sweep import Sweep
 
 
@@ -70,7 +70,9 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
             print(f"hvdbench: {len(specs) - len(fit)} run(s) need a larger allocation and are left for one",
                   file=sys.stderr)
         specs = fit
-    executor = local_executor(sweep, root, resume=args.resume, timeout=args.timeout, hosts=hosts)
+    check_launchers(spec.launcher for spec in specs)
+    executor = local_executor(sweep, root, resume=args.resume, timeout=args.timeout, hosts=hosts,
+                              retries=getattr(args, "retries", None))
     return _finish(executor.run_all(specs), root, args.report)
 
 
@@ -78,7 +80,8 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
     sweep = benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
                             controller=args.controller, repeats=args.repeats, system=args.system,
-                            timeout=args.timeout, devices=args.devices, topology=args.topology)
+                            timeout=args.timeout, devices=args.devices, topology=args.topology,
+                            transport=args.transport, retries=args.retries)
     return _run_here(sweep, plan(sweep, sweep_topology(sweep)), args.output, args)
 
 
@@ -136,7 +139,12 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Plan the sweep file and run it here (or print it)."""
-    sweep, planned, root = load(args.file, args.output)
+    if args.in_allocation and not args.dry_run:
+        from ..slurm import allocation_hosts
+
+        sweep, planned, root = load(args.file, args.output, allocation_hosts())
+    else:
+        sweep, planned, root = load(args.file, args.output)
     return _run_here(sweep, planned, root, args, in_allocation=args.in_allocation)
 
 
@@ -145,9 +153,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from ..slurm import SlurmExecutor, run_dirs
 
     sweep, planned, root = load(args.file, args.output)
-    executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun)
+    executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
+                             retries=sweep.retries if args.retries is None else args.retries)
     if args.dry_run:
         return print_plan(planned, executor, root)
+    check_launchers(spec.launcher for spec in planned.specs)
     if root.exists() and run_dirs(root) and not (args.resume or args.rerun):
         raise UsageError(f"{root} already holds runs: --resume submits only what is missing, --rerun submits all again")
     submitted = executor.submit(planned.specs)

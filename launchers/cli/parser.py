@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hvdbench.suite.catalog import BENCHMARKS
 from hvdbench.suite.flags import Parser, int_list, non_negative_int, positive_float, positive_int
-from hvdbench.suite.spec import CONTROLLERS
+from hvdbench.suite.spec import CONTROLLERS, TRANSPORTS
 from hvdbench.suite.validate import SLURM_WORD, grammar_problem, text_problem
 
 from ..base import launcher_names
@@ -56,6 +56,11 @@ def build_parser() -> Parser:
     run.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
     run.add_argument("--controller", choices=CONTROLLERS, default=None,
                      help="Horovod controller (default: the launcher's own: gloo for horovodrun, else mpi)")
+    run.add_argument("--transport", choices=TRANSPORTS, default="auto",
+                     help="MPI transport (mpirun, srun, mpiexec): auto = MPI's own choice (UCX where built in), "
+                          "ucx, or tcp (Open MPI's ob1: TCP between nodes, shared memory within)")
+    run.add_argument("--retries", type=non_negative_int, default=0, metavar="N",
+                     help="start a failed or timed-out run again up to N times (earlier attempts kept)")
     run.add_argument("--repeats", type=positive_int, default=1, help="runs of each configuration")
     run.add_argument("--system", type=label, default="local", help="label of this system in the report")
     run.add_argument("-o", "--output", type=Path, default=Path("results/local"), help="results root")
@@ -97,6 +102,8 @@ def build_parser() -> Parser:
     sweep.add_argument("--timeout", type=positive_float, default=None,
                        help="seconds before a run is killed (default: the file's)")
     sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
+    sweep.add_argument("--retries", type=non_negative_int, default=None, metavar="N",
+                       help="start a failed or timed-out run again up to N times (default: the file's retries)")
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     sweep.add_argument("--in-allocation", action="store_true",
                        help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
@@ -109,6 +116,9 @@ def build_parser() -> Parser:
     again = submit.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="submit only runs neither complete nor queued")
     again.add_argument("--rerun", action="store_true", help="submit every run again")
+    submit.add_argument("--retries", type=non_negative_int, default=None, metavar="N",
+                        help="requeue a job whose run failed up to N times; jobs are requeueable (node failure, "
+                             "preemption) (default: the file's retries)")
     submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
 
     status = sub.add_parser("status", help="each run's state from a results directory and the scheduler",

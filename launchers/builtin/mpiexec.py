@@ -1,0 +1,47 @@
+"""MPICH's and Intel MPI's mpiexec (the hydra process manager): Horovod's MPI controller."""
+
+from __future__ import annotations
+
+from hvdbench.suite.errors import UsageError
+from hvdbench.suite.spec import RunSpec
+
+from ..base import ALWAYS_EXPORTED, LaunchContext, Launcher, rank_command, register, ssh_options
+
+_TCP = (("FI_PROVIDER", "tcp"), ("UCX_TLS", "tcp,self,sm"))  # libfabric (Intel MPI, MPICH ch4:ofi) and UCX builds
+
+
+@register
+class Mpiexec(Launcher):
+    """``mpiexec -n N -ppn G -hosts a,b -genvlist NAMES python script ...`` (hydra syntax); every knob
+    exported by name; ssh's port and key through hydra's bootstrap; inside a SLURM allocation hydra
+    starts its proxies through SLURM on the hosts it is given. Transport tcp sets libfabric's and UCX's
+    provider to TCP; auto leaves the MPI's own choice."""
+
+    name = "mpiexec"
+    controllers = ("mpi",)
+    controller_note = "hydra starts the ranks"
+    transports = ("auto", "tcp")
+    transport_note = "MPICH and Intel MPI choose among fabrics by their own variables; tcp pins libfabric/UCX to TCP"
+    transport_variables = {"tcp": _TCP}
+    version_command = ("mpiexec", "--version")
+
+    def flavour_problem(self, version_output: str) -> str | None:
+        if "HYDRA" in version_output or "Intel(R) MPI" in version_output:
+            return None
+        if "Open MPI" in version_output or "OpenRTE" in version_output:
+            return "mpiexec on PATH is Open MPI's, not hydra (MPICH, Intel MPI): use launcher mpirun"
+        first = next((line.strip() for line in version_output.splitlines() if line.strip()), "nothing")
+        return f"mpiexec on PATH is not hydra (MPICH, Intel MPI): it says {first[:80]!r}"
+
+    def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
+        self.check_controller(spec.controller)
+        self.check_transport(spec.transport)
+        hosts = [spec.host] if spec.host is not None else list(ctx.hosts[: spec.nodes])
+        if len(hosts) < spec.nodes:
+            raise UsageError(f"run {spec.id} needs {spec.nodes} node(s) but {len(ctx.hosts)} host(s) were given")
+        argv = ["mpiexec", "-n", str(spec.np), "-ppn", str(spec.ranks_per_node), "-hosts", ",".join(hosts)]
+        if ssh_options(ctx):
+            argv += ["-bootstrap", "ssh", "-bootstrap-exec-args", " ".join(ssh_options(ctx))]
+        names = sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus)})
+        argv += ["-genvlist", ",".join(names)]
+        return argv + rank_command(spec, ctx)

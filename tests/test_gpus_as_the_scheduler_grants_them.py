@@ -1,0 +1,117 @@
+"""Which GPU a rank computes on, from what the launcher and SLURM gave it (suite/gpu_choice.py); runs that
+fail are started again with every attempt kept (--retries); a partition that cannot hold a run is named
+before anything is submitted. All without processes: the two-node cluster tests run the same paths for real."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hvdbench.analysis.collect import collect
+from hvdbench.analysis.views import problems
+from hvdbench.launchers.local import LocalExecutor
+from hvdbench.launchers.slurm import job_parameters, partition_problem
+from hvdbench.launchers.sweep import SlurmOptions
+from hvdbench.suite.errors import UsageError
+from hvdbench.suite.gpu_choice import choose_gpu
+from hvdbench.suite.spec import RunSpec
+
+
+@pytest.mark.parametrize("env, local_rank, index, physical, how", [
+    ({}, 1, 1, 1, "local rank"),  # nothing set: every GPU visible, CUDA order = physical
+    ({"CUDA_VISIBLE_DEVICES": "2,6"}, 1, 1, 6, "local rank"),
+    ({"CUDA_VISIBLE_DEVICES": "5"}, 3, 0, 5, "the only visible GPU"),  # --gpus-per-task=1: local rank 3 sees one
+    # SLURM with cgroups: granted physical 4,5 renumbered 0,1
+    ({"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "4,5"}, 1, 1, 5, "local rank"),
+    # a placement of physical ids among what SLURM granted (renumbered, and as the granted ids)
+    ({"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_JOB_GPUS": "4,5,6,7", "HVDBENCH_DEVICES": "4,7"}, 1, 3, 7,
+     "placement among the GPUs SLURM granted"),
+    ({"CUDA_VISIBLE_DEVICES": "4,5,6,7", "SLURM_STEP_GPUS": "4,5,6,7", "HVDBENCH_DEVICES": "6,4"}, 0, 2, 6,
+     "placement among the GPUs SLURM granted"),
+    # outside a scheduler the launcher made exactly the placement visible
+    ({"CUDA_VISIBLE_DEVICES": "0,4", "HVDBENCH_DEVICES": "0,4"}, 1, 1, 4, "placement among CUDA_VISIBLE_DEVICES"),
+])
+def test_each_rank_finds_its_gpu_among_what_it_was_given(env: dict[str, str], local_rank: int, index: int,
+                                                         physical: int, how: str) -> None:
+    choice = choose_gpu(local_rank, env, host="node1")
+    assert (choice.cuda_index, choice.physical, choice.how) == (index, physical, how)
+
+
+@pytest.mark.parametrize("env, local_rank, count, text", [
+    ({"SLURM_STEP_GPUS": "0,1", "CUDA_VISIBLE_DEVICES": "0,1", "HVDBENCH_DEVICES": "0,4"}, 0, None,
+     "placement GPU(s) 4 not among the GPUs SLURM granted on node1 (0,1)"),
+    ({"CUDA_VISIBLE_DEVICES": "0,1"}, 2, None, "local rank 2 has no GPU: 2 visible (CUDA_VISIBLE_DEVICES=0,1)"),
+    ({}, 3, 2, "local rank 3 has no GPU: 2 visible (CUDA_VISIBLE_DEVICES=unset)"),
+    ({"HVDBENCH_DEVICES": "0,4"}, 2, None, "local rank 2 has no GPU in placement 0,4"),
+    ({"CUDA_VISIBLE_DEVICES": "1,2", "HVDBENCH_DEVICES": "3"}, 0, None, "placement GPU 3 is not visible"),
+])
+def test_a_gpu_that_is_not_there_is_one_line(env: dict[str, str], local_rank: int, count: int | None,
+                                             text: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        choose_gpu(local_rank, env, count, host="node1")
+    assert text in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.usefixtures("script_launcher")
+def test_a_failed_run_is_retried_and_every_attempt_is_kept(tmp_path: Path) -> None:
+    spec = RunSpec(benchmark="cifar10", args=("flaky",), launcher="script", controller="gloo")
+    said: list[str] = []
+    status = LocalExecutor(tmp_path, retries=2, report=said.append, scheduler_gpus=False).run(spec)
+    assert status.status == "ok"
+    assert len(said) == 1 and "attempt 1 failed (error: rank 0: connection reset); retrying, 2 retries left" in said[0]
+    first = tmp_path / spec.id / "attempt-1"
+    assert "connection reset" in (first / "launcher.log").read_text() and (first / "status.json").exists()
+    runs = collect([tmp_path]).runs
+    assert runs["attempts"].tolist() == [2] and runs["status"].tolist() == ["ok"]
+    assert "attempt-1: failed (error: rank 0: connection reset)" in runs["earlier_attempts"].iloc[0]
+    sections = {title: rows for title, _, _, rows in problems(collect([tmp_path]))}
+    assert sections["Retried runs"][0][:3] == [spec.id, "ok", "2"]
+    # without retries the same failure stays a failure, and is not started again
+    again = RunSpec(benchmark="cifar10", args=("crash",), launcher="script", controller="gloo")
+    said.clear()
+    assert LocalExecutor(tmp_path, retries=0, report=said.append).run(again).status == "failed" and not said
+
+
+def test_a_placement_slurm_did_not_grant_is_refused_before_any_rank_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script_launcher: None) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_JOB_GPUS", "0,1")
+    spec = RunSpec(benchmark="cifar10", args=("quiet",), np=2, launcher="script", controller="gloo", devices=(0, 5))
+    said: list[str] = []
+    status = LocalExecutor(tmp_path, retries=3, report=said.append).run(spec)
+    assert status.status == "failed" and not said  # no retry can change what was granted
+    assert "placement GPU(s) 5 not among the GPUs SLURM granted" in status.message
+    assert not (tmp_path / spec.id / "command.sh").exists()
+
+
+def _sinfo(stdout: str):  # type: ignore[no-untyped-def]
+    return lambda argv, **_: subprocess.CompletedProcess(argv, 0, stdout, "")
+
+
+def test_a_run_the_partition_cannot_hold_is_named_before_submitting() -> None:
+    nodes = _sinfo("node1|gpu:a100:4|gpu*\nnode2|gpu:a100:4|gpu*\nlogin|(null)|cpu\n")
+    options = SlurmOptions()
+    three = RunSpec(benchmark="cifar10", np=3, nodes=3, launcher="srun", controller="mpi")
+    wide = RunSpec(benchmark="cifar10", np=16, nodes=2, launcher="srun", controller="mpi")
+    placed = RunSpec(benchmark="cifar10", np=2, launcher="srun", controller="mpi", devices=(0, 6))
+    fits = RunSpec(benchmark="cifar10", np=8, nodes=2, launcher="srun", controller="mpi")
+    assert partition_problem([fits], options, nodes) is None
+    assert f"run {three.id} needs 3 nodes but the default partition has 2" == partition_problem([three], options, nodes)
+    assert "needs 8 GPU(s) on each of 2 node(s) but the default partition's nodes declare 4" in \
+        partition_problem([wide, fits], options, nodes)
+    assert "needs 7 GPU(s)" in partition_problem([placed], options, nodes)
+    assert partition_problem([wide], SlurmOptions(gpus=False), nodes) is None  # a CPU sweep asks no GPUs
+    assert partition_problem([three], options, _sinfo("")) is None  # sinfo cannot say: sbatch judges
+
+
+def test_jobs_ask_for_what_covers_their_gpus() -> None:
+    spec = RunSpec(benchmark="cifar10", np=4, nodes=2, launcher="srun", controller="mpi")
+    assert job_parameters(SlurmOptions(), spec, "s")["gpus_per_node"] == 2
+    per_task = job_parameters(SlurmOptions(gpus_per_task=True, gpu_type="h100"), spec, "s", retries=2)
+    assert per_task["gpus_per_task"] == "h100:1" and "gpus_per_node" not in per_task
+    assert per_task["slurm_additional_parameters"]["requeue"] is True and per_task["tasks_per_node"] == 2
+    placed = job_parameters(SlurmOptions(), RunSpec(benchmark="cifar10", np=2, launcher="srun", controller="mpi",
+                                                    devices=(1, 5)), "s")
+    assert placed["gpus_per_node"] == 6 and placed["slurm_exclusive"] is True

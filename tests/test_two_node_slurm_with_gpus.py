@@ -1,0 +1,181 @@
+"""A real two-node SLURM cluster that hands out GPUs (tests/gpu_cluster.py): sweeps over 1 and 2 nodes x 1
+and 2 GPUs per node through submitit and through the sbatch template, srun and mpirun inside the
+allocation, one GPU per task, and a rank killed on node2 whose run is retried. Every rank records its
+host, Horovod's cross rank layout and the GPU SLURM gave it; the report has the node axis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hvdbench.launchers.slurm import refresh
+from hvdbench.suite.records import ParseStats, rank_log_name, read_records
+
+from conftest import BIN, REPO, hvdbench_exe
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+TINY = "[--mlp-input, '32', --mlp-widths, '32', --steps, '6', --warmup-steps, '1', --threads, '1']"
+
+
+def _sweep(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f'name: {name}\nsystem: test-gpus\ntimeout: 300\nbaseline: false\n{body}\n')
+    return path
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([hvdbench_exe(), *args], capture_output=True, text=True, timeout=300)
+
+
+def _settled(root: Path, count: int, cluster: Any, timeout: float = 420.0) -> dict[str, str]:
+    """Each run's final state once all count runs have one (ok or not)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = {d.name: s.status for d, s in refresh(root).items()}
+        if len(states) == count and not set(states.values()) & {"submitted", "pending", "running", "requeued"}:
+            return states
+        time.sleep(2.0)
+    raise AssertionError(f"runs under {root} not settled: {states}\n{cluster.log_tail()}")
+
+
+def _envs(run_dir: Path) -> list[dict[str, Any]]:
+    """Each rank's env record, in rank order."""
+    out = []
+    for rank in range(len(list(run_dir.glob("rank-*.jsonl")))):
+        records = read_records(run_dir / rank_log_name(rank), ParseStats())
+        assert [r["kind"] for r in records].count("summary") == 1, (run_dir, rank)
+        out.append(next(r for r in records if r["kind"] == "env"))
+    return out
+
+
+def _check_layout(run_dir: Path, nodes: int, per_node: int, how: str) -> None:
+    spec = json.loads((run_dir / "run.json").read_text())["spec"]
+    assert (spec["nodes"], spec["np"]) == (nodes, nodes * per_node)
+    envs = _envs(run_dir)
+    assert len(envs) == nodes * per_node
+    hosts = {e["host"] for e in envs}
+    assert len(hosts) == nodes and hosts <= {"node1", "node2"}, hosts
+    for env in envs:
+        assert env["horovod"]["layout"]["cross_size"] == nodes and env["horovod"]["layout"]["local_size"] == per_node
+        choice, variables = env["gpu_choice"], env["variables"]
+        assert choice["how"] == how and choice["physical"] in range(4), choice
+        given = variables.get("SLURM_STEP_GPUS") or variables.get("SLURM_JOB_GPUS")
+        assert given and str(choice["physical"]) in given.split(","), (choice, variables)
+        assert variables["CUDA_VISIBLE_DEVICES"] == choice["visible"]  # SLURM's, not overwritten
+    for host in {e["host"] for e in envs}:  # the ranks of one node were given distinct GPUs
+        physical = [e["gpu_choice"]["physical"] for e in envs if e["host"] == host]
+        assert len(set(physical)) == len(physical) or how == "the only visible GPU", physical
+
+
+def test_submitit_sweeps_over_nodes_and_gpus_per_node_get_the_gpus_slurm_grants(gpu_cluster: Any,
+                                                                                  tmp_path: Path) -> None:
+    started = time.monotonic()
+    grid = _sweep(tmp_path, "grid", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+                                    "axes: {nodes: [1, 2], gpus_per_node: [1, 2]}\nslurm: {time: 10, partition: gpu}")
+    per_task = _sweep(tmp_path, "per-task", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+                                            "axes: {nodes: [2], gpus_per_node: [2]}\n"
+                                            "slurm: {time: 10, gpus_per_task: true}")
+    too_big = _sweep(tmp_path, "too-big", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+                                          "axes: {nodes: [3], gpus_per_node: [1]}")
+    refused = _cli("submit", str(too_big), "-o", str(tmp_path / "never"))
+    assert refused.returncode != 0 and "needs 3 nodes but the default partition has 2" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()
+    for sweep, root in ((grid, tmp_path / "grid"), (per_task, tmp_path / "per-task")):
+        out = _cli("submit", str(sweep), "-o", str(root))
+        assert out.returncode == 0, out.stderr
+    assert set(_settled(tmp_path / "grid", 4, gpu_cluster).values()) == {"ok"}
+    assert set(_settled(tmp_path / "per-task", 1, gpu_cluster).values()) == {"ok"}
+    for run_dir in (tmp_path / "grid").glob("mlp-*"):
+        spec = json.loads((run_dir / "run.json").read_text())["spec"]
+        nodes = spec["nodes"]
+        _check_layout(run_dir, nodes, spec["np"] // nodes, "local rank" if spec["np"] // nodes > 1
+                      else "the only visible GPU")
+    _check_layout(next((tmp_path / "per-task").glob("mlp-*")), 2, 2, "the only visible GPU")
+    report = _cli("report", str(tmp_path / "grid"))
+    assert report.returncode == 0, report.stderr
+    csv = (tmp_path / "grid" / "report" / "scaling.csv").read_text().splitlines()
+    nodes_column = csv[0].split(",").index("nodes")
+    assert sorted({line.split(",")[nodes_column] for line in csv[1:]}) == ["1", "2"]
+    print(f"\n[two-node cluster] submitit sweeps: {time.monotonic() - started:.0f} s")
+
+
+def test_the_sbatch_template_runs_srun_and_mpirun_across_two_nodes(gpu_cluster: Any, tmp_path: Path) -> None:
+    started = time.monotonic()
+    sweep = _sweep(tmp_path, "in-job", f"launcher: [srun, mpirun]\ntransport: tcp\n"
+                                      f"workloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+                                      "axes: {nodes: [2], gpus_per_node: [2]}")
+    root = tmp_path / "results"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    out = subprocess.run(["sbatch", "--parsable", "--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2",
+                          f"--output={tmp_path}/job-%j.out", f"--export=ALL,HVDBENCH={BIN / 'hvdbench'}",
+                          str(REPO / "slurm" / "hvdbench.sbatch"), str(sweep), "-o", str(root)],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 420
+    while subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip() \
+            not in ("", "COMPLETED") and time.monotonic() < deadline:
+        time.sleep(2)
+    log = (tmp_path / f"job-{job}.out").read_text()
+    states = {d.name: s.status for d, s in refresh(root).items()}
+    assert sorted(states.values()) == ["ok", "ok"], f"{states}\n{log[-3000:]}\n{gpu_cluster.log_tail()}"
+    for run_dir in root.glob("mlp-*"):
+        _check_layout(run_dir, 2, 2, "local rank")
+        spec = json.loads((run_dir / "run.json").read_text())["spec"]
+        assert spec["transport"] == "tcp"
+        env0 = _envs(run_dir)[0]
+        assert env0["variables"].get("OMPI_MCA_pml") == "ob1"  # transport tcp reached Open MPI either way
+        assert (env0["mpi_components"] or {}).get("pml") == ["ob1"], env0["mpi_components"]
+    print(f"\n[two-node cluster] sbatch template, srun and mpirun: {time.monotonic() - started:.0f} s")
+
+
+def _rank_pid(rank: int, run_dir: Path) -> int | None:
+    """The process of one rank of a run (its SLURM task's child), found by its environment and command line."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(run_dir).encode() in cmdline and any(a.endswith(b"mlp.py") for a in cmdline) \
+                and f"SLURM_PROCID={rank}".encode() in environ:
+            return int(proc.name)
+    return None
+
+
+def test_a_rank_killed_on_node2_is_retried_and_nothing_measured_is_lost(gpu_cluster: Any, tmp_path: Path) -> None:
+    started = time.monotonic()
+    long = "[--mlp-input, '32', --mlp-widths, '32', --steps, '400', --warmup-steps, '1', --threads, '1']"
+    sweep = _sweep(tmp_path, "retried", f"launcher: srun\nretries: 1\nworkloads: [{{benchmark: mlp, args: {long}}}]\n"
+                                        "axes: {nodes: [2], gpus_per_node: [1]}\nslurm: {time: 10}")
+    root = tmp_path / "results"
+    assert _cli("submit", str(sweep), "-o", str(root)).returncode == 0
+    deadline = time.monotonic() + 300
+    run_dir = pid = None
+    while time.monotonic() < deadline and pid is None:
+        run_dir = next(root.glob("mlp-*"), None)
+        log = run_dir / rank_log_name(1) if run_dir else None
+        if log and log.exists() and log.read_text().count('"kind": "step"') + log.read_text().count('"kind":"step"') > 3:
+            pid = _rank_pid(1, run_dir)
+        time.sleep(0.5)
+    assert run_dir is not None and pid is not None, gpu_cluster.log_tail()
+    measured = (run_dir / rank_log_name(0)).read_text()
+    os.kill(pid, signal.SIGKILL)  # rank 1 runs on node2
+    assert set(_settled(root, 1, gpu_cluster, timeout=480).values()) == {"ok"}
+    first = run_dir / "attempt-1"
+    status = json.loads((first / "status.json").read_text())
+    assert status["status"] == "requeued" and "attempt 1 of 2 failed" in status["message"], status
+    assert (first / rank_log_name(0)).read_text().startswith(measured[:200])  # the first attempt's logs kept
+    assert {e["host"] for e in _envs(run_dir)} == {"node1", "node2"}
+    report = _cli("report", str(root))
+    assert report.returncode == 0 and "Retried runs" in (root / "report" / "report.md").read_text()
+    print(f"\n[two-node cluster] killed rank retried: {time.monotonic() - started:.0f} s")
