@@ -105,6 +105,20 @@ class Launcher(ABC):
                              f"use controller {self.controllers[0]}")
 
 
+OPEN_MPI_SAYS, HYDRA_SAYS = ("Open MPI", "OpenRTE"), ("HYDRA", "Intel(R) MPI")  # in `mpirun/mpiexec --version`
+
+
+def flavour_of(tool: str, output: str, wanted: tuple[str, ...], what: str, other: tuple[str, ...],
+               instead: str) -> str | None:
+    """None where the version output names the MPI a launcher's syntax is for; else why not, in one line."""
+    if any(word in output for word in wanted):
+        return None
+    if any(word in output for word in other):
+        return f"{tool} on PATH is {instead}"
+    first = next((line.strip() for line in output.splitlines() if line.strip()), "nothing")
+    return f"{tool} on PATH is not {what}: it says {first[:80]!r}"
+
+
 def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
     """What each rank runs: the benchmark script, its arguments and where to log; behind the CPU binder
     when the spec binds each local rank to its GPU's CPUs."""

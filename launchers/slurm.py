@@ -165,7 +165,8 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     if first:
         (folder / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
         RunStatus("running", None, 0.0, _started(job), job_id=job).write(folder)
-    log = open(folder / (f"task-{os.environ.get('SLURM_PROCID', '0')}.log" if launcher.task_per_rank else LAUNCHER_LOG), "w")
+    task_log = f"task-{os.environ.get('SLURM_PROCID', '0')}.log" if launcher.task_per_rank else LAUNCHER_LOG
+    log = open(folder / task_log, "w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder)
     ending: list[tuple[str, str]] = []
 

@@ -50,6 +50,19 @@ def missing_slurm_tools() -> list[str]:
     return missing
 
 
+# slurm.conf lines every test cluster shares: no cgroups or accounting daemon, jobs kept in squeue for 10 min
+POLICY = ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
+          "SelectTypeParameters=CR_CPU", "MpiDefault=none", "ReturnToService=2",
+          "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none", "KillWait=5",
+          "MinJobAge=600", "InactiveLimit=0")
+
+
+def start_procs(conf: Path) -> tuple[dict[str, str], list[subprocess.Popen[bytes]]]:
+    """SLURM_CONF for clients, and munged where none answers yet (the first of the cluster's daemons)."""
+    munge = start_munge()
+    return {**os.environ, "SLURM_CONF": str(conf)}, [] if munge is None else [munge]
+
+
 @dataclass
 class SlurmCluster:
     """One node named after this host with 2 CPUs, one partition; clients find it through SLURM_CONF."""
@@ -135,26 +148,12 @@ def start_slurm(root: Path) -> SlurmCluster:
         f"SlurmdPort={free_port()}",
         f"SlurmctldLogFile={root / 'slurmctld.log'}",
         f"SlurmdLogFile={root / 'slurmd.log'}",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_CPU",
-        "MpiDefault=none",
-        "ReturnToService=2",
-        "AccountingStorageType=accounting_storage/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "KillWait=5",
-        "MinJobAge=600",
-        "InactiveLimit=0",
+        *POLICY,
         f"NodeName={node} NodeAddr=127.0.0.1 CPUs={max(2, os.cpu_count() or 2)} State=UNKNOWN",
         "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         "",
     ]))
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    procs = []
-    munge = start_munge()
-    if munge is not None:
-        procs.append(munge)
+    env, procs = start_procs(conf)
     for daemon in ("slurmctld", "slurmd"):
         args = [find(daemon) or daemon, "-D", "-f", str(conf)]
         if daemon == "slurmctld":

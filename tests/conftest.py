@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pytest
 
@@ -120,16 +120,8 @@ def hvdbench_exe() -> str:
     return str(exe) if exe.exists() else shutil.which("hvdbench") or "hvdbench"
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """A real single-host SLURM cluster (munged, slurmctld, slurmd) for the session; clients reach it
-    through SLURM_CONF, set for this process and its children while it runs."""
-    from cluster import missing_slurm_tools, start_slurm
-
-    missing = missing_slurm_tools()
-    if missing:
-        pytest.skip(f"a test SLURM cluster needs {', '.join(missing)} (scripts/test-tools.sh installs them as root)")
-    cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+def _serving(cluster: Any) -> Iterator[Any]:
+    """A started cluster while the tests use it (SLURM_CONF pointing at it), drained and stopped after."""
     saved = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
     try:
@@ -141,6 +133,18 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = saved
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real single-host SLURM cluster (munged, slurmctld, slurmd) for the session; clients reach it
+    through SLURM_CONF, set for this process and its children while it runs."""
+    from cluster import missing_slurm_tools, start_slurm
+
+    missing = missing_slurm_tools()
+    if missing:
+        pytest.skip(f"a test SLURM cluster needs {', '.join(missing)} (scripts/test-tools.sh installs them as root)")
+    yield from _serving(start_slurm(tmp_path_factory.mktemp("slurm")))
 
 
 @pytest.fixture(scope="session")
@@ -156,17 +160,7 @@ def gpu_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
         cluster = start_gpu_cluster(tmp_path_factory.mktemp("gpu-cluster"))
     except (RuntimeError, OSError) as exc:  # e.g. a container without CAP_NET_ADMIN or mknod
         pytest.skip(f"cannot start a two-node cluster here: {str(exc).splitlines()[0]}")
-    saved = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    try:
-        yield cluster
-    finally:
-        cluster.drain()
-        cluster.stop()
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
+    yield from _serving(cluster)
 
 
 @pytest.fixture(scope="session")

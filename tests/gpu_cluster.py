@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster import SlurmCluster, _wait, find, free_port, missing_slurm_tools, start_munge
+from cluster import POLICY, SlurmCluster, _wait, find, free_port, missing_slurm_tools, start_procs
 
 NODE_IFACE = "hvdb0"  # the same interface name inside every node, as on a uniform cluster
 
@@ -132,18 +132,8 @@ def start_gpu_cluster(root: Path, nodes: int = 2, gpus_per_node: int = 4) -> Gpu
         f"SlurmdPort={free_port()}",
         f"SlurmctldLogFile={root / 'slurmctld.log'}",
         f"SlurmdLogFile={root / 'slurmd-%n.log'}",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_CPU",
+        *POLICY,
         "GresTypes=gpu",
-        "MpiDefault=none",
-        "ReturnToService=2",
-        "AccountingStorageType=accounting_storage/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "KillWait=5",
-        "MinJobAge=600",
-        "InactiveLimit=0",
         "JobRequeue=1",
         "AuthInfo=cred_expire=10",  # a requeued job may start again after 10 s (default 120)
         *(f"NodeName={n} NodeAddr={a} CPUs={cpus} Gres=gpu:{gpus_per_node} State=UNKNOWN"
@@ -151,11 +141,7 @@ def start_gpu_cluster(root: Path, nodes: int = 2, gpus_per_node: int = 4) -> Gpu
         "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         "",
     ]))
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    procs = []
-    munge = start_munge()
-    if munge is not None:
-        procs.append(munge)
+    env, procs = start_procs(conf)
     slurmctld, slurmd = find("slurmctld") or "slurmctld", find("slurmd") or "slurmd"
     procs.append(subprocess.Popen([slurmctld, "-D", "-c", "-f", str(conf)], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
-from ..base import ALWAYS_EXPORTED, LaunchContext, Launcher, rank_command, register, ssh_options
+from ..base import (ALWAYS_EXPORTED, HYDRA_SAYS, OPEN_MPI_SAYS, LaunchContext, Launcher, flavour_of, rank_command,
+                    register, ssh_options)
 
 _TCP = (("FI_PROVIDER", "tcp"), ("UCX_TLS", "tcp,self,sm"))  # libfabric (Intel MPI, MPICH ch4:ofi) and UCX builds
 
@@ -26,12 +27,8 @@ class Mpiexec(Launcher):
     version_command = ("mpiexec", "--version")
 
     def flavour_problem(self, version_output: str) -> str | None:
-        if "HYDRA" in version_output or "Intel(R) MPI" in version_output:
-            return None
-        if "Open MPI" in version_output or "OpenRTE" in version_output:
-            return "mpiexec on PATH is Open MPI's, not hydra (MPICH, Intel MPI): use launcher mpirun"
-        first = next((line.strip() for line in version_output.splitlines() if line.strip()), "nothing")
-        return f"mpiexec on PATH is not hydra (MPICH, Intel MPI): it says {first[:80]!r}"
+        return flavour_of("mpiexec", version_output, HYDRA_SAYS, "hydra (MPICH, Intel MPI)", OPEN_MPI_SAYS,
+                          "Open MPI's, not hydra (MPICH, Intel MPI): use launcher mpirun")
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)

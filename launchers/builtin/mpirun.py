@@ -6,8 +6,8 @@ import re
 
 from hvdbench.suite.spec import RunSpec
 
-from ..base import (ALWAYS_EXPORTED, OPEN_MPI_TRANSPORT, LaunchContext, Launcher, host_slots, rank_command, register,
-                    ssh_options)
+from ..base import (ALWAYS_EXPORTED, HYDRA_SAYS, OPEN_MPI_SAYS, OPEN_MPI_TRANSPORT, LaunchContext, Launcher,
+                    flavour_of, host_slots, rank_command, register, ssh_options)
 
 _PLAIN_IFACES = re.compile(r"^[\w.:-]+(,[\w.:-]+)*$")
 
@@ -26,12 +26,8 @@ class Mpirun(Launcher):
     version_command = ("mpirun", "--version")
 
     def flavour_problem(self, version_output: str) -> str | None:
-        if "Open MPI" in version_output or "OpenRTE" in version_output:
-            return None
-        if "HYDRA" in version_output or "Intel(R) MPI" in version_output:
-            return "mpirun on PATH is MPICH/Intel MPI (hydra), not Open MPI: use launcher mpiexec"
-        first = next((line.strip() for line in version_output.splitlines() if line.strip()), "nothing")
-        return f"mpirun on PATH is not Open MPI (it says {first[:80]!r})"
+        return flavour_of("mpirun", version_output, OPEN_MPI_SAYS, "Open MPI", HYDRA_SAYS,
+                          "MPICH/Intel MPI (hydra), not Open MPI: use launcher mpiexec")
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)
