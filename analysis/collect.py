@@ -13,7 +13,7 @@ from hvdbench.suite.axes import read_axes
 from hvdbench.suite.errors import ReportError, SpecError
 from hvdbench.suite.metrics import run_outcome
 from hvdbench.suite.schema import KINDS
-from hvdbench.suite.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus
+from hvdbench.suite.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus, earlier_attempts
 
 from .rank_logs import PHASES, read_all
 
@@ -283,8 +283,7 @@ def _steps_frame(parts: list[tuple[str, dict[str, np.ndarray]]]) -> pd.DataFrame
 def _attempts(run_dir: Path) -> dict[str, Any]:
     """How many times the run was started (its earlier attempts are kept in attempt-N/) and how each
     earlier one ended, by its own status.json: ``attempt-1: failed (reason); ...``."""
-    earlier = sorted((p for p in run_dir.glob(f"{ATTEMPT_PREFIX}*") if p.name.removeprefix(ATTEMPT_PREFIX).isdigit()),
-                     key=lambda p: int(p.name.removeprefix(ATTEMPT_PREFIX)))
+    earlier = earlier_attempts(run_dir)
     said = []
     for folder in earlier:
         status = RunStatus.read(folder)

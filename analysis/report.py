@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -106,18 +107,21 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     return Report(_intro(collection, warmup), sections, tables, plots, headline)
 
 
+def _tabled(out: list[Section], tables: dict[str, pd.DataFrame], name: str, table: pd.DataFrame, title: str,
+            text: str, rows: Callable[[pd.DataFrame], Any]) -> None:
+    """A table the report writes as ``name`` and shows as a section, where it has rows."""
+    if len(table):
+        tables[name] = table
+        out.append(Section(title, text, *rows(table)))
+
+
 def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
                     tables: dict[str, pd.DataFrame]) -> list[Section]:
     """Every knob side by side, the cross-model summary and the best configuration of each workload."""
-    out = []
-    knobs = knob_table(table, stats.attrs.get("draws", {}))
-    if len(knobs):
-        tables["knobs"] = knobs
-        out.append(Section("Every knob side by side", views.KNOB_TEXT, *views.knob_rows(knobs)))
-    cross = cross_model(table)
-    if len(cross):
-        tables["cross_model"] = cross
-        out.append(Section("Across workloads", views.CROSS_TEXT, *views.cross_rows(cross)))
+    out: list[Section] = []
+    _tabled(out, tables, "knobs", knob_table(table, stats.attrs.get("draws", {})), "Every knob side by side",
+            views.KNOB_TEXT, views.knob_rows)
+    _tabled(out, tables, "cross_model", cross_model(table), "Across workloads", views.CROSS_TEXT, views.cross_rows)
     best = best_configurations(table)
     if len(best) and (best["np"] > 1).any():
         out.append(Section("Best configuration per workload", "At the largest GPU count each workload was measured.",
@@ -127,15 +131,10 @@ def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataF
 
 def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
     """Everything else the runs recorded: the --breakdown phases, run details, the profiles' top operators."""
-    out = []
-    breakdown = breakdown_table(collection, table)
-    if len(breakdown):
-        tables["breakdown"] = breakdown
-        out.append(Section("Step breakdown", views.BREAKDOWN_TEXT, *views.breakdown_rows(breakdown)))
-    details = details_table(collection)
-    if len(details):
-        tables["details"] = details
-        out.append(Section("Run details", views.DETAILS_TEXT, *views.details_rows(details)))
+    out: list[Section] = []
+    _tabled(out, tables, "breakdown", breakdown_table(collection, table), "Step breakdown", views.BREAKDOWN_TEXT,
+            views.breakdown_rows)
+    _tabled(out, tables, "details", details_table(collection), "Run details", views.DETAILS_TEXT, views.details_rows)
     if len(collection.profile):
         out.append(Section("Top operators (--profile)", "Rank 0's five most expensive operators per profiled run; "
                            "every rank's in profile.csv, the traces beside the logs.", *views.profile_rows(collection.profile)))

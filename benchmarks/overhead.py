@@ -43,7 +43,7 @@ def main() -> int:
     args = parser.parse_args()
     hvd.init()
     flags = get_benchmark("cifar10").check(["--model", args.model, "--batch-size", str(args.batch_size)])
-    device = pick_device("auto", hvd.local_rank())
+    device, _ = pick_device("auto", hvd.local_rank())
     threads = set_threads(flags, hvd.local_size()) if device.type == "cpu" else None
     runtime = TorchRuntime(hvd, device)
     torch.manual_seed(flags.seed)

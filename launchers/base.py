@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar, Sequence, TypeVar
 
 from hvdbench.suite.catalog import get_benchmark
+from hvdbench.suite.environment import parse_mpi_version
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.gpu_choice import PLACEMENT_VARIABLE
 from hvdbench.suite.spec import CONTROLLERS, RunSpec
@@ -29,9 +30,8 @@ OPEN_MPI_TRANSPORT = {"ucx": (("pml", "ucx"), ("osc", "ucx")), "tcp": (("pml", "
 @dataclass(frozen=True)
 class LaunchContext:
     """Where a command runs: the interpreter for the ranks, the run directory, the hosts, how to reach
-    them (ssh port and key, for horovodrun and mpirun), under SLURM srun's PMI plugin, whether the
-    scheduler chose the GPUs (its CUDA_VISIBLE_DEVICES stands; the placement travels as HVDBENCH_DEVICES)
-."""
+    them (ssh port and key, for horovodrun and mpirun), under SLURM srun's PMI plugin, and whether the
+    scheduler chose the GPUs (its CUDA_VISIBLE_DEVICES stands; the placement travels as HVDBENCH_DEVICES)."""
 
     python: str
     run_dir: Path
@@ -50,9 +50,10 @@ class Launcher(ABC):
     it starts only those; ``needs_hosts``: a run over several nodes needs a host list (else the
     scheduler places the ranks); ``task_per_rank``: inside a SLURM job each task is one rank (else the
     job's first task starts every rank over the allocation's hosts); ``transports``: the MPI
-    transports (TRANSPORTS) it can select, ``transport_note`` why only those; ``transport_by_env``: it
-    sets them as variables (else through its own flags); ``version_command``: the argv that tells which
-    MPI its tool is, judged by ``flavour_problem`` before any run starts."""
+    transports (TRANSPORTS) it can select, ``transport_note`` why only those, ``transport_variables``
+    the variables each sets (a launcher with flags for them sets none); ``version_command``: the argv
+    whose output tells which MPI its tool is, one of ``mpi_flavours`` (suite/environment.py's names;
+    ``mpi_name`` in messages), judged by ``flavour_problem`` before any run starts."""
 
     name: ClassVar[str]
     controllers: ClassVar[tuple[str, ...]] = CONTROLLERS
@@ -63,6 +64,8 @@ class Launcher(ABC):
     transport_note: ClassVar[str] = ""
     transport_variables: ClassVar[dict[str, tuple[tuple[str, str], ...]]] = {}
     version_command: ClassVar[tuple[str, ...]] = ()
+    mpi_flavours: ClassVar[tuple[str, ...]] = ()
+    mpi_name: ClassVar[str] = ""
 
     @abstractmethod
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
@@ -80,15 +83,27 @@ class Launcher(ABC):
         env.update(self.transport_variables.get(spec.transport or "auto", ()))
         return env
 
-    def flavour_problem(self, version_output: str) -> str | None:
-        """Why the tool that ``version_command`` asked is not the MPI this launcher's syntax is for (None: it is)."""
-        return None
+    @classmethod
+    def flavour_problem(cls, version_output: str) -> str | None:
+        """Why the tool that ``version_command`` asked is not the MPI this launcher's syntax is for, naming
+        the launcher whose it is (None: it is, or the launcher asks no MPI)."""
+        if not cls.version_command:
+            return None
+        found, tool = parse_mpi_version(version_output)["implementation"], cls.version_command[0]
+        if found in cls.mpi_flavours:
+            return None
+        if found is None:
+            first = next((line.strip() for line in version_output.splitlines() if line.strip()), "nothing")
+            return f"{tool} on PATH is not {cls.mpi_name}: it says {first[:80]!r}"
+        instead = [other.name for other in _REGISTRY.values() if found in other.mpi_flavours]
+        return f"{tool} on PATH is {found}, not {cls.mpi_name}" + (f": use launcher {instead[0]}" if instead else "")
 
-    def check_transport(self, transport: str | None) -> None:
+    @classmethod
+    def check_transport(cls, transport: str | None) -> None:
         """A UsageError for a transport this launcher cannot select."""
-        if (transport or "auto") not in self.transports:
-            why = f" ({self.transport_note})" if self.transport_note else ""
-            raise UsageError(f"launcher {self.name} selects transport {' or '.join(self.transports)} only{why}, "
+        if (transport or "auto") not in cls.transports:
+            why = f" ({cls.transport_note})" if cls.transport_note else ""
+            raise UsageError(f"launcher {cls.name} selects transport {' or '.join(cls.transports)} only{why}, "
                              f"not {transport!r}")
 
     @classmethod
@@ -105,20 +120,6 @@ class Launcher(ABC):
                              f"use controller {self.controllers[0]}")
 
 
-OPEN_MPI_SAYS, HYDRA_SAYS = ("Open MPI", "OpenRTE"), ("HYDRA", "Intel(R) MPI")  # in `mpirun/mpiexec --version`
-
-
-def flavour_of(tool: str, output: str, wanted: tuple[str, ...], what: str, other: tuple[str, ...],
-               instead: str) -> str | None:
-    """None where the version output names the MPI a launcher's syntax is for; else why not, in one line."""
-    if any(word in output for word in wanted):
-        return None
-    if any(word in output for word in other):
-        return f"{tool} on PATH is {instead}"
-    first = next((line.strip() for line in output.splitlines() if line.strip()), "nothing")
-    return f"{tool} on PATH is not {what}: it says {first[:80]!r}"
-
-
 def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
     """What each rank runs: the benchmark script, its arguments and where to log; behind the CPU binder
     when the spec binds each local rank to its GPU's CPUs."""
@@ -127,14 +128,19 @@ def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
     return [ctx.python, *bind, str(script), *spec.args, "--log-dir", str(ctx.run_dir)]
 
 
-def host_slots(spec: RunSpec, hosts: Sequence[str]) -> str:
-    """``host:slots,...`` for the first spec.nodes hosts (the spec's own host where it is pinned to one);
+def run_hosts(spec: RunSpec, hosts: Sequence[str]) -> list[str]:
+    """The hosts of a run: the first spec.nodes of ``hosts`` (the spec's own host where it is pinned to one);
     fewer hosts than nodes is an error."""
     if spec.host is not None:
-        return f"{spec.host}:{spec.ranks_per_node}"
+        return [spec.host]
     if len(hosts) < spec.nodes:
         raise UsageError(f"run {spec.id} needs {spec.nodes} node(s) but {len(hosts)} host(s) were given")
-    return ",".join(f"{host}:{spec.ranks_per_node}" for host in hosts[: spec.nodes])
+    return list(hosts[: spec.nodes])
+
+
+def host_slots(spec: RunSpec, hosts: Sequence[str]) -> str:
+    """``host:slots,...`` for the run's hosts (``run_hosts``)."""
+    return ",".join(f"{host}:{spec.ranks_per_node}" for host in run_hosts(spec, hosts))
 
 
 def ssh_options(ctx: LaunchContext) -> list[str]:

@@ -25,7 +25,6 @@ from .base import LaunchContext, Launcher, get_launcher
 
 LAUNCHER_LOG = "launcher.log"
 RETRIED = ("failed", "timeout")  # how an attempt may end and be started again (never a cancel or Ctrl-C)
-REFUSED = "refused before start: "  # a status message that no retry can change
 
 
 _PREFIX = re.compile(r"^(\[[\d,]+\](<std(?:out|err)>)?:|\d+:)\s*")
@@ -144,29 +143,29 @@ class LocalExecutor:
             done = completed(run_dir, spec)
             if done is not None:
                 return RunStatus("ok", done.returncode, done.seconds, "already complete, skipped")
-        for attempt in range(self.retries + 1):
-            status = self.attempt(spec, run_dir)
-            if status.status not in RETRIED or attempt == self.retries or status.message.startswith(REFUSED):
+        refused = placement_refusal(spec, self.scheduler_gpus)
+        retries = 0 if refused else self.retries  # no retry changes what the scheduler granted
+        for attempt in range(retries + 1):
+            status = self.attempt(spec, run_dir, refused)
+            if status.status not in RETRIED or attempt == retries:
                 return status
             self.report(f"{spec.id}: attempt {attempt + 1} {status.status} ({status.message}); "
-                        f"retrying, {self.retries - attempt} retr{'y' if self.retries - attempt == 1 else 'ies'} left")
+                        f"retrying, {retries - attempt} retr{'y' if retries - attempt == 1 else 'ies'} left")
         return status
 
-    def attempt(self, spec: RunSpec, run_dir: Path) -> RunStatus:
-        """One attempt: what an earlier one left moved aside, the placement checked against what the
-        scheduler granted, the command run and its status written."""
+    def attempt(self, spec: RunSpec, run_dir: Path, refused: str | None = None) -> RunStatus:
+        """One attempt: what an earlier one left moved aside, then the command run (or, where the
+        placement was refused, nothing run) and its status written."""
         try:
             spec.write(run_dir)
             keep_earlier_attempt(run_dir)  # a rerun moves what was there aside, never deletes it
         except OSError as exc:
             raise LaunchError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
-        launcher = get_launcher(spec.launcher)
-        problem = placement_problem(spec.devices, granted(os.environ), socket.gethostname()) \
-            if self.scheduler_gpus and spec.devices is not None else None
-        if problem:
-            status = RunStatus("failed", None, 0.0, f"{REFUSED}{problem}", job_id=os.environ.get("SLURM_JOB_ID"))
+        if refused:
+            status = RunStatus("failed", None, 0.0, refused, job_id=os.environ.get("SLURM_JOB_ID"))
             status.write(run_dir)
             return status
+        launcher = get_launcher(spec.launcher)
         argv = launcher.command(spec, self.context(run_dir.resolve()))
         (run_dir / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
         status = self._execute(argv, launcher, spec, run_dir)
@@ -225,6 +224,14 @@ def scheduler_chose_gpus(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this process runs in a SLURM job that was granted GPUs (then SLURM's CUDA_VISIBLE_DEVICES stands)."""
     environ = os.environ if environ is None else environ
     return bool(environ.get("SLURM_JOB_ID")) and granted(environ) is not None
+
+
+def placement_refusal(spec: RunSpec, scheduler_gpus: bool) -> str | None:
+    """Why the run's placement cannot run on the GPUs the scheduler granted this node, in one line (None
+    where it can, or where no scheduler chose the GPUs)."""
+    if not scheduler_gpus or spec.devices is None:
+        return None
+    return placement_problem(spec.devices, granted(os.environ), socket.gethostname())
 
 
 def launch_environment(launcher: Launcher, spec: RunSpec, python: str, scheduler_gpus: bool = False) -> dict[str, str]:

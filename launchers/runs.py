@@ -15,7 +15,7 @@ from hvdbench.suite.catalog import get_benchmark
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
-from .base import default_controllers, get_launcher
+from .base import default_controllers, get_launcher, launcher_class
 from .local import LocalExecutor
 from .plan import Plan, plan
 from .sweep import Sweep, Workload, load_sweep
@@ -125,7 +125,7 @@ def check_launchers(names: Iterable[str], run: Callable[..., Any] = subprocess.r
     """Ask each launcher's tool which MPI it is (``mpirun --version``...) and refuse, in one line, one whose
     syntax does not apply; a tool not on PATH here is left to the node that runs it."""
     for name in sorted(set(names)):
-        launcher = get_launcher(name)
+        launcher = launcher_class(name)
         if not launcher.version_command or shutil.which(launcher.version_command[0]) is None:
             continue
         try:

@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,13 +23,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from hvdbench.suite.errors import HvdbenchError, LaunchError
-from hvdbench.suite.gpu_choice import granted, placement_problem
 from hvdbench.suite.metrics import Outcome, logged_outcome
 from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import LaunchContext, get_launcher, launcher_class, rank_command
-from .local import (LAUNCHER_LOG, REFUSED, completed, failure_reason, launch_environment, scheduler_chose_gpus,
-                    tail)
+from .local import (LAUNCHER_LOG, completed, failure_reason, launch_environment, placement_refusal,
+                    scheduler_chose_gpus, tail)
 from .sweep import SlurmOptions
 
 JOBS_DIR = "slurm-jobs"
@@ -44,6 +42,12 @@ SQUEUE_STATES = {
     "FAILED": "failed", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "BOOT_FAIL": "failed",
     "COMPLETED": "completed",
 }
+
+
+def gpus_needed(spec: RunSpec) -> int:
+    """GPUs a run needs on each node: one per rank, or (a placement names node-physical ids) GPUs 0 up to
+    the highest id it names, since SLURM grants the lowest free ids."""
+    return spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
 
 
 def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0) -> dict[str, Any]:
@@ -66,9 +70,8 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int
     if options.gpus and options.gpus_per_task:  # each task (rank) gets one GPU, whichever SLURM picks
         params["gpus_per_task"] = f"{options.gpu_type}:1" if options.gpu_type else 1
     elif options.gpus:
-        # named GPUs (a placement) are node-physical ids: the node to itself, and GPUs 0..the highest id asked
-        # (SLURM grants the lowest free ids; each run checks what it was granted before its ranks start)
-        count = spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
+        # a placement's job has the node to itself (each run checks what it was granted before its ranks start)
+        count = gpus_needed(spec)
         params["gpus_per_node"] = f"{options.gpu_type}:{count}" if options.gpu_type else count
         if spec.devices is not None:
             params["slurm_exclusive"] = True
@@ -125,19 +128,23 @@ def attempt_number() -> int:
     return int(restarts) + 1 if restarts.isdigit() else 1
 
 
-def _requeue(folder: Path, job: str | None, retries: int, status: RunStatus) -> RunStatus:
-    """Where retries are left, the job is requeued for another attempt; the status says so."""
+def _record_failure(folder: Path, job: str | None, retries: int, status: RunStatus) -> None:
+    """Write a failed attempt's status, then, where retries are left, requeue the job and say so. The
+    failure is written first: the requeue stops the other tasks, and the first task's handler keeps it."""
+    status.write(folder)
     attempt = attempt_number()
     if not job or attempt > retries:
-        return status
+        return
     try:
         out = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=30)
+        why = out.stderr.strip()[:200] if out.returncode != 0 else None
     except (OSError, subprocess.SubprocessError) as exc:
-        return replace(status, message=f"{status.message}; requeue failed ({exc})")
-    if out.returncode != 0:
-        return replace(status, message=f"{status.message}; requeue failed ({out.stderr.strip()[:200]})")
-    return replace(status, status="requeued",
-                   message=f"attempt {attempt} of {retries + 1} failed: {status.message}; job {job} requeued")
+        why = str(exc)
+    if why is not None:
+        replace(status, message=f"{status.message}; requeue failed ({why})").write(folder)
+    else:
+        replace(status, status="requeued",
+                message=f"attempt {attempt} of {retries + 1} failed: {status.message}; job {job} requeued").write(folder)
 
 
 def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None,
@@ -148,10 +155,9 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     if first:
         spec.write(folder)
         keep_earlier_attempt(folder)  # a resubmitted or requeued run keeps its earlier attempt's files
-    if scheduler_gpus and spec.devices is not None and (first or launcher.task_per_rank):
-        problem = placement_problem(spec.devices, granted(os.environ), socket.gethostname())
-        if problem:
-            raise LaunchError(f"{REFUSED}{problem}")
+    refused = placement_refusal(spec, scheduler_gpus) if first or launcher.task_per_rank else None
+    if refused:  # before any rank starts, and no requeue: another attempt gets the same GPUs
+        raise LaunchError(refused)
     if not first and launcher.task_per_rank:
         _await_first_task(folder, job)
     ctx = LaunchContext(python=python, run_dir=folder, scheduler_gpus=scheduler_gpus)
@@ -190,16 +196,14 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     if ending or (returncode == 0 and not first):
         return _end_task(returncode)
     if returncode != 0:  # any task: the first one may be killed by srun before it can say why
-        status = RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job)
-        status.write(folder)
-        _requeue(folder, job, retries, status).write(folder)
+        _record_failure(folder, job, retries,
+                        RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job))
         return _end_task(returncode)
     outcome = _await_outcome(folder, spec.np)
-    status = (RunStatus("ok", returncode, seconds, job_id=job) if outcome.ok
-              else RunStatus("failed", returncode, seconds, outcome.reason, job_id=job))
-    status.write(folder)
-    if not outcome.ok:
-        _requeue(folder, job, retries, status).write(folder)
+    if outcome.ok:
+        RunStatus("ok", returncode, seconds, job_id=job).write(folder)
+    else:
+        _record_failure(folder, job, retries, RunStatus("failed", returncode, seconds, outcome.reason, job_id=job))
     return returncode
 
 
@@ -356,16 +360,12 @@ def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
     most = max(specs, key=lambda s: s.nodes)
     if most.nodes > len(nodes):
         return f"run {most.id} needs {most.nodes} nodes but {where} has {len(nodes)}"
-    if options.gpus:
-        def needed(spec: RunSpec) -> int:
-            return spec.ranks_per_node if spec.devices is None else max(spec.devices) + 1
-        widest = max(specs, key=needed)
-        gpus = sorted((g for _, g in nodes if g is not None), reverse=True)
-        if gpus and len(gpus) == len(nodes):
-            enough = [g for g in gpus if g >= needed(widest)]
-            if len(enough) < widest.nodes:
-                return (f"run {widest.id} needs {needed(widest)} GPU(s) on each of {widest.nodes} node(s) "
-                        f"but {where}'s nodes declare {', '.join(map(str, sorted(set(gpus))))}")
+    gpus = [g for _, g in nodes if g is not None]
+    if options.gpus and len(gpus) == len(nodes):  # every node says what it has
+        widest = max(specs, key=gpus_needed)
+        if sum(g >= gpus_needed(widest) for g in gpus) < widest.nodes:
+            return (f"run {widest.id} needs {gpus_needed(widest)} GPU(s) on each of {widest.nodes} node(s) "
+                    f"but {where}'s nodes declare {', '.join(map(str, sorted(set(gpus))))}")
     return None
 
 

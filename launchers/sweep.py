@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from hvdbench.suite.axes import AXES
+from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import CONTROLLERS, TRANSPORTS
 from hvdbench.suite.validate import (CONSTRAINT, DIRECTIVE, HOST, NAME, PATH, SLURM_WORD, grammar_problem,
                                      number_problem, text_problem)
@@ -401,10 +402,10 @@ def load_sweep(path: Path) -> Sweep:
             slurm.fail(f"slurm.directives[{i}]", f"--{option} is set by hvdbench from each run "
                                                  f"({SET_BY_HVDBENCH[option]}); remove it")
     for name, _ in sweep.launchers:
-        if sweep.transport not in launcher_class(name).transports:
-            cls = launcher_class(name)
-            top.fail("transport", f"launcher {name} selects {' or '.join(cls.transports)} only"
-                                  + (f" ({cls.transport_note})" if cls.transport_note else ""))
+        try:
+            launcher_class(name).check_transport(sweep.transport)
+        except UsageError as exc:
+            top.fail("transport", str(exc))
     if sweep.slurm.gpus_per_task and sweep.placements:
         slurm.fail("slurm.gpus_per_task", "gives each task whichever GPU SLURM picks, so axes.placements cannot "
                                           "hold; remove one of them")

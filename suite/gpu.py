@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from .gpu_choice import visible_devices
 from .records import RecordWriter
 
 # nvmlClocksEventReason* bits (called throttle reasons by older drivers)
@@ -231,5 +232,5 @@ DEVICE_ORDER = "PCI_BUS_ID"  # CUDA numbers GPUs as NVML and nvidia-smi do (CUDA
 def visible_device(cuda_index: int) -> str:
     """What CUDA_VISIBLE_DEVICES says the rank's CUDA device ``cuda_index`` is (an NVML index or a UUID), or
     the index itself where the variable does not list it."""
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    visible = visible_devices() or []
     return visible[cuda_index] if cuda_index < len(visible) else str(cuda_index)

@@ -29,6 +29,12 @@ def _ids(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
 
 
+def visible_devices(env: Mapping[str, str] | None = None) -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as its entries (indices, UUIDs), or None where it is unset (every GPU visible)."""
+    text = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
+    return None if text is None else [v.strip() for v in text.split(",") if v.strip()]
+
+
 def granted(env: Mapping[str, str]) -> tuple[int, ...] | None:
     """The node-physical GPU ids SLURM granted this task (its step's, else its job's), or None."""
     for name in GRANT_VARIABLES:
@@ -75,8 +81,7 @@ def choose_gpu(local_rank: int, env: Mapping[str, str] | None = None, count: int
     """The GPU of ``local_rank`` given the environment and the number of GPUs the framework sees (None:
     unknown, e.g. on a CPU run, judged from CUDA_VISIBLE_DEVICES); a UsageError in one line where none fits."""
     env = os.environ if env is None else env
-    visible_text = env.get("CUDA_VISIBLE_DEVICES")
-    visible = [v.strip() for v in visible_text.split(",") if v.strip()] if visible_text is not None else None
+    visible_text, visible = env.get("CUDA_VISIBLE_DEVICES"), visible_devices(env)
     grant, placement = granted(env), _ids(env.get(PLACEMENT_VARIABLE))
     seen = count if count is not None else (len(visible) if visible is not None else None)
 
@@ -115,9 +120,10 @@ def choose_gpu(local_rank: int, env: Mapping[str, str] | None = None, count: int
     return GpuChoice(local_rank, physical_of(local_rank), "local rank", visible_text, grant, None)
 
 
-def choice_record(local_rank: int, count: int | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The env record's ``gpu_choice``: the choice, or why there is none (a CPU run records it all the same)."""
+def choice_record(local_rank: int) -> dict[str, Any]:
+    """The env record's ``gpu_choice`` of a rank that pinned no GPU (a CPU run): what it was given all the same,
+    judged from the environment, or why that would not fit."""
     try:
-        return choose_gpu(local_rank, env, count).record()
+        return choose_gpu(local_rank).record()
     except UsageError as exc:
         return {"problem": str(exc)}

@@ -25,7 +25,7 @@ from .axes import without
 from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
 from .flops import flops_of
-from .gpu_choice import choice_record
+from .gpu_choice import GpuChoice, choice_record
 from .gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
 from .records import RecordWriter, rank_log_name
 from .errors import SpecError
@@ -153,6 +153,7 @@ class Backend(Protocol):
     """What a framework supplies to the harness."""
 
     framework: str
+    choice: GpuChoice | None  # the GPU ``prepare`` pinned and why (suite/gpu_choice.py), None on the CPU
 
     def init(self) -> Any:
         """Import this framework's Horovod, ``init()`` it and return the module."""
@@ -209,7 +210,8 @@ class Session:
         """The env record's common fields: run id, device, NVML, GPU, Horovod, host, MPI and variables."""
         return {"run_id": self.run_id, "device": self.backend.device_info(self.device), "nvml": self.nvml.driver(),
                 "gpu": self.nvml.static(self.gpu_handle) if self.gpu_handle is not None else None,
-                "gpu_choice": choice_record(self.runtime.local_rank),
+                "gpu_choice": self.backend.choice.record() if self.backend.choice is not None
+                else choice_record(self.runtime.local_rank),
                 "horovod": horovod_info(self.hvd), **base_environment()}
 
     def sampler(self) -> TelemetrySampler:

@@ -19,7 +19,7 @@ from torch import nn
 
 from . import harness
 from .errors import UsageError
-from .gpu_choice import choose_gpu
+from .gpu_choice import GpuChoice, choose_gpu
 from .records import RecordWriter
 from .timing import HorovodObjects, StepOutcome
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
@@ -48,16 +48,16 @@ class TorchRuntime(HorovodObjects):
 
 
 
-def pick_device(choice: str, local_rank: int) -> torch.device:
+def pick_device(choice: str, local_rank: int) -> tuple[torch.device, GpuChoice | None]:
     """Pin this rank to its GPU (suite/gpu_choice.py: its placement's, its local rank's or the only one
-    visible), or the CPU."""
+    visible), or the CPU; the device and the GPU choice (None on the CPU)."""
     if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
+        return torch.device("cpu"), None
     if not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is visible to this process")
-    index = choose_gpu(local_rank, count=torch.cuda.device_count()).cuda_index
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index)
+    gpu = choose_gpu(local_rank, count=torch.cuda.device_count())
+    torch.cuda.set_device(gpu.cuda_index)
+    return torch.device("cuda", gpu.cuda_index), gpu
 
 
 def set_threads(flags: argparse.Namespace, local_size: int) -> int:
@@ -227,6 +227,7 @@ class TorchBackend:
     """PyTorch's part of the harness (see ``harness.Backend``)."""
 
     framework = "pytorch"
+    choice: GpuChoice | None = None
 
     def init(self) -> Any:
         import horovod.torch as hvd
@@ -235,7 +236,7 @@ class TorchBackend:
         return hvd
 
     def prepare(self, flags: argparse.Namespace, local_rank: int, local_size: int) -> tuple[torch.device, int | None]:
-        device = pick_device(flags.device, local_rank)
+        device, self.choice = pick_device(flags.device, local_rank)
         return device, set_threads(flags, local_size) if device.type == "cpu" else None
 
     def runtime(self, hvd: Any, device: torch.device | None) -> TorchRuntime:

@@ -186,6 +186,17 @@ class RunStatus:
             return None
 
 
+def _attempt_number(path: Path) -> int | None:
+    number = path.name.removeprefix(ATTEMPT_PREFIX)
+    return int(number) if path.name.startswith(ATTEMPT_PREFIX) and number.isdigit() else None
+
+
+def earlier_attempts(run_dir: Path) -> list[Path]:
+    """The ``attempt-N/`` folders of a run, in order."""
+    found = [(n, p) for p in run_dir.glob(f"{ATTEMPT_PREFIX}*") if (n := _attempt_number(p)) is not None]
+    return [p for _, p in sorted(found)]
+
+
 def keep_earlier_attempt(run_dir: Path, patterns: tuple[str, ...] = ATTEMPT_FILES) -> Path | None:
     """Move what an earlier attempt left in a run directory (its files matching ``patterns``: an executor
     moves everything, a rank started by hand only rank files) into ``attempt-N/`` (N one more than the
@@ -196,9 +207,8 @@ def keep_earlier_attempt(run_dir: Path, patterns: tuple[str, ...] = ATTEMPT_FILE
         return None  # a job's first start: its submission's status is no attempt
     if not leftovers:
         return None
-    taken = [int(p.name.removeprefix(ATTEMPT_PREFIX)) for p in run_dir.glob(f"{ATTEMPT_PREFIX}*")
-             if p.name.removeprefix(ATTEMPT_PREFIX).isdigit()]
-    folder = run_dir / f"{ATTEMPT_PREFIX}{max(taken, default=0) + 1}"
+    last = earlier_attempts(run_dir)[-1:]
+    folder = run_dir / f"{ATTEMPT_PREFIX}{(_attempt_number(last[0]) or 0) + 1 if last else 1}"
     folder.mkdir()
     for path in leftovers:
         path.rename(folder / path.name)

@@ -26,7 +26,7 @@ import keras  # noqa: E402
 
 from . import harness  # noqa: E402
 from .errors import UsageError  # noqa: E402
-from .gpu_choice import choose_gpu  # noqa: E402
+from .gpu_choice import GpuChoice, choose_gpu  # noqa: E402
 from .records import RecordWriter  # noqa: E402
 from .timing import HorovodObjects, StepOutcome  # noqa: E402
 
@@ -86,19 +86,19 @@ class TFRuntime(HorovodObjects):
 
 
 
-def pin_device(choice: str, local_rank: int) -> tuple[str, int]:
+def pin_device(choice: str, local_rank: int) -> tuple[str, GpuChoice | None]:
     """Make only this rank's GPU (suite/gpu_choice.py) visible to TensorFlow, growing memory, or hide
-    every GPU; the device and the GPU's index among the visible ones."""
+    every GPU; the device and the GPU choice (None on the CPU)."""
     gpus = tf.config.list_physical_devices("GPU")
     if choice == "cpu" or (choice == "auto" and not gpus):
         tf.config.set_visible_devices([], "GPU")
-        return "/CPU:0", 0
+        return "/CPU:0", None
     if not gpus:
         raise UsageError("--device cuda: TensorFlow sees no GPU in this process")
-    index = choose_gpu(local_rank, count=len(gpus)).cuda_index
-    tf.config.set_visible_devices(gpus[index], "GPU")
-    tf.config.experimental.set_memory_growth(gpus[index], True)
-    return "/GPU:0", index
+    gpu = choose_gpu(local_rank, count=len(gpus))
+    tf.config.set_visible_devices(gpus[gpu.cuda_index], "GPU")
+    tf.config.experimental.set_memory_growth(gpus[gpu.cuda_index], True)
+    return "/GPU:0", gpu
 
 
 def set_threads(flags: argparse.Namespace, local_size: int) -> dict[str, int | None]:
@@ -291,7 +291,7 @@ class TFBackend:
     """TensorFlow's part of the harness (see ``harness.Backend``)."""
 
     framework = "tensorflow"
-    visible_index = 0
+    choice: GpuChoice | None = None
 
     def init(self) -> Any:
         import horovod.tensorflow as hvd
@@ -301,7 +301,7 @@ class TFBackend:
 
     def prepare(self, flags: argparse.Namespace, local_rank: int, local_size: int) -> tuple[str, dict[str, int | None]]:
         threads = set_threads(flags, local_size)
-        device, self.visible_index = pin_device(flags.device, local_rank)  # TensorFlow calls it /GPU:0
+        device, self.choice = pin_device(flags.device, local_rank)  # TensorFlow calls it /GPU:0
         return device, threads
 
     def runtime(self, hvd: Any, device: str | None) -> TFRuntime:
@@ -311,7 +311,7 @@ class TFBackend:
         return "GPU" in device
 
     def device_index(self, device: str) -> int:
-        return self.visible_index
+        return self.choice.cuda_index if self.choice is not None else 0
 
 
     def device_info(self, device: str) -> dict[str, Any]:

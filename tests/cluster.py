@@ -262,6 +262,15 @@ def _remove_namespace(netns: str, iface: str) -> None:
     subprocess.run(["ip", "link", "del", iface], capture_output=True)
 
 
+def run_steps(steps: list[list[str]], undo: Callable[[], None]) -> None:
+    """Run set-up commands in order; at the first that fails, undo what was made and say which failed."""
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True)
+        if done.returncode != 0:
+            undo()
+            raise RuntimeError(f"{' '.join(step)}: {done.stderr.strip()}")
+
+
 def missing_namespace_tools() -> list[str]:
     """What a namespace host needs and this machine lacks."""
     missing = [t for t in ("ip", "unshare", "sshd", "ssh", "ssh-keygen") if not find(t)]
@@ -281,11 +290,7 @@ def start_namespace_host(root: Path, name: str = "hvdbench-node2") -> NamespaceH
              ["ip", "netns", "exec", netns, "ip", "addr", "add", f"{remote}/24", "dev", iface],
              ["ip", "netns", "exec", netns, "ip", "link", "set", iface, "up"],
              ["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"]]
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True)
-        if done.returncode != 0:
-            _remove_namespace(netns, iface)
-            raise RuntimeError(f"{' '.join(step)}: {done.stderr.strip()}")
+    run_steps(steps, lambda: _remove_namespace(netns, iface))
     port = 2222
     config, key = _sshd_config(root, remote, port)
     # a key from an earlier test run at the same address would make ssh refuse the new one

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster import POLICY, SlurmCluster, _wait, find, free_port, missing_slurm_tools, start_procs
+from cluster import POLICY, SlurmCluster, _wait, find, free_port, missing_slurm_tools, run_steps, start_procs
 
 NODE_IFACE = "hvdb0"  # the same interface name inside every node, as on a uniform cluster
 
@@ -99,11 +99,7 @@ def start_gpu_cluster(root: Path, nodes: int = 2, gpus_per_node: int = 4) -> Gpu
                   ["ip", "netns", "exec", netns, "ip", "addr", "add", f"{address}/24", "dev", NODE_IFACE],
                   ["ip", "netns", "exec", netns, "ip", "link", "set", NODE_IFACE, "up"],
                   ["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"]]
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True)
-        if done.returncode != 0:
-            _remove(namespaces, links, etc_dirs)
-            raise RuntimeError(f"{' '.join(step)}: {done.stderr.strip()}")
+    run_steps(steps, lambda: _remove(namespaces, links, etc_dirs))
     controller = socket.gethostname().split(".")[0]
     hosts = "".join(f"{a} {n}\n" for a, n in ((here, controller), *zip(addresses, names)))
     for folder in etc_dirs[:nodes]:

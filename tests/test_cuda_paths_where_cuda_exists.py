@@ -25,7 +25,7 @@ def test_device_facts_and_nvml_handle_by_bus_id() -> None:
     from hvdbench.suite.gpu import Nvml
     from hvdbench.suite.pytorch import device_info, pick_device
 
-    device = pick_device("cuda", 0)
+    device, _ = pick_device("cuda", 0)
     info = device_info(device)
     assert info["type"] == "cuda" and info["name"] and info["capability"] and info["nccl"]
     nvml = Nvml()
@@ -44,7 +44,7 @@ def test_amp_step_on_the_gpu_with_each_data_mode(data: str) -> None:
     from hvdbench.suite.pytorch import BuildContext, Trainer, peak_memory, pick_device
 
     flags = _flags(precision="amp", data=data, channels_last=True)
-    device = pick_device("cuda", 0)
+    device, _ = pick_device("cuda", 0)
     ctx = BuildContext(flags, device, 0, 1)
     trainer = Trainer(None, build(ctx), flags, device, ctx.data_generator(), 1)
     assert trainer.scaler is not None

@@ -186,9 +186,10 @@ OPEN_MPI = "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/co
 
 
 @pytest.mark.parametrize("name, output, problem", [
-    ("mpirun", OPEN_MPI, None), ("mpirun", MPICH, "is MPICH/Intel MPI (hydra), not Open MPI: use launcher mpiexec"),
-    ("mpirun", INTEL, "use launcher mpiexec"), ("mpiexec", MPICH, None), ("mpiexec", INTEL, None),
-    ("mpiexec", OPEN_MPI, "is Open MPI's, not hydra (MPICH, Intel MPI): use launcher mpirun"),
+    ("mpirun", OPEN_MPI, None), ("mpirun", MPICH, "mpirun on PATH is MPICH, not Open MPI: use launcher mpiexec"),
+    ("mpirun", INTEL, "is Intel MPI, not Open MPI: use launcher mpiexec"), ("mpiexec", MPICH, None),
+    ("mpiexec", INTEL, None),
+    ("mpiexec", OPEN_MPI, "is Open MPI, not hydra (MPICH, Intel MPI): use launcher mpirun"),
     ("mpiexec", "something else 1.0", "is not hydra (MPICH, Intel MPI): it says 'something else 1.0'")])
 def test_the_version_output_decides_which_mpi_syntax_applies(name: str, output: str, problem: str | None) -> None:
     found = get_launcher(name).flavour_problem(output)

@@ -44,6 +44,21 @@ def test_truncated_and_malformed_lines_are_counted_not_fatal() -> None:
     assert stats.examples and stats.examples[0].startswith("line 2: truncated or malformed record")
 
 
+def test_long_lines_that_mpirun_cut_into_interleaved_chunks_are_put_back_together() -> None:
+    # what `mpirun --tag-output` printed for two ranks' env records (each over 2,048 bytes), as seen here
+    env = [encode(make_record("env", rank=r, local_rank=r, size=2, flags={"pad": "x" * 2500})).rstrip("\n")
+           for r in (0, 1)]
+    one, zero = "[1,1]<stdout>:", "[1,0]<stdout>:"
+    lines = [one + env[1][:2048] + zero + env[0][:2048] + one + env[1][2048:], zero + env[0][2048:],
+             zero + _record(3), "[1,0]<stdout>:Epoch 1 done"]
+    stats = ParseStats()
+    records = list(parse_lines(lines, stats))
+    assert [(r["kind"], r["rank"]) for r in records] == [("env", 1), ("env", 0), ("step", 1)]
+    assert records[0]["flags"]["pad"] == "x" * 2500 and (stats.malformed, stats.other_lines) == (0, 1)
+    cut = list(parse_lines([one + env[1][:2048] + zero + env[0][:100]], stats := ParseStats()))
+    assert cut == [] and stats.malformed == 2  # both ranks' lines end unfinished: counted, not fatal
+
+
 def test_writer_emits_one_whole_line_per_record_and_echoes_it(tmp_path: Path) -> None:
     echo = io.StringIO()
     with RecordWriter(tmp_path / "rank-0.jsonl", rank=0, local_rank=0, size=2, echo=echo) as writer:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from hvdbench.suite.errors import UsageError
 from hvdbench.suite.spec import RunSpec
 
-from ..base import (ALWAYS_EXPORTED, HYDRA_SAYS, OPEN_MPI_SAYS, LaunchContext, Launcher, flavour_of, rank_command,
-                    register, ssh_options)
+from ..base import ALWAYS_EXPORTED, LaunchContext, Launcher, rank_command, register, run_hosts, ssh_options
 
 _TCP = (("FI_PROVIDER", "tcp"), ("UCX_TLS", "tcp,self,sm"))  # libfabric (Intel MPI, MPICH ch4:ofi) and UCX builds
 
@@ -25,18 +23,14 @@ class Mpiexec(Launcher):
     transport_note = "MPICH and Intel MPI choose among fabrics by their own variables; tcp pins libfabric/UCX to TCP"
     transport_variables = {"tcp": _TCP}
     version_command = ("mpiexec", "--version")
-
-    def flavour_problem(self, version_output: str) -> str | None:
-        return flavour_of("mpiexec", version_output, HYDRA_SAYS, "hydra (MPICH, Intel MPI)", OPEN_MPI_SAYS,
-                          "Open MPI's, not hydra (MPICH, Intel MPI): use launcher mpirun")
+    mpi_flavours = ("MPICH", "Intel MPI")
+    mpi_name = "hydra (MPICH, Intel MPI)"
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)
         self.check_transport(spec.transport)
-        hosts = [spec.host] if spec.host is not None else list(ctx.hosts[: spec.nodes])
-        if len(hosts) < spec.nodes:
-            raise UsageError(f"run {spec.id} needs {spec.nodes} node(s) but {len(ctx.hosts)} host(s) were given")
-        argv = ["mpiexec", "-n", str(spec.np), "-ppn", str(spec.ranks_per_node), "-hosts", ",".join(hosts)]
+        argv = ["mpiexec", "-n", str(spec.np), "-ppn", str(spec.ranks_per_node), "-hosts",
+                ",".join(run_hosts(spec, ctx.hosts))]
         if ssh_options(ctx):
             argv += ["-bootstrap", "ssh", "-bootstrap-exec-args", " ".join(ssh_options(ctx))]
         names = sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus)})

@@ -6,8 +6,8 @@ import re
 
 from hvdbench.suite.spec import RunSpec
 
-from ..base import (ALWAYS_EXPORTED, HYDRA_SAYS, OPEN_MPI_SAYS, OPEN_MPI_TRANSPORT, LaunchContext, Launcher,
-                    flavour_of, host_slots, rank_command, register, ssh_options)
+from ..base import (ALWAYS_EXPORTED, OPEN_MPI_TRANSPORT, LaunchContext, Launcher, host_slots, rank_command, register,
+                    ssh_options)
 
 _PLAIN_IFACES = re.compile(r"^[\w.:-]+(,[\w.:-]+)*$")
 
@@ -24,10 +24,8 @@ class Mpirun(Launcher):
     controller_note = "Open MPI starts the ranks"
     transports = ("auto", "ucx", "tcp")
     version_command = ("mpirun", "--version")
-
-    def flavour_problem(self, version_output: str) -> str | None:
-        return flavour_of("mpirun", version_output, OPEN_MPI_SAYS, "Open MPI", HYDRA_SAYS,
-                          "MPICH/Intel MPI (hydra), not Open MPI: use launcher mpiexec")
+    mpi_flavours = ("Open MPI",)
+    mpi_name = "Open MPI"
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)
