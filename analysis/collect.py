@@ -27,7 +27,8 @@ RUNS_SCHEMA: dict[str, str] = {
     "parameters": "Int64", "peak_device_bytes": "float64", "peak_rss_bytes": "float64", "wall_s": "float64",
     "setup_s": "float64", "timed_steps": "Int64", "target_ci_pct": "float64", "ci_reached_pct": "float64",
     "stopped_by": "string", "flops_per_sample": "float64", "flops_counted": "string", "device_name": "string",
-    "attempts": "int64", "earlier_attempts": "string",
+    "attempts": "int64", "earlier_attempts": "string", "gradient_tensors": "Int64", "forward_share": "float64",
+    "fusion_bytes": "float64", "cycle_s": "float64",
 }
 ADAPTIVE_FIELDS = ("target_ci_pct", "ci_reached_pct", "stopped_by")  # rank 0's summary of an adaptive run
 # Each rank's timed window, in seconds from the rank log's first record (as telemetry's t_s), and its samples.
@@ -138,6 +139,27 @@ def _compute(env: dict[str, Any] | None) -> dict[str, Any]:
     return {"flops_per_sample": flops if isinstance(flops, (int, float)) and not isinstance(flops, bool) else None,
             "flops_counted": env.get("flops_counted") if isinstance(env.get("flops_counted"), str) else None,
             "device_name": name if isinstance(name, str) else None}
+
+
+def _number(text: Any) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _exchange(env: dict[str, Any] | None) -> dict[str, Any]:
+    """What the step-time projection needs of a run's exchange: gradient tensors, the forward pass's share of
+    the FLOPs, and the fusion threshold and cycle time its ranks ran with (None: Horovod's default)."""
+    env = env or {}
+    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
+    tensors, total, forward = env.get("gradient_tensors"), env.get("flops_per_sample"), env.get("flops_forward_per_sample")
+    share = forward / total if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                                   for v in (total, forward)) else None
+    cycle_ms = _number(variables.get("HOROVOD_CYCLE_TIME"))
+    return {"gradient_tensors": tensors if isinstance(tensors, int) and not isinstance(tensors, bool) else None,
+            "forward_share": share, "fusion_bytes": _number(variables.get("HOROVOD_FUSION_THRESHOLD")),
+            "cycle_s": None if cycle_ms is None else cycle_ms / 1e3}
 
 
 def _axes(spec: RunSpec, env: dict[str, Any] | None) -> dict[str, Any]:
@@ -350,6 +372,7 @@ def collect(roots: Iterable[Path]) -> Collection:
             "repeat": spec.repeat,
             "unit": (run.env or {}).get("unit", "samples"), "status": outcome.status, "reason": outcome.reason,
             "ranks_logged": logged, **_axes(spec, run.env), **run.details(recorded), **_compute(run.env),
+            **_exchange(run.env),
             **_attempts(run_dir),
         })
     steps = _steps_frame(step_parts)

@@ -1,5 +1,6 @@
 """Real test infrastructure started without systemd: a single-host SLURM cluster (munged, slurmctld,
-slurmd) and a second "host" reached through an sshd on a loopback port."""
+slurmd) and a second "host" reached through an sshd on a loopback port or in a network namespace, whose link
+can be shaped to a known rate (tc tbf)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import shutil
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin")
 
@@ -309,3 +311,48 @@ def start_namespace_host(root: Path, name: str = "hvdbench-node2") -> NamespaceH
         _remove_namespace(netns, iface)
         raise
     return NamespaceHost(name, netns, iface, local, remote, port, key, proc)
+
+
+RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def rate_bits(rate: str) -> float:
+    """``100mbit``, ``1gbit``, ``5gbit`` in bits per second."""
+    for unit, scale in RATE_UNITS.items():
+        if rate.endswith(unit):
+            return float(rate[: -len(unit)]) * scale
+    raise ValueError(f"{rate}: a rate as tc writes it (100mbit, 1gbit)")
+
+
+def link_qdiscs(host: NamespaceHost) -> list[str]:
+    """The tbf qdiscs on either end of the host's veth (none once shaping is removed)."""
+    lines = []
+    for prefix in ([], ["ip", "netns", "exec", host.netns]):
+        out = subprocess.run([*prefix, "tc", "qdisc", "show", "dev", host.iface], capture_output=True, text=True)
+        lines += [line for line in out.stdout.splitlines() if " tbf " in line]
+    return lines
+
+
+def unshape(host: NamespaceHost) -> None:
+    """Remove any root qdisc from both ends (back to the default)."""
+    for prefix in ([], ["ip", "netns", "exec", host.netns]):
+        subprocess.run([*prefix, "tc", "qdisc", "del", "dev", host.iface, "root"], capture_output=True)
+
+
+@contextmanager
+def shaped_link(host: NamespaceHost, rate: str | None) -> Iterator[None]:
+    """Both directions of the host's veth limited to ``rate`` by a token bucket (tbf; the bucket holds 1 ms
+    of the rate, at least 32 KiB, so small messages do not pass at line rate); removed on the way out,
+    also after an error. ``None``: unshaped."""
+    if rate is None:
+        yield
+        return
+    burst = max(32 * 1024, int(rate_bits(rate) / 8 * 1e-3))
+    qdisc = ["root", "tbf", "rate", rate, "burst", str(burst), "latency", "100ms"]
+    run_steps([["tc", "qdisc", "replace", "dev", host.iface, *qdisc],
+               ["ip", "netns", "exec", host.netns, "tc", "qdisc", "replace", "dev", host.iface, *qdisc]],
+              lambda: unshape(host))
+    try:
+        yield
+    finally:
+        unshape(host)

@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.report(args.dirs, args.output, warmup=args.warmup, prices=args.price,
                                    systems=args.command == "compare", peaks=args.peaks)
         return {"topo": commands.cmd_topo, "sweep": commands.cmd_sweep, "submit": commands.cmd_submit,
-                "status": commands.cmd_status}[args.command](args)
+                "status": commands.cmd_status, "project": commands.cmd_project}[args.command](args)
     except HvdbenchError as exc:
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return 2

@@ -37,6 +37,18 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
     return 0
 
 
+def cmd_project(args: argparse.Namespace) -> int:
+    """Project each workload to the node counts; print the inputs and the table, write the section."""
+    from hvdbench.analysis.projection import write_projection
+
+    out = args.output or (Path(args.dirs[0]) / "report")
+    algorithms = ("ring", "hierarchical") if args.algorithm == "both" else (args.algorithm,)
+    text, paths = write_projection(args.dirs, out, args.nodes, args.gpus_per_node, args.link, algorithms, args.warmup)
+    print(text)
+    print(f"projection: {paths['markdown']}, {paths['csv']} and {paths['plot']}")
+    return 0
+
+
 def print_plan(planned: Plan, executor: Executor, root: Path) -> int:
     """The one dry-run printer of run, sweep and submit."""
     for line in describe_plan(planned, executor, root):

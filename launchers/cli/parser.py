@@ -91,6 +91,27 @@ def build_parser() -> Parser:
                             help="a peak table (TOML, as analysis/peaks.toml) for GPUs or CPUs the built-in one "
                                  "lacks; its entries are tried first")
 
+    project = sub.add_parser(
+        "project", help="project throughput and efficiency to N nodes from a few measurements",
+        description="Fit a step-time model per workload from the results (compute from the --independent twin or "
+                    "--breakdown, gradient bytes, Horovod's fusion threshold and cycle time, allreduce latency and "
+                    "bandwidth per link class from the collectives benchmark within a node and across nodes, the "
+                    "overlap the measured runs show) and project throughput, speedup and efficiency at each node "
+                    "count, for the measured interconnect and each --link; writes projection.md, .csv and .svg.")
+    project.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
+    project.add_argument("--nodes", type=rank_counts, default=[1, 2, 4, 8, 16, 32, 64],
+                         help="node counts to project, e.g. 1,2,4,16,256 (default 1,2,...,64)")
+    project.add_argument("--gpus-per-node", type=positive_int, default=None,
+                         help="ranks per node (default: the most ranks measured on one node)")
+    project.add_argument("--link", action="append", default=[], metavar="NAME=GB/s,latency",
+                         help="a what-if interconnect: bandwidth per node in GB/s (all its NICs) and latency "
+                              "(us by default; e.g. ib400x8=400,2us); repeatable")
+    project.add_argument("--algorithm", choices=("ring", "hierarchical", "both"), default="both",
+                         help="allreduce across nodes: one ring, Horovod's hierarchical allreduce, or both")
+    project.add_argument("-o", "--output", type=Path, default=None, help="where to write (default DIR/report)")
+    project.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                         help="leave out exactly the first N steps of every run (default: detected)")
+
     sweep = sub.add_parser("sweep", help="run every run of a sweep file on this machine (or in an allocation)",
                            description="Expand a sweep file (YAML or TOML) into runs and run them one at a time, "
                                        "each with a timeout; finished runs are kept and skipped next time; then report.")

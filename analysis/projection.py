@@ -1,0 +1,267 @@
+"""``hvdbench project``: each workload's throughput, speedup and efficiency at N nodes, projected from a
+few measurements (compute from the --independent twin or --breakdown, gradients, Horovod's fusion and
+cycle, allreduce alpha/beta fitted per link class, overlap fitted from the measured runs), for the measured
+interconnect and each what-if link, with 95% intervals carried from the measurements' resamples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hvdbench.suite.errors import ReportError
+
+from .allreduce_model import ALGORITHMS, Link, parse_link
+from .collect import Collection, collect
+from .document import markdown_table, text_table
+from .projection_inputs import DRAWS, Measured, Workload, allreduce_curves, pick_curve, workload_inputs
+from .scaling import run_stats_table, scaling_table
+from .stats import percentile_interval
+
+WITHIN = "within a node"
+PROJECTION_SCHEMA: dict[str, str] = {
+    "system": "string", "workload": "string", "unit": "string", "link": "string", "algorithm": "string",
+    "nodes": "int64", "gpus_per_node": "int64", "np": "int64", "exchange_ms": "float64", "step_ms": "float64",
+    "step_low_ms": "float64", "step_high_ms": "float64", "step_overlapped_ms": "float64", "step_serial_ms": "float64",
+    "overlap": "float64", **{f"{name}{end}": "float64" for name in ("throughput", "speedup", "efficiency")
+                             for end in ("", "_low", "_high")},
+    "measured_step_ms": "float64", "measured_throughput": "float64", "error_pct": "float64",
+}
+LINKS_SCHEMA: dict[str, str] = {"system": "string", "link": "string", "kind": "string", "alpha_us": "float64",
+                                "gbs": "float64", "source": "string"}
+
+
+@dataclass
+class Projection:
+    """The projected table, the links it used and each workload's inputs and fitted overlap."""
+
+    table: pd.DataFrame
+    links: pd.DataFrame
+    workloads: list[Workload]
+    overlap: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _allreduce(algorithm: str, nodes: int, per_node: int, intra: Link | None,
+               inter: Link | None) -> Callable[[float], float]:
+    fn = ALGORITHMS[algorithm]
+    return lambda nbytes: fn(nbytes, nodes, per_node, intra or inter, inter)  # type: ignore[arg-type]
+
+
+def _fit_overlap(w: Workload, intra: tuple[Link | None, list[Link | None]], inter: tuple[Link | None, list[Link | None]]
+                 ) -> tuple[float, np.ndarray, str]:
+    """The overlap fraction each measured exchanging run implies (their median), per draw as well; where no
+    run can be judged, 0.5 with draws across [0, 1] (the interval then spans both bounds)."""
+    usable = [m for m in w.measured if (intra[0] if m.nodes == 1 else inter[0]) is not None]
+    if not usable:
+        rng = np.random.default_rng(0)
+        return 0.5, rng.uniform(0.0, 1.0, DRAWS), "not fitted (no exchanging run of 2+ ranks with a curve for its link)"
+
+    def fn(m: Measured, d: int | None) -> Callable[[float], float]:
+        a = intra[0] if d is None else intra[1][d]
+        e = inter[0] if d is None else inter[1][d]
+        return _allreduce("hierarchical" if m.hierarchical else "ring", m.nodes, m.np // m.nodes, a, e)
+
+    point = float(np.median([w.model.overlap_of(fn(m, None), m.step_s) for m in usable]))
+    draws = np.array([np.median([w.model.scaled(float(w.compute_draws[d])).overlap_of(fn(m, d), float(m.step_draws[d]))
+                                 for m in usable]) for d in range(DRAWS)])
+    how = "fitted from " + ", ".join(f"{m.np} rank(s) on {m.nodes} node(s)" for m in usable)
+    return point, draws, how
+
+
+def _row(w: Workload, link: str, algorithm: str, nodes: int, per_node: int, overlap: float, overlap_draws: np.ndarray,
+         fn: Callable[[float], float], fn_draws: list[Callable[[float], float]]) -> dict[str, Any]:
+    ranks = nodes * per_node
+    exchange, full, none = w.model.bounds(fn)
+    step = none - overlap * (none - full)
+    samples = w.rank_throughput * w.model.compute_s  # samples per step per rank
+    steps = np.array([w.model.scaled(float(w.compute_draws[d])).step_s(fn_draws[d], float(overlap_draws[d]))
+                      for d in range(DRAWS)])
+    thr, thr_draws = ranks * samples / step, ranks * samples / steps
+    speedup, speed_draws = thr / w.baseline, thr_draws / w.baseline_draws[:DRAWS]
+    found = [m for m in w.measured if m.nodes == nodes and m.np == ranks
+             and (m.hierarchical == (algorithm == "hierarchical") or nodes == 1)]
+    measured = found[0] if found and link in (WITHIN, "measured") else None  # a what-if link was not measured
+    cells = {"throughput": (thr, thr_draws), "speedup": (speedup, speed_draws),
+             "efficiency": (speedup / ranks, speed_draws / ranks)}
+    out: dict[str, Any] = {
+        "system": w.key["system"], "workload": w.label, "unit": w.unit, "link": link, "algorithm": algorithm,
+        "nodes": nodes, "gpus_per_node": per_node, "np": ranks, "exchange_ms": exchange * 1e3, "step_ms": step * 1e3,
+        "step_low_ms": percentile_interval(steps)[0] * 1e3, "step_high_ms": percentile_interval(steps)[1] * 1e3,
+        "step_overlapped_ms": full * 1e3, "step_serial_ms": none * 1e3, "overlap": overlap,
+        "measured_step_ms": measured.step_s * 1e3 if measured else np.nan,
+        "measured_throughput": measured.throughput if measured else np.nan,
+        "error_pct": (step / measured.step_s - 1.0) * 100 if measured else np.nan,
+    }
+    for name, (value, values) in cells.items():
+        low, high = percentile_interval(values)
+        out.update({name: value, f"{name}_low": low, f"{name}_high": high})
+    return out
+
+
+def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | None = None,
+            links: Sequence[str] = (), algorithms: Sequence[str] = ("ring", "hierarchical"),
+            warmup: int | None = None) -> Projection:
+    """The projection of every exchanging workload in the collection at each node count."""
+    stats = run_stats_table(collection, warmup)
+    scaling = scaling_table(collection, stats)
+    if scaling.empty:
+        raise ReportError("no complete training run to project from")
+    exchanging = scaling[~scaling["independent"].astype(bool)]
+    smallest = int(exchanging["nodes"].min()) if len(exchanging) else 1
+    below = [n for n in nodes if n < smallest]
+    if below:
+        raise ReportError(f"--nodes {','.join(map(str, below))}: below the {smallest} node(s) the runs were measured "
+                          "on; the report has what was measured")
+    workloads = workload_inputs(collection, scaling, stats.attrs.get("draws", {}))
+    curves = allreduce_curves(collection)
+    rows, link_rows, overlap, notes = [], [], {}, []
+    for w in workloads:
+        system, controller = str(w.key["system"]), str(w.key["controller"])
+        per_node = gpus_per_node or max([m.np for m in w.measured if m.nodes == 1] or [1])
+        intra_curve = pick_curve(curves, system, controller, "intra")
+        inter_curve = pick_curve(curves, system, controller, "inter")
+        needs_intra = per_node > 1 or any(m.nodes == 1 for m in w.measured)
+        if needs_intra and intra_curve is None:
+            raise ReportError(f"{w.label}: no allreduce curve within a node on system {system}: add "
+                              f"`hvdbench run collectives --np {max(per_node, 2)} --system {system} -- --ops allreduce "
+                              "--backends horovod`")
+        if max(nodes) > 1 and inter_curve is None and not links:
+            raise ReportError(f"{w.label}: no allreduce curve across nodes on system {system}: add a collectives run "
+                              "over 2 nodes (sweep: benchmark collectives, axes nodes: [2], gpus_per_node: [1]; args "
+                              "--ops allreduce --backends horovod), or give a what-if --link NAME=GB/s,latency")
+        fitted: dict[str, tuple[Link | None, list[Link | None]]] = {}
+        for kind, curve in (("intra", intra_curve), ("inter", inter_curve)):
+            fitted[kind] = (curve.link(), list(curve.draws())) if curve else (None, [None] * DRAWS)
+            if curve:
+                link = fitted[kind][0]
+                link_rows.append({"system": system, "link": "measured " + ("within a node" if kind == "intra" else
+                                                                           "between nodes"),
+                                  "kind": kind, "alpha_us": link.alpha_s * 1e6, "gbs": link.gbs,
+                                  "source": curve.describe()})
+        phi, phi_draws, how = _fit_overlap(w, fitted["intra"], fitted["inter"])
+        low, high = percentile_interval(phi_draws)
+        overlap[w.label] = (phi, low, high, how)
+        between: list[tuple[str, Link, list[Link]]] = []
+        if inter_curve is not None:
+            between.append(("measured", fitted["inter"][0], fitted["inter"][1]))  # type: ignore[arg-type]
+        software = fitted["intra"][0] or fitted["inter"][0]
+        for text in links:
+            spec = parse_link(text, software)
+            base = fitted["intra"][1] if fitted["intra"][0] else fitted["inter"][1]
+            between.append((spec.name, spec, [parse_link(text, b) for b in base]))
+            link_rows.append({"system": system, "link": spec.name, "kind": "what-if", "alpha_us": spec.alpha_s * 1e6,
+                              "gbs": spec.gbs, "source": spec.source})
+        intra, intra_draws = fitted["intra"]
+        for count in nodes:
+            if count == 1:
+                rows.append(_row(w, WITHIN, "ring", 1, per_node, phi, phi_draws,
+                                 _allreduce("ring", 1, per_node, intra, None),
+                                 [_allreduce("ring", 1, per_node, a, None) for a in intra_draws]))
+                continue
+            for name, link, link_draws in between:
+                for algorithm in algorithms:
+                    if algorithm == "hierarchical" and per_node == 1:
+                        continue  # the same as a ring with one rank per node
+                    rows.append(_row(w, name, algorithm, count, per_node, phi, phi_draws,
+                                     _allreduce(algorithm, count, per_node, intra, link),
+                                     [_allreduce(algorithm, count, per_node, a, e)
+                                      for a, e in zip(intra_draws, link_draws)]))
+    table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
+    links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
+    return Projection(table, links_table, workloads, overlap, notes)
+
+
+def _interval(value: float, low: float, high: float, fmt: str) -> str:
+    return f"{value:{fmt}} [{low:{fmt}}-{high:{fmt}}]"
+
+
+def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The headline columns of the projection, as text cells."""
+    header = ["workload", "link", "algorithm", "nodes", "GPUs", "throughput [95%]", "speedup", "efficiency [95%]",
+              "step ms (overlapped-serial)", "measured step ms", "error"]
+    rows = [[r.workload, r.link, r.algorithm, str(r.nodes), str(r.np),
+             _interval(r.throughput, r.throughput_low, r.throughput_high, ",.1f"), f"{r.speedup:.2f}",
+             _interval(r.efficiency * 100, r.efficiency_low * 100, r.efficiency_high * 100, ".0f") + "%",
+             f"{r.step_ms:.1f} ({r.step_overlapped_ms:.1f}-{r.step_serial_ms:.1f})",
+             "" if pd.isna(r.measured_step_ms) else f"{r.measured_step_ms:.1f}",
+             "" if pd.isna(r.error_pct) else f"{r.error_pct:+.1f}%"] for r in table.itertuples()]
+    return header, rows
+
+
+def inputs_lines(p: Projection) -> list[str]:
+    """What every number came from: per workload its inputs and overlap, then each link's terms."""
+    lines = []
+    for w in p.workloads:
+        phi, low, high, how = p.overlap[w.label]
+        lines.append(f"{w.label} ({w.unit}/s): " + "; ".join(w.inputs)
+                     + f"; overlap {phi:.2f} [{low:.2f}-{high:.2f}] {how}")
+    for link in p.links.itertuples():
+        lines.append(f"{link.link} ({link.system}): alpha {link.alpha_us:.1f} µs, {link.gbs:.3g} GB/s "
+                     f"({link.source})")
+    return lines + p.notes
+
+
+def plot_projection(table: pd.DataFrame) -> str | None:
+    """Projected efficiency against GPUs: a panel per workload, a line per link and algorithm, the 95%
+    interval shaded, measured runs as points."""
+    from .plots import figure, integer_log_axis, plain, svg_text
+
+    workloads = list(dict.fromkeys(table["workload"]))
+    if not workloads:
+        return None
+    fig, axes = figure(5.5 * len(workloads), 4, cols=len(workloads))
+    for ax, name in zip(np.atleast_1d(axes), workloads):
+        mine = table[table["workload"] == name]
+        single = mine[mine["link"] == WITHIN]
+        for (link, algorithm), group in mine[mine["link"] != WITHIN].groupby(["link", "algorithm"], sort=True):
+            group = pd.concat([single, group]).sort_values("np")
+            ax.plot(group["np"], group["efficiency"] * 100, marker="o", markersize=3,
+                    label=plain(f"{link} {algorithm}"))
+            ax.fill_between(group["np"], group["efficiency_low"] * 100, group["efficiency_high"] * 100, alpha=0.15)
+        measured = mine.dropna(subset=["measured_throughput"])
+        if len(measured):
+            speed = measured["throughput"] / measured["speedup"]  # the baseline each row used
+            ax.scatter(measured["np"], measured["measured_throughput"] / speed / measured["np"] * 100, color="black",
+                       marker="x", zorder=3, label="measured")
+        integer_log_axis(ax, sorted(set(int(n) for n in mine["np"])))
+        ax.set_title(plain(name), fontsize=9)
+        ax.set_xlabel("GPUs (ranks)")
+        ax.set_ylabel("projected efficiency (%)")
+        ax.set_ylim(0, 110)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return svg_text(fig)
+
+
+def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int], gpus_per_node: int | None = None,
+                     links: Sequence[str] = (), algorithms: Sequence[str] = ("ring", "hierarchical"),
+                     warmup: int | None = None) -> tuple[str, dict[str, Path]]:
+    """Project, then write projection.md (a report section), projection.csv, links.csv and projection.svg;
+    returns the text printed and the paths."""
+    for text in links:
+        parse_link(text)  # a bad spec is one line before any results are read
+    result = project(collect(dirs), nodes, gpus_per_node, links, algorithms, warmup)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out / "projection.md", "csv": out / "projection.csv", "links": out / "projection-links.csv",
+             "plot": out / "projection.svg"}
+    result.table.to_csv(paths["csv"], index=False)
+    result.links.to_csv(paths["links"], index=False)
+    svg = plot_projection(result.table)
+    if svg:
+        paths["plot"].write_text(svg, encoding="utf-8")
+    header, rows = table_rows(result.table)
+    inputs = inputs_lines(result)
+    paths["markdown"].write_text("\n".join([
+        "## Projection", "",
+        "Step time per workload between exchange fully overlapped with backward and not overlapped, at the overlap "
+        "the measured runs show; allreduce cost per link class fitted from the collectives curves; 95% intervals "
+        "from resampling the measurements. A model, not a measurement: check it against a measured run where one "
+        "exists (the error column).", "",
+        "Inputs:", "", *[f"- {line}" for line in inputs], "", markdown_table(header, rows), "",
+        "![projected efficiency](projection.svg)" if svg else "", ""]), encoding="utf-8")
+    text = "\n".join(["inputs:", *[f"  {line}" for line in inputs], "", text_table(header, rows)])
+    return text, paths
