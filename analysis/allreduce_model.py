@@ -9,6 +9,7 @@ sending ``b/p`` bytes over every link of the ring at once, so ``t = 2(p-1)·alph
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass, replace
@@ -162,7 +163,7 @@ def fusion_schedule(grad_bytes: float, tensors: int, backward_s: float, fusion_b
     tick, busy, done = 0.0, 0.0, 0
     while done < tensors:
         tick = max(tick + cycle_s, busy, ready[done])
-        waiting = sum(1 for r in ready[done:] if r <= tick)
+        waiting = bisect.bisect_right(ready, tick, lo=done) - done
         current = 0.0
         for _ in range(waiting):
             if current and current + each > threshold:

@@ -141,7 +141,8 @@ def _compute(env: dict[str, Any] | None) -> dict[str, Any]:
             "device_name": name if isinstance(name, str) else None}
 
 
-def _number(text: Any) -> float | None:
+def _float(text: Any) -> float | None:
+    """A recorded variable as a number (None where it is not one)."""
     try:
         return float(text)
     except (TypeError, ValueError):
@@ -156,9 +157,9 @@ def _exchange(env: dict[str, Any] | None) -> dict[str, Any]:
     tensors, total, forward = env.get("gradient_tensors"), env.get("flops_per_sample"), env.get("flops_forward_per_sample")
     share = forward / total if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                                    for v in (total, forward)) else None
-    cycle_ms = _number(variables.get("HOROVOD_CYCLE_TIME"))
+    cycle_ms = _float(variables.get("HOROVOD_CYCLE_TIME"))
     return {"gradient_tensors": tensors if isinstance(tensors, int) and not isinstance(tensors, bool) else None,
-            "forward_share": share, "fusion_bytes": _number(variables.get("HOROVOD_FUSION_THRESHOLD")),
+            "forward_share": share, "fusion_bytes": _float(variables.get("HOROVOD_FUSION_THRESHOLD")),
             "cycle_s": None if cycle_ms is None else cycle_ms / 1e3}
 
 

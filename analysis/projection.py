@@ -42,7 +42,6 @@ class Projection:
     links: pd.DataFrame
     workloads: list[Workload]
     overlap: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
 
 
 def _allreduce(algorithm: str, nodes: int, per_node: int, intra: Link | None,
@@ -90,7 +89,7 @@ def _row(w: Workload, link: str, algorithm: str, nodes: int, per_node: int, over
     out: dict[str, Any] = {
         "system": w.key["system"], "workload": w.label, "unit": w.unit, "link": link, "algorithm": algorithm,
         "nodes": nodes, "gpus_per_node": per_node, "np": ranks, "exchange_ms": exchange * 1e3, "step_ms": step * 1e3,
-        "step_low_ms": percentile_interval(steps)[0] * 1e3, "step_high_ms": percentile_interval(steps)[1] * 1e3,
+        **dict(zip(("step_low_ms", "step_high_ms"), (v * 1e3 for v in percentile_interval(steps)))),
         "step_overlapped_ms": full * 1e3, "step_serial_ms": none * 1e3, "overlap": overlap,
         "measured_step_ms": measured.step_s * 1e3 if measured else np.nan,
         "measured_throughput": measured.throughput if measured else np.nan,
@@ -118,7 +117,8 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
                           "on; the report has what was measured")
     workloads = workload_inputs(collection, scaling, stats.attrs.get("draws", {}))
     curves = allreduce_curves(collection)
-    rows, link_rows, overlap, notes = [], [], {}, []
+    rows, link_rows, overlap = [], [], {}
+    fits: dict[str, tuple[Link, list[Link]]] = {}  # each curve fitted once, whichever workloads use it
     for w in workloads:
         system, controller = str(w.key["system"]), str(w.key["controller"])
         per_node = gpus_per_node or max([m.np for m in w.measured if m.nodes == 1] or [1])
@@ -135,7 +135,9 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
                               "--ops allreduce --backends horovod), or give a what-if --link NAME=GB/s,latency")
         fitted: dict[str, tuple[Link | None, list[Link | None]]] = {}
         for kind, curve in (("intra", intra_curve), ("inter", inter_curve)):
-            fitted[kind] = (curve.link(), list(curve.draws())) if curve else (None, [None] * DRAWS)
+            if curve and curve.run_id not in fits:
+                fits[curve.run_id] = (curve.link(), curve.draws())
+            fitted[kind] = fits[curve.run_id] if curve else (None, [None] * DRAWS)  # type: ignore[assignment]
             if curve:
                 link = fitted[kind][0]
                 link_rows.append({"system": system, "link": "measured " + ("within a node" if kind == "intra" else
@@ -172,7 +174,7 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
                                       for a, e in zip(intra_draws, link_draws)]))
     table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
     links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
-    return Projection(table, links_table, workloads, overlap, notes)
+    return Projection(table, links_table, workloads, overlap)
 
 
 def _interval(value: float, low: float, high: float, fmt: str) -> str:
@@ -202,7 +204,7 @@ def inputs_lines(p: Projection) -> list[str]:
     for link in p.links.itertuples():
         lines.append(f"{link.link} ({link.system}): alpha {link.alpha_us:.1f} µs, {link.gbs:.3g} GB/s "
                      f"({link.source})")
-    return lines + p.notes
+    return lines
 
 
 def plot_projection(table: pd.DataFrame) -> str | None:

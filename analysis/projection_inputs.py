@@ -142,18 +142,15 @@ def label_of(row: pd.Series) -> str:
     return " ".join(str(p) for p in parts if p)
 
 
-def _step_draws(row: pd.Series, draws: dict[str, np.ndarray]) -> np.ndarray:
-    """The median step's resamples, scaled from the configuration's throughput resamples."""
-    step = float(row["median_step_ms"]) / 1e3
-    thr = config_draws(str(row["runs"]).split(","), draws)
-    if thr is None or not len(thr):
-        return np.full(DRAWS, step)
-    return step * float(row["throughput"]) / np.asarray(thr[:DRAWS], dtype=float)
-
-
 def _thr_draws(row: pd.Series, draws: dict[str, np.ndarray]) -> np.ndarray:
+    """A scaling row's throughput resamples (its value alone where its runs have none)."""
     thr = config_draws(str(row["runs"]).split(","), draws)
     return np.full(DRAWS, float(row["throughput"])) if thr is None or not len(thr) else np.asarray(thr[:DRAWS], float)
+
+
+def _step_draws(row: pd.Series, draws: dict[str, np.ndarray]) -> np.ndarray:
+    """The median step's resamples, scaled from the configuration's throughput resamples."""
+    return float(row["median_step_ms"]) / 1e3 * float(row["throughput"]) / _thr_draws(row, draws)
 
 
 def _breakdown(collection: Collection, run_ids: list[str]) -> dict[str, float] | None:

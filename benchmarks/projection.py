@@ -16,7 +16,6 @@ shaped afterwards (checked).
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import subprocess
 import sys
@@ -135,10 +134,7 @@ def main() -> int:
         host.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     table = pd.DataFrame(rows)
-    with open(out / "projection.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(table.columns))
-        writer.writeheader()
-        writer.writerows(rows)
+    table.to_csv(out / "projection.csv", index=False, float_format="%.4g")
     shown = table.dropna(subset=["error_pct"])
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     worst = shown.loc[shown["error_pct"].abs().idxmax()] if len(shown) else None

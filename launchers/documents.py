@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdbench.suite.errors import SpecError
+from hvdbench.suite.validate import read_small_text
 
 MAX_BYTES = 1 << 20  # a sweep file is a few kB; 1 MiB is far beyond any real one
 
@@ -46,18 +47,9 @@ def _yaml_loader() -> Any:
 def read_document(path: Path) -> Any:
     """The file's content: TOML for ``.toml``, YAML otherwise; a SweepError names the file and line."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise SweepError(f"{path}: cannot read sweep file ({exc.strerror})") from None
-    if len(raw) > MAX_BYTES:
-        raise SweepError(f"{path}: larger than {MAX_BYTES // 1024} KiB; a sweep file is a few kB")
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
-        raise SweepError(f"{path}: holds NUL bytes (UTF-16 or binary?); save it as UTF-8 text")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SweepError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        text = read_small_text(path, MAX_BYTES, "a sweep file (a few kB)")
+    except ValueError as exc:
+        raise SweepError(str(exc)) from None
     if path.suffix == ".toml":
         try:
             return tomllib.loads(text)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from hvdbench.suite.errors import HvdbenchError
+from hvdbench.suite.validate import read_small_text
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _NV = re.compile(r"^NV(\d+)$")
@@ -236,15 +237,9 @@ MAX_TOPOLOGY_BYTES = 1 << 20  # a 72-GPU matrix with NICs is ~40 kB
 def read_topology_file(path: Path) -> Topology:
     """A saved ``nvidia-smi topo -m`` output, or hvdbench's own ``topo --json``."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_TOPOLOGY_BYTES + 1)
-    except OSError as exc:
-        raise TopologyError(f"cannot read {path}: {exc.strerror}") from None
-    if len(raw) > MAX_TOPOLOGY_BYTES:
-        raise TopologyError(f"{path}: larger than {MAX_TOPOLOGY_BYTES // 1024} KiB: not a topology matrix")
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
-        raise TopologyError(f"{path}: holds NUL bytes (saved as UTF-16?); save 'nvidia-smi topo -m' as UTF-8 text")
-    text = raw.decode("utf-8", errors="replace")
+        text = read_small_text(path, MAX_TOPOLOGY_BYTES, "a topology matrix ('nvidia-smi topo -m')", strict=False)
+    except ValueError as exc:
+        raise TopologyError(str(exc)) from None
     if text.lstrip().startswith("{"):
         try:
             return topology_from_json(json.loads(text), str(path))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -63,3 +64,21 @@ def finite(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"not a finite number: {text!r}")
     return value
+
+
+def read_small_text(path: Path, limit: int, what: str, *, strict: bool = True) -> str:
+    """A small text file's content (at most ``limit`` bytes); a ValueError of one line naming the file when
+    it cannot be read, is larger, holds NUL bytes (UTF-16, binary) or, where ``strict``, is not UTF-8."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    if len(raw) > limit:
+        raise ValueError(f"{path}: larger than {limit // 1024} KiB; too large for {what}")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
+        raise ValueError(f"{path}: holds NUL bytes (saved as UTF-16, or binary?); save {what} as UTF-8 text")
+    try:
+        return raw.decode("utf-8", errors="strict" if strict else "replace")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None

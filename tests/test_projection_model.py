@@ -72,7 +72,8 @@ def test_link_specs_parse_with_units_and_add_the_measured_software_latency() -> 
 def test_a_link_spec_that_does_not_parse_is_one_line(text: str) -> None:
     with pytest.raises(UsageError) as info:
         parse_link(text)
-    assert "\n" not in str(info.value) and "NAME=GB/s,latency" in str(info.value) or "must be" in str(info.value)
+    message = str(info.value)
+    assert "\n" not in message and ("NAME=GB/s,latency" in message or "must be" in message), message
 
 
 def test_fusion_fills_buffers_up_to_the_threshold_when_everything_is_ready_at_once() -> None:
