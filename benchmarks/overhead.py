@@ -8,6 +8,12 @@
   does nothing, which bounds its overhead on any workload without the noise of training.
 
     python benchmarks/overhead.py --compare harness --model resnet20 --batch-size 32 --rounds 15 --steps 30
+    python benchmarks/overhead.py --compare telemetry --benchmark imagenet --model resnet50 --batch-size 256 \
+        --precision amp --rounds 15 --steps 30                                   # on a GPU node
+
+Flags the script does not know go to the benchmark (cifar10 or imagenet): --model, --batch-size,
+--precision, --channels-last, ... The bare loop trains as a user would at that precision: autocast and a
+gradient scaler (CUDA) for amp, fp16/bf16 weights for fp16/bf16, NHWC where --channels-last.
 """
 
 from __future__ import annotations
@@ -23,47 +29,67 @@ from typing import Callable
 
 import horovod.torch as hvd
 import torch
-import torch.nn.functional as F
 
-from hvdbench.suite import harness, timing
+from hvdbench.suite import cifar10, harness, imagenet, timing
 from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.cifar10 import build
+from hvdbench.suite.errors import UsageError
 from hvdbench.suite.gpu import Nvml, TelemetrySampler, telemetry_for, visible_device
 from hvdbench.suite.pytorch import BuildContext, TorchRuntime, Trainer, pick_device, set_threads
+from hvdbench.suite.torchdata import autocast, weight_dtype
+
+BUILDS = {"cifar10": cifar10.build, "imagenet": imagenet.build}
+DEFAULTS = {"cifar10": ["--model", "resnet20", "--batch-size", "32"], "imagenet": []}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compare", choices=["harness", "telemetry", "null"], default="harness")
-    parser.add_argument("--model", default="resnet20")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--benchmark", choices=sorted(BUILDS), default="cifar10")
     parser.add_argument("--steps", type=int, default=30, help="steps per side per round")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--interval", type=float, default=1.0, help="telemetry interval (seconds)")
-    args = parser.parse_args()
+    args, bench_args = parser.parse_known_args()
+    try:
+        flags = get_benchmark(args.benchmark).check(DEFAULTS[args.benchmark] + bench_args)  # later flags win
+    except UsageError as error:
+        print(f"overhead: error: {error}", file=sys.stderr)
+        return 2
     hvd.init()
-    flags = get_benchmark("cifar10").check(["--model", args.model, "--batch-size", str(args.batch_size)])
-    device, _ = pick_device("auto", hvd.local_rank())
+    device, _ = pick_device(flags.device, hvd.local_rank())
     threads = set_threads(flags, hvd.local_size()) if device.type == "cpu" else None
     runtime = TorchRuntime(hvd, device)
     torch.manual_seed(flags.seed)
     ctx = BuildContext(flags, device, hvd.rank(), hvd.size())
-    workload = build(ctx)
-    bare_model = copy.deepcopy(workload.model).to(device).train()
+    workload = BUILDS[args.benchmark](ctx)
+    dtype = weight_dtype(flags.precision)
+    layout = torch.channels_last if flags.channels_last else torch.contiguous_format
+    bare_model = copy.deepcopy(workload.model).to(device, dtype).to(memory_format=layout).train()
     trainer = Trainer(hvd, workload, flags, device, ctx.data_generator(), flags.seed + 1)
-    images, labels = (t.to(device) for t in workload.make_batch(ctx.data_generator()))
+    images, labels = workload.make_batch(ctx.data_generator())
+    batch = (images.to(device, dtype).contiguous(memory_format=layout), labels.to(device))
     bare_optimizer = hvd.DistributedOptimizer(torch.optim.SGD(bare_model.parameters(), lr=flags.lr, momentum=0.9),
                                               named_parameters=bare_model.named_parameters())
+    scaler = torch.amp.GradScaler("cuda") if flags.precision == "amp" and device.type == "cuda" else None
 
     def bare(steps: int) -> float:
-        """What a user would write: Horovod's optimizer, a fixed batch, no records, one sync at the end."""
+        """What a user would write: Horovod's optimizer, a fixed batch, no records, one sync at the end
+        (amp on CUDA: Horovod's documented order, synchronize, then the scaler's step without a second one)."""
         start = time.perf_counter()
         for _ in range(steps):
             bare_optimizer.zero_grad()
-            F.cross_entropy(bare_model(images), labels).backward()
-            bare_optimizer.step()
+            with autocast(flags.precision, device):
+                loss = workload.loss(bare_model, batch)
+            if scaler is None:
+                loss.backward()
+                bare_optimizer.step()
+                continue
+            scaler.scale(loss).backward()
+            bare_optimizer.synchronize()
+            with bare_optimizer.skip_synchronize():
+                scaler.step(bare_optimizer)
+            scaler.update()
         runtime.sync()
-        return steps * args.batch_size / (time.perf_counter() - start)
+        return steps * flags.batch_size / (time.perf_counter() - start)
 
     with tempfile.TemporaryDirectory() as tmp:
         writer = harness.open_writer(runtime, Path(tmp), echo=False)
@@ -113,7 +139,8 @@ def main() -> int:
                   f"ratio {ratios[-1]:.4f}", flush=True)
         writer.close()
     where = f"{threads} CPU thread(s)" if threads else torch.cuda.get_device_name(device)
-    print(f"{args.model}, batch {args.batch_size}, {where}: {labels_[0]} / {labels_[1]} throughput, median of "
+    print(f"{args.benchmark} {flags.model}, batch {flags.batch_size}, {flags.precision}"
+          f"{', NHWC' if flags.channels_last else ''}, {where}: {labels_[0]} / {labels_[1]} throughput, median of "
           f"{args.rounds} alternating rounds = {statistics.median(ratios):.4f} "
           f"(min {min(ratios):.4f}, max {max(ratios):.4f})")
     return 0

@@ -22,6 +22,9 @@ _NV = re.compile(r"^NV(\d+)$")
 _ALIASES = {"SOC": "SYS"}  # drivers before 384 printed SOC for what later ones call SYS
 _MULTIWORD = {"CPU Affinity": "CPU_Affinity", "NUMA Affinity": "NUMA_Affinity", "GPU NUMA ID": "GPU_NUMA_ID"}
 _GPU = re.compile(r"^GPU(\d+)$")
+# Terminal control sequences: recent drivers underline the header line (ESC[4m ... ESC[0m) even when
+# nvidia-smi's output is captured or saved to a file.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class TopologyError(HvdbenchError):
@@ -148,7 +151,7 @@ def parse_topo_text(text: str, source: str = "text") -> Topology:
 
     Raises TopologyError naming the line for a ragged row, an asymmetric matrix or an unknown code.
     """
-    lines = text.splitlines()
+    lines = _ANSI.sub("", text).splitlines()
     header_at = next((i for i, line in enumerate(lines) if re.match(r"^GPU0$", (_tokens(line) or [""])[0])), None)
     if header_at is None:
         raise TopologyError(f"{source}: no topology matrix (no header line starting with GPU0)")

@@ -2,10 +2,12 @@
 
 Markers (setup.cfg): ``slow`` for tests that start processes (Horovod ranks, SLURM, ssh, a browser):
 ``pytest -m "not slow"`` is the quick loop. ``gpu`` tests need CUDA and skip without it; ``no_gpu``
-tests check what a machine without CUDA does and skip on a GPU machine."""
+tests check what a machine without CUDA does and skip on a GPU machine; ``tf`` tests need TensorFlow and
+skip where set-up left it out (HVDBENCH_TF_SPEC=none)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -33,7 +35,12 @@ def cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``gpu`` tests without CUDA and ``no_gpu`` tests with it, each saying why."""
+    """Skip ``gpu`` tests without CUDA and ``no_gpu`` tests with it, ``tf`` tests without TensorFlow,
+    each saying why."""
+    if any(item.get_closest_marker("tf") for item in items) and importlib.util.find_spec("tensorflow") is None:
+        for item in items:
+            if item.get_closest_marker("tf"):
+                item.add_marker(pytest.mark.skip(reason="needs TensorFlow (set-up left it out: HVDBENCH_TF_SPEC=none)"))
     marked = [item for item in items if item.get_closest_marker("gpu") or item.get_closest_marker("no_gpu")]
     if not marked:
         return

@@ -66,6 +66,7 @@ def test_counts_are_made_once_per_model_and_size(tmp_path: Path, monkeypatch: py
 
 
 @pytest.mark.slow
+@pytest.mark.tf
 def test_tensorflow_workloads_use_the_count_of_the_same_pytorch_model(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HVDBENCH_CACHE", str(tmp_path))

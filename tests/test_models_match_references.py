@@ -76,6 +76,7 @@ def test_translation_counts_target_tokens_not_padding() -> None:
     assert 25 <= src_len.min() and src_len.max() <= 100
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("name, side, params", [  # keras.applications with top, 1000 classes
     ("resnet50", 224, 25_636_712), ("inception_v3", 299, 23_851_784), ("vgg16", 224, 138_357_544),
 ])
@@ -85,6 +86,7 @@ def test_keras_imagenet_parameter_counts(name: str, side: int, params: int) -> N
     assert imagenet_cnn(name, (side, side, 3)).count_params() == params
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("name, params", [("resnet20", 269_722), ("resnet56", 853_018), ("resnet110", 1_727_962)])
 def test_keras_cifar_resnets_have_the_pytorch_trainable_parameters(name: str, params: int) -> None:
     from hvdbench.suite.models.keras_models import cifar_resnet, mlp as keras_mlp

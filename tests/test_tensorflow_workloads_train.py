@@ -52,6 +52,7 @@ def checksums(ranks: list[list[dict]]) -> list[float]:
     return [records[-1]["param_checksum"] for records in ranks]
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
 def test_tf_workload_trains_with_averaged_gradients_and_alone_when_independent(
         workload: str, tmp_path: Path, hvd_env: dict) -> None:
@@ -62,6 +63,7 @@ def test_tf_workload_trains_with_averaged_gradients_and_alone_when_independent(
     assert alone[0] != alone[1]
 
 
+@pytest.mark.tf
 def test_xla_compiled_step_trains_under_mpi_and_says_so(tmp_path: Path, hvd_env: dict) -> None:
     ranks = train("tf_cifar10", ["--batch-size", "2"], tmp_path / "xla", hvd_env, "--xla", controller="--mpi")
     env = next(r for r in ranks[0] if r["kind"] == "env")
@@ -70,6 +72,7 @@ def test_xla_compiled_step_trains_under_mpi_and_says_so(tmp_path: Path, hvd_env:
     assert checksums(ranks)[0] == checksums(ranks)[1]
 
 
+@pytest.mark.tf
 def test_keras_knobs_mixed_bfloat16_pipeline_fp16_exchange_breakdown(tmp_path: Path, hvd_env: dict) -> None:
     ranks = train("tf_mlp", ["--batch-size", "4", "--mlp-input", "32", "--mlp-widths", "64"], tmp_path / "knobs",
                   hvd_env, "--precision", "mixed_bfloat16", "--data", "pipeline", "--fp16-allreduce", "--breakdown",
@@ -81,6 +84,7 @@ def test_keras_knobs_mixed_bfloat16_pipeline_fp16_exchange_breakdown(tmp_path: P
     assert checksums(ranks)[0] == checksums(ranks)[1]
 
 
+@pytest.mark.tf
 def test_pure_bfloat16_variables_cross_horovod_as_float32(tmp_path: Path, hvd_env: dict) -> None:
     ranks = train("tf_mlp", ["--batch-size", "4", "--mlp-input", "32", "--mlp-widths", "64"], tmp_path / "bf16",
                   hvd_env, "--precision", "bf16", "--data", "host")

@@ -57,6 +57,17 @@ def test_same_matrix_in_every_whitespace_form(transform) -> None:
     assert parse_topo_text(transform(DGX1)).to_json()["matrix"] == parse_topo_text(DGX1).to_json()["matrix"]
 
 
+def test_underlined_header_of_current_drivers_and_a_one_gpu_node() -> None:
+    """Drivers of the 5xx series underline the header (ESC[4m ... ESC[0m) even in captured output, and
+    print an empty cell before GPU NUMA ID; a one-GPU node's matrix is GPU0 to itself."""
+    one = "\t\x1b[4mGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\nGPU0\t X \t0-15\t0\t\tN/A\n"
+    topo = parse_topo_text(one)
+    assert [(g.index, g.cpus, g.numa_node) for g in topo.gpus] == [(0, tuple(range(16)), 0)] and not topo.links
+    two = ("\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+           "GPU0\t X \tNV18\t0-59\t0\t\tN/A\nGPU1\tNV18\t X \t0-59\t0\t\tN/A\n")
+    assert parse_topo_text(two).gpu_classes() == ["NV18"]
+
+
 def test_old_soc_code_reads_as_sys() -> None:
     assert parse_topo_text(DGX1.replace("SYS", "SOC")).link(0, 5) == "SYS"
 

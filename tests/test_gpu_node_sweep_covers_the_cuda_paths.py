@@ -1,0 +1,40 @@
+"""The shipped GPU-node sweep (launchers/sweeps/gpu-node.yaml) plans, and its runs are the CUDA paths its
+comment promises: ResNet-50 at two batches in fp32 and amp, NHWC, torch.compile, host and DataLoader
+batches, --breakdown, --profile, ResNet-56, GPT-2, translation and the fused-RNN speech model; over Gloo,
+so a node without MPI runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hvdbench.launchers.plan import plan
+from hvdbench.launchers.sweep import load_sweep
+
+SWEEPS = Path(__file__).resolve().parents[1] / "launchers" / "sweeps"
+
+
+def _flag(args: tuple[str, ...], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_every_shipped_sweep_plans() -> None:
+    for path in sorted(SWEEPS.glob("*.yaml")):
+        assert plan(load_sweep(path)).specs, path.name
+
+
+def test_the_gpu_node_sweep_runs_each_cuda_path_once() -> None:
+    specs = plan(load_sweep(SWEEPS / "gpu-node.yaml")).specs
+    assert len(specs) == 14 and {s.controller for s in specs} == {"gloo"} and {s.np for s in specs} == {1}
+    resnet50 = [s.args for s in specs if s.benchmark == "imagenet"]
+    plain = {(_flag(a, "--batch-size"), _flag(a, "--precision")) for a in resnet50
+             if not {"--channels-last", "--compile", "--breakdown", "--profile", "--data"} & set(a)}
+    assert plain == {("64", "fp32"), ("64", "amp"), ("256", "fp32"), ("256", "amp")}
+    variants = [a for a in resnet50 if _flag(a, "--batch-size") == "256" and _flag(a, "--precision") == "amp"]
+    assert sum("--channels-last" in a and "--compile" not in a for a in variants) == 1
+    assert sum("--compile" in a for a in variants) == 1
+    assert sorted(_flag(a, "--data") for a in variants if "--data" in a) == ["host", "loader"]
+    assert sum("--breakdown" in a for a in variants) == 1 and sum("--profile" in a for a in variants) == 1
+    others = {s.benchmark: s.args for s in specs if s.benchmark != "imagenet"}
+    assert set(others) == {"cifar10", "lm", "translation", "speech"}
+    assert _flag(others["cifar10"], "--model") == "resnet56" and _flag(others["speech"], "--rnn-impl") == "fused"
+    assert all(_flag(a, "--precision") == "amp" for a in others.values())

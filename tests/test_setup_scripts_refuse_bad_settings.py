@@ -1,0 +1,59 @@
+"""The set-up scripts' own inputs: a bad setting stops scripts/setup.sh in one line before it installs
+anything; scripts/bundle.sh fetches exactly what set-up installs from the network (setup.cfg's requirements
+with the extras set-up asks for, and Horovod's build and run requirements), never PyTorch, TensorFlow or
+Horovod itself, and refuses malformed arguments in one line."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", *argv], capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("setting, problem", [
+    ({"HVDBENCH_MPI": "openmpi"}, "HVDBENCH_MPI=openmpi is not understood"),
+    ({"HVDBENCH_WHEELS": "/nonexistent/wheels"}, "HVDBENCH_WHEELS=/nonexistent/wheels is not a folder"),
+])
+def test_setup_stops_on_a_bad_setting_in_one_line(tmp_path: Path, setting: dict[str, str], problem: str) -> None:
+    proc = _run("scripts/setup.sh", env={**setting, "HVDBENCH_VENV": str(tmp_path / "venv")})
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and problem in proc.stderr
+    assert not (tmp_path / "venv").exists()
+
+
+def test_bundle_lists_what_setup_fetches_and_no_framework() -> None:
+    proc = _run("scripts/bundle.sh", "--list")
+    assert proc.returncode == 0, proc.stderr
+    listed = {re.split(r"[<>=!~ \[;]", line)[0].lower() for line in proc.stdout.splitlines()}
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    wanted = cfg["options"]["install_requires"].splitlines() + [
+        line for extra in ("mpi", "slurm", "gpu", "report", "test")
+        for line in cfg["options.extras_require"][extra].splitlines()]
+    wanted += (REPO / "scripts" / "horovod-requirements.txt").read_text().splitlines()
+    names = {re.split(r"[<>=!~ \[;]", line.split("#")[0].strip())[0].lower() for line in wanted} - {""}
+    assert listed == names - {"torch", "tensorflow", "horovod"}
+    assert {"msgspec", "mpi4py", "submitit", "nvidia-ml-py", "cffi", "cmake"} <= listed
+
+
+@pytest.mark.parametrize("argv, problem", [
+    ((), "usage: scripts/bundle.sh DIR"),
+    (("DIR", "--python", "312"), "--python 312: give major.minor"),
+    (("DIR", "--glibc", "2.x"), "--glibc 2.x: give 2.N"),
+    (("DIR", "--wheels"), "unknown argument --wheels (valid: --python, --glibc, --only)"),
+])
+def test_bundle_refuses_malformed_arguments_in_one_line(tmp_path: Path, argv: tuple[str, ...], problem: str) -> None:
+    argv = tuple(str(tmp_path / "out") if a == "DIR" else a for a in argv)
+    proc = _run("scripts/bundle.sh", *argv)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and problem in proc.stderr
+    assert not (tmp_path / "out").exists()
