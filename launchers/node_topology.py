@@ -173,9 +173,14 @@ def node_topology(module: Any = None, smi_text: str | None = None) -> NodeTopolo
                                           check=True).stdout
             except (OSError, subprocess.SubprocessError) as exc:
                 reasons.append(f"'nvidia-smi topo -m' failed ({exc})")
-    from_text = parse_topo_text(smi_text, "nvidia-smi topo -m") if smi_text else None
-    notes = tuple(f"GPU{g.index} is in MIG mode: shown as its physical GPU; its instances share no NVLink"
-                  for g in (from_nvml.gpus if from_nvml else ()) if g.mig)
+    from_text, unread = None, ()
+    try:
+        from_text = parse_topo_text(smi_text, "nvidia-smi topo -m") if smi_text else None
+    except TopologyError as exc:  # a driver's new format must not cost the NVML view
+        reasons.append(str(exc))
+        unread = (f"{exc}; placements use NVML's view alone",)
+    notes = unread + tuple(f"GPU{g.index} is in MIG mode: shown as its physical GPU; its instances share no NVLink"
+                           for g in (from_nvml.gpus if from_nvml else ()) if g.mig)
     if from_nvml is not None and from_text is not None:
         differ = disagreements(from_nvml, from_text)
         chosen = merge(from_nvml, from_text) if len(from_nvml.gpus) == len(from_text.gpus) else from_nvml

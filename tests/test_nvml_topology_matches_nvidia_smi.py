@@ -68,6 +68,24 @@ def test_mig_gpus_are_marked_and_said() -> None:
     assert node.notes == ("GPU2 is in MIG mode: shown as its physical GPU; its instances share no NVLink",)
 
 
+RAGGED = "\tGPU0\tGPU1\nGPU0\t X \nGPU1\tNV1\t X \n"  # a row short of a cell
+
+
+def test_an_unreadable_nvidia_smi_matrix_leaves_the_nvml_view_and_says_so() -> None:
+    text = parse_topo_text((FIXTURES / "dgx1-v100-nv1-nv2.txt").read_text())
+    node = node_topology(StandInNvml(text), RAGGED)
+    assert node.text is None and node.topology.gpu_classes() == ["NV2", "NV1", "SYS"]
+    assert len(node.notes) == 1 and "row GPU0 has 1 cells" in node.notes[0] and "NVML's view alone" in node.notes[0]
+
+    class NoDriver:
+        def nvmlInit(self) -> None:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    with pytest.raises(TopologyError) as err:  # neither view: both reasons in one line
+        node_topology(NoDriver(), RAGGED)
+    assert "\n" not in str(err.value) and "row GPU0 has 1 cells" in str(err.value)
+
+
 def test_no_driver_and_no_nvidia_smi_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
 
