@@ -136,6 +136,24 @@ class Nvml:
         }
 
 
+def unseen_gpus(framework: str, module: Any = None) -> str | None:
+    """Why ``--device auto`` must not fall back to the CPU here: the node has NVIDIA GPUs (NVML counts them)
+    that ``framework`` (what it is and why it may not see them, in words) does not see. None where NVML
+    finds no GPU or no driver: a machine without GPUs trains on its CPU as asked."""
+    nvml = Nvml(module)
+    try:
+        count = nvml.query("nvmlDeviceGetCount") if nvml.available else None
+    finally:
+        nvml.shutdown()
+    if not count:
+        return None
+    hidden = visible_devices()
+    why = (f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides them from this process"
+           if hidden is not None and not [v for v in hidden if v not in ("-1", "NoDevFiles")] else framework)
+    return (f"--device auto: this node has {count} NVIDIA GPU(s) (NVML) but {why}; fix that, or pass "
+            "--device cpu to measure the CPU")
+
+
 def _count(value: Any) -> int | None:
     """How many items NVML returned (None where the query is not supported)."""
     return None if value is None else len(value)

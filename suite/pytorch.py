@@ -19,6 +19,7 @@ from torch import nn
 
 from . import harness
 from .errors import UsageError
+from .gpu import unseen_gpus
 from .gpu_choice import GpuChoice, choose_gpu
 from .records import RecordWriter
 from .timing import HorovodObjects, StepOutcome
@@ -48,9 +49,16 @@ class TorchRuntime(HorovodObjects):
 
 
 
-def pick_device(choice: str, local_rank: int) -> tuple[torch.device, GpuChoice | None]:
+def pick_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[torch.device, GpuChoice | None]:
     """Pin this rank to its GPU (suite/gpu_choice.py: its placement's, its local rank's or the only one
-    visible), or the CPU; the device and the GPU choice (None on the CPU)."""
+    visible), or the CPU; the device and the GPU choice (None on the CPU). ``auto`` on a node whose GPUs
+    PyTorch cannot see is refused rather than measured on the CPU (``nvml_module`` stands in for pynvml)."""
+    if choice == "auto" and not torch.cuda.is_available():
+        build = (f"PyTorch {torch.__version__} cannot use them (its CUDA {torch.version.cuda} needs a newer "
+                 "driver?)" if torch.version.cuda else f"PyTorch {torch.__version__} is a build without CUDA")
+        problem = unseen_gpus(build, nvml_module)
+        if problem:
+            raise UsageError(problem)
     if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu"), None
     if not torch.cuda.is_available():
