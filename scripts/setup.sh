@@ -8,7 +8,7 @@
 #   HVDBENCH_PYTHON      interpreter the environment is made from         (default: python3)
 #   HVDBENCH_TORCH_SPEC  pip requirement for PyTorch                      (default: torch==2.13.0)
 #   HVDBENCH_TF_SPEC     pip requirement for TensorFlow; "none" skips TF  (default: tensorflow-cpu==2.21.0
-#                        without a GPU, tensorflow==2.21.0 with one)
+#                        without a GPU, none with one: see below)
 #   HVDBENCH_SYSTEM_SITE=1  let the environment see the interpreter's packages (a cluster's torch module,
 #                        or an existing virtual environment's python given as HVDBENCH_PYTHON)
 #   HVDBENCH_MPI=none    no MPI on this node: Horovod with Gloo alone, no mpi4py (horovodrun's Gloo path)
@@ -27,15 +27,22 @@ CACHE=${HVDBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdbench}
 PYTHON=${HVDBENCH_PYTHON:-python3}
 TORCH_SPEC=${HVDBENCH_TORCH_SPEC:-torch==2.13.0}
 HOROVOD_VERSION=${HOROVOD_VERSION:-0.28.1}
-if [[ -z "${HVDBENCH_TF_SPEC:-}" ]]; then
-    if command -v nvidia-smi >/dev/null 2>&1; then HVDBENCH_TF_SPEC=tensorflow==2.21.0
-    else HVDBENCH_TF_SPEC=tensorflow-cpu==2.21.0; fi
-fi
-TF_SPEC=$HVDBENCH_TF_SPEC
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 started=$(date +%s)
+if [[ -z "${HVDBENCH_TF_SPEC:-}" ]]; then
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        # TensorFlow uses GPUs only with its CUDA 12 packages (tensorflow[and-cuda]), whose NCCL and cuDNN
+        # land on the very files of PyTorch's CUDA 13 ones (nvidia/nccl/lib, nvidia/cudnn/lib): one
+        # environment cannot hold both, and TensorFlow without them would train on the CPU.
+        HVDBENCH_TF_SPEC=none
+        log "TensorFlow left out on this GPU node: tensorflow[and-cuda]'s CUDA 12 NCCL and cuDNN would overwrite PyTorch's CUDA 13 ones in one environment. For TensorFlow on GPUs, a second environment with a PyTorch built for CUDA 12: HVDBENCH_VENV=.venv-tf HVDBENCH_TF_SPEC='tensorflow[and-cuda]==2.21.0' HVDBENCH_TORCH_SPEC='torch==<version> --index-url https://download.pytorch.org/whl/cu12<x>' make setup"
+    else
+        HVDBENCH_TF_SPEC=tensorflow-cpu==2.21.0
+    fi
+fi
+TF_SPEC=$HVDBENCH_TF_SPEC
 WITH_MPI=1
 case "${HVDBENCH_MPI:-}" in
     ""|auto) ;;
@@ -212,7 +219,11 @@ install_all() {
                     export HOROVOD_NCCL_INCLUDE=$nccl_home/include HOROVOD_NCCL_LIB=$work/nccl-lib HOROVOD_NCCL_LINK=SHARED
                 fi
             fi
-            command -v make >/dev/null 2>&1 || export CMAKE_GENERATOR=Ninja
+            if ! command -v make >/dev/null 2>&1; then
+                # ninja instead; Horovod's setup.py would hand it make's VERBOSE=1 as a target
+                export CMAKE_GENERATOR=Ninja
+                sed -i "s/make_args.append('VERBOSE=1')/pass/" "$src/setup.py"
+            fi
             export MAKEFLAGS=${MAKEFLAGS:--j$(( $(nproc) > 8 ? $(nproc) : 8 ))}  # Horovod alone asks for -j8
             export PATH=$VENV/bin:$PATH
             (cd "$src" && "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$work/dist" .) \

@@ -57,3 +57,23 @@ def test_bundle_refuses_malformed_arguments_in_one_line(tmp_path: Path, argv: tu
     proc = _run("scripts/bundle.sh", *argv)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and problem in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.no_gpu  # its last case needs a machine without nvidia-smi
+def test_a_gpu_node_leaves_tensorflow_out_and_says_how_to_have_it(tmp_path: Path) -> None:
+    """TensorFlow's CUDA 12 packages would overwrite PyTorch's CUDA 13 NCCL and cuDNN in one environment:
+    on a node with nvidia-smi the default is no TensorFlow, said with the two-environment recipe (the run
+    stops at a bad MPI setting before installing anything)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    env = {"HVDBENCH_MPI": "bad", "HVDBENCH_VENV": str(tmp_path / "venv")}
+    gpu = _run("scripts/setup.sh", env={**env, "PATH": f"{fake}:{os.environ['PATH']}"})
+    assert "TensorFlow left out on this GPU node" in gpu.stdout and "HVDBENCH_VENV=.venv-tf" in gpu.stdout
+    assert "HVDBENCH_MPI=bad is not understood" in gpu.stderr
+    explicit = _run("scripts/setup.sh", env={**env, "PATH": f"{fake}:{os.environ['PATH']}",
+                                             "HVDBENCH_TF_SPEC": "tensorflow[and-cuda]==2.21.0"})
+    assert "TensorFlow left out" not in explicit.stdout
+    cpu = _run("scripts/setup.sh", env=env)
+    assert "TensorFlow left out" not in cpu.stdout and cpu.returncode == 1
