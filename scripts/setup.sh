@@ -122,14 +122,16 @@ install_all() {
     if [[ "${HVDBENCH_SYSTEM_SITE:-0}" == 1 ]] && have_module torch; then
         log "using the PyTorch the environment already sees"
     else
-        pip_install "$TORCH_SPEC"
+        read -ra words <<<"$TORCH_SPEC"  # a requirement and pip options, e.g. --index-url
+        pip_install "${words[@]}"
     fi
     if [[ "$TF_SPEC" == none ]]; then
         log "TensorFlow skipped (HVDBENCH_TF_SPEC=none)"
     elif [[ "${HVDBENCH_SYSTEM_SITE:-0}" == 1 ]] && have_module tensorflow; then
         log "using the TensorFlow the environment already sees"
     else
-        pip_install "$TF_SPEC"
+        read -ra words <<<"$TF_SPEC"
+        pip_install "${words[@]}"
     fi
     torch_ver=$("$PY" -c 'import torch; print(torch.__version__)')
     cuda_ver=$("$PY" -c 'import torch; print(torch.version.cuda or "cpu")')
