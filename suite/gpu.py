@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from .errors import UsageError
 from .gpu_choice import visible_devices
 from .records import RecordWriter
 
@@ -137,9 +138,10 @@ class Nvml:
 
 
 def unseen_gpus(framework: str, module: Any = None) -> str | None:
-    """Why ``--device auto`` must not fall back to the CPU here: the node has NVIDIA GPUs (NVML counts them)
-    that ``framework`` (what it is and why it may not see them, in words) does not see. None where NVML
-    finds no GPU or no driver: a machine without GPUs trains on its CPU as asked."""
+    """"this node has N NVIDIA GPU(s) (NVML) but ..." where NVML counts GPUs that the framework does not see
+    (``framework``: what it is and why it may not see them, in words, unless CUDA_VISIBLE_DEVICES explains
+    it): why ``--device auto`` must not fall back to the CPU, and why ``--device cuda`` found nothing.
+    None where NVML finds no GPU or no driver: a machine without GPUs trains on its CPU as asked."""
     nvml = Nvml(module)
     try:
         count = nvml.query("nvmlDeviceGetCount") if nvml.available else None
@@ -147,11 +149,24 @@ def unseen_gpus(framework: str, module: Any = None) -> str | None:
         nvml.shutdown()
     if not count:
         return None
-    hidden = visible_devices()
-    why = (f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides them from this process"
-           if hidden is not None and not [v for v in hidden if v not in ("-1", "NoDevFiles")] else framework)
-    return (f"--device auto: this node has {count} NVIDIA GPU(s) (NVML) but {why}; fix that, or pass "
-            "--device cpu to measure the CPU")
+    named = visible_devices()
+    if named is not None and not [v for v in named if v not in ("-1", "NoDevFiles")]:
+        why = f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides them from this process"
+    elif named and all(v.isdigit() and int(v) >= count for v in named):
+        why = f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} names none of them (ids 0-{count - 1})"
+    else:
+        why = framework
+    return f"this node has {count} NVIDIA GPU(s) (NVML) but {why}"
+
+
+def refuse_unseen_gpus(choice: str, framework: str, module: Any = None) -> None:
+    """Raise the one-line UsageError for ``--device auto`` or ``cuda`` when the framework sees no GPU
+    (``unseen_gpus`` says why where NVML counts some; ``--device auto`` on a machine without any passes)."""
+    reason = unseen_gpus(framework, module)
+    if choice == "auto" and reason:
+        raise UsageError(f"--device auto: {reason}; fix that, or pass --device cpu to measure the CPU")
+    if choice == "cuda":
+        raise UsageError("--device cuda: no CUDA device is visible to this process" + (f"; {reason}" if reason else ""))
 
 
 def _count(value: Any) -> int | None:

@@ -18,8 +18,7 @@ import torch
 from torch import nn
 
 from . import harness
-from .errors import UsageError
-from .gpu import unseen_gpus
+from .gpu import refuse_unseen_gpus
 from .gpu_choice import GpuChoice, choose_gpu
 from .records import RecordWriter
 from .timing import HorovodObjects, StepOutcome
@@ -53,16 +52,13 @@ def pick_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[
     """Pin this rank to its GPU (suite/gpu_choice.py: its placement's, its local rank's or the only one
     visible), or the CPU; the device and the GPU choice (None on the CPU). ``auto`` on a node whose GPUs
     PyTorch cannot see is refused rather than measured on the CPU (``nvml_module`` stands in for pynvml)."""
-    if choice == "auto" and not torch.cuda.is_available():
-        build = (f"PyTorch {torch.__version__} cannot use them (its CUDA {torch.version.cuda} needs a newer "
-                 "driver?)" if torch.version.cuda else f"PyTorch {torch.__version__} is a build without CUDA")
-        problem = unseen_gpus(build, nvml_module)
-        if problem:
-            raise UsageError(problem)
-    if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
+    if choice == "cpu":
         return torch.device("cpu"), None
     if not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA device is visible to this process")
+        refuse_unseen_gpus(choice, f"PyTorch {torch.__version__} cannot use them (its CUDA {torch.version.cuda} "
+                           "needs a newer driver?)" if torch.version.cuda
+                           else f"PyTorch {torch.__version__} is a build without CUDA", nvml_module)
+        return torch.device("cpu"), None
     gpu = choose_gpu(local_rank, count=torch.cuda.device_count())
     torch.cuda.set_device(gpu.cuda_index)
     return torch.device("cuda", gpu.cuda_index), gpu

@@ -26,7 +26,7 @@ import keras  # noqa: E402
 
 from . import harness  # noqa: E402
 from .errors import UsageError  # noqa: E402
-from .gpu import unseen_gpus  # noqa: E402
+from .gpu import refuse_unseen_gpus  # noqa: E402
 from .gpu_choice import GpuChoice, choose_gpu  # noqa: E402
 from .records import RecordWriter  # noqa: E402
 from .timing import HorovodObjects, StepOutcome  # noqa: E402
@@ -92,18 +92,13 @@ def pin_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[s
     every GPU; the device and the GPU choice (None on the CPU). ``auto`` on a node whose GPUs TensorFlow
     cannot see is refused rather than measured on the CPU (``nvml_module`` stands in for pynvml)."""
     gpus = tf.config.list_physical_devices("GPU")
-    if choice == "auto" and not gpus:
-        build = (f"TensorFlow {tf.__version__} cannot use them (its CUDA libraries missing? pip install "
-                 "'tensorflow[and-cuda]')" if tf.test.is_built_with_cuda()
-                 else f"TensorFlow {tf.__version__} is a build without CUDA")
-        problem = unseen_gpus(build, nvml_module)
-        if problem:
-            raise UsageError(problem)
-    if choice == "cpu" or (choice == "auto" and not gpus):
+    if choice != "cpu" and not gpus:
+        refuse_unseen_gpus(choice, f"TensorFlow {tf.__version__} cannot use them (its CUDA libraries missing? "
+                           "pip install 'tensorflow[and-cuda]')" if tf.test.is_built_with_cuda()
+                           else f"TensorFlow {tf.__version__} is a build without CUDA", nvml_module)
+    if choice == "cpu" or not gpus:
         tf.config.set_visible_devices([], "GPU")
         return "/CPU:0", None
-    if not gpus:
-        raise UsageError("--device cuda: TensorFlow sees no GPU in this process")
     gpu = choose_gpu(local_rank, count=len(gpus))
     tf.config.set_visible_devices(gpus[gpu.cuda_index], "GPU")
     tf.config.experimental.set_memory_growth(gpus[gpu.cuda_index], True)

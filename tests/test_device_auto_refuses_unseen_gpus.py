@@ -45,6 +45,14 @@ def test_hidden_gpus_are_named_as_the_reason(monkeypatch: pytest.MonkeyPatch, hi
         pick_device("auto", 0, EightGpus())
 
 
+def test_gpu_ids_the_node_lacks_are_named_as_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hvdbench.suite.pytorch import pick_device
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "8,9")
+    with pytest.raises(UsageError, match=r"but CUDA_VISIBLE_DEVICES='8,9' names none of them \(ids 0-7\)"):
+        pick_device("auto", 0, EightGpus())
+
+
 @pytest.mark.parametrize("choice, module", [("auto", NoDriver()), ("cpu", EightGpus())])
 def test_no_gpus_or_an_explicit_cpu_trains_on_the_cpu(choice: str, module: Any) -> None:
     from hvdbench.suite.pytorch import pick_device
@@ -61,3 +69,15 @@ def test_tensorflow_auto_refuses_a_gpu_node_it_cannot_use(monkeypatch: pytest.Mo
     with pytest.raises(UsageError, match=r"this node has 8 NVIDIA GPU\(s\) \(NVML\) but TensorFlow "):
         pin_device("auto", 0, EightGpus())
     assert pin_device("auto", 0, NoDriver()) == ("/CPU:0", None)
+
+
+def test_device_cuda_says_why_no_gpu_is_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hvdbench.suite.pytorch import pick_device
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(UsageError) as err:
+        pick_device("cuda", 0, EightGpus())
+    assert str(err.value) == ("--device cuda: no CUDA device is visible to this process; this node has 8 NVIDIA "
+                              "GPU(s) (NVML) but CUDA_VISIBLE_DEVICES='' hides them from this process")
+    with pytest.raises(UsageError, match="^--device cuda: no CUDA device is visible to this process$"):
+        pick_device("cuda", 0, NoDriver())
