@@ -114,6 +114,29 @@ if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" ]] && "$PY" -c 'imp
     skip_install=1
 fi
 pip_install() { "$PY" -m pip install --disable-pip-version-check -q "$@"; }
+# The CUDA toolkit's root (nvcc and its headers) as nvcc itself reports it, since nvcc on PATH may be a
+# wrapper script; else CUDA_HOME, CUDA_PATH or /usr/local/cuda; nothing where none holds a toolkit.
+cuda_toolkit_root() {
+    local root=${CUDA_HOME:-${CUDA_PATH:-}} here
+    if [[ -z "$root" ]] && command -v nvcc >/dev/null 2>&1; then
+        : > "$1/probe.cu"
+        here=$(cd "$1" && nvcc --dryrun -c probe.cu 2>&1 | sed -n 's/^#\$ _HERE_=//p' | head -n 1 || true)
+        [[ -n "$here" ]] && root=$(dirname "$here")
+    fi
+    [[ -z "$root" ]] && root=/usr/local/cuda
+    if [[ -x "$root/bin/nvcc" && -f "$root/include/cuda_runtime.h" ]]; then echo "$root"; fi
+}
+# Horovod's build against the NCCL in $1; where it has only libnccl.so.N (PyTorch's NCCL package),
+# a libnccl.so link in $2 for Horovod's FindNCCL, which looks for libnccl.so or libnccl_static.a.
+use_nccl() {
+    export HOROVOD_NCCL_HOME=$1
+    local versioned; versioned=$(compgen -G "$1/lib/libnccl.so.*" | head -n 1 || true)
+    if [[ ! -e "$1/lib/libnccl.so" && ! -e "$1/lib/libnccl_static.a" && -n "$versioned" ]]; then
+        mkdir -p "$2/nccl-lib"
+        ln -s "$versioned" "$2/nccl-lib/libnccl.so"
+        export HOROVOD_NCCL_INCLUDE=$1/include HOROVOD_NCCL_LIB=$2/nccl-lib HOROVOD_NCCL_LINK=SHARED
+    fi
+}
 install_all() {
     pip_install -r "$ROOT/scripts/horovod-requirements.txt"
 
@@ -191,19 +214,9 @@ install_all() {
             if [[ "$tf_ver" != none ]]; then export HOROVOD_WITH_TENSORFLOW=1; else export HOROVOD_WITHOUT_TENSORFLOW=1; fi
             if [[ -n "$gpu_ops" ]]; then
                 export HOROVOD_GPU_OPERATIONS=$gpu_ops
-                if [[ -z "${HOROVOD_CUDA_HOME:-}" ]]; then
-                    # The toolkit's root as nvcc itself reports it (nvcc on PATH may be a wrapper script).
-                    cuda_home=${CUDA_HOME:-${CUDA_PATH:-}}
-                    if [[ -z "$cuda_home" ]] && command -v nvcc >/dev/null 2>&1; then
-                        : > "$work/probe.cu"
-                        here=$(cd "$work" && nvcc --dryrun -c probe.cu 2>&1 | sed -n 's/^#\$ _HERE_=//p' | head -n 1 || true)
-                        [[ -n "$here" ]] && cuda_home=$(dirname "$here")
-                    fi
-                    [[ -z "$cuda_home" && -x /usr/local/cuda/bin/nvcc ]] && cuda_home=/usr/local/cuda
-                    [[ -n "$cuda_home" && -x "$cuda_home/bin/nvcc" && -f "$cuda_home/include/cuda_runtime.h" ]] \
-                        || die "Horovod's $gpu_ops build needs the CUDA toolkit (nvcc and its headers), not found: 'module load cuda' or set HOROVOD_CUDA_HOME"
-                    export HOROVOD_CUDA_HOME=$cuda_home
-                fi
+                export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$(cuda_toolkit_root "$work")}
+                [[ -n "$HOROVOD_CUDA_HOME" ]] \
+                    || die "Horovod's $gpu_ops build needs the CUDA toolkit (nvcc and its headers), not found: 'module load cuda' or set HOROVOD_CUDA_HOME"
                 # PyTorch's extension helper (which Horovod's build asks for libraries) reads CUDA_HOME.
                 export CUDA_HOME=${CUDA_HOME:-$HOROVOD_CUDA_HOME}
                 log "CUDA toolkit: $HOROVOD_CUDA_HOME ($("$HOROVOD_CUDA_HOME/bin/nvcc" --version | tail -n 1))"
@@ -211,16 +224,7 @@ install_all() {
                 # CUDA 12.8+ headers need C++17 in device code too; 0.28.1 asks for C++11.
                 sed -i 's/set(CMAKE_CUDA_STANDARD 11)/set(CMAKE_CUDA_STANDARD 17)/' "$src/horovod/common/ops/cuda/CMakeLists.txt"
             fi
-            if [[ -n "$nccl_home" ]]; then
-                export HOROVOD_NCCL_HOME=$nccl_home
-                versioned=$(compgen -G "$nccl_home/lib/libnccl.so.*" | head -n 1 || true)
-                if [[ ! -e "$nccl_home/lib/libnccl.so" && ! -e "$nccl_home/lib/libnccl_static.a" && -n "$versioned" ]]; then
-                    # Horovod's FindNCCL looks for libnccl.so or libnccl_static.a; the package has libnccl.so.2.
-                    mkdir -p "$work/nccl-lib"
-                    ln -s "$versioned" "$work/nccl-lib/libnccl.so"
-                    export HOROVOD_NCCL_INCLUDE=$nccl_home/include HOROVOD_NCCL_LIB=$work/nccl-lib HOROVOD_NCCL_LINK=SHARED
-                fi
-            fi
+            [[ -n "$nccl_home" ]] && use_nccl "$nccl_home" "$work"
             if ! command -v make >/dev/null 2>&1; then
                 # ninja instead; Horovod's setup.py would hand it make's VERBOSE=1 as a target
                 export CMAKE_GENERATOR=Ninja

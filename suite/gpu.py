@@ -137,32 +137,26 @@ class Nvml:
         }
 
 
-def unseen_gpus(framework: str, module: Any = None) -> str | None:
-    """"this node has N NVIDIA GPU(s) (NVML) but ..." where NVML counts GPUs that the framework does not see
-    (``framework``: what it is and why it may not see them, in words, unless CUDA_VISIBLE_DEVICES explains
-    it): why ``--device auto`` must not fall back to the CPU, and why ``--device cuda`` found nothing.
-    None where NVML finds no GPU or no driver: a machine without GPUs trains on its CPU as asked."""
+def refuse_unseen_gpus(choice: str, framework: str, module: Any = None) -> None:
+    """The one-line UsageError for ``--device auto`` or ``cuda`` where the framework sees no GPU: ``auto``
+    only where NVML counts GPUs all the same (a machine without any trains on its CPU, as asked), ``cuda``
+    always. The reason names CUDA_VISIBLE_DEVICES where it hides the GPUs or names none of them, else
+    ``framework`` (what the framework is and why it may not see them, in words)."""
     nvml = Nvml(module)
     try:
         count = nvml.query("nvmlDeviceGetCount") if nvml.available else None
     finally:
         nvml.shutdown()
-    if not count:
-        return None
-    named = visible_devices()
-    if named is not None and not [v for v in named if v not in ("-1", "NoDevFiles")]:
-        why = f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides them from this process"
-    elif named and all(v.isdigit() and int(v) >= count for v in named):
-        why = f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} names none of them (ids 0-{count - 1})"
-    else:
-        why = framework
-    return f"this node has {count} NVIDIA GPU(s) (NVML) but {why}"
-
-
-def refuse_unseen_gpus(choice: str, framework: str, module: Any = None) -> None:
-    """Raise the one-line UsageError for ``--device auto`` or ``cuda`` when the framework sees no GPU
-    (``unseen_gpus`` says why where NVML counts some; ``--device auto`` on a machine without any passes)."""
-    reason = unseen_gpus(framework, module)
+    reason = None
+    if count:
+        text, named = os.environ.get("CUDA_VISIBLE_DEVICES"), visible_devices()
+        if named is not None and all(v in ("-1", "NoDevFiles") for v in named):
+            why = f"CUDA_VISIBLE_DEVICES={text!r} hides them from this process"
+        elif named and all(v.isdigit() and int(v) >= count for v in named):
+            why = f"CUDA_VISIBLE_DEVICES={text!r} names none of them (ids 0-{count - 1})"
+        else:
+            why = framework
+        reason = f"this node has {count} NVIDIA GPU(s) (NVML) but {why}"
     if choice == "auto" and reason:
         raise UsageError(f"--device auto: {reason}; fix that, or pass --device cpu to measure the CPU")
     if choice == "cuda":

@@ -55,9 +55,9 @@ def pick_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[
     if choice == "cpu":
         return torch.device("cpu"), None
     if not torch.cuda.is_available():
-        refuse_unseen_gpus(choice, f"PyTorch {torch.__version__} cannot use them (its CUDA {torch.version.cuda} "
-                           "needs a newer driver?)" if torch.version.cuda
-                           else f"PyTorch {torch.__version__} is a build without CUDA", nvml_module)
+        build = (f"PyTorch {torch.__version__} cannot use them (its CUDA {torch.version.cuda} needs a newer driver?)"
+                 if torch.version.cuda else f"PyTorch {torch.__version__} is a build without CUDA")
+        refuse_unseen_gpus(choice, build, nvml_module)
         return torch.device("cpu"), None
     gpu = choose_gpu(local_rank, count=torch.cuda.device_count())
     torch.cuda.set_device(gpu.cuda_index)

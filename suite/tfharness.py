@@ -93,9 +93,10 @@ def pin_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[s
     cannot see is refused rather than measured on the CPU (``nvml_module`` stands in for pynvml)."""
     gpus = tf.config.list_physical_devices("GPU")
     if choice != "cpu" and not gpus:
-        refuse_unseen_gpus(choice, f"TensorFlow {tf.__version__} cannot use them (its CUDA libraries missing? "
-                           "pip install 'tensorflow[and-cuda]')" if tf.test.is_built_with_cuda()
-                           else f"TensorFlow {tf.__version__} is a build without CUDA", nvml_module)
+        build = (f"TensorFlow {tf.__version__} cannot use them (its CUDA libraries missing? pip install "
+                 "'tensorflow[and-cuda]')" if tf.test.is_built_with_cuda()
+                 else f"TensorFlow {tf.__version__} is a build without CUDA")
+        refuse_unseen_gpus(choice, build, nvml_module)
     if choice == "cpu" or not gpus:
         tf.config.set_visible_devices([], "GPU")
         return "/CPU:0", None
