@@ -1,12 +1,13 @@
 # Two commands do all set-up on a fresh machine: `make demo` (the embedded default sweep, launchers/sweeps/demo.yaml, and its
-# report) and `make test`. Both run scripts/setup.sh first, which is idempotent and quick when warm.
+# report) and `make test`. Both run scripts/setup.sh first, which is idempotent and quick when warm, and
+# installs every package at the version constraints.txt pins (`make lock` refreshes it).
 SHELL := /bin/bash
 VENV ?= .venv
 export HVDBENCH_VENV := $(abspath $(VENV))
 BIN := $(HVDBENCH_VENV)/bin
 DEMO_OUT ?= results/demo
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test quick lock clean
 
 setup:
 	bash scripts/setup.sh
@@ -17,6 +18,14 @@ demo: setup
 test: setup
 	bash scripts/test-tools.sh
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+
+# the quick loop: every test that starts no process
+quick: setup
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+# constraints.txt made again from what pip resolves today (scripts/lock.sh)
+lock:
+	bash scripts/lock.sh
 
 clean:
 	rm -rf results hvdbench-logs .pytest_cache

@@ -1,36 +1,80 @@
 #!/usr/bin/env bash
 # hvdbench set-up: MPI, a virtual environment, PyTorch, TensorFlow, Horovod built from its source
-# release, mpi4py, and hvdbench itself. Idempotent: a second run finds everything in place and takes seconds.
+# release, mpi4py, and hvdbench itself, every package at the version constraints.txt (the lock) pins.
+# Idempotent: a second run finds everything in place and takes seconds.
 #
-# Settings (environment variables), all optional:
-#   HVDBENCH_VENV        virtual environment to create or reuse           (default: <repo>/.venv)
-#   HVDBENCH_CACHE       cache for built Horovod (and mpi4py) wheels, outside the repo (default: ~/.cache/hvdbench)
+#   scripts/setup.sh            set up, or find the environment current
+#   scripts/setup.sh --stamp    print the settings that enter the build and their stamp; change nothing
+#
+# Settings (environment variables), all optional. Each enters the build (changing it makes the next run
+# redo the installs, and Horovod's build where it enters that) unless marked "not in the build":
+#   HVDBENCH_VENV        virtual environment to create or reuse           (default: <repo>/.venv;
+#                        not in the build: each environment keeps its own stamp)
+#   HVDBENCH_CACHE       cache for built Horovod (and mpi4py) wheels and set-up's logs, outside the repo
+#                        (default: ~/.cache/hvdbench; not in the build)
 #   HVDBENCH_PYTHON      interpreter the environment is made from         (default: python3)
-#   HVDBENCH_TORCH_SPEC  pip requirement for PyTorch                      (default: torch==2.13.0)
-#   HVDBENCH_TF_SPEC     pip requirement for TensorFlow; "none" skips TF  (default: tensorflow-cpu==2.21.0
-#                        without a GPU, none with one: see below)
+#   HVDBENCH_LOCK        pip constraints for everything set-up installs   (default: <repo>/constraints.txt;
+#                        FILE: your own, e.g. an edited copy; none: whatever is newest)
+#   HVDBENCH_TORCH_SPEC  pip requirement for PyTorch                      (default: the lock's torch line)
+#   HVDBENCH_TF_SPEC     pip requirement for TensorFlow; "none" skips TF  (default: the lock's TensorFlow
+#                        line without a GPU, none with one: see below)
 #   HVDBENCH_SYSTEM_SITE=1  let the environment see the interpreter's packages (a cluster's torch module,
 #                        or an existing virtual environment's python given as HVDBENCH_PYTHON)
 #   HVDBENCH_MPI=none    no MPI on this node: Horovod with Gloo alone, no mpi4py (horovodrun's Gloo path)
-#   HVDBENCH_WHEELS=DIR  a node without network: pip takes everything from DIR (scripts/bundle.sh fills it)
+#   HVDBENCH_WHEELS=DIR  a node without network: pip takes everything from DIR (scripts/bundle.sh fills it;
+#                        not in the build)
 #   HVDBENCH_MPI4PY_SOURCE=1  build mpi4py against the MPI on PATH instead of its binary wheel
-#   HOROVOD_VERSION      Horovod source release to build                  (default: 0.28.1)
+#   HOROVOD_VERSION      Horovod source release to build                  (default: the lock's horovod line)
 #   HOROVOD_GPU_OPERATIONS, HOROVOD_NCCL_HOME, HOROVOD_CUDA_HOME  passed to Horovod's build; with CUDA
 #                        and NCCL present, NCCL is chosen for GPU operations unless set otherwise.
 #   HOROVOD_BUILD_CUDA_CC_LIST  GPU architectures for Horovod's CUDA kernels, e.g. 80,90 (default: the
 #                        node's GPUs as nvidia-smi reports them; without one, every one nvcc knows)
-set -euo pipefail
+# The MPI on PATH (its version line) enters the build too. Every failure is one line naming what failed
+# and where its log is.
+set -Eeuo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${HVDBENCH_VENV:-$ROOT/.venv}
 CACHE=${HVDBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdbench}
 PYTHON=${HVDBENCH_PYTHON:-python3}
-TORCH_SPEC=${HVDBENCH_TORCH_SPEC:-torch==2.13.0}
-HOROVOD_VERSION=${HOROVOD_VERSION:-0.28.1}
+REPO_LOCK=$ROOT/constraints.txt
+LOG=  # set-up's log, from the moment the environment exists
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
-die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+# (inside a command substitution the message is said there, and 97 tells the caller it was)
+die() { printf 'setup: error: %s\n' "$*" >&2; ((BASH_SUBSHELL)) && exit 97; exit 1; }
+# Anything that fails without its own message: one line naming the command, its line and the log.
+on_error() {
+    ((BASH_SUBSHELL)) && exit "$1"
+    [[ "$1" == 97 ]] && exit 1
+    die "'$3' failed (exit $1, scripts/setup.sh line $2)${LOG:+; log: $LOG}"
+}
+trap 'on_error $? $LINENO "$BASH_COMMAND"' ERR
 started=$(date +%s)
+mode=${1:-}
+case "$mode" in ""|--stamp) ;; *) die "unknown argument $mode (valid: --stamp)" ;; esac
+
+# --- The lock: constraints.txt, or HVDBENCH_LOCK. Its [frameworks] lines are the frameworks' defaults.
+LOCK=${HVDBENCH_LOCK:-$REPO_LOCK}
+if [[ "$LOCK" != none ]]; then
+    [[ -f "$LOCK" && -r "$LOCK" ]] || die "HVDBENCH_LOCK=$LOCK is not a readable file (or none for no lock)"
+    LOCK=$(cd "$(dirname "$LOCK")" && pwd)/$(basename "$LOCK")
+fi
+"$PYTHON" -c 'import venv' >/dev/null 2>&1 || die "HVDBENCH_PYTHON=$PYTHON does not run (or has no venv module)"
+# the [frameworks] line of $1 (a name or a pattern) in the lock in use, else in the repository's
+framework_pin() {
+    local file line
+    for file in "$LOCK" "$REPO_LOCK"; do
+        [[ -f "$file" ]] || continue
+        line=$(sed -n '/^# \[frameworks\]/,/^# \[/p' "$file" | grep -E "^$1==" | head -n 1 || true)
+        [[ -n "$line" ]] && { echo "$line"; return; }
+    done
+    die "$REPO_LOCK has no [frameworks] line for $1 (make lock writes one)"
+}
+TORCH_DEFAULT=$(framework_pin torch)
+TF_DEFAULT=$(framework_pin 'tensorflow(-cpu)?')
+TORCH_SPEC=${HVDBENCH_TORCH_SPEC:-$TORCH_DEFAULT}
+HOROVOD_VERSION=${HOROVOD_VERSION:-$(framework_pin horovod | sed 's/^horovod==//')}
 if [[ -z "${HVDBENCH_TF_SPEC:-}" ]]; then
     if command -v nvidia-smi >/dev/null 2>&1; then
         # TensorFlow uses GPUs only with its CUDA 12 packages (tensorflow[and-cuda]), whose NCCL and cuDNN
@@ -39,7 +83,7 @@ if [[ -z "${HVDBENCH_TF_SPEC:-}" ]]; then
         HVDBENCH_TF_SPEC=none
         log "TensorFlow left out on this GPU node: tensorflow[and-cuda]'s CUDA 12 NCCL and cuDNN would overwrite PyTorch's CUDA 13 ones in one environment. For TensorFlow on GPUs, a second environment with a PyTorch built for CUDA 12: HVDBENCH_VENV=.venv-tf HVDBENCH_TF_SPEC='tensorflow[and-cuda]==2.21.0' HVDBENCH_TORCH_SPEC='torch==<version> --index-url https://download.pytorch.org/whl/cu12<x>' make setup"
     else
-        HVDBENCH_TF_SPEC=tensorflow-cpu==2.21.0
+        HVDBENCH_TF_SPEC=$TF_DEFAULT
     fi
 fi
 TF_SPEC=$HVDBENCH_TF_SPEC
@@ -54,6 +98,55 @@ if [[ -n "${HVDBENCH_WHEELS:-}" ]]; then
     export PIP_NO_INDEX=1 PIP_FIND_LINKS=$(cd "$HVDBENCH_WHEELS" && pwd)
     log "offline: pip takes packages from $PIP_FIND_LINKS only"
 fi
+
+# --- The constraints this set-up applies: the lock, less what a framework of another version (or the
+# node's own) brings with it, and less [frameworks], which set-up installs through the settings above.
+system_site=${HVDBENCH_SYSTEM_SITE:-0}
+sees() { [[ "$system_site" == 1 ]] && "$PYTHON" -c "import $1" >/dev/null 2>&1; }
+drop=()
+if [[ "$TORCH_SPEC" != "$TORCH_DEFAULT" ]]; then drop+=("torch=HVDBENCH_TORCH_SPEC=$TORCH_SPEC brings its own")
+elif sees torch; then drop+=("torch=the PyTorch the environment already sees brings its own"); fi
+if [[ "$TF_SPEC" == none ]]; then drop+=("tensorflow=HVDBENCH_TF_SPEC=none")
+elif [[ "$TF_SPEC" != "$TF_DEFAULT" ]]; then drop+=("tensorflow=HVDBENCH_TF_SPEC=$TF_SPEC brings its own")
+elif sees tensorflow; then drop+=("tensorflow=the TensorFlow the environment already sees brings its own"); fi
+frameworks="# torch: $TORCH_SPEC"$'\n'"# tensorflow: $TF_SPEC"$'\n'"# horovod: $HOROVOD_VERSION"
+# With HVDBENCH_SYSTEM_SITE=1 the node's own packages stay as they are (an image's numpy goes with its
+# torch): the lock pins what set-up installs itself.
+have=
+if [[ "$system_site" == 1 ]]; then
+    have=$("$PYTHON" -c 'import importlib.metadata as m; print(" ".join(sorted({d.metadata["Name"] for d in m.distributions() if d.metadata["Name"]})))' 2>/dev/null || true)
+fi
+if [[ "$LOCK" == none ]]; then
+    constraints="# HVDBENCH_LOCK=none: no constraints"$'\n'"$frameworks"
+else
+    constraints="# constraints scripts/setup.sh applied, from $LOCK"$'\n'"$frameworks"$'\n'$(IFS=';'
+        awk -v drop="${drop[*]//;/,}" -v have="$have" -f "$ROOT/scripts/constraints.awk" "$LOCK")
+fi
+
+# --- What enters the build; a change to any of it makes set-up redo its installs (the stamp).
+build_settings() {
+    local mpi=none interpreter
+    ((WITH_MPI)) && mpi=$(mpirun --version 2>/dev/null | head -n 1 | tr -d '\0' || true)
+    interpreter=$("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])' 2>/dev/null || echo "$PYTHON")
+    printf '%s\n' "checkout: $ROOT" "interpreter: $interpreter" "system site packages: $system_site" \
+        "torch: $TORCH_SPEC" "tensorflow: $TF_SPEC" "horovod: $HOROVOD_VERSION" "mpi: ${mpi:-not on PATH}" \
+        "mpi4py from source: ${HVDBENCH_MPI4PY_SOURCE:-0}" "gpu operations: ${HOROVOD_GPU_OPERATIONS:-auto}" \
+        "cuda architectures: ${HOROVOD_BUILD_CUDA_CC_LIST:-auto}" "nccl home: ${HOROVOD_NCCL_HOME:-auto}" \
+        "cuda home: ${HOROVOD_CUDA_HOME:-auto}" "lock: $LOCK"
+}
+compute_stamp() {
+    { cat "$ROOT/setup.cfg" "$ROOT/scripts/setup.sh" "$ROOT/scripts/horovod-requirements.txt"; echo "$constraints"
+      build_settings; } | sha256sum | cut -c1-16
+}
+if [[ "$mode" == --stamp ]]; then
+    build_settings
+    echo "stamp: $(compute_stamp)"
+    exit 0
+fi
+mkdir -p "$CACHE/logs" 2>/dev/null || die "HVDBENCH_CACHE=$CACHE: cannot make $CACHE/logs (choose a writable folder)"
+LOG=$CACHE/logs/setup-$(date +%Y%m%d-%H%M%S)-$$.log
+: > "$LOG"
+ls -1t "$CACHE"/logs/setup-*.log | tail -n +21 | xargs -r rm -f  # the newest 20 kept
 
 # --- 1. MPI and a compiler: the cluster's own where present, Debian's packages where root and missing.
 # A build tool: make, or ninja where make is missing (CMake then generates for ninja).
@@ -70,8 +163,8 @@ if ((${#need_pkgs[@]})); then
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1 && [[ -z "${HVDBENCH_WHEELS:-}" ]]; then
         log "installing ${need_pkgs[*]} with apt-get"
         export DEBIAN_FRONTEND=noninteractive
-        { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null; } \
-            || die "apt-get could not install ${need_pkgs[*]}: $hint"
+        { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}"; } >> "$LOG" 2>&1 \
+            || die "apt-get could not install ${need_pkgs[*]} (log: $LOG): $hint"
     else
         die "missing ${need_pkgs[*]}: $hint"
     fi
@@ -82,13 +175,20 @@ else
     log "MPI: none (HVDBENCH_MPI=none): Horovod with Gloo alone, no mpi4py"
 fi
 
-# --- 2. The virtual environment.
+# --- 2. The virtual environment, made from HVDBENCH_PYTHON (made again where set-up made it from another
+# interpreter or with other system-site settings).
+venv_from="$("$PYTHON" -c 'import sys; print(sys.executable)') system-site=$system_site"
+if [[ -x "$VENV/bin/python" && -f "$VENV/.hvdbench-venv" && "$(cat "$VENV/.hvdbench-venv")" != "$venv_from" ]]; then
+    log "making $VENV again: it was made from $(cat "$VENV/.hvdbench-venv"), now asked from $venv_from"
+    rm -rf "$VENV"
+fi
 if [[ ! -x "$VENV/bin/python" ]]; then
     log "creating virtual environment $VENV"
     venv_flags=()
-    [[ "${HVDBENCH_SYSTEM_SITE:-0}" == 1 ]] && venv_flags+=(--system-site-packages)
+    [[ "$system_site" == 1 ]] && venv_flags+=(--system-site-packages)
     "$PYTHON" -m venv "${venv_flags[@]}" "$VENV"
-    if [[ "${HVDBENCH_SYSTEM_SITE:-0}" == 1 ]]; then
+    echo "$venv_from" > "$VENV/.hvdbench-venv"
+    if [[ "$system_site" == 1 ]]; then
         # --system-site-packages sees the base interpreter's packages only: where HVDBENCH_PYTHON is itself a
         # virtual environment's (an image's or a module's torch lives there), a .pth file adds its packages.
         "$PYTHON" - "$VENV" <<'PYEOF' || die "could not make $VENV see the packages of $PYTHON"
@@ -105,15 +205,33 @@ PYEOF
     fi
 fi
 PY=$VENV/bin/python
+# What pip is held to: written beside the environment (the tests compare the installs with it).
+echo "$constraints" > "$VENV/.hvdbench-constraints.txt"
+if [[ "$LOCK" != none ]]; then
+    export PIP_CONSTRAINT=$VENV/.hvdbench-constraints.txt
+    log "versions pinned by $LOCK${drop[*]:+ (not applied: ${drop[*]})}"
+else
+    unset PIP_CONSTRAINT
+    log "HVDBENCH_LOCK=none: pip takes the newest versions that fit"
+fi
 # Everything below is skipped when this exact set-up already completed in this environment.
 stamp_file=$VENV/.hvdbench-setup
-stamp=$(cat "$ROOT/setup.cfg" "$ROOT/scripts/setup.sh" <(echo "$TORCH_SPEC $TF_SPEC $HOROVOD_VERSION $ROOT $WITH_MPI") \
-    | sha256sum | cut -c1-16)
+stamp=$(compute_stamp)
 if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" ]] && "$PY" -c 'import hvdbench.suite, horovod.torch' 2>/dev/null; then
     log "environment $VENV is current"
     skip_install=1
 fi
-pip_install() { "$PY" -m pip install --disable-pip-version-check -q "$@"; }
+# pip's output goes to the log; pip_install's failure is one line with pip's own first error
+pip_try() {
+    echo "+ pip install $*" >> "$LOG"
+    "$PY" -m pip install --disable-pip-version-check -q "$@" >> "$LOG" 2>&1
+}
+pip_install() {
+    local before why; before=$(wc -l < "$LOG")
+    pip_try "$@" && return
+    why=$(tail -n +$((before + 2)) "$LOG" | grep -m 1 -E '^(ERROR|error):' | cut -c1-300 || true)
+    die "pip could not install $*${why:+: $why} (log: $LOG)"
+}
 # The CUDA toolkit's root (nvcc and its headers) as nvcc itself reports it, since nvcc on PATH may be a
 # wrapper script; else CUDA_HOME, CUDA_PATH or /usr/local/cuda; nothing where none holds a toolkit.
 cuda_toolkit_root() {
@@ -137,6 +255,18 @@ use_nccl() {
         export HOROVOD_NCCL_INCLUDE=$1/include HOROVOD_NCCL_LIB=$2/nccl-lib HOROVOD_NCCL_LINK=SHARED
     fi
 }
+# The version of module $1 as the environment imports it; a module that does not import stops set-up in one
+# line ($2: what it is, $3: the setting that chooses it).
+version_of() {
+    local before; before=$(wc -l < "$LOG")
+    "$PY" -c "import $1; print($1.__version__)" 2>> "$LOG" && return
+    die "$2 is installed but does not import: $(tail -n +$((before + 1)) "$LOG" | grep -E 'Error|error' | tail -n 1 | cut -c1-200) (log: $LOG; $3 chooses another)"
+}
+# Horovod's source, patched with sed: a patch whose old text is still there afterwards stops set-up.
+patch_source() {  # FILE SED-SCRIPT OLD-TEXT-REGEX WHAT
+    sed -i "$2" "$1"
+    if grep -qE "$3" "$1"; then die "could not $4 (${1#"$work/"} still has '$3')"; fi
+}
 install_all() {
     pip_install -r "$ROOT/scripts/horovod-requirements.txt"
 
@@ -156,10 +286,12 @@ install_all() {
         read -ra words <<<"$TF_SPEC"
         pip_install "${words[@]}"
     fi
-    torch_ver=$("$PY" -c 'import torch; print(torch.__version__)')
+    torch_ver=$(version_of torch "PyTorch ($TORCH_SPEC)" HVDBENCH_TORCH_SPEC)
     cuda_ver=$("$PY" -c 'import torch; print(torch.version.cuda or "cpu")')
     tf_ver=none
-    [[ "$TF_SPEC" != none ]] && tf_ver=$("$PY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)
+    if [[ "$TF_SPEC" != none ]]; then
+        tf_ver=$(version_of tensorflow "TensorFlow ($TF_SPEC)" "HVDBENCH_TF_SPEC (none leaves it out)")
+    fi
     py_ver=$("$PY" -c 'import sys; print("py%d%d" % sys.version_info[:2])')
     log "torch $torch_ver (CUDA: $cuda_ver), TensorFlow $tf_ver, $py_ver"
 
@@ -182,8 +314,10 @@ install_all() {
         [[ -n "$cc_list" ]] && log "Horovod's CUDA kernels for this node's GPU architectures: $cc_list (HOROVOD_BUILD_CUDA_CC_LIST overrides)"
     fi
     key="horovod-${HOROVOD_VERSION}_torch-${torch_ver}_tf-${tf_ver}_${py_ver}_gpu-${gpu_ops:-none}"
+    [[ -n "$gpu_ops" ]] && key="${key}_cuda-${cuda_ver}"
     [[ -n "$gpu_ops" && -n "$cc_list" ]] && key="${key}_cc-${cc_list//,/-}"
-    ((WITH_MPI)) || key="${key}_mpi-none"
+    # which MPI it links (Open MPI, MPICH, Intel MPI, their versions): the MPI's version line, hashed
+    if ((WITH_MPI)); then key="${key}_mpi-$(mpi_version_line | sha256sum | cut -c1-8)"; else key="${key}_mpi-none"; fi
     key=${key//+/-}
     marker=$VENV/.hvdbench-horovod
     if [[ -f "$marker" && "$(cat "$marker")" == "$key" ]] && have_module horovod.torch; then
@@ -195,20 +329,22 @@ install_all() {
             build_started=$(date +%s)
             work=$(mktemp -d)
             trap 'rm -rf "$work"' EXIT
-            "$PY" -m pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work"
+            "$PY" -m pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work" >> "$LOG" 2>&1 \
+                || die "could not fetch Horovod $HOROVOD_VERSION's source release (log: $LOG; a node without network: HVDBENCH_WHEELS, scripts/bundle.sh)"
             tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
             src=$work/horovod-$HOROVOD_VERSION
             # torch >= 2.1 headers need C++17; 0.28.1 asks for C++14.
-            sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' \
-                "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
-            grep -q 'CMAKE_CXX_STANDARD 14' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt" \
-                && die "could not switch Horovod's build to C++17"
+            for f in "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"; do
+                patch_source "$f" 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' \
+                    'CMAKE_CXX_STANDARD 14' "switch Horovod's build to C++17"
+            done
             # Python 3.12 has no distutils: the PyTorch part asks sysconfig for Python's headers instead.
-            sed -i 's/from distutils.sysconfig import get_python_inc; print(get_python_inc())/import sysconfig; print(sysconfig.get_paths()[\x27include\x27])/' \
-                "$src/horovod/torch/CMakeLists.txt"
-            grep -q distutils "$src/horovod/torch/CMakeLists.txt" && die "could not take distutils out of Horovod's PyTorch build"
+            patch_source "$src/horovod/torch/CMakeLists.txt" \
+                's/from distutils.sysconfig import get_python_inc; print(get_python_inc())/import sysconfig; print(sysconfig.get_paths()[\x27include\x27])/' \
+                distutils "take distutils out of Horovod's PyTorch build"
             # The XLA op file includes TensorFlow headers that newer releases moved; the rest builds.
-            sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+            patch_source "$src/horovod/tensorflow/CMakeLists.txt" '/xla_mpi_ops.cc/d' xla_mpi_ops.cc \
+                "leave the XLA op file out of Horovod's TensorFlow build"
             export CMAKE_POLICY_VERSION_MINIMUM=3.5 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1
             if ((WITH_MPI)); then export HOROVOD_WITH_MPI=1; else export HOROVOD_WITHOUT_MPI=1; fi
             if [[ "$tf_ver" != none ]]; then export HOROVOD_WITH_TENSORFLOW=1; else export HOROVOD_WITHOUT_TENSORFLOW=1; fi
@@ -222,13 +358,16 @@ install_all() {
                 log "CUDA toolkit: $HOROVOD_CUDA_HOME ($("$HOROVOD_CUDA_HOME/bin/nvcc" --version | tail -n 1))"
                 [[ -n "$cc_list" ]] && export HOROVOD_BUILD_CUDA_CC_LIST=$cc_list
                 # CUDA 12.8+ headers need C++17 in device code too; 0.28.1 asks for C++11.
-                sed -i 's/set(CMAKE_CUDA_STANDARD 11)/set(CMAKE_CUDA_STANDARD 17)/' "$src/horovod/common/ops/cuda/CMakeLists.txt"
+                patch_source "$src/horovod/common/ops/cuda/CMakeLists.txt" \
+                    's/set(CMAKE_CUDA_STANDARD 11)/set(CMAKE_CUDA_STANDARD 17)/' 'CMAKE_CUDA_STANDARD 11' \
+                    "switch Horovod's CUDA kernels to C++17"
             fi
             [[ -n "$nccl_home" ]] && use_nccl "$nccl_home" "$work"
             if ! command -v make >/dev/null 2>&1; then
                 # ninja instead; Horovod's setup.py would hand it make's VERBOSE=1 as a target
                 export CMAKE_GENERATOR=Ninja
-                sed -i "s/make_args.append('VERBOSE=1')/pass/" "$src/setup.py"
+                patch_source "$src/setup.py" "s/make_args.append('VERBOSE=1')/pass/" "make_args.append\\('VERBOSE=1'\\)" \
+                    "keep make's VERBOSE=1 from ninja"
             fi
             export MAKEFLAGS=${MAKEFLAGS:--j$(( $(nproc) > 8 ? $(nproc) : 8 ))}  # Horovod alone asks for -j8
             export PATH=$VENV/bin:$PATH
@@ -273,7 +412,7 @@ PYEOF
 }
 install_mpi4py() {
     if [[ "${HVDBENCH_MPI4PY_SOURCE:-0}" != 1 ]]; then
-        if pip_install --only-binary mpi4py 'mpi4py>=4.1' \
+        if pip_try --only-binary mpi4py 'mpi4py>=4.1' \
                 && line=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpi4py_matches_mpi); then
             log "mpi4py: binary wheel, using $line"
             return
@@ -285,8 +424,8 @@ install_mpi4py() {
     wheels=$CACHE/wheels/mpi4py_${py_ver}_mpi-$key
     if ! compgen -G "$wheels/mpi4py-*.whl" >/dev/null; then
         local started; started=$(date +%s)
-        "$PY" -m pip wheel -q --no-deps --no-binary mpi4py 'mpi4py>=3.1' -w "$wheels" \
-            || die "mpi4py could not be built against $(command -v mpicc || echo 'the MPI on PATH')"
+        "$PY" -m pip wheel -q --no-deps --no-binary mpi4py 'mpi4py>=3.1' -w "$wheels" >> "$LOG" 2>&1 \
+            || die "mpi4py could not be built against $(command -v mpicc || echo 'the MPI on PATH') (log: $LOG)"
         log "mpi4py built against $(mpi_version_line) in $(( $(date +%s) - started )) s; cache: $wheels"
     fi
     pip_install --no-deps --force-reinstall "$wheels"/mpi4py-*.whl
@@ -295,7 +434,8 @@ install_mpi4py() {
 
 # --- 6. Check the build: every framework and controller we asked for must be there.
 # (the check imports each framework; TensorFlow's start-up chatter goes to a file, shown on failure)
-check=$("$VENV/bin/horovodrun" --check-build 2>"$VENV/.check-build.err") || { cat "$VENV/.check-build.err" >&2; die "horovodrun --check-build failed"; }
+check=$("$VENV/bin/horovodrun" --check-build 2>"$VENV/.check-build.err") \
+    || die "horovodrun --check-build failed: $(grep -E 'Error|error' "$VENV/.check-build.err" | tail -n 1 | cut -c1-200) (log: $VENV/.check-build.err)"
 echo "$check"
 built_key=$(cat "$VENV/.hvdbench-horovod")
 expect=("PyTorch" "Gloo")

@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# System tools the tests use beyond the set-up, installed with apt-get where root and missing:
+# System tools the tests use beyond the set-up, installed with apt-get where root, online and missing;
+# whatever stays missing (no root, no network, no apt-get) is said with the tests that will skip for it,
+# and the tests run all the same:
 #   chromium                      the HTML report rendered in a real browser
 #   slurm-wlm, munge, libpmix-dev a single-host SLURM cluster (slurmctld + slurmd, srun --mpi=pmix)
 #   openssh-server/-client        a second "host" on loopback for multi-node runs
 #   iproute2, util-linux          hosts and SLURM nodes with their own name and address (network, UTS,
 #                                 mount namespaces) for MPI and the two-node GPU cluster
-# Elsewhere the tests that need them say so and skip.
-set -euo pipefail
-need=()
+set -uo pipefail
 have() { command -v "$1" >/dev/null 2>&1 || [[ -x "/usr/sbin/$1" ]]; }
+# package -> the tests that skip without it
+declare -A skips=(
+    [chromium]="the report rendered in a browser (test_report_tables_and_html.py)"
+    [slurm-wlm]="the SLURM clusters (test_slurm_cluster_runs_sweeps.py, test_two_node_slurm_with_gpus.py)"
+    [munge]="the SLURM clusters (test_slurm_cluster_runs_sweeps.py, test_two_node_slurm_with_gpus.py)"
+    [libpmix-dev]="srun --mpi=pmix in the SLURM cluster (test_slurm_cluster_runs_sweeps.py)"
+    [openssh-server]="second hosts (test_two_hosts_over_ssh.py, test_projection_shaped_link.py)"
+    [openssh-client]="second hosts (test_two_hosts_over_ssh.py, test_projection_shaped_link.py)"
+    [iproute2]="namespace hosts and the two-node cluster (test_two_hosts_over_ssh.py, test_projection_shaped_link.py, test_two_node_slurm_with_gpus.py)"
+    [util-linux]="namespace hosts and the two-node cluster (test_two_hosts_over_ssh.py, test_two_node_slurm_with_gpus.py)"
+)
+need=()
 have chromium || need+=(chromium)
 have slurmctld || need+=(slurm-wlm)
 have slurmd || need+=(slurm-wlm)
@@ -21,14 +33,20 @@ have ssh-keygen || need+=(openssh-client)
 have ip || need+=(iproute2)
 have nsenter || need+=(util-linux)
 have unshare || need+=(util-linux)
-if ((${#need[@]})); then
-    mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        printf '[test-tools] installing %s with apt-get\n' "${need[*]}"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-    else
-        printf '[test-tools] %s missing and not root: the tests that need them will skip\n' "${need[*]}" >&2
+((${#need[@]})) || exit 0
+mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+why="not root or no apt-get"
+if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    printf '[test-tools] installing %s with apt-get\n' "${need[*]}"
+    log=$(mktemp /tmp/hvdbench-test-tools.XXXXXX.log)
+    if { DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"; } >"$log" 2>&1; then
+        rm -f "$log"
+        exit 0
     fi
+    why="apt-get could not install them (no network? log: $log)"
 fi
+for pkg in "${need[@]}"; do
+    printf '[test-tools] %s missing (%s): %s will skip\n' "$pkg" "$why" "${skips[$pkg]}" >&2
+done
+exit 0

@@ -1,15 +1,18 @@
 """Run directories written before the one-schema refactor (tests/fixtures/runs-v1.tar.xz: real Horovod runs
-of commit 94fc77e, schema 1) still report identically: every column those tables had holds the same text,
-and every section of report.md the report has not deliberately grown since is byte-identical."""
+of commit 94fc77e, schema 1) still report identically: every column those tables had and every section of
+report.md the report has not deliberately grown since holds the same text, numbers equal within a relative
+1e-9 (tests/report_text.py: a library that sums in another order moves the last digit, not a result)."""
 
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from report_text import REL_TOL, table_differences, text_differences
 
 from hvdbench.analysis.report import build_report
 
@@ -46,7 +49,8 @@ def test_old_run_directories_report_identically(old_report: tuple[Path, Path], n
     actual = pd.read_csv(io.StringIO(_text(out / name, root)), dtype=str, keep_default_na=False)
     assert list(actual.columns[: len(expected.columns)]) == list(expected.columns)  # new columns only at the end
     kept = [c for c in expected.columns if c not in CORRECTED]
-    pd.testing.assert_frame_equal(actual[kept], expected[kept])
+    problems = table_differences(actual[kept], expected[kept])
+    assert not problems, "\n".join(problems[:10])
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -63,4 +67,29 @@ def test_old_report_md_sections_are_byte_identical(old_report: tuple[Path, Path]
     assert set(expected) <= set(actual)
     for title, section in expected.items():
         if title not in GROWN and HEADLINE not in section:
-            assert actual[title] == section, title
+            problems = text_differences(actual[title], section, where=title)
+            assert not problems, "\n".join(problems[:10])
+
+
+def _perturbed(text: str, digit: int) -> str:
+    """``text`` with the first value of 16 significant digits changed by one unit at significant ``digit``."""
+    match = re.search(r"\d\.\d{15,}|\d{2,}\.\d{13,}", text)
+    assert match, "no long value in the fixture"
+    value = match.group()
+    first = next(i for i, c in enumerate(value) if c in "123456789")
+    significant = [i for i, c in enumerate(value) if c.isdigit() and i >= first]
+    i = significant[digit - 1]
+    changed = value[:i] + str((int(value[i]) + 1) % 10) + value[i + 1:]
+    return text[:match.start()] + changed + text[match.end():]
+
+
+@pytest.mark.parametrize("digit, same", [(16, True), (15, True), (6, False), (8, False)])
+def test_a_moved_last_digit_is_the_same_report_and_a_sixth_digit_change_is_not(digit: int, same: bool) -> None:
+    """The comparison above at work on the recorded tables themselves (relative tolerance REL_TOL)."""
+    assert REL_TOL == 1e-9
+    for name in ("run_stats.csv", "scaling.csv"):
+        text = (FIXTURES / "runs-v1-report" / name).read_text(encoding="utf-8")
+        expected = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+        changed = pd.read_csv(io.StringIO(_perturbed(text, digit)), dtype=str, keep_default_na=False)
+        assert not changed.equals(expected)
+        assert (not table_differences(changed, expected)) is same, (name, digit)

@@ -1,7 +1,7 @@
 """The set-up scripts' own inputs: a bad setting stops scripts/setup.sh in one line before it installs
 anything; scripts/bundle.sh fetches exactly what set-up installs from the network (setup.cfg's requirements
-with the extras set-up asks for, and Horovod's build and run requirements), never PyTorch, TensorFlow or
-Horovod itself, and refuses malformed arguments in one line."""
+with the extras set-up asks for, and Horovod's build and run requirements) at the lock's versions, never
+PyTorch, TensorFlow or Horovod itself, and refuses malformed arguments in one line."""
 
 from __future__ import annotations
 
@@ -31,10 +31,13 @@ def test_setup_stops_on_a_bad_setting_in_one_line(tmp_path: Path, setting: dict[
     assert not (tmp_path / "venv").exists()
 
 
-def test_bundle_lists_what_setup_fetches_and_no_framework() -> None:
+def test_bundle_lists_what_setup_fetches_at_the_locked_versions_and_no_framework() -> None:
     proc = _run("scripts/bundle.sh", "--list")
     assert proc.returncode == 0, proc.stderr
     listed = {re.split(r"[<>=!~ \[;]", line)[0].lower() for line in proc.stdout.splitlines()}
+    lock = {line.split("==")[0].lower(): line for line in (REPO / "constraints.txt").read_text().splitlines()
+            if "==" in line and not line.startswith("#")}
+    assert all(lock[line.split("==")[0]] == line for line in proc.stdout.splitlines()), proc.stdout
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
     wanted = cfg["options"]["install_requires"].splitlines() + [
