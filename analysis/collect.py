@@ -27,6 +27,7 @@ RUNS_SCHEMA: dict[str, str] = {
     "parameters": "Int64", "peak_device_bytes": "float64", "peak_rss_bytes": "float64", "wall_s": "float64",
     "setup_s": "float64", "timed_steps": "Int64", "target_ci_pct": "float64", "ci_reached_pct": "float64",
     "stopped_by": "string", "flops_per_sample": "float64", "flops_counted": "string", "device_name": "string",
+    "tf32": "boolean",
     "attempts": "int64", "earlier_attempts": "string", "gradient_tensors": "Int64", "forward_share": "float64",
     "fusion_bytes": "float64", "cycle_s": "float64",
 }
@@ -138,7 +139,23 @@ def _compute(env: dict[str, Any] | None) -> dict[str, Any]:
     name = (gpu.get("name") or device.get("name")) if on_gpu else env.get("cpu_model")
     return {"flops_per_sample": flops if isinstance(flops, (int, float)) and not isinstance(flops, bool) else None,
             "flops_counted": env.get("flops_counted") if isinstance(env.get("flops_counted"), str) else None,
-            "device_name": name if isinstance(name, str) else None}
+            "device_name": name if isinstance(name, str) else None, "tf32": _tf32(env)}
+
+
+def _tf32(env: dict[str, Any]) -> bool | None:
+    """Whether fp32 products could run as TF32: allowed (env.math, and NVIDIA_TF32_OVERRIDE not 0) on a GPU of
+    compute capability 8.0 or newer, which has TF32 tensor cores; None where the run did not record it (a CPU
+    run, an older log)."""
+    math, device = env.get("math"), env.get("device") or {}
+    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
+    if not isinstance(math, dict) or not isinstance(device, dict):
+        return None
+    try:
+        major = int(str(device.get("capability", "")).split(".")[0])
+    except ValueError:
+        return None
+    allowed = bool(math.get("tf32_matmul") or math.get("tf32_convolution"))
+    return allowed and variables.get("NVIDIA_TF32_OVERRIDE") != "0" and major >= 8
 
 
 def _float(text: Any) -> float | None:

@@ -81,12 +81,16 @@ def find_peak(peaks: Iterable[Peak], device: str | None) -> Peak | None:
     return next((p for p in peaks if any(m in name for m in p.match)), None)
 
 
-def peak_cell(peaks: list[Peak], device: Any, precision: Any, on_gpu: bool) -> tuple[float, str]:
+def peak_cell(peaks: list[Peak], device: Any, precision: Any, on_gpu: bool, tf32: Any = False) -> tuple[float, str]:
     """(peak TFLOP/s, what the cell says): the entry and source, or why there is no peak: a GPU model the
-    table lacks is "unknown peak", a CPU without an entry "no peak"."""
+    table lacks is "unknown peak", a CPU without an entry "no peak". An fp32 run on a device with a TF32 figure
+    is judged against it unless the run recorded that TF32 was off (``tf32`` False): PyTorch's convolutions
+    run as TF32 by default, so the fp32 figure would put an fp32 CNN above 100%."""
     device = device if isinstance(device, str) else None
     column = PRECISION_COLUMN.get(str(precision), "fp32")
     peak = find_peak(peaks, device)
+    if column == "fp32" and tf32 is not False and peak is not None and "tf32" in peak.tflops:
+        column = "tf32"
     if peak is None:
         return math.nan, ("unknown peak" if on_gpu else "no peak") + (f" ({device})" if device else "")
     if column not in peak.tflops:
@@ -99,7 +103,9 @@ def with_peaks(table: pd.DataFrame, peaks: list[Peak]) -> pd.DataFrame:
     peak (the entry used, or why none)."""
     if table.empty:
         return table
-    cells = [peak_cell(peaks, r.device_name, r.precision, _on_gpu(r.device_name, peaks)) for r in table.itertuples()]
+    tf32 = table["tf32"].astype(object) if "tf32" in table else pd.Series(None, index=table.index, dtype=object)
+    cells = [peak_cell(peaks, r.device_name, r.precision, _on_gpu(r.device_name, peaks), False if t is False else t)
+             for r, t in zip(table.itertuples(), tf32)]
     out = table.copy()
     out["peak_tflops"] = [c[0] for c in cells]
     out["peak"] = pd.array([c[1] for c in cells], dtype="string")

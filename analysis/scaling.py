@@ -33,7 +33,7 @@ SCALING_SCHEMA: dict[str, str] = {
     **{f"{name}_{end}": "float64" for name in ("speedup", "efficiency", "node_speedup", "node_efficiency", "comm_cost")
        for end in ("low", "high")},
     "baseline": "string", "channels_last": "bool", "compile": "bool", "data": "string", "fp16_allreduce": "bool",
-    "threads": "Int64", "runs": "string", "device_name": "string", "flops_per_sample": "float64",
+    "threads": "Int64", "runs": "string", "device_name": "string", "tf32": "boolean", "flops_per_sample": "float64",
     "tflops_per_gpu": "float64", "peak_tflops": "float64", "pct_of_peak": "float64", "peak": "string",
 }
 STRAGGLER_SCHEMA: dict[str, str] = {
@@ -125,9 +125,10 @@ def _achieved(group: pd.DataFrame, per_gpu: float) -> dict[str, Any]:
     """Achieved TFLOP/s per GPU: throughput per GPU x the FLOPs per sample the runs counted (peaks are
     judged later, efficiency.with_peaks)."""
     flops = group["flops_per_sample"].dropna()
-    names = group["device_name"].dropna()
+    names, tf32 = group["device_name"].dropna(), group["tf32"].dropna()
     value = float(flops.median()) if len(flops) else np.nan
-    return {"device_name": names.iloc[0] if len(names) else None, "flops_per_sample": value,
+    return {"device_name": names.iloc[0] if len(names) else None, "tf32": bool(tf32.any()) if len(tf32) else None,
+            "flops_per_sample": value,
             "tflops_per_gpu": per_gpu * value / 1e12, "peak_tflops": np.nan, "pct_of_peak": np.nan, "peak": None}
 
 

@@ -32,9 +32,10 @@ import torch
 
 from hvdbench.suite import cifar10, harness, imagenet, timing
 from hvdbench.suite.catalog import get_benchmark
+from hvdbench.suite.environment import gloo_on_loopback
 from hvdbench.suite.errors import UsageError
 from hvdbench.suite.gpu import Nvml, TelemetrySampler, telemetry_for, visible_device
-from hvdbench.suite.pytorch import BuildContext, TorchRuntime, Trainer, pick_device, set_threads
+from hvdbench.suite.pytorch import BuildContext, TorchRuntime, Trainer, math_settings, pick_device, set_threads
 from hvdbench.suite.torchdata import autocast, weight_dtype
 
 BUILDS = {"cifar10": cifar10.build, "imagenet": imagenet.build}
@@ -48,14 +49,21 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=30, help="steps per side per round")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--interval", type=float, default=1.0, help="telemetry interval (seconds)")
+    parser.add_argument("--dry-run", action="store_true", help="check the flags, print the settings, run nothing")
     args, bench_args = parser.parse_known_args()
     try:
         flags = get_benchmark(args.benchmark).check(DEFAULTS[args.benchmark] + bench_args)  # later flags win
     except UsageError as error:
         print(f"overhead: error: {error}", file=sys.stderr)
         return 2
+    if args.dry_run:
+        print(f"overhead: --compare {args.compare}, {args.rounds} rounds x {args.steps} steps a side, "
+              f"{args.benchmark} {flags.model} batch {flags.batch_size} {flags.precision} on --device {flags.device}")
+        return 0
+    gloo_on_loopback()
     hvd.init()
     device, _ = pick_device(flags.device, hvd.local_rank())
+    math_settings(flags, device)  # cuDNN autotuning as the harness sets it, for both sides alike
     threads = set_threads(flags, hvd.local_size()) if device.type == "cpu" else None
     runtime = TorchRuntime(hvd, device)
     torch.manual_seed(flags.seed)

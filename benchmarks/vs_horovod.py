@@ -6,18 +6,24 @@ separates the model from the loop. Variants run in alternated rounds, one proces
 falls on all alike; each round's hvdbench/reference ratio is kept and the median ratio gets a 95% interval.
 
     python benchmarks/vs_horovod.py --horovod-script ~/horovod/examples/pytorch/pytorch_synthetic_benchmark.py \\
-        --model resnet50 --batch-size 64 --rounds 10           # on a GPU node
-    python benchmarks/vs_horovod.py --model resnet50 --batch-size 8 --threads 2 --rounds 12   # CPU, no torchvision
+        --model resnet50 --batch-size 64          # on a GPU node: 5 rounds of 2 processes, about 3 minutes
+    python benchmarks/vs_horovod.py --model resnet50 --batch-size 8 --threads 2 --rounds 12 \\
+        --variants bare,bare-momentum,hvdbench,hvdbench-quiet                   # CPU, no torchvision
 
-hvdbench variants: "hvdbench" as a user runs it, "hvdbench-quiet" without telemetry (--telemetry-interval 0).
-"bare-momentum" is the bare loop with SGD momentum 0.9, as hvdbench trains (Horovod's script has none).
+The device is the node's first GPU where one is visible (--device cpu to measure the CPU). Variants:
+"horovod" (needs --horovod-script), "hvdbench" as a user runs it, "hvdbench-quiet" without telemetry
+(--telemetry-interval 0), "bare", and "bare-momentum" (the bare loop with SGD momentum 0.9, as hvdbench
+trains; Horovod's script has none). Default: horovod and hvdbench with a script, else bare and hvdbench.
+Each round starts one process per variant, so the cost is rounds x variants process starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -27,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+MIN_ROUNDS = 3  # a bootstrap over fewer rounds is no interval
+STANDIN = Path(__file__).resolve().with_name("standin")  # torchvision.models from the suite's models
 
 BARE = r"""
 import sys, timeit, torch, torch.nn.functional as F, horovod.torch as hvd
@@ -75,8 +83,12 @@ def command(variant: str, args: argparse.Namespace, log_dir: Path) -> list[str]:
 
 
 def one_round(variant: str, args: argparse.Namespace, scratch: Path, index: int) -> float:
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
+    env.setdefault("HOROVOD_GLOO_IFACE", "lo")  # one process: Gloo on loopback, not the host name's address
+    if variant == "horovod" and args.standin:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(STANDIN), env.get("PYTHONPATH"))))
     proc = subprocess.run(command(variant, args, scratch / f"{variant}-{index}"), capture_output=True, text=True,
-                          check=False, env={**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})})
+                          check=False, env=env)
     match = RATE[variant.split("-")[0]].search(proc.stdout)
     if proc.returncode or match is None:
         raise SystemExit(f"{variant} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-800:]}")
@@ -99,13 +111,35 @@ def main() -> int:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up batches of every variant")
-    parser.add_argument("--iters", type=int, default=1, help="timed batches = 10 x this, for every variant")
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--variants", default="horovod,bare,bare-momentum,hvdbench,hvdbench-quiet")
-    parser.add_argument("--cuda", action="store_true", help="train on this node's first GPU")
+    parser.add_argument("--warmup", type=int, default=10, help="warm-up batches of every variant")
+    parser.add_argument("--iters", type=int, default=5, help="timed batches = 10 x this, for every variant")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--variants", default=None,
+                        help="comma-separated, of horovod, hvdbench, hvdbench-quiet, bare, bare-momentum (default: "
+                             "horovod,hvdbench with --horovod-script, else bare,hvdbench)")
+    parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                        help="auto: the node's first GPU where one is visible, else the CPU")
+    parser.add_argument("--dry-run", action="store_true", help="print one round's commands and the process count")
     args = parser.parse_args()
-    variants = [v for v in args.variants.split(",") if v != "horovod" or args.horovod_script is not None]
+    variants = (args.variants or ("horovod,hvdbench" if args.horovod_script else "bare,hvdbench")).split(",")
+    unknown = sorted(set(variants) - {"horovod", "hvdbench", "hvdbench-quiet", "bare", "bare-momentum"})
+    if unknown or ("horovod" in variants and args.horovod_script is None):
+        parser.error(f"unknown variant(s) {unknown}" if unknown else "variant horovod needs --horovod-script")
+    if args.device == "auto":
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    args.cuda = args.device == "cuda"
+    args.standin = "horovod" in variants and importlib.util.find_spec("torchvision") is None
+    if args.standin:
+        print(f"torchvision is not installed: Horovod's script builds {args.model} from the suite's models "
+              f"({STANDIN}/torchvision)", flush=True)
+    print(f"{args.rounds} rounds x {len(variants)} variants = {args.rounds * len(variants)} processes on the "
+          f"{'GPU' if args.cuda else 'CPU'}", flush=True)
+    if args.dry_run:
+        for variant in variants:
+            print(f"{variant}: {shlex.join(command(variant, args, Path('LOGDIR')))}")
+        return 0
     rates: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="hvdbench-vs-horovod-") as scratch:
         for index in range(args.rounds):
@@ -119,8 +153,9 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---|")
     for variant in variants:
         ratio, low, high = ratio_interval(rates[variant], rates[reference])
+        interval = f"{low:.3f} - {high:.3f}" if args.rounds >= MIN_ROUNDS else f"n/a (under {MIN_ROUNDS} rounds)"
         print(f"| {variant} | {statistics.median(rates[variant]):.3f} | {min(rates[variant]):.3f} | "
-              f"{max(rates[variant]):.3f} | {ratio:.3f} | {low:.3f} - {high:.3f} |")
+              f"{max(rates[variant]):.3f} | {ratio:.3f} | {interval} |")
     return 0
 
 

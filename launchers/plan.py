@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -143,9 +144,19 @@ def _check_size(sweep: Sweep, placed: dict[int, list[Placement | None]]) -> None
                          "shrink the axes or repeats, or raise max_runs in the sweep file")
 
 
-def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
+def too_many_for_the_gpus(nodes: int, per_node: int, here_gpus: int | None, flags: Any, hosts: tuple[str, ...]) -> bool:
+    """Whether a one-node size needs more GPUs than this node shows its processes (``here_gpus``: NVML's count
+    narrowed by CUDA_VISIBLE_DEVICES; None or 0 on a machine without GPUs, where ranks share the CPU)."""
+    on_gpu = getattr(flags, "device", "cpu") != "cpu"
+    here = not hosts or hosts[0] in ("localhost", "127.0.0.1", socket.gethostname())  # one-node runs use the first
+    return bool(here_gpus) and on_gpu and nodes == 1 and here and per_node > here_gpus  # type: ignore[operator]
+
+
+def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = None) -> Plan:
     """Expand the sweep: workloads x batch sizes x precisions x exchange x launchers x knobs x sizes x
-    placements x repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts."""
+    placements x repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts.
+    ``here_gpus`` (runs on this node: the GPUs it shows) leaves out, each with a line, one-node GPU runs of
+    more ranks than that, which NCCL would refuse ("Duplicate GPU"); a plan left with nothing is refused."""
     node_gpus = sweep.node_gpus or (len(topo.gpus) if topo is not None else None)
     if sweep.placements and topo is None and not (sweep.placements == (EACH,) and sweep.cpu_slots):
         raise SweepError(f"{sweep.path}: axes.placements needs the node's topology: give topology: FILE "
@@ -180,12 +191,17 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
             args = _bench_args(workload, info.framework, batch, precision, independent,
                                dict(zip(knob_names, knob_values)), _adaptive(sweep) if info.trains else ())
             try:
-                info.check(args)
+                flags = info.check(args)
             except UsageError as exc:
                 raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark} {' '.join(args)}): "
                                  f"{exc}") from None
             for (launcher, controller), env in itertools.product(sweep.launchers, _env_product(sweep)):
                 for nodes, per_node in sizes(sweep):
+                    if too_many_for_the_gpus(nodes, per_node, here_gpus, flags, sweep.hosts):
+                        skipped.append(f"{info.name} at {per_node} ranks: this node shows {here_gpus} GPU(s) and "
+                                       "every rank needs its own (NCCL refuses a shared one); --device cpu runs "
+                                       "several ranks per node")
+                        continue
                     for placement in placed[per_node]:
                         for repeat in range(sweep.repeats):
                             specs.append(RunSpec(
@@ -208,6 +224,9 @@ def plan(sweep: Sweep, topo: Topology | None = None) -> Plan:
     # repeat-major: every configuration once, then again, so drift over a long sweep (clocks, heat, other
     # jobs) spreads over configurations instead of favouring whichever ran first; baselines lead each round
     ordered = sorted(_unique(extra + specs), key=lambda spec: spec.repeat)
+    skipped = list(dict.fromkeys(skipped))
+    if not ordered and skipped:
+        raise SweepError(f"{sweep.path}: no run fits: {skipped[0]}")
     return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(skipped))
 
 

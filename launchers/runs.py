@@ -93,13 +93,22 @@ def pin_to_hosts(planned: Plan, hosts: Sequence[str]) -> Plan:
                 planned.skipped)
 
 
-def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None) -> tuple[Sweep, Plan, Path]:
+def here_gpus() -> int | None:
+    """The GPUs this node shows a process started here (NVML, narrowed by CUDA_VISIBLE_DEVICES), or None."""
+    from hvdbench.suite.gpu import visible_gpu_count
+
+    return visible_gpu_count()
+
+
+def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None,
+         here: bool = False) -> tuple[Sweep, Plan, Path]:
     """A sweep file, its plan and its results root (``output``, else the file's, else results/<name>);
-    ``hosts`` (an allocation's) replace the file's."""
+    ``hosts`` (an allocation's) replace the file's; ``here``: the runs go on this node, planned to its GPUs."""
     sweep = load_sweep(file)
     if hosts:
         sweep = replace(sweep, hosts=tuple(hosts))
-    return sweep, plan(sweep, sweep_topology(sweep)), output or sweep.output or Path("results") / sweep.name
+    planned = plan(sweep, sweep_topology(sweep), here_gpus() if here else None)
+    return sweep, planned, output or sweep.output or Path("results") / sweep.name
 
 
 def describe_plan(planned: Plan, executor: Executor, root: Path) -> Iterator[str]:

@@ -3,6 +3,7 @@
 #
 #   scripts/bundle.sh DIR [--python 3.12] [--glibc 2.28] [--only "NAME ..."]
 #   scripts/bundle.sh --list            # the requirements it would fetch, one per line
+#   scripts/bundle.sh DIR ... --dry-run # the arguments checked, what it would fetch printed; nothing fetched
 #
 # Horovod's source release (HOROVOD_VERSION, default: the lock's), what its build and wheel need
 # (scripts/horovod-requirements.txt) and hvdbench's own requirements (setup.cfg, with the extras set-up
@@ -52,12 +53,14 @@ dir=$1; shift
 python=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 glibc=2.28
 only=
+dry=0
 while (($#)); do
     case "$1" in
+        --dry-run) dry=1; shift ;;
         --python) python=${2:?--python needs a version such as 3.12}; shift 2 ;;
         --glibc) glibc=${2:?--glibc needs a version such as 2.28}; shift 2 ;;
         --only) only=${2:?--only needs names}; shift 2 ;;
-        *) die "unknown argument $1 (valid: --python, --glibc, --only)" ;;
+        *) die "unknown argument $1 (valid: --python, --glibc, --only, --dry-run)" ;;
     esac
 done
 [[ "$python" =~ ^3\.[0-9]+$ ]] || die "--python $python: give major.minor, such as 3.12"
@@ -65,6 +68,11 @@ done
 max_minor=${BASH_REMATCH[1]}
 
 if [[ -n "$only" ]]; then read -ra reqs <<<"$only"; else mapfile -t reqs < <(requirements); fi
+if ((dry)); then
+    printf 'bundle: would fetch into %s, for Python %s and glibc %s: horovod==%s (source) %s\n' "$dir" "$python" \
+        "$glibc" "$HOROVOD_VERSION" "${reqs[*]}"
+    exit 0
+fi
 platforms=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 for ((m = 5; m <= max_minor; m++)); do platforms+=(--platform "manylinux_2_${m}_x86_64"); done
 mkdir -p "$dir"

@@ -21,8 +21,6 @@ from hvdbench.suite.pytorch import TorchBackend
 
 def skip_reason(case: Case, device: torch.device, hvd: Any) -> str | None:
     """Why a case cannot run here; the same answer on every rank, so no rank waits for another."""
-    if case.backend == "horovod" and case.dtype == "bf16" and device.type == "cpu":
-        return "Horovod 0.28 has no bf16 collectives on CPU tensors"
     if case.backend == "mpi":
         if not hvd.mpi_enabled():
             return "Horovod runs on Gloo here: launch with mpirun or horovodrun --mpi for the MPI backend"

@@ -52,6 +52,9 @@ def check_comm_flags(flags: argparse.Namespace) -> None:
     """Sizes that make sense together."""
     from .errors import UsageError
 
+    if "bf16" in flags.dtypes and "horovod" in flags.backends:
+        raise UsageError("--dtypes bf16: Horovod 0.28 has no bfloat16 collectives on any device; measure bf16 "
+                         "with --backends mpi (allgather, broadcast, alltoall) or use fp16")
     if flags.min_bytes > flags.max_bytes:
         raise UsageError(f"--min-bytes {flags.min_bytes} is above --max-bytes {flags.max_bytes}")
     if flags.factor < 2:

@@ -16,8 +16,26 @@ from typing import Any, Mapping
 _ENV_PATTERNS = re.compile(
     r"^(HOROVOD_|NCCL_|OMPI_COMM_WORLD_|OMPI_MCA_|PMIX_RANK$|PMI_RANK$|PMI_SIZE$|SLURM_(JOB_|STEP_|NNODES$|"
     r"NTASKS|PROCID$|LOCALID$|NODEID$|GPUS|CPUS_PER_TASK$|CLUSTER_NAME$|SUBMIT_HOST$)|CUDA_VISIBLE_DEVICES$|"
-    r"CUDA_DEVICE_ORDER$|OMP_NUM_THREADS$|UCX_)"
+    r"CUDA_DEVICE_ORDER$|CUDA_LAUNCH_BLOCKING$|CUBLAS_WORKSPACE_CONFIG$|NVIDIA_TF32_OVERRIDE$|TF_CUDNN_USE_AUTOTUNE$|"
+    r"OMP_NUM_THREADS$|UCX_)"
 )
+
+
+# What a launcher sets that says how many processes the job has.
+_WORLD_SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS",
+                         "SLURM_STEP_NUM_TASKS")
+
+
+def gloo_on_loopback(environ: dict[str, str] | None = None) -> bool:
+    """Before Horovod starts: a process that is the whole job (started directly, or one rank of any launcher)
+    gets HOROVOD_GLOO_IFACE=lo where it is unset, as horovodrun gives its local ranks. Without it Gloo finds
+    its address by looking up the host's name, which fails on a node without DNS. True where it was set."""
+    environ = os.environ if environ is None else environ  # type: ignore[assignment]
+    sizes = [environ.get(name) for name in _WORLD_SIZE_VARIABLES if environ.get(name)]
+    if "HOROVOD_GLOO_IFACE" in environ or any(size != "1" for size in sizes):
+        return False
+    environ["HOROVOD_GLOO_IFACE"] = "lo"
+    return True
 
 
 def relevant_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:

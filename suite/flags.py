@@ -171,6 +171,10 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
     parser.add_argument("--independent", action="store_true",
                         help="no gradient exchange: each rank trains alone (the ideal-scaling baseline)")
     parser.add_argument("--fp16-allreduce", action="store_true", help="Horovod fp16 gradient compression")
+    parser.add_argument("--no-cudnn-autotune", dest="cudnn_autotune", action="store_false",
+                        help="on a GPU, take cuDNN's heuristic convolution algorithms instead of timing them in "
+                             "the first steps and keeping the fastest (PyTorch's cudnn.benchmark, TensorFlow's "
+                             "TF_CUDNN_USE_AUTOTUNE; on by default, as Horovod's and tf_cnn_benchmarks' scripts)")
     own.own(parser)
     parser.add_argument("--breakdown", action="store_true",
                         help="time forward, backward, gradient exchange and optimizer per step, each "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .errors import UsageError
 from .gpu_choice import visible_devices
@@ -161,6 +161,30 @@ def refuse_unseen_gpus(choice: str, framework: str, module: Any = None) -> None:
         raise UsageError(f"--device auto: {reason}; fix that, or pass --device cpu to measure the CPU")
     if choice == "cuda":
         raise UsageError("--device cuda: no CUDA device is visible to this process" + (f"; {reason}" if reason else ""))
+
+
+def visible_gpu_count(env: Mapping[str, str] | None = None, module: Any = None) -> int | None:
+    """How many GPUs a process started here would see: NVML's count narrowed by CUDA_VISIBLE_DEVICES as
+    CUDA reads it (indices and GPU-/MIG- UUIDs, up to the first entry that names no GPU, a repeated one
+    included); None where NVML is absent (no driver: a CPU machine)."""
+    nvml = Nvml(module)
+    if not nvml.available:
+        return None
+    try:
+        count = nvml.query("nvmlDeviceGetCount") or 0
+        named = visible_devices(env)
+        if named is None:
+            return count
+        seen: set[str] = set()
+        for entry in named:
+            known = (entry.isdigit() and int(entry) < count) or (
+                entry.startswith(("GPU-", "MIG-")) and nvml.query("nvmlDeviceGetHandleByUUID", entry) is not None)
+            if not known or entry in seen:
+                break
+            seen.add(entry)
+        return len(seen)
+    finally:
+        nvml.shutdown()
 
 
 def _count(value: Any) -> int | None:

@@ -120,6 +120,22 @@ def choose_gpu(local_rank: int, env: Mapping[str, str] | None = None, count: int
     return GpuChoice(local_rank, physical_of(local_rank), "local rank", visible_text, grant, None)
 
 
+def shared_gpu_problem(used: Sequence[tuple[str, str | None]]) -> str | None:
+    """Why these ranks cannot run together: two ranks on one host computing on the same GPU (``used[r]``
+    is rank r's host and its GPU's bus id, None on the CPU), which NCCL refuses at its first call; None
+    where every rank has its own GPU or the ranks train on CPUs."""
+    owners: dict[tuple[str, str], list[int]] = {}
+    for rank, (host, gpu) in enumerate(used):
+        if gpu is not None:
+            owners.setdefault((host, gpu), []).append(rank)
+    shared = [(where, ranks) for where, ranks in owners.items() if len(ranks) > 1]
+    if not shared:
+        return None
+    (host, gpu), ranks = shared[0]
+    return (f"ranks {', '.join(map(str, ranks))} on {host} all compute on GPU {gpu}: NCCL needs a GPU of its own "
+            f"for every rank; run at most as many ranks per node as it has GPUs, or --device cpu")
+
+
 def choice_record(local_rank: int) -> dict[str, Any]:
     """The env record's ``gpu_choice`` of a rank that pinned no GPU (a CPU run): what it was given all the same,
     judged from the environment, or why that would not fit."""

@@ -25,10 +25,10 @@ from .axes import without
 from .catalog import BenchmarkInfo, get_benchmark
 from .environment import base_environment, horovod_info
 from .flops import flops_of
-from .gpu_choice import GpuChoice, choice_record
+from .gpu_choice import GpuChoice, choice_record, shared_gpu_problem
 from .gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
 from .records import RecordWriter, rank_log_name
-from .errors import SpecError
+from .errors import SpecError, UsageError
 from .spec import RANK_FILES, RUN_FILE, RunSpec, keep_earlier_attempt
 from .timing import Runtime, StepOutcome, measure
 
@@ -243,7 +243,18 @@ def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespac
         nvml = Nvml()
         gpu = backend.device_info(device).get("pci_bus_id") if backend.on_gpu(device) else None
         handle = nvml.handle(gpu, visible_device(backend.device_index(device))) if backend.on_gpu(device) else None
+        refuse_shared_gpus(runtime, (nvml.bus_id(handle) if handle is not None else None) or gpu)
         yield Session(backend, hvd, runtime, flags, writer, log_dir, device, threads, nvml, handle, run_id)
+
+
+def refuse_shared_gpus(runtime: Runtime, bus_id: str | None) -> None:
+    """Before any collective on the device: a UsageError where two ranks of one host got the same GPU (one
+    visible GPU, several ranks), which NCCL would refuse at its first call ("Duplicate GPU detected")."""
+    if runtime.size < 2:
+        return
+    problem = shared_gpu_problem(runtime.allgather_object((os.uname().nodename, bus_id)))
+    if problem:
+        raise UsageError(problem)
 
 
 def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequence[str] | None = None) -> int:

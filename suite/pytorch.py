@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from . import harness
+from .environment import gloo_on_loopback
 from .gpu import refuse_unseen_gpus
 from .gpu_choice import GpuChoice, choose_gpu
 from .records import RecordWriter
@@ -83,6 +84,17 @@ def device_info(device: torch.device) -> dict[str, Any]:
             cudnn=torch.backends.cudnn.version(), nccl=".".join(map(str, torch.cuda.nccl.version())),
         )
     return info
+
+
+def math_settings(flags: argparse.Namespace, device: torch.device) -> dict[str, Any] | None:
+    """cuDNN autotuning (on unless --no-cudnn-autotune) and whether fp32 matrix products and convolutions
+    may run as TF32, as set for this run on a GPU (None on the CPU, where neither applies)."""
+    if device.type != "cuda":
+        return None
+    torch.backends.cudnn.benchmark = bool(flags.cudnn_autotune)
+    return {"cudnn_autotune": torch.backends.cudnn.benchmark, "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "tf32_convolution": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 
 def _pci_bus_id(props: Any) -> str | None:
@@ -237,6 +249,7 @@ class TorchBackend:
     def init(self) -> Any:
         import horovod.torch as hvd
 
+        gloo_on_loopback()
         hvd.init()
         return hvd
 
@@ -259,7 +272,7 @@ class TorchBackend:
     def configure(self, flags: argparse.Namespace, device: torch.device) -> dict[str, Any]:
         check_precision(flags.precision, device)
         torch.manual_seed(flags.seed)
-        return {}
+        return {"math": math_settings(flags, device)}
 
     def trainer(self, build: Build, session: harness.Session) -> Trainer:
         runtime, flags = session.runtime, session.flags

@@ -118,6 +118,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("flops_forward_per_sample", "float", "the forward pass's share of flops_per_sample"),
         Field("flops_counted", "str", "how the FLOPs were counted, or why they were not"),
         Field("tensorflow", "dict", "TensorFlow only: dtype policy, image layout, XLA"),
+        Field("math", "dict", "on a GPU: cudnn_autotune (cuDNN timed its convolution algorithms and kept the fastest), "
+                              "tf32_matmul and tf32_convolution (fp32 products allowed to run as TF32 on tensor "
+                              "cores); null on the CPU"),
         Field("device", "dict", "the framework's view of the device: type, name, capability, bus id, versions"),
         Field("nvml", "dict", "driver and CUDA driver versions, or why NVML is absent"),
         Field("gpu", "dict", "NVML facts of this rank's GPU (GPU_FACTS), null on the CPU"),

@@ -25,6 +25,7 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 from . import harness  # noqa: E402
+from .environment import gloo_on_loopback  # noqa: E402
 from .errors import UsageError  # noqa: E402
 from .gpu import refuse_unseen_gpus  # noqa: E402
 from .gpu_choice import GpuChoice, choose_gpu  # noqa: E402
@@ -293,6 +294,18 @@ def configure(flags: argparse.Namespace, device: str) -> dict[str, Any]:
     return {"policy": policy, "data_format": data_format, "xla": flags.xla}
 
 
+def math_settings(flags: argparse.Namespace, device: str) -> dict[str, Any] | None:
+    """cuDNN autotuning (TF_CUDNN_USE_AUTOTUNE, read at the first convolution: set before the model runs) and
+    TF32 execution of fp32 products, as set for this run on a GPU (None on the CPU)."""
+    if "GPU" not in device:
+        return None
+    if not flags.cudnn_autotune:
+        os.environ["TF_CUDNN_USE_AUTOTUNE"] = "0"
+    autotune = os.environ.get("TF_CUDNN_USE_AUTOTUNE", "1").lower() not in ("0", "false")
+    tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    return {"cudnn_autotune": autotune, "tf32_matmul": tf32, "tf32_convolution": tf32}
+
+
 class TFBackend:
     """TensorFlow's part of the harness (see ``harness.Backend``)."""
 
@@ -302,6 +315,7 @@ class TFBackend:
     def init(self) -> Any:
         import horovod.tensorflow as hvd
 
+        gloo_on_loopback()
         hvd.init()
         return hvd
 
@@ -324,7 +338,7 @@ class TFBackend:
         return device_info(device)
 
     def configure(self, flags: argparse.Namespace, device: str) -> dict[str, Any]:
-        return {"tensorflow": configure(flags, device)}
+        return {"tensorflow": configure(flags, device), "math": math_settings(flags, device)}
 
     def trainer(self, build: Callable[[TFBuildContext], KerasWorkload], session: harness.Session) -> KerasTrainer:
         runtime, flags, device = session.runtime, session.flags, session.device

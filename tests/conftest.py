@@ -3,7 +3,13 @@
 Markers (setup.cfg): ``slow`` for tests that start processes (Horovod ranks, SLURM, ssh, a browser):
 ``pytest -m "not slow"`` is the quick loop. ``gpu`` tests need CUDA and skip without it; ``no_gpu``
 tests check what a machine without CUDA does and skip on a GPU machine; ``tf`` tests need TensorFlow and
-skip where set-up left it out (HVDBENCH_TF_SPEC=none)."""
+skip where set-up left it out (HVDBENCH_TF_SPEC=none); ``mpi`` tests need MPI (Horovod's MPI controller,
+mpi4py, mpirun) and skip where set-up built Horovod with Gloo alone (HVDBENCH_MPI=none).
+
+Each premise is judged once, here. On a CUDA machine the slow tests that are not ``gpu`` skip too: their
+ranks train with ``--device auto`` on what a machine without GPUs has, the CPU (two ranks on one GPU would
+be refused; what they check on the CPU, peak resident memory or "no peak", does not hold on a GPU); the
+``gpu`` tests cover the CUDA paths there (``pytest -m gpu``)."""
 
 from __future__ import annotations
 
@@ -34,23 +40,42 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def mpi_missing() -> str | None:
+    """Why MPI tests cannot run here (None where they can): set-up installs mpi4py exactly where it built
+    Horovod with MPI."""
+    if shutil.which("mpirun") is None:
+        return "needs MPI: mpirun is not on PATH"
+    if importlib.util.find_spec("mpi4py") is None:
+        return "needs MPI: set-up built Horovod with Gloo alone here (HVDBENCH_MPI=none: no mpi4py)"
+    return None
+
+
+def _skip(items: list[pytest.Item], marker: str, reason: str | None) -> None:
+    for item in items:
+        if reason and item.get_closest_marker(marker):
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``gpu`` tests without CUDA and ``no_gpu`` tests with it, ``tf`` tests without TensorFlow,
-    each saying why."""
+    """Skip each test whose premise does not hold here, saying why: ``gpu`` without CUDA; ``no_gpu`` and the
+    other slow tests with it; ``tf`` without TensorFlow; ``mpi`` without MPI."""
     if any(item.get_closest_marker("tf") for item in items) and importlib.util.find_spec("tensorflow") is None:
-        for item in items:
-            if item.get_closest_marker("tf"):
-                item.add_marker(pytest.mark.skip(reason="needs TensorFlow (set-up left it out: HVDBENCH_TF_SPEC=none)"))
-    marked = [item for item in items if item.get_closest_marker("gpu") or item.get_closest_marker("no_gpu")]
-    if not marked:
+        _skip(items, "tf", "needs TensorFlow (set-up left it out: HVDBENCH_TF_SPEC=none)")
+    if any(item.get_closest_marker("mpi") for item in items):
+        _skip(items, "mpi", mpi_missing())
+    if not any(item.get_closest_marker(m) for item in items for m in ("gpu", "no_gpu", "slow")):
         return
     cuda = cuda_available()
-    for item in marked:
+    for item in items:
         if item.get_closest_marker("gpu") and not cuda:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device (runs on GPU machines)"))
-        if item.get_closest_marker("no_gpu") and cuda:
+        elif item.get_closest_marker("no_gpu") and cuda:
             item.add_marker(pytest.mark.skip(reason="checks the no-GPU path; this machine has CUDA "
                                                     "(its gpu-marked twin runs instead)"))
+        elif item.get_closest_marker("slow") and not item.get_closest_marker("gpu") and cuda:
+            item.add_marker(pytest.mark.skip(reason="starts ranks with --device auto, which train on the CPU only "
+                                                    "where there is no GPU; here they would take this machine's "
+                                                    "GPU(s), two ranks two of them: pytest -m gpu covers CUDA"))
 
 
 def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *, samples: int = 32,

@@ -36,6 +36,7 @@ def test_sizes_and_size_parsing() -> None:
     assert [byte_size(t) for t in ("8", "64K", "1M", "1G", "2MiB")] == [8, 65536, 2**20, 2**30, 2**21]
 
 
+@pytest.mark.mpi
 @pytest.mark.slow
 def test_two_ranks_both_backends_correct_and_reported(tmp_path: Path, hvd_env: dict) -> None:
     out = tmp_path / "results"
@@ -74,6 +75,7 @@ def test_gloo_run_skips_the_mpi_backend_and_says_why(tmp_path: Path, hvd_env: di
     assert sum(1 for r in records if r["backend"] == "horovod") == len(sizes(8, 65536, 8))
 
 
+@pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["horovod", "mpi"])
 def test_a_wrong_reduction_is_detected_and_reported(tmp_path: Path, hvd_env: dict, backend: str) -> None:

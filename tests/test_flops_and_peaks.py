@@ -99,11 +99,26 @@ def test_known_gpus_get_a_share_of_their_dense_peak_and_unknown_ones_say_so() ->
                                     {"flops_per_sample": math.nan, "tflops_per_gpu": math.nan}), load_peaks())
     assert table.loc[0, "pct_of_peak"] == pytest.approx(24.3 / 989.4 * 100)
     assert table.loc[0, "peak"].startswith("H100 SXM bf16 989.4 TFLOP/s (NVIDIA H100")
-    assert table.loc[3, "pct_of_peak"] == pytest.approx(24.3 / 19.5 * 100)
     cells = [row[headline_titles(table).index("% of peak")] for row in headline_rows(table)]
-    assert cells == ["2%", "unknown peak", "no peak", "125%", "unknown peak: no bf16 figure for V100 SXM2", "n/a"]
+    assert table.loc[3, "pct_of_peak"] == pytest.approx(24.3 / 156.0 * 100)  # TF32 not recorded off: A100's tf32
+    assert cells == ["2%", "unknown peak", "no peak", "16%", "unknown peak: no bf16 figure for V100 SXM2", "n/a"]
     tflops = [row[headline_titles(table).index("TFLOP/s per GPU")] for row in headline_rows(table)]
     assert tflops[:5] == ["24.3"] * 5 and tflops[5] == "n/a"
+
+
+@pytest.mark.parametrize("device, tf32, column, peak", [
+    ("NVIDIA H100 80GB HBM3", True, "tf32", 494.7), ("NVIDIA H100 80GB HBM3", None, "tf32", 494.7),
+    ("NVIDIA H100 80GB HBM3", False, "fp32", 66.9), ("NVIDIA A100-SXM4-80GB", True, "tf32", 156.0),
+    ("Tesla V100-SXM2-32GB", None, "fp32", 15.7),  # no TF32 on Volta
+])
+def test_fp32_is_judged_against_the_precision_that_ran(device: str, tf32: bool | None, column: str, peak: float) -> None:
+    """An fp32 ResNet-50 on an H100 at 100 TFLOP/s (its convolutions in TF32) is 20% of the TF32 peak, never
+    150% of the fp32 one; a run that recorded TF32 off is judged against fp32."""
+    row = {"precision": "fp32", "device_name": device, "tf32": tf32, "tflops_per_gpu": 10.0}
+    table = with_peaks(scaling_rows(row), load_peaks())
+    assert table.loc[0, "peak_tflops"] == pytest.approx(peak) and f" {column} " in table.loc[0, "peak"]
+    if column == "tf32":
+        assert table.loc[0, "pct_of_peak"] <= 100
 
 
 def test_a_peak_file_adds_a_cpu_and_comes_first(tmp_path: Path) -> None:

@@ -109,6 +109,7 @@ def test_sampler_writes_records_on_time_and_stops(tmp_path: Path) -> None:
 
 @pytest.mark.no_gpu
 @pytest.mark.slow
+@pytest.mark.mpi
 def test_run_records_environment_and_cpu_telemetry(tmp_path: Path, hvd_env: dict) -> None:
     env = {**hvd_env, "HOROVOD_FUSION_THRESHOLD": "33554432", "NCCL_DEBUG": "WARN"}
     proc = subprocess.run(["mpirun", "-np", "2", "-x", "HOROVOD_FUSION_THRESHOLD", "-x", "NCCL_DEBUG", sys.executable,

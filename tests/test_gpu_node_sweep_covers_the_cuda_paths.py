@@ -1,16 +1,20 @@
-"""The shipped GPU-node sweep (launchers/sweeps/gpu-node.yaml) plans, and its runs are the CUDA paths its
-comment promises: ResNet-50 at two batches in fp32 and amp, NHWC, torch.compile, host and DataLoader
-batches, --breakdown, --profile, ResNet-56, GPT-2, translation and the fused-RNN speech model; over Gloo,
-so a node without MPI runs it."""
+"""The shipped GPU-node sweep, in two parts that each finish inside a 9-minute command on one H100
+(launchers/sweeps/gpu-node-1.yaml, gpu-node-2.yaml), plans, and its runs are the CUDA paths its comment
+promises: ResNet-50 at two batches in fp32 and amp, NHWC, torch.compile, host and DataLoader batches,
+--breakdown, --profile, ResNet-56, GPT-2, translation and the fused-RNN speech model; over Gloo, so a node
+without MPI runs it. Both parts write to one results root, so a part stopped halfway resumes and one report
+covers both."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from hvdbench.launchers.plan import plan
+from hvdbench.launchers.runs import load
 from hvdbench.launchers.sweep import load_sweep
 
 SWEEPS = Path(__file__).resolve().parents[1] / "launchers" / "sweeps"
+PARTS = (SWEEPS / "gpu-node-1.yaml", SWEEPS / "gpu-node-2.yaml")
 
 
 def _flag(args: tuple[str, ...], name: str) -> str | None:
@@ -22,8 +26,17 @@ def test_every_shipped_sweep_plans() -> None:
         assert plan(load_sweep(path)).specs, path.name
 
 
+def test_the_two_parts_share_one_root_and_no_run() -> None:
+    planned = [load(part, None) for part in PARTS]
+    assert {root for _, _, root in planned} == {Path("results/gpu-node")}
+    ids = [{s.id for s in p.specs} for _, p, _ in planned]
+    assert not ids[0] & ids[1]
+    for sweep, p, _ in planned:
+        assert sweep.timeout <= 300 and len(p.specs) <= 8  # a hung run cannot take the part past its 9 minutes
+
+
 def test_the_gpu_node_sweep_runs_each_cuda_path_once() -> None:
-    specs = plan(load_sweep(SWEEPS / "gpu-node.yaml")).specs
+    specs = [s for part in PARTS for s in plan(load_sweep(part)).specs]
     assert len(specs) == 14 and {s.controller for s in specs} == {"gloo"} and {s.np for s in specs} == {1}
     resnet50 = [s.args for s in specs if s.benchmark == "imagenet"]
     plain = {(_flag(a, "--batch-size"), _flag(a, "--precision")) for a in resnet50

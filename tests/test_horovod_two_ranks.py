@@ -40,7 +40,7 @@ def _assert_complete(run_dir: Path, np_: int, steps: int = 6, warmup: int = 2) -
     return summaries
 
 
-@pytest.mark.parametrize("controller", ["gloo", "mpi"])
+@pytest.mark.parametrize("controller", ["gloo", pytest.param("mpi", marks=pytest.mark.mpi)])
 def test_horovodrun_two_ranks_complete_logs_and_report(tmp_path: Path, hvd_env: dict, controller: str) -> None:
     out = tmp_path / "results"
     proc = subprocess.run([hvdbench_exe(), "run", "cifar10", "--np", "1,2", "--controller", controller,
@@ -66,6 +66,7 @@ def test_horovodrun_two_ranks_complete_logs_and_report(tmp_path: Path, hvd_env: 
     assert " 2 " in proc.stdout.split("images/s")[1]  # the table printed to the terminal has the 2-rank row
 
 
+@pytest.mark.mpi
 def test_mpirun_standalone_with_tagged_output(tmp_path: Path, hvd_env: dict) -> None:
     log_dir = tmp_path / "standalone"
     proc = subprocess.run(["mpirun", "-np", "2", "--tag-output", sys.executable, str(REPO / "suite" / "cifar10.py"),
@@ -143,3 +144,18 @@ def test_cuda_rank_trains_in_fp16_and_records_its_gpu(tmp_path: Path, hvd_env: d
     telemetry = [r for r in records if r["kind"] == "telemetry"]
     assert telemetry and "note" not in telemetry[0] and telemetry[0]["sm_clock_mhz"]
     assert records[-1]["peak_device_bytes"] > 0
+    assert env["math"]["cudnn_autotune"] is True and isinstance(env["math"]["tf32_convolution"], bool)
+
+
+@pytest.mark.gpu
+def test_two_ranks_given_one_gpu_stop_in_one_line_before_nccl(tmp_path: Path, hvd_env: dict) -> None:
+    """Two ranks started by hand that both see only GPU 0 (what a one-GPU node gives every rank): each
+    stops with the one line naming the shared GPU, before NCCL's first call would ("Duplicate GPU")."""
+    env = {**hvd_env, "CUDA_VISIBLE_DEVICES": "0"}
+    proc = subprocess.run([str(Path(sys.executable).with_name("horovodrun")), "-np", "2", "-H", "localhost:2",
+                           "--gloo", sys.executable, str(REPO / "suite" / "cifar10.py"), *TINY, "--device", "cuda",
+                           "--log-dir", str(tmp_path)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode != 0
+    errors = [r for r in read_records(tmp_path / "rank-0.jsonl") if r["kind"] == "error"]
+    assert errors and errors[0]["error"] == "UsageError" and "all compute on GPU" in errors[0]["message"]
+    assert "Duplicate GPU" not in proc.stdout + proc.stderr

@@ -15,7 +15,7 @@ from conftest import hvdbench_exe
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.projection_inputs import allreduce_curves
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.mpi]
 
 RATE_GBS = 100e6 / 8 / 1e9  # 100 Mbit/s in GB/s
 

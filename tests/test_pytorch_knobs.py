@@ -27,6 +27,7 @@ def two_ranks(benchmark: str, args: list[str], log_dir: Path, env: dict) -> dict
 
 
 @pytest.mark.slow
+@pytest.mark.mpi
 @pytest.mark.parametrize("extra, expected", [
     (["--precision", "bf16", "--channels-last"], {"precision": "bf16", "channels_last": True}),
     (["--precision", "amp", "--data", "host"], {"precision": "amp", "data": "host"}),
@@ -41,6 +42,7 @@ def test_precision_layout_and_data_modes_train(extra: list[str], expected: dict,
 
 
 @pytest.mark.slow
+@pytest.mark.mpi
 def test_breakdown_records_each_part_and_they_add_up(tmp_path: Path, hvd_env: dict) -> None:
     kinds = two_ranks("mlp", ["--batch-size", "8", "--mlp-widths", "256", "--warmup-steps", "1", "--steps", "3",
                               "--breakdown"], tmp_path, hvd_env)
@@ -52,6 +54,7 @@ def test_breakdown_records_each_part_and_they_add_up(tmp_path: Path, hvd_env: di
 
 
 @pytest.mark.slow
+@pytest.mark.mpi
 def test_profile_writes_top_operators_and_a_trace(tmp_path: Path, hvd_env: dict) -> None:
     kinds = two_ranks("cifar10", [*TINY_CNN, "--profile", "2"], tmp_path, hvd_env)
     (profile,) = kinds["profile"]
@@ -94,6 +97,7 @@ def test_bad_values_are_refused_before_anything_starts(args: list[str], text: st
 
 @pytest.mark.no_gpu
 @pytest.mark.slow
+@pytest.mark.mpi
 def test_precision_the_device_cannot_run_stops_every_rank_before_training(tmp_path: Path, hvd_env: dict) -> None:
     proc = subprocess.run(["mpirun", "-np", "2", sys.executable, str(REPO / "suite" / "mlp.py"), "--precision", "fp16",
                            "--log-dir", str(tmp_path)], capture_output=True, text=True, env=hvd_env, timeout=300)

@@ -53,7 +53,7 @@ def test_bundle_lists_what_setup_fetches_at_the_locked_versions_and_no_framework
     ((), "usage: scripts/bundle.sh DIR"),
     (("DIR", "--python", "312"), "--python 312: give major.minor"),
     (("DIR", "--glibc", "2.x"), "--glibc 2.x: give 2.N"),
-    (("DIR", "--wheels"), "unknown argument --wheels (valid: --python, --glibc, --only)"),
+    (("DIR", "--wheels"), "unknown argument --wheels (valid: --python, --glibc, --only, --dry-run)"),
 ])
 def test_bundle_refuses_malformed_arguments_in_one_line(tmp_path: Path, argv: tuple[str, ...], problem: str) -> None:
     argv = tuple(str(tmp_path / "out") if a == "DIR" else a for a in argv)

@@ -65,6 +65,7 @@ axes:
     assert "By node count" in (root / "report" / "report.md").read_text()
 
 
+@pytest.mark.mpi
 def test_mpirun_across_a_namespace_host_spans_two_named_nodes(namespace_host: Any, tmp_path: Path, hvd_env: dict) -> None:
     host = namespace_host
     sweep = tmp_path / "mpi-two-hosts.yaml"

@@ -20,7 +20,7 @@ from hvdbench.suite.records import ParseStats, rank_log_name, read_records
 
 from conftest import BIN, REPO, hvdbench_exe
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(900)]
 TINY = "[--mlp-input, '32', --mlp-widths, '32', --steps, '6', --warmup-steps, '1', --threads, '1']"
 
 

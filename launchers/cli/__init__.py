@@ -21,6 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args, rest = build_parser().parse_known_args(argv)
+        if "--" in rest:  # the usual end of hvdbench's options: what follows goes to the benchmark as it is
+            rest.remove("--")
         if args.command in ("run", "screen"):
             return (commands.cmd_run if args.command == "run" else commands.cmd_screen)(args, rest)
         if rest:

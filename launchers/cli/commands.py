@@ -17,8 +17,8 @@ from hvdbench.suite.spec import RunStatus
 from hvdbench.suite.validate import host_problem, text_problem
 
 from ..plan import Plan, plan
-from ..runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation, load, local_executor,
-                    pin_to_hosts, screen_sweep, sweep_topology)
+from ..runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation, here_gpus, load,
+                    local_executor, pin_to_hosts, screen_sweep, sweep_topology)
 from ..sweep import Sweep
 
 
@@ -73,6 +73,8 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
     specs, hosts = list(planned.specs), sweep.hosts
     if args.dry_run:
         return print_plan(planned, local_executor(sweep, root, resume=args.resume, timeout=args.timeout), root)
+    for note in planned.skipped:
+        print(f"hvdbench: left out: {note}", file=sys.stderr)
     if in_allocation:
         from ..slurm import allocation_hosts
 
@@ -94,7 +96,7 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
                             controller=args.controller, repeats=args.repeats, system=args.system,
                             timeout=args.timeout, devices=args.devices, topology=args.topology,
                             transport=args.transport, retries=args.retries)
-    return _run_here(sweep, plan(sweep, sweep_topology(sweep)), args.output, args)
+    return _run_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, args)
 
 
 def hosts_of(text: str | None) -> tuple[str, ...]:
@@ -154,9 +156,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.in_allocation and not args.dry_run:
         from ..slurm import allocation_hosts
 
-        sweep, planned, root = load(args.file, args.output, allocation_hosts())
+        sweep, planned, root = load(args.file, args.output, allocation_hosts(), here=True)
     else:
-        sweep, planned, root = load(args.file, args.output)
+        sweep, planned, root = load(args.file, args.output, here=True)
     return _run_here(sweep, planned, root, args, in_allocation=args.in_allocation)
 
 
