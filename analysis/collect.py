@@ -9,11 +9,11 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.axes import read_axes
-from hvdbench.suite.errors import ReportError, SpecError
-from hvdbench.suite.metrics import run_outcome
-from hvdbench.suite.schema import KINDS
-from hvdbench.suite.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus, earlier_attempts
+from hvdbench.suite.core.axes import read_axes
+from hvdbench.suite.core.errors import ReportError, SpecError
+from hvdbench.suite.core.metrics import run_outcome
+from hvdbench.suite.core.schema import KINDS
+from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus, earlier_attempts
 
 from .rank_logs import PHASES, read_all
 
@@ -181,7 +181,7 @@ def _exchange(env: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _axes(spec: RunSpec, env: dict[str, Any] | None) -> dict[str, Any]:
-    """The swept axes the report groups by (suite/axes.py: batch size, precision, layout, compiler, data,
+    """The swept axes the report groups by (suite/core/axes.py: batch size, precision, layout, compiler, data,
     fp16 exchange, threads), exchange or not, and the arguments without --independent (which pairs an
     exchanging run with its independent twin)."""
     flags = (env or {}).get("flags") or {}

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.collective_ops import summarize
+from hvdbench.suite.core.collective_ops import summarize
 
 from .collect import Collection
 from .efficiency import link_rate

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.errors import UsageError
+from hvdbench.suite.core.errors import UsageError
 
 from .ratios import config_draws, ratio_interval
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.errors import ReportError
+from hvdbench.suite.core.errors import ReportError
 
 from .allreduce_model import ALGORITHMS, Link, parse_link
 from .collect import Collection, collect

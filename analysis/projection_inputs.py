@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.errors import ReportError
+from hvdbench.suite.core.errors import ReportError
 
 from .allreduce_model import DEFAULT_CYCLE_S, DEFAULT_FUSION_BYTES, Link, StepModel, fit_link
 from .collect import Collection

@@ -19,8 +19,8 @@ from typing import Any, Callable, Optional, Union
 import msgspec
 import numpy as np
 
-from hvdbench.suite.records import ParseStats, decode_json, records_of
-from hvdbench.suite.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
+from hvdbench.suite.core.records import ParseStats, decode_json, records_of
+from hvdbench.suite.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
 
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
 STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss

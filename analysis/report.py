@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from hvdbench.suite.errors import ReportError
+from hvdbench.suite.core.errors import ReportError
 
 from . import views
 from .collect import Collection, collect

@@ -10,8 +10,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.metrics import rank_throughput, throughput_resamples
-from hvdbench.suite.metrics import total_throughput as total_throughput_of
+from hvdbench.suite.core.metrics import rank_throughput, throughput_resamples
+from hvdbench.suite.core.metrics import total_throughput as total_throughput_of
 
 CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 2000

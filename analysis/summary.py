@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.axes import AXES, without
+from hvdbench.suite.core.axes import AXES, without
 
 from .ratios import config_draws, ratio_interval
 
@@ -27,7 +27,7 @@ def _draws(row: pd.Series, draws: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray]) -> pd.DataFrame:
-    """For every knob (suite/axes.py), configurations that differ in it alone, each against the one at the
+    """For every knob (suite/core/axes.py), configurations that differ in it alone, each against the one at the
     knob's default (or its first value): throughput ratio with a 95% interval from both runs' resamples."""
     rows: list[dict[str, Any]] = []
     if table.empty:

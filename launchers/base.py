@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Sequence, TypeVar
 
-from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.environment import parse_mpi_version
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.gpu_choice import PLACEMENT_VARIABLE
-from hvdbench.suite.spec import CONTROLLERS, RunSpec
+from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.environment import parse_mpi_version
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.gpu_choice import PLACEMENT_VARIABLE
+from hvdbench.suite.core.spec import CONTROLLERS, RunSpec
 
 # Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter.
 ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
@@ -52,7 +52,7 @@ class Launcher(ABC):
     job's first task starts every rank over the allocation's hosts); ``transports``: the MPI
     transports (TRANSPORTS) it can select, ``transport_note`` why only those, ``transport_variables``
     the variables each sets (a launcher with flags for them sets none); ``version_command``: the argv
-    whose output tells which MPI its tool is, one of ``mpi_flavours`` (suite/environment.py's names;
+    whose output tells which MPI its tool is, one of ``mpi_flavours`` (suite/core/environment.py's names;
     ``mpi_name`` in messages), judged by ``flavour_problem`` before any run starts."""
 
     name: ClassVar[str]

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
-from hvdbench.suite.errors import LaunchError
-from hvdbench.suite.gpu_choice import granted, placement_problem
-from hvdbench.suite.metrics import logged_outcome
-from hvdbench.suite.spec import RunSpec, RunStatus, keep_earlier_attempt
+from hvdbench.suite.core.errors import LaunchError
+from hvdbench.suite.core.gpu_choice import granted, placement_problem
+from hvdbench.suite.core.metrics import logged_outcome
+from hvdbench.suite.core.spec import RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import LaunchContext, Launcher, get_launcher
 

@@ -9,15 +9,15 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from hvdbench.suite.axes import axis_flags
-from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.axes import axis_flags
+from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.spec import RunSpec
 
 from .base import launcher_class, launcher_names
 from .placement import Placement, by_link_class, check_devices, cpu_slots, explicit
 from .sweep import Sweep, SweepError, Workload
-from .topology import Topology, format_cpus, link_rank
+from hvdbench.suite.core.topology import Topology, format_cpus, link_rank
 
 COMM_PREFIXES = ("HOROVOD_", "NCCL_")
 

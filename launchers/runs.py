@@ -11,16 +11,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.spec import RunSpec
 
 from .base import default_controllers, get_launcher, launcher_class
 from .local import LocalExecutor
 from .plan import Plan, plan
 from .sweep import Sweep, Workload, load_sweep
-from .node_topology import local_topology
-from .topology import Topology, read_topology_file
+from hvdbench.suite.core.node_topology import local_topology
+from hvdbench.suite.core.topology import Topology, read_topology_file
 
 DEFAULT_SWEEP = Path(__file__).with_name("sweeps") / "demo.yaml"
 
@@ -95,7 +95,7 @@ def pin_to_hosts(planned: Plan, hosts: Sequence[str]) -> Plan:
 
 def here_gpus() -> int | None:
     """The GPUs this node shows a process started here (NVML, narrowed by CUDA_VISIBLE_DEVICES), or None."""
-    from hvdbench.suite.gpu import visible_gpu_count
+    from hvdbench.suite.core.gpu import visible_gpu_count
 
     return visible_gpu_count()
 

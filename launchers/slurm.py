@@ -22,9 +22,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from hvdbench.suite.errors import HvdbenchError, LaunchError
-from hvdbench.suite.metrics import Outcome, logged_outcome
-from hvdbench.suite.spec import RUN_FILE, RunSpec, RunStatus, keep_earlier_attempt
+from hvdbench.suite.core.errors import HvdbenchError, LaunchError
+from hvdbench.suite.core.metrics import Outcome, logged_outcome
+from hvdbench.suite.core.spec import RUN_FILE, RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import LaunchContext, get_launcher, launcher_class, rank_command
 from .local import (LAUNCHER_LOG, completed, failure_reason, launch_environment, placement_refusal,

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
-from hvdbench.suite.axes import AXES
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.spec import CONTROLLERS, TRANSPORTS
-from hvdbench.suite.validate import (CONSTRAINT, DIRECTIVE, HOST, NAME, PATH, SLURM_WORD, grammar_problem,
+from hvdbench.suite.core.axes import AXES
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
+from hvdbench.suite.core.validate import (CONSTRAINT, DIRECTIVE, HOST, NAME, PATH, SLURM_WORD, grammar_problem,
                                      number_problem, text_problem)
 
 from .base import PMI_PLUGINS, default_controllers, launcher_class, launcher_names
@@ -123,7 +123,7 @@ class Sweep:
     batch_size: tuple[int, ...] = ()
     precision: tuple[str, ...] = ()
     independent: tuple[bool, ...] = (False,)
-    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # benchmark knobs (suite/axes.py) and their values
+    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # benchmark knobs (suite/core/axes.py) and their values
     env: tuple[tuple[str, tuple[str, ...]], ...] = ()
     baseline: bool = True
     bind_cpus: bool = True

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .metrics import rank_throughput, throughput_resamples, total_throughput
+from .core.metrics import rank_throughput, throughput_resamples, total_throughput
 
 RESAMPLES = 500
 

@@ -12,8 +12,9 @@ from typing import Any, Callable
 
 import torch
 
-from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.collective_ops import sizes, summarize
+from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.collective_ops import sizes, summarize
+from hvdbench.suite.core.collective_ops import skip_reason as op_skip_reason
 from hvdbench.suite.comm import Buffers, Case, horovod_op, measure, mpi_op
 from hvdbench.suite.harness import rank_session
 from hvdbench.suite.pytorch import TorchBackend
@@ -26,9 +27,7 @@ def skip_reason(case: Case, device: torch.device, hvd: Any) -> str | None:
             return "Horovod runs on Gloo here: launch with mpirun or horovodrun --mpi for the MPI backend"
         if not hvd.mpi_threads_supported():
             return "this MPI lacks MPI_THREAD_MULTIPLE, which raw MPI beside Horovod's thread needs"
-        if case.op == "allreduce" and case.dtype != "fp32":
-            return "MPI has no standard 16-bit float type to reduce"
-    return None
+    return op_skip_reason(case.op, case.backend, case.dtype)
 
 
 def main() -> int:

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from .axes import without
-from .catalog import BenchmarkInfo, get_benchmark
-from .environment import base_environment, horovod_info
+from .core.axes import without
+from .core.catalog import BenchmarkInfo, get_benchmark
+from .core.environment import base_environment
 from .flops import flops_of
-from .gpu_choice import GpuChoice, choice_record, shared_gpu_problem
-from .gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
-from .records import RecordWriter, rank_log_name
-from .errors import SpecError, UsageError
-from .spec import RANK_FILES, RUN_FILE, RunSpec, keep_earlier_attempt
+from .core.gpu_choice import GpuChoice, choice_record, shared_gpu_problem
+from .core.gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
+from .core.records import RecordWriter, rank_log_name
+from .core.errors import SpecError, UsageError
+from .core.spec import RANK_FILES, RUN_FILE, RunSpec, keep_earlier_attempt
 from .timing import Runtime, StepOutcome, measure
 
 _LOCAL_FLAGS = {"--log-dir": 1, "--echo-records": 0}
@@ -118,6 +118,40 @@ def rank_logging(runtime: Runtime, *, benchmark: str, framework: str, controller
             writer.close()
 
 
+def horovod_info(hvd: Any) -> dict[str, Any]:
+    """Horovod's version, what it was built with, and which controller this job runs on."""
+    import horovod
+
+    def flag(name: str) -> bool | None:
+        func = getattr(hvd, name, None)
+        try:
+            return bool(func()) if func is not None else None
+        except Exception:  # a query that needs init or a backend that is absent
+            return None
+
+    # Which framework plugins were built: their libraries on disk (importing another plugin here
+    # would load its framework and a second Horovod core into this rank).
+    package = Path(horovod.__file__).parent
+    frameworks = {name: any(package.joinpath(sub).glob("mpi_lib*.so"))
+                  for name, sub in (("pytorch", "torch"), ("tensorflow", "tensorflow"), ("mxnet", "mxnet"))}
+    return {
+        "version": horovod.__version__,
+        "frameworks": frameworks,
+        "built": {name: flag(f"{name}_built") for name in ("mpi", "gloo", "nccl", "cuda", "rocm", "ddl", "ccl")},
+        "controller": "mpi" if flag("mpi_enabled") else "gloo" if flag("gloo_enabled") else None,
+        "mpi_threads_supported": flag("mpi_threads_supported"),
+        "layout": {name: _call(hvd, name) for name in ("local_size", "cross_rank", "cross_size")},
+    }
+
+
+def _call(hvd: Any, name: str) -> int | None:
+    """One of Horovod's rank-layout queries, or None where this Horovod lacks it."""
+    try:
+        return int(getattr(hvd, name)())
+    except Exception:  # absent in this version, or not initialised
+        return None
+
+
 def error_line(exc: BaseException) -> str:
     """One line that names the problem: the exception's first line, or its last where the first is only
     a heading (TensorFlow's "in user code:")."""
@@ -154,7 +188,7 @@ class Backend(Protocol):
     """What a framework supplies to the harness."""
 
     framework: str
-    choice: GpuChoice | None  # the GPU ``prepare`` pinned and why (suite/gpu_choice.py), None on the CPU
+    choice: GpuChoice | None  # the GPU ``prepare`` pinned and why (suite/core/gpu_choice.py), None on the CPU
 
     def init(self) -> Any:
         """Import this framework's Horovod, ``init()`` it and return the module."""

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.environment import base_environment
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.gpu import DEVICE_ORDER, Nvml, visible_device
+from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.environment import base_environment
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.gpu import DEVICE_ORDER, Nvml, visible_device
 from hvdbench.suite.harness import benchmark_args
-from hvdbench.suite.records import RecordWriter, rank_log_name
-from hvdbench.suite.spec import RUN_FILE, RunSpec
+from hvdbench.suite.core.records import RecordWriter, rank_log_name
+from hvdbench.suite.core.spec import RUN_FILE, RunSpec
 
 
 def timed(copy: Callable[[], None], sync: Callable[[], None], iters: int, warmup: int) -> list[float]:
@@ -41,7 +41,7 @@ def timed(copy: Callable[[], None], sync: Callable[[], None], iters: int, warmup
 def links(count: int) -> dict[tuple[int, int], str]:
     """Link class of every GPU pair from this node's topology (NVML or nvidia-smi), or none where unreadable."""
     try:
-        from hvdbench.launchers.node_topology import local_topology
+        from hvdbench.suite.core.node_topology import local_topology
 
         topo = local_topology()
     except Exception:  # noqa: BLE001 - no topology is a missing column, not a failed measurement

@@ -18,10 +18,10 @@ import torch
 from torch import nn
 
 from . import harness
-from .environment import gloo_on_loopback
-from .gpu import refuse_unseen_gpus
-from .gpu_choice import GpuChoice, choose_gpu
-from .records import RecordWriter
+from .core.environment import gloo_on_loopback
+from .core.gpu import refuse_unseen_gpus
+from .core.gpu_choice import GpuChoice, choose_gpu
+from .core.records import RecordWriter
 from .timing import HorovodObjects, StepOutcome
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
                         check_precision, weight_dtype)
@@ -50,7 +50,7 @@ class TorchRuntime(HorovodObjects):
 
 
 def pick_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[torch.device, GpuChoice | None]:
-    """Pin this rank to its GPU (suite/gpu_choice.py: its placement's, its local rank's or the only one
+    """Pin this rank to its GPU (suite/core/gpu_choice.py: its placement's, its local rank's or the only one
     visible), or the CPU; the device and the GPU choice (None on the CPU). ``auto`` on a node whose GPUs
     PyTorch cannot see is refused rather than measured on the CPU (``nvml_module`` stands in for pynvml)."""
     if choice == "cpu":

@@ -25,11 +25,11 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 from . import harness  # noqa: E402
-from .environment import gloo_on_loopback  # noqa: E402
-from .errors import UsageError  # noqa: E402
-from .gpu import refuse_unseen_gpus  # noqa: E402
-from .gpu_choice import GpuChoice, choose_gpu  # noqa: E402
-from .records import RecordWriter  # noqa: E402
+from .core.environment import gloo_on_loopback  # noqa: E402
+from .core.errors import UsageError  # noqa: E402
+from .core.gpu import refuse_unseen_gpus  # noqa: E402
+from .core.gpu_choice import GpuChoice, choose_gpu  # noqa: E402
+from .core.records import RecordWriter  # noqa: E402
 from .timing import HorovodObjects, StepOutcome  # noqa: E402
 
 HostBatch = tuple[np.ndarray, ...]
@@ -89,7 +89,7 @@ class TFRuntime(HorovodObjects):
 
 
 def pin_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[str, GpuChoice | None]:
-    """Make only this rank's GPU (suite/gpu_choice.py) visible to TensorFlow, growing memory, or hide
+    """Make only this rank's GPU (suite/core/gpu_choice.py) visible to TensorFlow, growing memory, or hide
     every GPU; the device and the GPU choice (None on the CPU). ``auto`` on a node whose GPUs TensorFlow
     cannot see is refused rather than measured on the CPU (``nvml_module`` stands in for pynvml)."""
     gpus = tf.config.list_physical_devices("GPU")

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
 from .adaptive import Stopper
-from .flags import ADAPTIVE_CHUNK
-from .metrics import rank_throughput, total_throughput
-from .records import RecordWriter
+from .core.flags import ADAPTIVE_CHUNK
+from .core.metrics import rank_throughput, total_throughput
+from .core.records import RecordWriter
 
 
 class Runtime(Protocol):

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from .errors import UsageError
+from .core.errors import UsageError
 
 Batch = tuple[torch.Tensor, ...]
 MakeBatch = Callable[[torch.Generator], Batch]

@@ -24,8 +24,8 @@ import pytest
 
 from hvdbench.launchers import base
 from hvdbench.launchers.base import LaunchContext, Launcher
-from hvdbench.suite.records import RecordWriter, rank_log_name
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.records import RecordWriter, rank_log_name
+from hvdbench.suite.core.spec import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -121,7 +121,7 @@ class ScriptLauncher(Launcher):
         "quiet": "pass",
         # fails (exit 3) on its first attempt, then writes a complete 1-rank log: what a retry is for
         "flaky": "import os, sys\nif not os.path.isdir('attempt-1'):\n    print('error: rank 0: connection reset', "
-                 "flush=True); sys.exit(3)\nfrom hvdbench.suite.records import RecordWriter\n"
+                 "flush=True); sys.exit(3)\nfrom hvdbench.suite.core.records import RecordWriter\n"
                  "with RecordWriter('rank-0.jsonl', rank=0, local_rank=0, size=1) as w:\n"
                  "    w.write('summary', steps=1, samples=1, window_s=1.0, median_step_s=1.0, throughput=1.0)",
     }

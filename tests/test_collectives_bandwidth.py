@@ -8,15 +8,48 @@ import subprocess
 import sys
 from pathlib import Path
 
+from typing import Callable
+
+import numpy as np
 import pandas as pd
 import pytest
 
 from conftest import REPO, hvdbench_exe
-from hvdbench.suite.collective_ops import bus_factor, sizes, summarize
-from hvdbench.suite.flags import byte_size
-from hvdbench.suite.records import read_records
+from hvdbench.suite.core.collective_ops import OPS, bus_factor, sizes, summarize
+from hvdbench.suite.core.flags import byte_size
+from hvdbench.suite.core.records import read_records
 
 SMALL = ["--min-bytes", "8", "--max-bytes", "64K", "--factor", "8", "--iters", "3", "--warmup-iters", "1"]
+
+
+# One row per collective: its bus factor at 8 ranks (nccl-tests) and what it computes, in NumPy, from every
+# rank's input to one rank's output. A new descriptor in suite/core/collective_ops.py needs its row here.
+ROWS: dict[str, tuple[float, Callable[[list[np.ndarray], int], np.ndarray]]] = {
+    "allreduce": (1.75, lambda inputs, rank: np.sum(inputs, axis=0)),
+    "allgather": (0.875, lambda inputs, rank: np.concatenate(inputs)),
+    "broadcast": (1.0, lambda inputs, rank: inputs[0]),
+    "alltoall": (0.875, lambda inputs, rank: np.concatenate([np.split(x, len(inputs))[rank] for x in inputs])),
+}
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 8])
+@pytest.mark.parametrize("nbytes", [8, 1000, 2**20])
+def test_every_descriptor_expects_what_its_collective_computes(ranks: int, nbytes: int) -> None:
+    """The descriptor's inputs, run through the operation's meaning, give the result it expects on every
+    rank; its bus factor and byte count are nccl-tests'."""
+    assert set(ROWS) == set(OPS), "each collective needs one row in ROWS"
+    for name, op in OPS.items():
+        factor, compute = ROWS[name]
+        assert op.bus_factor(8) == pytest.approx(factor)
+        count = op.count(nbytes, ranks, "fp32")
+        inputs = [np.full(count, op.fill(rank, ranks)) for rank in range(ranks)]
+        for rank in range(ranks):
+            values = op.expected(rank, ranks)
+            share = op.output_count(count, ranks) // len(values)
+            expected = np.concatenate([np.full(share, v) for v in values])
+            np.testing.assert_array_equal(compute(inputs, rank), expected, err_msg=f"{name} rank {rank}/{ranks}")
+        recorded = op.recorded_bytes(count, ranks, "fp32")
+        assert recorded == (count * ranks * 4 if op.gathers else count * 4) and recorded <= max(nbytes, 4 * ranks)
 
 
 def test_bus_bandwidth_factors_and_summary_by_hand() -> None:

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _flags(**kw: object) -> argparse.Namespace:
-    from hvdbench.suite.catalog import get_benchmark
+    from hvdbench.suite.core.catalog import get_benchmark
 
     argv = ["--model", "resnet20", "--batch-size", "8", "--independent", "--device", "cuda"]
     for key, value in kw.items():
@@ -22,7 +22,7 @@ def _flags(**kw: object) -> argparse.Namespace:
 
 
 def test_device_facts_and_nvml_handle_by_bus_id() -> None:
-    from hvdbench.suite.gpu import Nvml
+    from hvdbench.suite.core.gpu import Nvml
     from hvdbench.suite.pytorch import device_info, pick_device
 
     device, _ = pick_device("cuda", 0)

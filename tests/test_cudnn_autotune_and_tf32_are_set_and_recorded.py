@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from hvdbench.analysis.collect import _tf32
-from hvdbench.suite.catalog import get_benchmark
+from hvdbench.suite.core.catalog import get_benchmark
 
 
 @pytest.mark.parametrize("extra, autotune", [((), True), (("--no-cudnn-autotune",), False)])

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hvdbench.launchers.local import LocalExecutor, failure_reason
-from hvdbench.suite.records import RecordWriter
-from hvdbench.suite.spec import RunStatus
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.records import RecordWriter
+from hvdbench.suite.core.spec import RunStatus
+from hvdbench.suite.core.spec import RunSpec
 
 pytestmark = pytest.mark.usefixtures("script_launcher")
 

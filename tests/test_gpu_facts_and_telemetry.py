@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from hvdbench.suite.environment import parse_mpi_version, relevant_variables
-from hvdbench.suite.gpu import Nvml, TelemetrySampler, clock_event_names, telemetry_for
-from hvdbench.suite.records import RecordWriter, read_records
+from hvdbench.suite.core.environment import parse_mpi_version, relevant_variables
+from hvdbench.suite.core.gpu import Nvml, TelemetrySampler, clock_event_names, telemetry_for
+from hvdbench.suite.core.records import RecordWriter, read_records
 
 
 class H100Nvml:
@@ -146,7 +146,7 @@ def test_variable_capture_and_mpi_parsing() -> None:
 def test_a_gpu_is_found_by_bus_id_then_by_what_cuda_visible_devices_names_it() -> None:
     from nvml_standin import StandInNvml
 
-    from hvdbench.launchers.topology import parse_topo_text
+    from hvdbench.suite.core.topology import parse_topo_text
 
     topo = parse_topo_text((REPO / "tests" / "fixtures" / "topology" / "pcie-8gpu-pix-phb-sys.txt").read_text())
     nvml = Nvml(StandInNvml(topo))

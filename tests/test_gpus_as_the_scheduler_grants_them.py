@@ -1,4 +1,4 @@
-"""Which GPU a rank computes on, from what the launcher and SLURM gave it (suite/gpu_choice.py); runs that
+"""Which GPU a rank computes on, from what the launcher and SLURM gave it (suite/core/gpu_choice.py); runs that
 fail are started again with every attempt kept (--retries); a partition that cannot hold a run is named
 before anything is submitted. All without processes: the two-node cluster tests run the same paths for real."""
 
@@ -14,9 +14,9 @@ from hvdbench.analysis.views import problems
 from hvdbench.launchers.local import LocalExecutor
 from hvdbench.launchers.slurm import job_parameters, partition_problem
 from hvdbench.launchers.sweep import SlurmOptions
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.gpu_choice import choose_gpu
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.gpu_choice import choose_gpu
+from hvdbench.suite.core.spec import RunSpec
 
 
 @pytest.mark.parametrize("env, local_rank, index, physical, how", [

@@ -16,8 +16,8 @@ from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report import build_report
 from hvdbench.launchers.cli import main
-from hvdbench.suite.records import RecordWriter, rank_log_name
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.records import RecordWriter, rank_log_name
+from hvdbench.suite.core.spec import RunSpec
 
 CASES_TRIED: list[str] = []  # every case below, counted (printed by the last test)
 
@@ -333,7 +333,7 @@ def test_warmup_beyond_every_run_says_so(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_a_failing_squeue_is_one_line() -> None:
     from hvdbench.launchers.slurm import squeue_states
-    from hvdbench.suite.errors import LaunchError
+    from hvdbench.suite.core.errors import LaunchError
 
     CASES_TRIED.append("squeue failure")
 

@@ -16,8 +16,8 @@ import pytest
 from hvdbench.launchers.local import LocalExecutor, Stopped
 from hvdbench.launchers.slurm import job_parameters, refresh, squeue_states
 from hvdbench.launchers.sweep import SlurmOptions
-from hvdbench.suite.errors import LaunchError
-from hvdbench.suite.spec import RunSpec, RunStatus
+from hvdbench.suite.core.errors import LaunchError
+from hvdbench.suite.core.spec import RunSpec, RunStatus
 
 
 

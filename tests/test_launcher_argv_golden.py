@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hvdbench.launchers.base import LaunchContext, get_launcher, launcher_class, launcher_names
-from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.spec import CONTROLLERS, RunSpec
+from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.spec import CONTROLLERS, RunSpec
 
 PY = "/opt/venv/bin/python"
 RUN_DIR = Path("/results/dgx/run-1")

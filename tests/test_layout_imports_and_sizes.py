@@ -1,5 +1,8 @@
-"""The code's shape: no import cycles (lazy imports included), no file over 600 lines, the report path
-imports no training framework, and each record field has one home that writers and readers share."""
+"""The code's shape: layers (the core vocabulary imports no other part; the rank side, the launchers and the
+analysis import the core and never each other, but for the command line, which reaches the analysis), no
+import cycles (lazy imports included), no file over 600 lines and no function over 60 in the product's
+packages, the report path imports no training framework, and each record field has one home that writers
+and readers share."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite import schema
+from hvdbench.suite.core import schema
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = {"suite": "hvdbench.suite", "launchers": "hvdbench.launchers", "analysis": "hvdbench.analysis"}
@@ -67,6 +70,45 @@ def test_no_import_cycles() -> None:
             visit(name)
 
 
+def layer(module: str) -> str:
+    """The layer of an hvdbench module: core, rank (the rest of suite/), cli, launchers or analysis."""
+    if module.startswith("hvdbench.suite.core"):
+        return "core"
+    if module.startswith("hvdbench.suite"):
+        return "rank"
+    if module.startswith("hvdbench.launchers.cli"):
+        return "cli"
+    return module.split(".")[1]
+
+
+ALLOWED = {"core": {"core"}, "rank": {"core", "rank"}, "launchers": {"core", "launchers"},
+           "cli": {"core", "launchers", "cli", "analysis"}, "analysis": {"core", "analysis"}}
+
+
+def test_layers_import_only_what_they_may() -> None:
+    """suite/core is the vocabulary every part shares and imports none of them; what runs on a rank, the
+    launchers and the analysis never import one another (the command line alone reaches the analysis)."""
+    modules = _modules()
+    wrong = [f"{name} ({layer(name)}) imports {other} ({layer(other)})"
+             for name, path in sorted(modules.items()) for other in sorted(_imports(name, path, modules))
+             if layer(other) not in ALLOWED[layer(name)]]
+    assert not wrong, "\n".join(wrong)
+    core = [name for name in modules if layer(name) == "core"]
+    frameworks = [f"{name} imports {top}" for name in core for node in ast.walk(ast.parse(modules[name].read_text()))
+                  if isinstance(node, (ast.Import, ast.ImportFrom))
+                  for top in {(a.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+                              for a in node.names} & {"torch", "tensorflow", "keras", "horovod"}]
+    assert not frameworks, frameworks
+
+
+def test_no_function_over_60_lines() -> None:
+    long = {f"{path.relative_to(REPO)}:{node.name}": node.end_lineno - node.lineno + 1  # type: ignore[operator]
+            for path in (p for folder in PACKAGES for p in (REPO / folder).rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60}
+    assert not long, f"functions over 60 lines: {long}"
+
+
 def test_no_file_over_600_lines() -> None:
     files = [p for folder in (*PACKAGES, "tests", "benchmarks") for p in (REPO / folder).rglob("*.py")]
     long = {str(p.relative_to(REPO)): n for p in files if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
@@ -92,4 +134,4 @@ def test_every_record_kind_declares_its_fields_once() -> None:
         assert len(names) == len(set(names)), kind.name
         assert not set(names) & set(schema.HEADER_NAMES), kind.name
     assert (REPO / "docs" / "records.md").read_text(encoding="utf-8") == schema.markdown(), \
-        "docs/records.md is stale: python -m hvdbench.suite.schema > docs/records.md"
+        "docs/records.md is stale: python -m hvdbench.suite.core.schema > docs/records.md"

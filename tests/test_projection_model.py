@@ -14,9 +14,9 @@ from hvdbench.analysis.allreduce_model import (Link, StepModel, fit_link, flat_a
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.projection import project, write_projection
 from hvdbench.launchers.cli import main as hvdbench_main
-from hvdbench.suite.errors import ReportError, UsageError
-from hvdbench.suite.records import RecordWriter, rank_log_name
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.errors import ReportError, UsageError
+from hvdbench.suite.core.records import RecordWriter, rank_log_name
+from hvdbench.suite.core.spec import RunSpec
 
 ARGS = ("--model", "resnet20", "--batch-size", "32")
 

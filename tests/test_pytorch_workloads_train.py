@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from hvdbench.suite.records import read_records
+from hvdbench.suite.core.records import read_records
 
 pytestmark = pytest.mark.slow
 

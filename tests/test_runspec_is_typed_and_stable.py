@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.errors import SpecError
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.errors import SpecError
+from hvdbench.suite.core.spec import RunSpec
 
 
 def test_unknown_field_lists_valid_fields() -> None:

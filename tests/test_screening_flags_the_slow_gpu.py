@@ -17,9 +17,9 @@ from conftest import REPO, hvdbench_exe, write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.scaling import run_stats_table
 from hvdbench.analysis.screening import screening_table
-from hvdbench.launchers.topology import parse_topo_text
-from hvdbench.suite.gpu import Nvml
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.topology import parse_topo_text
+from hvdbench.suite.core.gpu import Nvml
+from hvdbench.suite.core.spec import RunSpec
 from nvml_standin import StandInNvml
 
 PCIE = parse_topo_text((REPO / "tests" / "fixtures" / "topology" / "pcie-8gpu-pix-phb-sys.txt").read_text())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.records import ParseStats, rank_log_name, read_records
+from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe
 

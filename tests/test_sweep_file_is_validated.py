@@ -10,7 +10,7 @@ import pytest
 
 from hvdbench.launchers.plan import plan
 from hvdbench.launchers.sweep import SweepError, load_sweep, slurm_minutes
-from hvdbench.launchers.topology import read_topology_file
+from hvdbench.suite.core.topology import read_topology_file
 
 from conftest import REPO, hvdbench_exe
 

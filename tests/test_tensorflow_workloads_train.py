@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from hvdbench.suite.catalog import get_benchmark
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.records import read_records
+from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.records import read_records
 
 pytestmark = pytest.mark.slow
 

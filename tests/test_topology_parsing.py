@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.launchers.node_topology import topology_from_nvml_values
-from hvdbench.launchers.topology import Topology, TopologyError, parse_topo_text, read_topology_file, topology_from_json
+from hvdbench.suite.core.node_topology import topology_from_nvml_values
+from hvdbench.suite.core.topology import Topology, TopologyError, parse_topo_text, read_topology_file, topology_from_json
 
 FIXTURES = Path(__file__).parent / "fixtures" / "topology"
 DGX1 = (FIXTURES / "dgx1-v100-nv1-nv2.txt").read_text()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.spec import RunSpec
 
 from ..base import ALWAYS_EXPORTED, LaunchContext, Launcher, rank_command, register, run_hosts, ssh_options
 

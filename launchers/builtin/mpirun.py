@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hvdbench.suite.spec import RunSpec
+from hvdbench.suite.core.spec import RunSpec
 
 from ..base import (ALWAYS_EXPORTED, OPEN_MPI_TRANSPORT, LaunchContext, Launcher, host_slots, rank_command, register,
                     ssh_options)

@@ -9,7 +9,7 @@ import tempfile
 import traceback
 from typing import Sequence
 
-from hvdbench.suite.errors import HvdbenchError, UsageError
+from hvdbench.suite.core.errors import HvdbenchError, UsageError
 
 from ..local import Stopped
 from . import commands

@@ -12,9 +12,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Sequence
 
-from hvdbench.suite.errors import UsageError
-from hvdbench.suite.spec import RunStatus
-from hvdbench.suite.validate import host_problem, text_problem
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.spec import RunStatus
+from hvdbench.suite.core.validate import host_problem, text_problem
 
 from ..plan import Plan, plan
 from ..runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation, here_gpus, load,
@@ -126,7 +126,7 @@ def hosts_of(text: str | None) -> tuple[str, ...]:
 
 def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     """Every GPU (or CPU slot) alone, one pair per link class, on every host; then the screening report."""
-    from ..topology import TopologyError
+    from hvdbench.suite.core.topology import TopologyError
 
     sweep = screen_sweep(args.benchmark, bench_args, topology=args.topology, cpu_slots=args.cpu_slots,
                          pairs=args.pairs, launcher=args.launcher, system=args.system, timeout=args.timeout)
@@ -200,9 +200,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_topo(args: argparse.Namespace) -> int:
     """Print the topology and its placements."""
-    from ..node_topology import NodeTopology, node_topology
+    from hvdbench.suite.core.node_topology import NodeTopology, node_topology
     from ..placement import by_link_class, default_counts, exhaustive
-    from ..topology import link_rank, read_topology_file
+    from hvdbench.suite.core.topology import link_rank, read_topology_file
 
     node = NodeTopology(read_topology_file(args.file)) if args.file else node_topology()
     topo = node.topology

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hvdbench.suite.catalog import BENCHMARKS
-from hvdbench.suite.flags import Parser, int_list, non_negative_int, positive_float, positive_int
-from hvdbench.suite.spec import CONTROLLERS, TRANSPORTS
-from hvdbench.suite.validate import SLURM_WORD, grammar_problem, text_problem
+from hvdbench.suite.core.catalog import BENCHMARKS
+from hvdbench.suite.core.flags import Parser, int_list, non_negative_int, positive_float, positive_int
+from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
+from hvdbench.suite.core.validate import SLURM_WORD, grammar_problem, text_problem
 
 from ..base import launcher_names
 from ..runs import DEFAULT_SWEEP

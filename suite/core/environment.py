@@ -90,40 +90,6 @@ def mpi_info() -> dict[str, str | None]:
     return parse_mpi_version(mpirun_version_output())
 
 
-def horovod_info(hvd: Any) -> dict[str, Any]:
-    """Horovod's version, what it was built with, and which controller this job runs on."""
-    import horovod
-
-    def flag(name: str) -> bool | None:
-        func = getattr(hvd, name, None)
-        try:
-            return bool(func()) if func is not None else None
-        except Exception:  # a query that needs init or a backend that is absent
-            return None
-
-    # Which framework plugins were built: their libraries on disk (importing another plugin here
-    # would load its framework and a second Horovod core into this rank).
-    package = Path(horovod.__file__).parent
-    frameworks = {name: any(package.joinpath(sub).glob("mpi_lib*.so"))
-                  for name, sub in (("pytorch", "torch"), ("tensorflow", "tensorflow"), ("mxnet", "mxnet"))}
-    return {
-        "version": horovod.__version__,
-        "frameworks": frameworks,
-        "built": {name: flag(f"{name}_built") for name in ("mpi", "gloo", "nccl", "cuda", "rocm", "ddl", "ccl")},
-        "controller": "mpi" if flag("mpi_enabled") else "gloo" if flag("gloo_enabled") else None,
-        "mpi_threads_supported": flag("mpi_threads_supported"),
-        "layout": {name: _call(hvd, name) for name in ("local_size", "cross_rank", "cross_size")},
-    }
-
-
-def _call(hvd: Any, name: str) -> int | None:
-    """One of Horovod's rank-layout queries, or None where this Horovod lacks it."""
-    try:
-        return int(getattr(hvd, name)())
-    except Exception:  # absent in this version, or not initialised
-        return None
-
-
 _MCA_COMPONENT = re.compile(r"mca_(pml|btl|mtl|osc)_(\w+)\.so")
 
 

@@ -99,13 +99,13 @@ def _lm_flags(group: Parser) -> None:
 
 
 def _comm_parser() -> Parser:
-    from .comm import comm_parser  # torch is imported there, so only when asked for
+    from .collective_ops import comm_parser
 
     return comm_parser()
 
 
 def _comm_check(flags: argparse.Namespace) -> None:
-    from .comm import check_comm_flags
+    from .collective_ops import check_comm_flags
 
     check_comm_flags(flags)
 

@@ -1,0 +1,160 @@
+"""The collective operations the bandwidth benchmark measures, one descriptor each, as nccl-tests keeps all of
+an op in one place: what its byte count means and its bus factor, the values every rank puts in and the
+result every rank must get back, its Horovod call and its MPI call. A new collective is one descriptor here
+and one row in tests/test_collectives_bandwidth.py.
+
+Framework-free: the calls are handed the Horovod module, mpi4py's MPI and the buffers, so the report computes
+busbw with the descriptor the benchmark ran with, without importing torch. Also the benchmark's flags (its
+parser is checked before any rank starts) and the per-rank summary of iteration times.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import UsageError
+from .flags import Parser, byte_size, non_negative_int, positive_int
+
+ITEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}  # the element types measured
+BACKENDS = ("horovod", "mpi")
+
+
+@dataclass(frozen=True)
+class CollectiveOp:
+    """One operation. ``per_rank(nbytes, n)``: the bytes of one rank's input for a case of nccl-tests' size
+    ``nbytes``; ``chunks``: the input is split into one chunk per rank; ``gathers``: the output holds every
+    rank's input. ``fill(rank, n)`` is the value of every element a rank puts in; ``expected(rank, n)`` the
+    values of the output, each filling an equal share of it, in order (small integers: exact in every dtype).
+    ``horovod(hvd, tensor)`` returns the result; ``mpi(comm, MPI, send, recv)`` fills ``recv`` (in place:
+    ``send`` is the result); ``reduces``: MPI needs typed buffers, not bytes."""
+
+    name: str
+    bytes_are: str
+    bus_factor: Callable[[int], float]
+    per_rank: Callable[[int, int], int]
+    fill: Callable[[int, int], float]
+    expected: Callable[[int, int], list[float]]
+    horovod: Callable[[Any, Any], Any]
+    mpi: Callable[[Any, Any, Any, Any], None]
+    chunks: bool = False
+    gathers: bool = False
+    in_place: bool = False
+    reduces: bool = False
+
+    def count(self, nbytes: int, size: int, dtype: str) -> int:
+        """Elements of one rank's input for a case of ``nbytes`` at ``size`` ranks (at least one per chunk)."""
+        count = max(size if self.chunks else 1, self.per_rank(nbytes, size) // ITEM_BYTES[dtype])
+        return count - count % size if self.chunks else count
+
+    def output_count(self, count: int, size: int) -> int:
+        """Elements of the result of an input of ``count`` elements."""
+        return count * size if self.gathers else count
+
+    def recorded_bytes(self, count: int, size: int, dtype: str) -> int:
+        """The case's bytes as nccl-tests counts them (what ``bytes_are`` says)."""
+        return self.output_count(count, size) * ITEM_BYTES[dtype] if self.gathers else count * ITEM_BYTES[dtype]
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, (tuple, list)) else value
+
+
+def _sender(rank: int, size: int) -> float:
+    return float(rank % 200 + 1)
+
+
+OPS: dict[str, CollectiveOp] = {op.name: op for op in (
+    CollectiveOp("allreduce", "one rank's buffer", lambda n: 2.0 * (n - 1) / n, per_rank=lambda b, n: b,
+                 fill=lambda r, n: float(r % 4 + 1), expected=lambda r, n: [float(sum(k % 4 + 1 for k in range(n)))],
+                 horovod=lambda hvd, t: hvd.allreduce(t, op=hvd.Sum),
+                 mpi=lambda comm, MPI, send, recv: comm.Allreduce(send, recv, op=MPI.SUM), reduces=True),
+    CollectiveOp("allgather", "the gathered output", lambda n: (n - 1) / n, per_rank=lambda b, n: b // n,
+                 fill=_sender, expected=lambda r, n: [_sender(k, n) for k in range(n)],
+                 horovod=lambda hvd, t: hvd.allgather(t), mpi=lambda comm, MPI, send, recv: comm.Allgather(send, recv),
+                 gathers=True),
+    CollectiveOp("broadcast", "the root's buffer", lambda n: 1.0, per_rank=lambda b, n: b,
+                 fill=lambda r, n: 7.0 if r == 0 else 0.0, expected=lambda r, n: [7.0],
+                 horovod=lambda hvd, t: hvd.broadcast(t, root_rank=0),
+                 mpi=lambda comm, MPI, send, recv: comm.Bcast(send, root=0), in_place=True),
+    CollectiveOp("alltoall", "one rank's buffer", lambda n: (n - 1) / n, per_rank=lambda b, n: b,
+                 fill=_sender, expected=lambda r, n: [_sender(k, n) for k in range(n)],  # each chunk names its sender
+                 horovod=lambda hvd, t: _first(hvd.alltoall(t)),
+                 mpi=lambda comm, MPI, send, recv: comm.Alltoall(send, recv), chunks=True),
+)}
+
+
+def bus_factor(op: str, size: int) -> float:
+    """busbw / algbw as nccl-tests defines it: allreduce 2(n-1)/n, allgather and alltoall (n-1)/n, broadcast 1."""
+    return OPS[op].bus_factor(size)
+
+
+def skip_reason(op: str, backend: str, dtype: str) -> str | None:
+    """Why a case cannot run whatever the launch (the same answer on every rank): MPI reduces no 16-bit float."""
+    if backend == "mpi" and OPS[op].reduces and dtype != "fp32":
+        return "MPI has no standard 16-bit float type to reduce"
+    return None
+
+
+def comm_parser() -> Parser:
+    """The collective benchmark's flags (the harness's device and logging flags included)."""
+    parser = Parser(prog="comm", description="Collective bandwidth (algbw, busbw) through Horovod and MPI.")
+    parser.add_argument("--ops", type=_choices("ops", tuple(OPS)), default=list(OPS), help=f"of {', '.join(OPS)}")
+    parser.add_argument("--backends", type=_choices("backends", BACKENDS), default=list(BACKENDS),
+                        help="horovod (hvd ops on torch tensors), mpi (mpi4py on buffers; needs mpirun)")
+    parser.add_argument("--dtypes", type=_choices("dtypes", tuple(ITEM_BYTES)), default=["fp32"])
+    parser.add_argument("--min-bytes", type=byte_size, default=8)
+    parser.add_argument("--max-bytes", type=byte_size, default=2**30)
+    parser.add_argument("--factor", type=positive_int, default=2)
+    parser.add_argument("--iters", type=positive_int, default=20, help="timed iterations per size")
+    parser.add_argument("--warmup-iters", type=non_negative_int, default=5)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--cuda-aware-mpi", action="store_true",
+                        help="hand GPU buffers to MPI directly (else MPI gets host buffers)")
+    parser.add_argument("--corrupt-rank", type=int, default=None, help=argparse.SUPPRESS)  # self-test of the check
+    parser.add_argument("--log-dir", default=None)
+    parser.add_argument("--echo-records", action="store_true")
+    return parser
+
+
+def check_comm_flags(flags: argparse.Namespace) -> None:
+    """Cases that can run, and sizes that make sense together."""
+    if "bf16" in flags.dtypes and "horovod" in flags.backends:
+        raise UsageError("--dtypes bf16: Horovod 0.28 has no bfloat16 collectives on any device; measure bf16 "
+                         "with --backends mpi (allgather, broadcast, alltoall) or use fp16")
+    if flags.min_bytes > flags.max_bytes:
+        raise UsageError(f"--min-bytes {flags.min_bytes} is above --max-bytes {flags.max_bytes}")
+    if flags.factor < 2:
+        raise UsageError("--factor must be 2 or more")
+
+
+def _choices(what: str, valid: Sequence[str]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        bad = [v for v in values if v not in valid]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"unknown {what} {bad or text!r}; valid: {', '.join(valid)}")
+        return values
+    return parse
+
+
+def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """Message sizes from min to max bytes, multiplying by factor."""
+    out, value = [], min_bytes
+    while value <= max_bytes:
+        out.append(value)
+        value *= factor
+    return out
+
+
+def summarize(op: str, nbytes: int, size: int, per_rank_times: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Per iteration the slowest rank's time; mean and min over iterations; algbw and busbw (GB/s)."""
+    slowest = np.max(np.asarray(per_rank_times, dtype=float), axis=0)
+    mean, best = float(slowest.mean()), float(slowest.min())
+    algbw = nbytes / mean / 1e9
+    factor = bus_factor(op, size)
+    return {"time_mean_s": mean, "time_min_s": best, "algbw_gbs": algbw, "busbw_gbs": algbw * factor,
+            "algbw_peak_gbs": nbytes / best / 1e9, "busbw_peak_gbs": nbytes / best / 1e9 * factor}
