@@ -12,7 +12,7 @@ import pandas as pd
 from hvdbench.suite.core.axes import read_axes
 from hvdbench.suite.core.errors import ReportError, SpecError
 from hvdbench.suite.core.metrics import run_outcome
-from hvdbench.suite.core.schema import KINDS
+from hvdbench.suite.core.schema import KINDS, RUN_COLUMNS, RunColumn
 from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus, earlier_attempts
 
 from .rank_logs import PHASES, read_all
@@ -30,6 +30,7 @@ RUNS_SCHEMA: dict[str, str] = {
     "tf32": "boolean",
     "attempts": "int64", "earlier_attempts": "string", "gradient_tensors": "Int64", "forward_share": "float64",
     "fusion_bytes": "float64", "cycle_s": "float64",
+    **{column.name: column.dtype for column in RUN_COLUMNS},
 }
 ADAPTIVE_FIELDS = ("target_ci_pct", "ci_reached_pct", "stopped_by")  # rank 0's summary of an adaptive run
 # Each rank's timed window, in seconds from the rank log's first record (as telemetry's t_s), and its samples.
@@ -158,6 +159,18 @@ def _tf32(env: dict[str, Any]) -> bool | None:
     return allowed and variables.get("NVIDIA_TF32_OVERRIDE") != "0" and major >= 8
 
 
+_COLUMN_TYPES = {"boolean": (bool,), "Int64": (int,), "float64": (int, float), "string": (str,)}
+
+
+def _recorded(column: RunColumn, first: dict[str, dict[str, Any]]) -> Any:
+    """A RUN_COLUMNS value from rank 0's first record of its kind: null where absent or of another type."""
+    value: Any = first.get(column.kind)
+    for key in column.path:
+        value = value.get(key) if isinstance(value, dict) else None
+    ok = isinstance(value, _COLUMN_TYPES[column.dtype]) and (column.dtype == "boolean" or not isinstance(value, bool))
+    return value if ok else None
+
+
 def _float(text: Any) -> float | None:
     """A recorded variable as a number (None where it is not one)."""
     try:
@@ -221,6 +234,7 @@ class _Run:
         self.adaptive: dict[str, Any] = {}
         self.foreign: list[str] = []
         self.timed: dict[int, float] = {}  # rank -> seconds from its log's start to its timed phase
+        self.first: dict[str, dict[str, Any]] = {}  # rank 0's first record of each kind (RUN_COLUMNS)
         self.last: float = 0.0             # the latest record, seconds from its log's start (any rank)
 
     def _t(self, rec: dict[str, Any]) -> float | None:
@@ -332,6 +346,44 @@ def _attempts(run_dir: Path) -> dict[str, Any]:
     return {"attempts": len(earlier) + 1, "earlier_attempts": "; ".join(said)}
 
 
+def _read_specs(roots: list[Path]) -> tuple[list[tuple[Path, Path, RunSpec]], list[str]]:
+    """Every run directory's RunSpec under the roots, and one line for each rank-log folder without a readable
+    run.json (left out)."""
+    found = find_runs(roots)
+    described = {run_dir.resolve() for _, run_dir in found}
+    errors: list[str] = []
+    for root in roots:
+        orphans = sorted({log.parent for log in root.rglob("rank-*.jsonl")
+                          if log.parent.resolve() not in described
+                          and not any(part.startswith(ATTEMPT_PREFIX) for part in log.relative_to(root).parts)})
+        errors += [f"{orphan}: rank logs without a {RUN_FILE} (not a run hvdbench or its scripts wrote "
+                   "completely); left out" for orphan in orphans]
+    specs: list[tuple[Path, Path, RunSpec]] = []
+    for root, run_dir in found:
+        try:
+            specs.append((root, run_dir, RunSpec.read(run_dir / RUN_FILE)))
+        except SpecError as exc:
+            errors.append(str(exc))
+    return specs, errors
+
+
+def _run_row(root: Path, run_dir: Path, run: _Run, recorded: RunStatus | None, logged: int) -> dict[str, Any]:
+    """One row of the run table (RUNS_SCHEMA): the spec, how the run ended, and what its records say."""
+    spec = run.spec
+    outcome = run_outcome(spec.np, run.summary_ranks, run.errors, recorded, run.foreign)
+    return {
+        "run_id": spec.id, "root": str(root), "system": spec.system, "framework": spec.framework,
+        "benchmark": spec.benchmark, "model": _model(spec, run.env), "args": " ".join(spec.args),
+        "np": spec.np, "nodes": spec.nodes, "launcher": spec.launcher, "controller": spec.controller,
+        "placement": spec.placement or "", "knobs": " ".join(f"{k}={v}" for k, v in spec.env),
+        "repeat": spec.repeat,
+        "unit": (run.env or {}).get("unit", "samples"), "status": outcome.status, "reason": outcome.reason,
+        "ranks_logged": logged, **_axes(spec, run.env), **run.details(recorded), **_compute(run.env),
+        **_exchange(run.env),
+        **_attempts(run_dir), **{column.name: _recorded(column, run.first) for column in RUN_COLUMNS},
+    }
+
+
 def collect(roots: Iterable[Path]) -> Collection:
     """Read every run under the roots: specs, rank logs, statuses. Never fails on a bad line."""
     roots = [Path(r) for r in roots]
@@ -341,21 +393,7 @@ def collect(roots: Iterable[Path]) -> Collection:
                                                "windows": []}
     skipped: set[str] = set()
     issues: list[FileIssue] = []
-    spec_errors: list[str] = []
-    found = find_runs(roots)
-    described = {run_dir.resolve() for _, run_dir in found}
-    for root in roots:
-        orphans = sorted({log.parent for log in root.rglob("rank-*.jsonl")
-                          if log.parent.resolve() not in described
-                          and not any(part.startswith(ATTEMPT_PREFIX) for part in log.relative_to(root).parts)})
-        spec_errors += [f"{orphan}: rank logs without a {RUN_FILE} (not a run hvdbench or its scripts wrote "
-                        "completely); left out" for orphan in orphans]
-    specs: list[tuple[Path, Path, RunSpec]] = []
-    for root, run_dir in found:
-        try:
-            specs.append((root, run_dir, RunSpec.read(run_dir / RUN_FILE)))
-        except SpecError as exc:
-            spec_errors.append(str(exc))
+    specs, spec_errors = _read_specs(roots)
     logs_of = {run_dir: sorted(run_dir.glob("rank-*.jsonl")) for _, run_dir, _ in specs}
     read = iter(read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
     for root, run_dir, spec in specs:
@@ -372,6 +410,8 @@ def collect(roots: Iterable[Path]) -> Collection:
                 step_parts.append((spec.id, log.steps))
             run.start = log.start
             for rec in log.others:
+                if rec.get("rank") == 0:
+                    run.first.setdefault(rec["kind"], rec)
                 PARSERS[rec["kind"]](run, rec)
             if log.end is not None and log.start is not None:
                 run.last = max(run.last, log.end - log.start)
@@ -381,18 +421,7 @@ def collect(roots: Iterable[Path]) -> Collection:
         if recorded is None and (run_dir / STATUS_FILE).exists():
             issues.append(FileIssue(str(run_dir / STATUS_FILE), 1, ["unreadable status.json: the run is judged by "
                                                                      "its rank logs"]))
-        outcome = run_outcome(spec.np, run.summary_ranks, run.errors, recorded, run.foreign)
-        runs.append({
-            "run_id": spec.id, "root": str(root), "system": spec.system, "framework": spec.framework,
-            "benchmark": spec.benchmark, "model": _model(spec, run.env), "args": " ".join(spec.args),
-            "np": spec.np, "nodes": spec.nodes, "launcher": spec.launcher, "controller": spec.controller,
-            "placement": spec.placement or "", "knobs": " ".join(f"{k}={v}" for k, v in spec.env),
-            "repeat": spec.repeat,
-            "unit": (run.env or {}).get("unit", "samples"), "status": outcome.status, "reason": outcome.reason,
-            "ranks_logged": logged, **_axes(spec, run.env), **run.details(recorded), **_compute(run.env),
-            **_exchange(run.env),
-            **_attempts(run_dir),
-        })
+        runs.append(_run_row(root, run_dir, run, recorded, logged))
     steps = _steps_frame(step_parts)
     return Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
                       frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),

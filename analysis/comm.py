@@ -9,10 +9,11 @@ import pandas as pd
 
 from hvdbench.suite.core.collective_ops import summarize
 
+from .keys import COLLECTIVE_RUN
 from .collect import Collection
 from .efficiency import link_rate
 
-RUN_KEYS = ["system", "placement", "np", "nodes", "launcher", "controller"]
+RUN_KEYS = COLLECTIVE_RUN
 CASE_KEYS = ["op", "backend", "dtype", "bytes"]
 COMM_TABLE_SCHEMA: dict[str, str] = {
     "system": "string", "placement": "string", "np": "int64", "nodes": "int64", "launcher": "string",
@@ -23,18 +24,23 @@ COMM_TABLE_SCHEMA: dict[str, str] = {
 RATIO_BYTES = 64 * 2**20
 
 
+def iteration_times(case: pd.DataFrame) -> np.ndarray:
+    """One collective case's (ranks x iterations) times, the iterations every rank recorded."""
+    return case.pivot_table(index="iteration", columns="rank", values="time", aggfunc="first").dropna().to_numpy().T
+
+
 def comm_table(collection: Collection) -> pd.DataFrame:
     """One row per run and case: per iteration the slowest rank's time; mean and min over iterations."""
     rows: list[dict[str, Any]] = []
     runs = collection.runs.set_index("run_id")
     pcie = collection.env.groupby("run_id")[["pcie_max_gen", "pcie_max_width"]].min() if len(collection.env) else None
     for (run_id, *case), group in collection.comm.groupby(["run_id", *CASE_KEYS], sort=True):
-        per_iteration = group.pivot_table(index="iteration", columns="rank", values="time", aggfunc="first").dropna()
-        if per_iteration.empty or run_id not in runs.index:
+        per_rank = iteration_times(group)
+        if not per_rank.size or run_id not in runs.index:
             continue
         run = runs.loc[run_id]
         op, backend, _, nbytes = case
-        s = summarize(op, int(nbytes), int(run["np"]), per_iteration.to_numpy().T)
+        s = summarize(op, int(nbytes), int(run["np"]), per_rank)
         path = f"Horovod ({run['controller']})" if backend == "horovod" else "raw MPI (mpi4py)"
         gen, width = pcie.loc[run_id] if pcie is not None and run_id in pcie.index else (np.nan, np.nan)
         link = link_rate(run["placement"] or None, int(run["nodes"]), gen, width) or (np.nan, None)

@@ -9,9 +9,10 @@ import pandas as pd
 
 from hvdbench.suite.core.errors import UsageError
 
+from .keys import ACROSS_SYSTEMS
 from .ratios import config_draws, ratio_interval
 
-WORKLOAD = ["framework", "benchmark", "model", "args", "np"]
+WORKLOAD = ACROSS_SYSTEMS
 COMPARE_SCHEMA: dict[str, str] = {
     "framework": "string", "benchmark": "string", "model": "string", "args": "string", "np": "int64",
     "system": "string", "throughput": "float64", "per_gpu": "float64", "per_watt": "float64",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hvdbench.suite.core.schema import RUN_COLUMNS
+
 from .collect import Collection
 
 WINDOW_MEANS = ("gpu_util_pct", "power_w", "sm_clock_mhz", "memory_clock_mhz")
@@ -13,6 +15,7 @@ DETAILS_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
     "parameters": "Int64", "peak_memory_gb": "float64", "memory": "string", "wall_s": "float64", "setup_s": "float64",
     **{name: "float64" for name in WINDOW_MEANS}, "energy_j_per_sample": "float64", "energy_from": "string",
+    **{column.name: column.dtype for column in RUN_COLUMNS},
 }
 
 
@@ -70,7 +73,7 @@ def details_table(collection: Collection) -> pd.DataFrame:
                      "memory": "device" if device is not None else "host RSS", "wall_s": run.wall_s,
                      "setup_s": run.setup_s, **means,
                      "energy_j_per_sample": energy / done if done and not np.isnan(energy) else np.nan,
-                     "energy_from": source})
+                     "energy_from": source, **{column.name: getattr(run, column.name) for column in RUN_COLUMNS}})
     return pd.DataFrame(rows, columns=list(DETAILS_SCHEMA)).astype(DETAILS_SCHEMA)
 
 

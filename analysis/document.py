@@ -64,21 +64,27 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
                      + [fmt.format(*row) for row in rows])
 
 
+def section_markdown(section: Section) -> list[str]:
+    """One section as Markdown lines, every piece of text from the logs made inert."""
+    # a code span shows HTML literally on GitHub but not in every renderer: markup goes escaped instead
+    title = md_code(section.title) if section.code and not re.search(r"[<>&]", section.title) \
+        else md_text(section.title)
+    out = [f"## {title}", ""]
+    if section.text:
+        out += [md_text(section.text), ""]
+    if section.lines:
+        out += [f"- {md_text(line.strip())}" if not line.startswith("  ") else f"  - {md_text(line.strip())}"
+                for line in section.lines] + [""]
+    if section.header:
+        out += [markdown_table(section.header, section.rows), ""]
+    return out
+
+
 def render_markdown(report: Report) -> str:
     """The whole report as Markdown (plots referenced as SVG files beside it)."""
     out = ["# hvdbench scaling report", "", md_text(report.intro), ""]
     for section in report.sections:
-        # a code span shows HTML literally on GitHub but not in every renderer: markup goes escaped instead
-        title = md_code(section.title) if section.code and not re.search(r"[<>&]", section.title) \
-            else md_text(section.title)
-        out += [f"## {title}", ""]
-        if section.text:
-            out += [md_text(section.text), ""]
-        if section.lines:
-            out += [f"- {md_text(line.strip())}" if not line.startswith("  ") else f"  - {md_text(line.strip())}"
-                    for line in section.lines] + [""]
-        if section.header:
-            out += [markdown_table(section.header, section.rows), ""]
+        out += section_markdown(section)
     for i, title in enumerate(report.plots):
         out += [f"![{md_text(title).replace(']', ')')}](plot-{i + 1}.svg)", ""]
     return "\n".join(out)

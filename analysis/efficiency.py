@@ -113,10 +113,14 @@ def with_peaks(table: pd.DataFrame, peaks: list[Peak]) -> pd.DataFrame:
     return out
 
 
+def on_gpu_name(device: Any) -> bool:
+    """Whether a recorded device name is an NVIDIA GPU's (a CPU run records its CPU's model name)."""
+    return isinstance(device, str) and bool(re.search(r"nvidia|tesla|quadro|geforce|rtx", device, re.I))
+
+
 def _on_gpu(device: Any, peaks: list[Peak]) -> bool:
     """Whether a device name is a GPU's (NVIDIA's names, or any the table knows) rather than a CPU's."""
-    return isinstance(device, str) and (bool(re.search(r"nvidia|tesla|quadro|geforce|rtx", device, re.I))
-                                        or find_peak(peaks, device) is not None)
+    return on_gpu_name(device) or (isinstance(device, str) and find_peak(peaks, device) is not None)
 
 
 def link_rate(placement: Any, nodes: int, pcie_gen: Any, pcie_width: Any) -> tuple[float, str] | None:

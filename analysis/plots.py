@@ -10,10 +10,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from .keys import BATCH_LINES, PLACEMENTS, SERIES, WORKLOAD
 from .stats import StepMatrix
 
-SERIES = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs",
-          "layout"]
 MAX_LINES = 12
 
 
@@ -115,8 +114,7 @@ def efficiency_plot(table: pd.DataFrame) -> str | None:
 
 def placement_plot(table: pd.DataFrame) -> str | None:
     """Throughput per placement at equal rank counts: bars for each workload and size with 2+ placements."""
-    keys = ["system", "framework", "benchmark", "model", "args", "np"]
-    groups = [(k, g) for k, g in table.groupby(keys, sort=True) if g["placement"].nunique() > 1]
+    groups = [(k, g) for k, g in table.groupby(PLACEMENTS, sort=True) if g["placement"].nunique() > 1]
     if not groups:
         return None
     fig, ax = figure(6.4, 0.6 + 0.45 * sum(len(g) for _, g in groups[:MAX_LINES]))
@@ -136,13 +134,12 @@ def placement_plot(table: pd.DataFrame) -> str | None:
 
 def batch_plot(table: pd.DataFrame) -> str | None:
     """Throughput against batch size per rank, one line per workload and rank count."""
-    keys = ["system", "framework", "benchmark", "model", "precision", "launcher", "controller", "placement", "np"]
     sized = table.dropna(subset=["batch_size"])
-    groups = [(k, g) for k, g in sized.groupby(keys, sort=True) if g["batch_size"].nunique() > 1]
+    groups = [(k, g) for k, g in sized.groupby(BATCH_LINES, sort=True) if g["batch_size"].nunique() > 1]
     if not groups:
         return None
     fig, ax = figure()
-    varying = _varying(sized, keys)
+    varying = _varying(sized, BATCH_LINES)
     for _, group in groups[:MAX_LINES]:
         g = group.sort_values("batch_size")
         ax.plot(g["batch_size"].astype(float), g["throughput"], marker="o", label=_label(g.iloc[0], varying))
@@ -159,7 +156,7 @@ def rank_spread_plot(matrices: Mapping[str, StepMatrix], runs: pd.DataFrame, sta
     if stats.empty:
         return None
     merged = runs.merge(stats[["run_id", "warmup_used"]], on="run_id")
-    chosen = merged.sort_values("np").groupby(["system", "framework", "benchmark", "model"], sort=True).tail(1)
+    chosen = merged.sort_values("np").groupby(WORKLOAD, sort=True).tail(1)
     chosen = chosen[chosen["np"] > 1].head(4)
     if chosen.empty:
         return None
@@ -212,7 +209,7 @@ def telemetry_plot(telemetry: pd.DataFrame, runs: pd.DataFrame) -> str | None:
     if telemetry.empty or not present:
         return None
     chosen = runs[runs["run_id"].isin(set(telemetry["run_id"]))].sort_values("np")
-    chosen = chosen.groupby(["system", "framework", "benchmark", "model"], sort=True).tail(1).head(MAX_LINES)
+    chosen = chosen.groupby(WORKLOAD, sort=True).tail(1).head(MAX_LINES)
     fig, axes = figure(6.4, 2.0 * len(present), rows=len(present))
     axes = np.atleast_1d(axes)
     for run in chosen.itertuples():

@@ -16,8 +16,8 @@ from hvdbench.suite.core.errors import ReportError
 
 from .allreduce_model import ALGORITHMS, Link, parse_link
 from .collect import Collection, collect
-from .document import markdown_table, text_table
-from .projection_inputs import DRAWS, Measured, Workload, allreduce_curves, pick_curve, workload_inputs
+from .document import Section, section_markdown, text_table
+from .projection_inputs import DRAWS, Measured, FittedWorkload, allreduce_curves, pick_curve, workload_inputs
 from .scaling import run_stats_table, scaling_table
 from .stats import percentile_interval
 
@@ -40,7 +40,7 @@ class Projection:
 
     table: pd.DataFrame
     links: pd.DataFrame
-    workloads: list[Workload]
+    workloads: list[FittedWorkload]
     overlap: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)
 
 
@@ -50,7 +50,7 @@ def _allreduce(algorithm: str, nodes: int, per_node: int, intra: Link | None,
     return lambda nbytes: fn(nbytes, nodes, per_node, intra or inter, inter)  # type: ignore[arg-type]
 
 
-def _fit_overlap(w: Workload, intra: tuple[Link | None, list[Link | None]], inter: tuple[Link | None, list[Link | None]]
+def _fit_overlap(w: FittedWorkload, intra: tuple[Link | None, list[Link | None]], inter: tuple[Link | None, list[Link | None]]
                  ) -> tuple[float, np.ndarray, str]:
     """The overlap fraction each measured exchanging run implies (their median), per draw as well; where no
     run can be judged, 0.5 with draws across [0, 1] (the interval then spans both bounds)."""
@@ -71,7 +71,7 @@ def _fit_overlap(w: Workload, intra: tuple[Link | None, list[Link | None]], inte
     return point, draws, how
 
 
-def _row(w: Workload, link: str, algorithm: str, nodes: int, per_node: int, overlap: float, overlap_draws: np.ndarray,
+def _row(w: FittedWorkload, link: str, algorithm: str, nodes: int, per_node: int, overlap: float, overlap_draws: np.ndarray,
          fn: Callable[[float], float], fn_draws: list[Callable[[float], float]]) -> dict[str, Any]:
     ranks = nodes * per_node
     exchange, full, none = w.model.bounds(fn)
@@ -120,43 +120,12 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
     rows, link_rows, overlap = [], [], {}
     fits: dict[str, tuple[Link, list[Link]]] = {}  # each curve fitted once, whichever workloads use it
     for w in workloads:
-        system, controller = str(w.key["system"]), str(w.key["controller"])
         per_node = gpus_per_node or max([m.np for m in w.measured if m.nodes == 1] or [1])
-        intra_curve = pick_curve(curves, system, controller, "intra")
-        inter_curve = pick_curve(curves, system, controller, "inter")
-        needs_intra = per_node > 1 or any(m.nodes == 1 for m in w.measured)
-        if needs_intra and intra_curve is None:
-            raise ReportError(f"{w.label}: no allreduce curve within a node on system {system}: add "
-                              f"`hvdbench run collectives --np {max(per_node, 2)} --system {system} -- --ops allreduce "
-                              "--backends horovod`")
-        if max(nodes) > 1 and inter_curve is None and not links:
-            raise ReportError(f"{w.label}: no allreduce curve across nodes on system {system}: add a collectives run "
-                              "over 2 nodes (sweep: benchmark collectives, axes nodes: [2], gpus_per_node: [1]; args "
-                              "--ops allreduce --backends horovod), or give a what-if --link NAME=GB/s,latency")
-        fitted: dict[str, tuple[Link | None, list[Link | None]]] = {}
-        for kind, curve in (("intra", intra_curve), ("inter", inter_curve)):
-            if curve and curve.run_id not in fits:
-                fits[curve.run_id] = (curve.link(), curve.draws())
-            fitted[kind] = fits[curve.run_id] if curve else (None, [None] * DRAWS)  # type: ignore[assignment]
-            if curve:
-                link = fitted[kind][0]
-                link_rows.append({"system": system, "link": "measured " + ("within a node" if kind == "intra" else
-                                                                           "between nodes"),
-                                  "kind": kind, "alpha_us": link.alpha_s * 1e6, "gbs": link.gbs,
-                                  "source": curve.describe()})
+        fitted, inter_curve = _fitted_links(w, per_node, nodes, bool(links), curves, fits, link_rows)
         phi, phi_draws, how = _fit_overlap(w, fitted["intra"], fitted["inter"])
         low, high = percentile_interval(phi_draws)
         overlap[w.label] = (phi, low, high, how)
-        between: list[tuple[str, Link, list[Link]]] = []
-        if inter_curve is not None:
-            between.append(("measured", fitted["inter"][0], fitted["inter"][1]))  # type: ignore[arg-type]
-        software = fitted["intra"][0] or fitted["inter"][0]
-        for text in links:
-            spec = parse_link(text, software)
-            base = fitted["intra"][1] if fitted["intra"][0] else fitted["inter"][1]
-            between.append((spec.name, spec, [parse_link(text, b) for b in base]))
-            link_rows.append({"system": system, "link": spec.name, "kind": "what-if", "alpha_us": spec.alpha_s * 1e6,
-                              "gbs": spec.gbs, "source": spec.source})
+        between = _between(w, fitted, inter_curve is not None, links, link_rows)
         intra, intra_draws = fitted["intra"]
         for count in nodes:
             if count == 1:
@@ -175,6 +144,55 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
     table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
     links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
     return Projection(table, links_table, workloads, overlap)
+
+
+Fitted = dict[str, tuple[Link | None, list[Link | None]]]
+
+
+def _fitted_links(w: FittedWorkload, per_node: int, nodes: Sequence[int], what_if: bool, curves: list[Any],
+                  fits: dict[str, tuple[Link, list[Link]]], link_rows: list[dict[str, Any]]) -> tuple[Fitted, Any]:
+    """The workload's system's links within and between nodes, fitted from its allreduce curves (each curve
+    once, in ``fits``; each a row of ``link_rows``); a curve the projection needs and lacks is one line."""
+    system, controller = str(w.key["system"]), str(w.key["controller"])
+    intra_curve = pick_curve(curves, system, controller, "intra")
+    inter_curve = pick_curve(curves, system, controller, "inter")
+    if (per_node > 1 or any(m.nodes == 1 for m in w.measured)) and intra_curve is None:
+        raise ReportError(f"{w.label}: no allreduce curve within a node on system {system}: add "
+                          f"`hvdbench run collectives --np {max(per_node, 2)} --system {system} -- --ops allreduce "
+                          "--backends horovod`")
+    if max(nodes) > 1 and inter_curve is None and not what_if:
+        raise ReportError(f"{w.label}: no allreduce curve across nodes on system {system}: add a collectives run "
+                          "over 2 nodes (sweep: benchmark collectives, axes nodes: [2], gpus_per_node: [1]; args "
+                          "--ops allreduce --backends horovod), or give a what-if --link NAME=GB/s,latency")
+    fitted: Fitted = {}
+    for kind, curve in (("intra", intra_curve), ("inter", inter_curve)):
+        if curve and curve.run_id not in fits:
+            fits[curve.run_id] = (curve.link(), curve.draws())
+        fitted[kind] = fits[curve.run_id] if curve else (None, [None] * DRAWS)  # type: ignore[assignment]
+        if curve:
+            link = fitted[kind][0]
+            assert link is not None
+            link_rows.append({"system": system, "link": "measured " + ("within a node" if kind == "intra" else
+                                                                       "between nodes"),
+                              "kind": kind, "alpha_us": link.alpha_s * 1e6, "gbs": link.gbs, "source": curve.describe()})
+    return fitted, inter_curve
+
+
+def _between(w: FittedWorkload, fitted: Fitted, measured: bool, links: Sequence[str],
+             link_rows: list[dict[str, Any]]) -> list[tuple[str, Link, list[Link]]]:
+    """The links between nodes a workload is projected over: the measured one, then each what-if --link (with
+    the software latency of the measured links)."""
+    between: list[tuple[str, Link, list[Link]]] = []
+    if measured:
+        between.append(("measured", fitted["inter"][0], fitted["inter"][1]))  # type: ignore[arg-type]
+    software = fitted["intra"][0] or fitted["inter"][0]
+    for text in links:
+        spec = parse_link(text, software)
+        base = fitted["intra"][1] if fitted["intra"][0] else fitted["inter"][1]
+        between.append((spec.name, spec, [parse_link(text, b) for b in base]))
+        link_rows.append({"system": str(w.key["system"]), "link": spec.name, "kind": "what-if",
+                          "alpha_us": spec.alpha_s * 1e6, "gbs": spec.gbs, "source": spec.source})
+    return between
 
 
 def _interval(value: float, low: float, high: float, fmt: str) -> str:
@@ -255,15 +273,19 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int], gpus
     svg = plot_projection(result.table)
     if svg:
         paths["plot"].write_text(svg, encoding="utf-8")
-    header, rows = table_rows(result.table)
-    inputs = inputs_lines(result)
-    paths["markdown"].write_text("\n".join([
-        "## Projection", "",
-        "Step time per workload between exchange fully overlapped with backward and not overlapped, at the overlap "
-        "the measured runs show; allreduce cost per link class fitted from the collectives curves; 95% intervals "
-        "from resampling the measurements. A model, not a measurement: check it against a measured run where one "
-        "exists (the error column).", "",
-        "Inputs:", "", *[f"- {line}" for line in inputs], "", markdown_table(header, rows), "",
-        "![projected efficiency](projection.svg)" if svg else "", ""]), encoding="utf-8")
-    text = "\n".join(["inputs:", *[f"  {line}" for line in inputs], "", text_table(header, rows)])
+    section = projection_section(result)
+    paths["markdown"].write_text("\n".join([*section_markdown(section),
+                                            "![projected efficiency](projection.svg)" if svg else "", ""]),
+                                 encoding="utf-8")
+    text = "\n".join(["inputs:", *[f"  {line}" for line in section.lines], "", text_table(section.header, section.rows)])
     return text, paths
+
+
+def projection_section(result: Projection) -> Section:
+    """The projection as a report section: what it is, the inputs it was fitted from, the table."""
+    header, rows = table_rows(result.table)
+    return Section("Projection", "Step time per workload between exchange fully overlapped with backward and not "
+                   "overlapped, at the overlap the measured runs show; allreduce cost per link class fitted from the "
+                   "collectives curves; 95% intervals from resampling the measurements. A model, not a measurement: "
+                   "check it against a measured run where one exists (the error column). Inputs below.",
+                   header, rows, lines=inputs_lines(result))

@@ -12,18 +12,20 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from hvdbench.suite.core.collective_ops import slowest_per_iteration
 from hvdbench.suite.core.errors import ReportError
 
+from .keys import BASELINE, PROJECTED
 from .allreduce_model import DEFAULT_CYCLE_S, DEFAULT_FUSION_BYTES, Link, StepModel, fit_link
 from .collect import Collection
+from .comm import iteration_times
 from .rank_logs import PHASES
 from .ratios import config_draws
 
 DRAWS = 200          # bootstrap draws carried through the projection
 BACKWARD_SHARE = 2 / 3  # of compute, where neither --breakdown nor a FLOP count says (backward ~ 2x forward)
-WORKLOAD = ["system", "framework", "benchmark", "model", "base_args", "launcher", "controller", "knobs",
-            "batch_size", "precision", "fp16_allreduce", "channels_last", "compile", "data", "threads"]
-TWIN = ["system", "framework", "benchmark", "base_args"]  # a twin of other launcher or knobs still counts
+WORKLOAD = PROJECTED
+TWIN = BASELINE  # a twin of other launcher or knobs still counts
 
 
 @dataclass(frozen=True)
@@ -81,11 +83,11 @@ def allreduce_curves(collection: Collection) -> list[Curve]:
             continue
         sizes, times = [], []
         for nbytes, case in group.groupby("bytes", sort=True):
-            per_rank = case.pivot_table(index="iteration", columns="rank", values="time", aggfunc="first")
-            slowest = per_rank.dropna().max(axis=1)
+            per_rank = iteration_times(case)
+            slowest = slowest_per_iteration(per_rank) if per_rank.size else np.array([])
             if len(slowest) and (slowest > 0).all():
                 sizes.append(float(nbytes))
-                times.append(slowest.to_numpy(dtype=float))
+                times.append(slowest)
         if len(sizes) >= 2 and (dtype == "fp32" or not any(c.run_id == run_id for c in curves)):
             run = runs.loc[run_id]
             cycle = float(run["cycle_s"]) if pd.notna(run["cycle_s"]) else DEFAULT_CYCLE_S
@@ -114,7 +116,7 @@ class Measured:
 
 
 @dataclass
-class Workload:
+class FittedWorkload:
     """One workload's fitted inputs, with what each came from."""
 
     key: dict[str, Any]
@@ -166,7 +168,7 @@ def _first(runs: pd.DataFrame, column: str) -> Any:
     return values.iloc[0] if len(values) else None
 
 
-def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[str, np.ndarray]) -> list[Workload]:
+def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[str, np.ndarray]) -> list[FittedWorkload]:
     """Every exchanging workload with its compute, gradients, fusion, cycle and measured runs; a workload
     without a compute source is a ReportError naming the run to add."""
     exchanging = scaling[~scaling["independent"].astype(bool)]
@@ -182,59 +184,9 @@ def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[s
         members = [r for ids in group["runs"] for r in str(ids).split(",")]
         facts = runs.loc[[r for r in members if r in runs.index]]
         inputs: list[str] = []
-        twin = twins
-        for column in WORKLOAD:
-            same = twin[twin[column].astype(str) == str(key_of[column])]
-            if same.empty and column not in TWIN:
-                break
-            twin = same
-        one_node = twin[twin["nodes"] == 1]
-        twin = one_node if len(one_node) else twin
         phases = _breakdown(collection, members)
-        if len(twin):
-            row = twin.sort_values("np").iloc[-1]
-            compute = float(row["median_step_ms"]) / 1e3
-            compute_draws = _step_draws(row, draws)
-            rank_thr = float(row["throughput"]) / int(row["np"])
-            inputs.append(f"compute {compute * 1e3:.1f} ms per step from the --independent twin at {int(row['np'])} "
-                          f"rank(s) ({row['runs']})")
-        elif phases and ("compute" in phases or {"forward", "backward"} <= phases.keys()):
-            compute = phases.get("compute") or sum(phases.get(p, 0.0) for p in ("forward", "backward", "optimizer"))
-            row = group.sort_values("np").iloc[-1]
-            compute_draws = np.full(DRAWS, compute)
-            rank_thr = float(row["throughput"]) / int(row["np"]) * float(row["median_step_ms"]) / 1e3 / compute
-            inputs.append(f"compute {compute * 1e3:.1f} ms per step from --breakdown (forward + backward + optimizer)")
-        else:
-            raise ReportError(f"{label}: no compute time to project from: add its --independent twin (sweep axis "
-                              "independent: [false, true], or hvdbench run ... --independent) or run it with "
-                              "--breakdown")
-        if phases and "backward" in phases and "forward" in phases:
-            share = phases["backward"] / sum(phases.get(p, 0.0) for p in ("forward", "backward", "optimizer"))
-            inputs.append(f"backward {share:.0%} of compute (--breakdown)")
-        elif pd.notna(forward := _first(facts, "forward_share")):
-            share = (1.0 - float(forward))
-            inputs.append(f"backward {share:.0%} of compute (FLOP count: forward {float(forward):.0%})")
-        else:
-            share = BACKWARD_SHARE
-            inputs.append(f"backward {share:.0%} of compute (assumed: no --breakdown, no FLOP count)")
-        parameters = _first(facts, "parameters")
-        if parameters is None:
-            raise ReportError(f"{label}: its runs recorded no parameter count (rank 0's env record): run it again")
-        grad_bytes = int(parameters) * (2 if bool(first["fp16_allreduce"]) else 4)
-        tensors = _first(facts, "gradient_tensors")
-        if tensors is None:
-            inputs.append("gradient tensors not recorded (older results): the gradients treated as one tensor")
-        fusion, cycle = _first(facts, "fusion_bytes"), _first(facts, "cycle_s")
-        model = StepModel(compute, compute * share, grad_bytes, int(tensors or 1),
-                          float(fusion) if fusion is not None else DEFAULT_FUSION_BYTES,
-                          float(cycle) if cycle is not None else DEFAULT_CYCLE_S,
-                          overlaps=first["framework"] == "pytorch")
-        inputs.append(f"gradients {grad_bytes / 1e6:.2f} MB per step ({int(parameters):,} parameters x "
-                      f"{grad_bytes // int(parameters)} B) in {tensors or '?'} tensors; fusion threshold "
-                      f"{model.fusion_bytes / 2**20:g} MiB, cycle {model.cycle_s * 1e3:g} ms"
-                      + ("" if fusion is not None or cycle is not None else " (Horovod's defaults)")
-                      + ("; allreduces start during backward" if model.overlaps
-                         else "; one grouped allreduce after backward (TensorFlow)"))
+        compute, compute_draws, rank_thr = _compute(group, _twin(twins, key_of), phases, draws, label, inputs)
+        model = _step_model(facts, first, compute, _backward_share(phases, facts, inputs), label, inputs)
         one = group[(group["np"] == 1) & (group["nodes"] == 1)]
         if len(one):
             baseline, baseline_draws = float(one.iloc[0]["throughput"]), _thr_draws(one.iloc[0], draws)
@@ -245,6 +197,77 @@ def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[s
         measured = [Measured(int(r["nodes"]), int(r["np"]), float(r["median_step_ms"]) / 1e3, _step_draws(r, draws),
                              "HOROVOD_HIERARCHICAL_ALLREDUCE=1" in str(r["knobs"]), float(r["throughput"]))
                     for _, r in group.iterrows() if int(r["np"]) >= 2]
-        out.append(Workload(key_of, label, str(first["unit"]), model, compute_draws, rank_thr, baseline,
-                            baseline_draws, measured, inputs))
+        out.append(FittedWorkload(key_of, label, str(first["unit"]), model, compute_draws, rank_thr, baseline,
+                                  baseline_draws, measured, inputs))
     return out
+
+
+def _twin(twins: pd.DataFrame, key_of: dict[str, Any]) -> pd.DataFrame:
+    """The workload's --independent twins: the same key as far as one exists (TWIN's columns must match), on
+    one node where measured there."""
+    twin = twins
+    for column in WORKLOAD:
+        same = twin[twin[column].astype(str) == str(key_of[column])]
+        if same.empty and column not in TWIN:
+            break
+        twin = same
+    one_node = twin[twin["nodes"] == 1]
+    return one_node if len(one_node) else twin
+
+
+def _compute(group: pd.DataFrame, twin: pd.DataFrame, phases: dict[str, float], draws: dict[str, np.ndarray],
+             label: str, inputs: list[str]) -> tuple[float, np.ndarray, float]:
+    """A step's compute time (s), its draws and the compute source's throughput per rank: from the independent
+    twin at the most ranks, else from --breakdown; a ReportError where neither exists."""
+    if len(twin):
+        row = twin.sort_values("np").iloc[-1]
+        compute = float(row["median_step_ms"]) / 1e3
+        inputs.append(f"compute {compute * 1e3:.1f} ms per step from the --independent twin at {int(row['np'])} "
+                      f"rank(s) ({row['runs']})")
+        return compute, _step_draws(row, draws), float(row["throughput"]) / int(row["np"])
+    if phases and ("compute" in phases or {"forward", "backward"} <= phases.keys()):
+        compute = phases.get("compute") or sum(phases.get(p, 0.0) for p in ("forward", "backward", "optimizer"))
+        row = group.sort_values("np").iloc[-1]
+        inputs.append(f"compute {compute * 1e3:.1f} ms per step from --breakdown (forward + backward + optimizer)")
+        return (compute, np.full(DRAWS, compute),
+                float(row["throughput"]) / int(row["np"]) * float(row["median_step_ms"]) / 1e3 / compute)
+    raise ReportError(f"{label}: no compute time to project from: add its --independent twin (sweep axis "
+                      "independent: [false, true], or hvdbench run ... --independent) or run it with --breakdown")
+
+
+def _backward_share(phases: dict[str, float], facts: pd.DataFrame, inputs: list[str]) -> float:
+    """Backward's share of compute: from --breakdown, else the FLOP count's forward share, else assumed."""
+    if phases and "backward" in phases and "forward" in phases:
+        share = phases["backward"] / sum(phases.get(p, 0.0) for p in ("forward", "backward", "optimizer"))
+        inputs.append(f"backward {share:.0%} of compute (--breakdown)")
+    elif pd.notna(forward := _first(facts, "forward_share")):
+        share = (1.0 - float(forward))
+        inputs.append(f"backward {share:.0%} of compute (FLOP count: forward {float(forward):.0%})")
+    else:
+        share = BACKWARD_SHARE
+        inputs.append(f"backward {share:.0%} of compute (assumed: no --breakdown, no FLOP count)")
+    return share
+
+
+def _step_model(facts: pd.DataFrame, first: pd.Series, compute: float, share: float, label: str,
+                inputs: list[str]) -> StepModel:
+    """The step model of a workload: compute, backward, gradient bytes and tensors, fusion and cycle."""
+    parameters = _first(facts, "parameters")
+    if parameters is None:
+        raise ReportError(f"{label}: its runs recorded no parameter count (rank 0's env record): run it again")
+    grad_bytes = int(parameters) * (2 if bool(first["fp16_allreduce"]) else 4)
+    tensors = _first(facts, "gradient_tensors")
+    if tensors is None:
+        inputs.append("gradient tensors not recorded (older results): the gradients treated as one tensor")
+    fusion, cycle = _first(facts, "fusion_bytes"), _first(facts, "cycle_s")
+    model = StepModel(compute, compute * share, grad_bytes, int(tensors or 1),
+                      float(fusion) if fusion is not None else DEFAULT_FUSION_BYTES,
+                      float(cycle) if cycle is not None else DEFAULT_CYCLE_S,
+                      overlaps=first["framework"] == "pytorch")
+    inputs.append(f"gradients {grad_bytes / 1e6:.2f} MB per step ({int(parameters):,} parameters x "
+                  f"{grad_bytes // int(parameters)} B) in {tensors or '?'} tensors; fusion threshold "
+                  f"{model.fusion_bytes / 2**20:g} MiB, cycle {model.cycle_s * 1e3:g} ms"
+                  + ("" if fusion is not None or cycle is not None else " (Horovod's defaults)")
+                  + ("; allreduces start during backward" if model.overlaps
+                     else "; one grouped allreduce after backward (TensorFlow)"))
+    return model

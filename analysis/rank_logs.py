@@ -24,7 +24,6 @@ from hvdbench.suite.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_probl
 
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
 STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
-STEP_COLUMNS = ("rank", *STEP_FIELDS)
 PARALLEL_FROM = 64
 
 
@@ -225,7 +224,8 @@ def read_log(path: Path) -> RankLog:
 
 
 def read_all(paths: list[Path]) -> list[RankLog]:
-    """Every log, in two processes when there are many (parsing JSON is the cost at cluster scale)."""
+    """Every log; from PARALLEL_FROM logs on, in up to 8 worker processes (parsing JSON is the cost at
+    cluster scale)."""
     if len(paths) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
         return [read_log(p) for p in paths]
     from concurrent.futures import ProcessPoolExecutor

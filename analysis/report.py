@@ -79,32 +79,37 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         tables["screening"] = screen
     if len(collection.profile):
         tables["profile"] = collection.profile
+    sections += _bandwidth_sections(collection, comm, table, tables)
+    plots = all_plots(table, matrices(collection), collection.runs, stats, collection.telemetry)
+    for title, svg in (("Where a step's time goes (--breakdown)",
+                        breakdown_plot(tables["breakdown"]) if "breakdown" in tables else None),
+                       ("Collective bus bandwidth against message size", plot_bandwidth(comm) if len(comm) else None)):
+        if svg:
+            plots[title] = svg
+    return Report(_intro(collection, warmup), sections, tables, plots, headline)
+
+
+def _bandwidth_sections(collection: Collection, comm: pd.DataFrame, table: pd.DataFrame,
+                        tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """The collectives' peaks and Horovod against raw MPI; each host's peer-to-peer and host-GPU matrices."""
+    out: list[Section] = []
     if len(comm):
         tables["collectives"] = comm
-        sections.append(Section("Collectives", views.COMM_TEXT, *views.peak_rows(peak_table(comm), table)))
+        out.append(Section("Collectives", views.COMM_TEXT, *views.peak_rows(peak_table(comm), table)))
         ratio = horovod_over_mpi(comm)
         if len(ratio):
-            sections.append(Section("Horovod against raw MPI", "busbw through Horovod / through mpi4py, near 64 MiB.",
-                                    *views.ratio_rows(ratio)))
+            out.append(Section("Horovod against raw MPI", "busbw through Horovod / through mpi4py, near 64 MiB.",
+                               *views.ratio_rows(ratio)))
     p2p = p2p_table(collection)
     if len(p2p):
         tables["p2p"] = p2p
         for (run_id, host), cases in p2p.groupby(["run_id", "host"], sort=True, dropna=False):
             where = f"{host} ({run_id})"
-            sections.append(Section(f"Peer-to-peer bandwidth, {where}", views.P2P_TEXT, *matrix_rows(cases, "uni")))
+            out.append(Section(f"Peer-to-peer bandwidth, {where}", views.P2P_TEXT, *matrix_rows(cases, "uni")))
             if (cases["mode"] == "bi").any():
-                sections.append(Section(f"Both directions at once, {where}", "", *matrix_rows(cases, "bi")))
-            sections.append(Section(f"Host and GPU, {where}", "Pinned host memory.", *host_rows(cases)))
-    plots = all_plots(table, matrices(collection), collection.runs, stats, collection.telemetry)
-    if "breakdown" in tables:
-        svg = breakdown_plot(tables["breakdown"])
-        if svg:
-            plots["Where a step's time goes (--breakdown)"] = svg
-    if len(comm):
-        svg = plot_bandwidth(comm)
-        if svg:
-            plots["Collective bus bandwidth against message size"] = svg
-    return Report(_intro(collection, warmup), sections, tables, plots, headline)
+                out.append(Section(f"Both directions at once, {where}", "", *matrix_rows(cases, "bi")))
+            out.append(Section(f"Host and GPU, {where}", "Pinned host memory.", *host_rows(cases)))
+    return out
 
 
 def _tabled(out: list[Section], tables: dict[str, pd.DataFrame], name: str, table: pd.DataFrame, title: str,

@@ -9,14 +9,11 @@ import pandas as pd
 
 from .collect import Collection
 from .details import mean_power
+from .keys import BASELINE, CONFIG, SHARED, SIZE, TWIN
 from .evidence import evidence, rank_telemetry
 from .ratios import config_draws, ratio_interval
 from .stats import STRAGGLER_THRESHOLD, StepMatrix, median_interval, run_stats, step_matrices, stragglers
 
-CONFIG = ["system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs"]
-AXES = ["batch_size", "precision", "independent", "base_args", "channels_last", "compile", "data", "fp16_allreduce",
-        "threads"]
-BASELINE_KEY = ["system", "framework", "benchmark", "base_args"]  # an --independent twin shares its baseline
 RUN_STATS_SCHEMA: dict[str, str] = {
     "run_id": "string", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
     "median_rate": "float64", "median_step_s": "float64", "cv": "float64", "steps": "int64",
@@ -110,7 +107,7 @@ def _combine(group: pd.DataFrame) -> dict[str, Any]:
     throughput = float(group["throughput"].median())
     first = group.iloc[0]
     return {
-        **{axis: first[axis] for axis in AXES}, "runs": ",".join(group["run_id"]),
+        **{axis: first[axis] for axis in SHARED}, "runs": ",".join(group["run_id"]),
         "unit": first["unit"], "repeats": len(group), "throughput": throughput,
         "ci_low": float(low), "ci_high": float(high), "ci_method": method,
         "repeat_min": float(group["throughput"].min()), "repeat_max": float(group["throughput"].max()),
@@ -140,8 +137,8 @@ def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> 
     stats = run_stats_table(collection) if stats is None else stats
     runs = collection.runs.merge(stats, on="run_id", how="inner")
     rows, members = [], []
-    for key, group in runs.groupby(CONFIG + ["nodes", "np"], sort=True, dropna=False):
-        rows.append({**dict(zip(CONFIG + ["nodes", "np"], key)), **_combine(group)})
+    for key, group in runs.groupby(CONFIG + SIZE, sort=True, dropna=False):
+        rows.append({**dict(zip(CONFIG + SIZE, key)), **_combine(group)})
         members.append(list(group["run_id"]))
     table = pd.DataFrame(rows, columns=[c for c in SCALING_SCHEMA if c in BASE_COLUMNS])
     draws = [config_draws(ids, stats.attrs.get("draws", {})) for ids in members]
@@ -164,7 +161,7 @@ def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> 
         derived[f"comm_cost{end}"] = [1.0 - v for v in ratio_of[source]]
     for name, values in derived.items():
         table[name] = values
-    return table[list(SCALING_SCHEMA)].astype(SCALING_SCHEMA).sort_values(CONFIG + ["nodes", "np"], ignore_index=True)
+    return table[list(SCALING_SCHEMA)].astype(SCALING_SCHEMA).sort_values(CONFIG + SIZE, ignore_index=True)
 
 
 BASE_COLUMNS = [c for c in SCALING_SCHEMA if not c.startswith(("speedup", "efficiency", "node_", "comm_cost"))
@@ -193,7 +190,7 @@ def _baseline(table: pd.DataFrame, i: int) -> tuple[int | None, str]:
     arguments (an --independent row: its own independent 1-GPU run), else the exchanging 1-GPU run of the
     same arguments; among several, the same launcher, controller and knobs."""
     row = table.iloc[i]
-    candidates = table[_same(table, row, BASELINE_KEY) & (table["np"] == 1)].sort_values("independent", kind="stable")
+    candidates = table[_same(table, row, BASELINE) & (table["np"] == 1)].sort_values("independent", kind="stable")
     if candidates.empty:
         return None, "no 1-GPU run"
     own = candidates[candidates["args"] == row["args"]]
@@ -227,7 +224,5 @@ def _twin(table: pd.DataFrame, i: int) -> int | None:
     row = table.iloc[i]
     if row["independent"]:
         return None
-    keys = ["system", "framework", "benchmark", "model", "base_args", "launcher", "controller", "placement", "knobs",
-            "nodes", "np"]
-    twin = table[_same(table, row, keys) & table["independent"]]
+    twin = table[_same(table, row, TWIN) & table["independent"]]
     return int(twin.index[0]) if len(twin) else None

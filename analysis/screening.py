@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .keys import ARGS
 from .collect import Collection
 from .evidence import evidence, rank_telemetry
 from .stats import median_interval
@@ -23,7 +24,7 @@ from .stats import median_interval
 THRESHOLD = 0.05
 MIN_EFFECT = 0.01
 UNIT_PREFIXES = ("single:", "cpu:")
-FLEET = ["system", "framework", "benchmark", "model", "args"]
+FLEET = ARGS
 SCREENING_SCHEMA: dict[str, str] = {
     **{k: "string" for k in FLEET}, "level": "string", "host": "string", "unit": "string", "gpu": "string",
     "throughput": "float64", "ci_low": "float64", "ci_high": "float64", "fleet_median": "float64",

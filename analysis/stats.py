@@ -10,10 +10,9 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.metrics import rank_throughput, throughput_resamples
+from hvdbench.suite.core.metrics import CONFIDENCE, percentile_interval, rank_throughput, throughput_resamples
 from hvdbench.suite.core.metrics import total_throughput as total_throughput_of
 
-CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 2000
 MIN_STEPS_TO_DETECT = 20
 OUTLIER_SPREADS = 4.0
@@ -169,13 +168,6 @@ def throughput_draws(durations: np.ndarray, samples: np.ndarray, *, n: int = BOO
     return throughput_resamples(durations, samples, n, seed)
 
 
-def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """The central ``confidence`` interval of bootstrap values."""
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(values, [tail, 1.0 - tail])
-    return float(low), float(high)
-
-
 def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
                        confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap of total throughput, resampling whole steps (all ranks together)."""
@@ -243,6 +235,4 @@ def median_interval(values: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES, confidenc
     """Percentile bootstrap interval of the median of independent values (repeats of one configuration)."""
     rng = np.random.default_rng(seed)
     draws = np.median(values[rng.integers(0, len(values), size=(n, len(values)))], axis=1)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(draws, [tail, 1.0 - tail])
-    return float(low), float(high)
+    return percentile_interval(draws, confidence)

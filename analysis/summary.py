@@ -10,11 +10,12 @@ import pandas as pd
 
 from hvdbench.suite.core.axes import AXES, without
 
+from .efficiency import on_gpu_name
+from .keys import ONE_KNOB, WORKLOAD
 from .ratios import config_draws, ratio_interval
 
 # What must match for two configurations to differ in one knob only (besides the knob's own flags).
-MATCH = ["system", "framework", "benchmark", "model", "launcher", "controller", "placement", "knobs", "nodes", "np",
-         "independent"]
+MATCH = ONE_KNOB
 KNOB_SCHEMA: dict[str, str] = {
     "system": "string", "framework": "string", "benchmark": "string", "model": "string", "np": "int64",
     "knob": "string", "base_value": "string", "value": "string", "base_throughput": "float64", "throughput": "float64",
@@ -43,7 +44,7 @@ def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray]) -> pd.DataFram
             for i in ordered[1:]:
                 other = group.iloc[i]
                 low, high = ratio_interval(_draws(other, draws), _draws(base, draws))
-                rows.append({**{k: base[k] for k in ("system", "framework", "benchmark", "model", "np")},
+                rows.append({**{k: base[k] for k in (*WORKLOAD, "np")},
                              "knob": name, "base_value": axis.label(values.iloc[ordered[0]]), "value": axis.label(values.iloc[i]),
                              "base_throughput": base["throughput"], "throughput": other["throughput"],
                              "ratio": other["throughput"] / base["throughput"], "ratio_low": low, "ratio_high": high})
@@ -69,10 +70,9 @@ def best_configurations(table: pd.DataFrame) -> pd.DataFrame:
     exchanged = table[~table["independent"]]
     if exchanged.empty:
         return exchanged
-    largest = exchanged.groupby(["system", "framework", "benchmark", "model"])["np"].transform("max")
+    largest = exchanged.groupby(WORKLOAD)["np"].transform("max")
     top = exchanged[exchanged["np"] == largest].sort_values("throughput", ascending=False)
-    return top.drop_duplicates(["system", "framework", "benchmark", "model"]).sort_values(
-        ["system", "framework", "benchmark", "model"], ignore_index=True)
+    return top.drop_duplicates(WORKLOAD).sort_values(WORKLOAD, ignore_index=True)
 
 
 def describe(row: pd.Series) -> str:
@@ -103,22 +103,27 @@ def _interval(row: pd.Series, name: str) -> str:
     return "" if pd.isna(low) or np.isclose(low, high) else f" [{low:.0%}–{high:.0%}]"
 
 
+def _ranks(row: pd.Series) -> str:
+    """What a row's ranks trained on, in words: GPU(s), or CPU rank(s)."""
+    return "GPU(s)" if on_gpu_name(row.get("device_name")) else "CPU rank(s)"
+
+
 def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers: pd.DataFrame) -> list[str]:
     """Per system, up to five lines a buyer can paste: each workload's throughput at its largest scale with
     its efficiency and interval, the interconnect's cost, the best configuration, and any flagged GPU or node."""
     out: list[str] = []
     best = best_configurations(table)
     for system, rows in best.groupby("system", sort=True):
-        head = [f"{r['model']} ({r['benchmark']}) on {r['np']} GPU(s), {r['nodes']} node(s): {r['throughput']:,.1f} "
+        head = [f"{r['model']} ({r['benchmark']}) on {r['np']} {_ranks(r)}, {r['nodes']} node(s): {r['throughput']:,.1f} "
                 f"{r['unit']}/s [{r['ci_low']:,.1f}–{r['ci_high']:,.1f}]"
                 + (f", efficiency {r['efficiency']:.0%}{_interval(r, 'efficiency')}" if not pd.isna(r["efficiency"])
                    else ", no 1-GPU baseline") for _, r in rows.iterrows()]
         out.append(f"{system}: " + _some(head) + ".")
         costs = table[(table["system"] == system) & table["comm_cost"].notna()].sort_values("np")
-        costs = costs.drop_duplicates(["framework", "benchmark", "model"], keep="last")
+        costs = costs.drop_duplicates(WORKLOAD[1:], keep="last")
         out.append("  Interconnect: " + (_some([f"exchanging gradients costs {r['comm_cost']:.0%}"
                                                 f"{_interval(r, 'comm_cost')} of the no-exchange throughput for "
-                                                f"{r['model']} at {r['np']} GPU(s)" for _, r in costs.iterrows()])
+                                                f"{r['model']} at {r['np']} {_ranks(r)}" for _, r in costs.iterrows()])
                                          if len(costs) else "not measured (add `independent: [false, true]`)") + ".")
         out.append("  Best configuration: " + _some([f"{r['model']}: {describe(r)}" for _, r in rows.iterrows()]) + ".")
         flagged = [] if screen is None or screen.empty else \

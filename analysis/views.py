@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .keys import ARGS, AXIS_VIEW, PLACEMENTS
 from .collect import Collection
 
 Rows = tuple[list[str], list[list[str]]]
@@ -101,9 +102,11 @@ def headline_text(table: pd.DataFrame) -> str:
     odd = sorted({str(r.baseline) for r in table.itertuples() if "(" in str(r.baseline)})
     notes += [f"Speedup against {label}." for label in odd]
     if table["tflops_per_gpu"].notna().any():
+        judged = sorted({str(r.peak) for r in table.itertuples() if not missing(r.pct_of_peak)})
         notes.append("TFLOP/s per GPU = throughput per GPU × the FLOPs of one sample's training step (forward + "
-                     "backward, multiply-add = 2 FLOPs, counted once per model and size); % of peak against:")
-        notes += sorted({f"{r.peak}." for r in table.itertuples() if not missing(r.pct_of_peak)})
+                     "backward, multiply-add = 2 FLOPs, counted once per model and size); "
+                     + (f"% of peak against: {'; '.join(judged)}." if judged else
+                        "no peak applies to these devices (the % of peak column says why for each)."))
     return " ".join(notes)
 
 
@@ -126,7 +129,7 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
     """The tables by placement, node count, batch size and precision where the results vary them, and the
     cost of communication where --independent twins exist."""
     out: list[tuple[str, str, Rows]] = []
-    keyed = ["system", "framework", "benchmark", "model", "args", "np"]
+    keyed = PLACEMENTS
     by_place = table.groupby(keyed).filter(lambda g: g["placement"].nunique() > 1) if len(table) else table
     if len(by_place):
         by_place = by_place.assign(best=by_place.groupby(keyed)["throughput"].transform("max"))
@@ -135,7 +138,7 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
                      [[_workload(r), str(r.np), r.placement or "-", fmt(r.throughput),
                        f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", pct(r.throughput / r.best)]
                       for r in by_place.sort_values(keyed + ["throughput"], ascending=[True] * 6 + [False]).itertuples()])))
-    workload = ["system", "framework", "benchmark", "model", "args"]
+    workload = ARGS
     multi = table.groupby(workload).filter(lambda g: (g["nodes"] > 1).any()) if len(table) else table
     if len(multi):
         out.append(("By node count", "Speedup and efficiency against 1 GPU, and against 1 node with as many GPUs "
@@ -148,7 +151,7 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
                                     efficiency_cell(r.node_efficiency, r.node_efficiency_low, r.node_efficiency_high)]
                                    for r in multi.sort_values(workload + ["knobs", "nodes", "np"]).itertuples()])))
     for axis, title in (("batch_size", "By batch size"), ("precision", "By precision")):
-        others = ["system", "framework", "benchmark", "model", "np", "launcher", "controller", "placement"]
+        others = AXIS_VIEW
         varied = table.dropna(subset=[axis]).groupby(others).filter(lambda g, a=axis: g[a].nunique() > 1) if len(table) else table
         if len(varied):
             out.append((title, "", (["workload", "GPUs", axis.replace("_", " "), "throughput", "per GPU", "efficiency"],
@@ -333,11 +336,12 @@ DETAILS_TEXT = ("Per run: trainable parameters, peak device memory (GPU) or peak
 
 def details_rows(details: pd.DataFrame) -> Rows:
     return (["run", "GPUs", "parameters", "peak memory (GB)", "wall (s)", "set-up (s)", "GPU util (%)", "power (W)",
-             "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)"],
+             "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)", "cuDNN autotune"],
             [[r.run_id, str(r.np), fmt(r.parameters, 0), f"{fmt(r.peak_memory_gb, 2)} {r.memory}", fmt(r.wall_s),
               fmt(r.setup_s), fmt(r.gpu_util_pct, 0), fmt(r.power_w, 0), fmt(r.sm_clock_mhz, 0),
               fmt(r.memory_clock_mhz, 0),
-              fmt(r.energy_j_per_sample, 4) if not missing(r.energy_j_per_sample) else f"n/a ({r.energy_from})"]
+              fmt(r.energy_j_per_sample, 4) if not missing(r.energy_j_per_sample) else f"n/a ({r.energy_from})",
+              "-" if missing(r.cudnn_autotune) else "on" if r.cudnn_autotune else "off"]
              for r in details.itertuples()])
 
 

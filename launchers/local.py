@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,40 +12,14 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator
 
-from hvdbench.suite.core.errors import LaunchError
-from hvdbench.suite.core.gpu_choice import granted, placement_problem
 from hvdbench.suite.core.metrics import logged_outcome
-from hvdbench.suite.core.spec import RunSpec, RunStatus, keep_earlier_attempt
+from hvdbench.suite.core.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, Launcher, get_launcher
-
-LAUNCHER_LOG = "launcher.log"
-RETRIED = ("failed", "timeout")  # how an attempt may end and be started again (never a cancel or Ctrl-C)
-
-
-_PREFIX = re.compile(r"^(\[[\d,]+\](<std(?:out|err)>)?:|\d+:)\s*")
-_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b:?")
-
-
-def failure_reason(log: Path, limit: int = 300) -> str:
-    """One line that says why a run failed, best first: a rank's own 'error:' line, the first exception
-    a rank raised, any error line, the last line."""
-    try:
-        raw = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return "no launcher log"
-    ranked = [(line, _PREFIX.sub("", line.strip())) for line in raw if line.strip()]
-    own = [text for _, text in ranked if text.startswith("error: rank ")]
-    from_ranks = [text for line, text in ranked if _PREFIX.match(line.strip()) and _EXCEPTION.match(text)]
-    anywhere = [text for _, text in ranked if _EXCEPTION.match(text) or "error:" in text.lower()]
-    for found in (own, from_ranks):
-        if found:
-            return found[0][:limit]
-    chosen = anywhere[-1] if anywhere else (ranked[-1][1] if ranked else "no output")
-    return chosen[:limit]
-
+from .executor import Executor, launch_environment, placement_refusal, scheduler_chose_gpus
+from .policy import LAUNCHER_LOG, completed, failure_reason, retry_left, tail
 
 class Stopped(BaseException):
     """The executor was told to stop (SIGTERM, or SIGUSR2 ahead of a SLURM time limit)."""
@@ -89,7 +61,7 @@ def progress_line(index: int, total: int, done: Counter[str], now: str, width: i
     return f"[{index}/{total}] [{'#' * filled}{'.' * (width - filled)}] now: {now} | {counts} | {total - finished} left"
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Runs specs in order under one results root, each with its own launcher (by the spec's name);
     finished runs are kept and skipped on resume; a failure is recorded and the next run starts."""
 
@@ -97,14 +69,14 @@ class LocalExecutor:
                  hosts: tuple[str, ...] = ("localhost",), ssh_port: int | None = None,
                  ssh_identity_file: Path | None = None, pmi: str = "pmix", retries: int = 0, scheduler_gpus: bool | None = None,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
-        self.root = root
-        self.python = python
+        super().__init__(root, python=python, resume=resume, retries=retries, report=report)
         self.timeout = timeout
-        self.resume = resume
-        self.report = report
         self.hosts, self.ssh_port, self.ssh_identity_file, self.pmi = hosts, ssh_port, ssh_identity_file, pmi
-        self.retries = retries
         self.scheduler_gpus = scheduler_chose_gpus() if scheduler_gpus is None else scheduler_gpus
+
+    def finished(self, spec: RunSpec) -> bool:
+        run_dir = self.root / spec.id
+        return run_dir.is_dir() and completed(run_dir, spec) is not None
 
     def context(self, run_dir: Path) -> LaunchContext:
         """Where and how one run's command is built."""
@@ -144,23 +116,20 @@ class LocalExecutor:
             if done is not None:
                 return RunStatus("ok", done.returncode, done.seconds, "already complete, skipped")
         refused = placement_refusal(spec, self.scheduler_gpus)
-        retries = 0 if refused else self.retries  # no retry changes what the scheduler granted
-        for attempt in range(retries + 1):
+        attempt = 1
+        while True:
             status = self.attempt(spec, run_dir, refused)
-            if status.status not in RETRIED or attempt == retries:
+            if not retry_left(status.status, attempt, self.retries, refused=bool(refused)):
                 return status
-            self.report(f"{spec.id}: attempt {attempt + 1} {status.status} ({status.message}); "
-                        f"retrying, {retries - attempt} retr{'y' if retries - attempt == 1 else 'ies'} left")
-        return status
+            left = self.retries - attempt
+            self.report(f"{spec.id}: attempt {attempt} {status.status} ({status.message}); "
+                        f"retrying, {left + 1} retr{'y' if left == 0 else 'ies'} left")
+            attempt += 1
 
     def attempt(self, spec: RunSpec, run_dir: Path, refused: str | None = None) -> RunStatus:
         """One attempt: what an earlier one left moved aside, then the command run (or, where the
         placement was refused, nothing run) and its status written."""
-        try:
-            spec.write(run_dir)
-            keep_earlier_attempt(run_dir)  # a rerun moves what was there aside, never deletes it
-        except OSError as exc:
-            raise LaunchError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
+        self.prepare(spec, run_dir)  # a rerun moves what was there aside, never deletes it
         if refused:
             status = RunStatus("failed", None, 0.0, refused, job_id=os.environ.get("SLURM_JOB_ID"))
             status.write(run_dir)
@@ -204,52 +173,6 @@ class LocalExecutor:
         if not outcome.ok:
             return RunStatus("failed", returncode, seconds, outcome.reason, tail(log_path), job)
         return RunStatus("ok", returncode, seconds, job_id=job)
-
-
-def completed(run_dir: Path, spec: RunSpec) -> RunStatus | None:
-    """The recorded status of a run that is complete (judged by its rank logs, as the report judges it),
-    else None. A complete run whose status.json is missing or unreadable gets one back, saying so."""
-    recorded = RunStatus.read(run_dir)
-    if recorded is not None and recorded.status != "ok":
-        return None
-    if not logged_outcome(run_dir, spec.np).ok:
-        return None
-    if recorded is None:
-        recorded = RunStatus("ok", None, 0.0, "complete by its rank logs; status.json was unreadable")
-        recorded.write(run_dir)
-    return recorded
-
-
-def scheduler_chose_gpus(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether this process runs in a SLURM job that was granted GPUs (then SLURM's CUDA_VISIBLE_DEVICES stands)."""
-    environ = os.environ if environ is None else environ
-    return bool(environ.get("SLURM_JOB_ID")) and granted(environ) is not None
-
-
-def placement_refusal(spec: RunSpec, scheduler_gpus: bool) -> str | None:
-    """Why the run's placement cannot run on the GPUs the scheduler granted this node, in one line (None
-    where it can, or where no scheduler chose the GPUs)."""
-    if not scheduler_gpus or spec.devices is None:
-        return None
-    return placement_problem(spec.devices, granted(os.environ), socket.gethostname())
-
-
-def launch_environment(launcher: Launcher, spec: RunSpec, python: str, scheduler_gpus: bool = False) -> dict[str, str]:
-    """This process's environment with the spec's knobs and GPUs, the ranks' interpreter first on PATH,
-    and Open MPI allowed to run as root (containers and CI run as root)."""
-    env = {**os.environ, **launcher.environment(spec, scheduler_gpus)}
-    if os.geteuid() == 0:
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    """The last lines of a log (for a failed run's status)."""
-    try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

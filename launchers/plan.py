@@ -6,7 +6,7 @@ import itertools
 import math
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from hvdbench.suite.core.axes import axis_flags
@@ -157,22 +157,7 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
     placements x repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts.
     ``here_gpus`` (runs on this node: the GPUs it shows) leaves out, each with a line, one-node GPU runs of
     more ranks than that, which NCCL would refuse ("Duplicate GPU"); a plan left with nothing is refused."""
-    node_gpus = sweep.node_gpus or (len(topo.gpus) if topo is not None else None)
-    if sweep.placements and topo is None and not (sweep.placements == (EACH,) and sweep.cpu_slots):
-        raise SweepError(f"{sweep.path}: axes.placements needs the node's topology: give topology: FILE "
-                         "(saved 'nvidia-smi topo -m') or run where GPUs are visible")
-    if topo is not None and sweep.placements:
-        check_placements(sweep, topo)
-    for nodes, per_node in sizes(sweep):
-        if node_gpus is not None and per_node > node_gpus:
-            raise SweepError(f"{sweep.path}: axes: {per_node} GPUs per node, but a node has {node_gpus} "
-                             f"(node_gpus / topology); valid: 1-{node_gpus}")
-        listed = [name for name, _ in sweep.launchers if launcher_class(name).needs_hosts]
-        if listed and nodes > len(sweep.hosts):
-            schedulers = [name for name in launcher_names() if not launcher_class(name).needs_hosts]
-            raise SweepError(f"{sweep.path}: axes.nodes: {nodes} node(s) need as many hosts for {', '.join(listed)}, "
-                             f"but hosts lists {len(sweep.hosts)} ({', '.join(sweep.hosts)}); add hosts"
-                             + (f" or use launcher {' or '.join(schedulers)}" if schedulers else ""))
+    _check_sizes(sweep, topo)
     skipped: list[str] = []
     placed = {per_node: _resolve(sweep, topo, per_node, skipped) for _, per_node in sizes(sweep)}
     _check_size(sweep, placed)
@@ -196,28 +181,11 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                 raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark} {' '.join(args)}): "
                                  f"{exc}") from None
             for (launcher, controller), env in itertools.product(sweep.launchers, _env_product(sweep)):
-                for nodes, per_node in sizes(sweep):
-                    if too_many_for_the_gpus(nodes, per_node, here_gpus, flags, sweep.hosts):
-                        skipped.append(f"{info.name} at {per_node} ranks: this node shows {here_gpus} GPU(s) and "
-                                       "every rank needs its own (NCCL refuses a shared one); --device cpu runs "
-                                       "several ranks per node")
-                        continue
-                    for placement in placed[per_node]:
-                        for repeat in range(sweep.repeats):
-                            specs.append(RunSpec(
-                                benchmark=info.name, framework=info.framework, args=args, np=nodes * per_node,
-                                nodes=nodes, placement=placement.name if placement else None,
-                                devices=placement.devices if placement else None,
-                                cpus=_cpus(topo, placement, per_node, sweep.bind_cpus),
-                                launcher=launcher, controller=controller, env=env, repeat=repeat,
-                                system=sweep.system, transport=_transport(sweep)))
+                run = RunSpec(benchmark=info.name, framework=info.framework, args=args, launcher=launcher,
+                              controller=controller, env=env, system=sweep.system, transport=_transport(sweep))
+                specs += _sized(sweep, run, flags, topo, placed, here_gpus, skipped)
                 if sweep.baseline and not independent:
-                    compute_env = tuple((k, v) for k, v in env if not k.startswith(COMM_PREFIXES))
-                    for repeat in range(sweep.repeats):
-                        base = RunSpec(benchmark=info.name, framework=info.framework, args=args, np=1, nodes=1,
-                                       cpus=_cpus(topo, None, 1, sweep.bind_cpus), launcher=launcher,
-                                       controller=controller, env=compute_env, repeat=repeat,
-                                       system=sweep.system, transport=_transport(sweep))
+                    for base in _baselines(sweep, run, topo):
                         baselines.setdefault(base.id, base)
     single = {(s.benchmark, s.args, s.launcher, s.controller) for s in specs if s.np == 1}  # 1 GPU in the sweep
     extra = [b for b in baselines.values() if (b.benchmark, b.args, b.launcher, b.controller) not in single]
@@ -228,6 +196,52 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
     if not ordered and skipped:
         raise SweepError(f"{sweep.path}: no run fits: {skipped[0]}")
     return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(skipped))
+
+
+def _check_sizes(sweep: Sweep, topo: Topology | None) -> None:
+    """Placements need a topology and must exist on it; GPUs per node within the node's; nodes within hosts."""
+    node_gpus = sweep.node_gpus or (len(topo.gpus) if topo is not None else None)
+    if sweep.placements and topo is None and not (sweep.placements == (EACH,) and sweep.cpu_slots):
+        raise SweepError(f"{sweep.path}: axes.placements needs the node's topology: give topology: FILE "
+                         "(saved 'nvidia-smi topo -m') or run where GPUs are visible")
+    if topo is not None and sweep.placements:
+        check_placements(sweep, topo)
+    for nodes, per_node in sizes(sweep):
+        if node_gpus is not None and per_node > node_gpus:
+            raise SweepError(f"{sweep.path}: axes: {per_node} GPUs per node, but a node has {node_gpus} "
+                             f"(node_gpus / topology); valid: 1-{node_gpus}")
+        listed = [name for name, _ in sweep.launchers if launcher_class(name).needs_hosts]
+        if listed and nodes > len(sweep.hosts):
+            schedulers = [name for name in launcher_names() if not launcher_class(name).needs_hosts]
+            raise SweepError(f"{sweep.path}: axes.nodes: {nodes} node(s) need as many hosts for {', '.join(listed)}, "
+                             f"but hosts lists {len(sweep.hosts)} ({', '.join(sweep.hosts)}); add hosts"
+                             + (f" or use launcher {' or '.join(schedulers)}" if schedulers else ""))
+
+
+def _sized(sweep: Sweep, run: RunSpec, flags: Any, topo: Topology | None, placed: dict[int, list[Placement | None]],
+           here_gpus: int | None, skipped: list[str]) -> list[RunSpec]:
+    """One configuration at every size, placement and repeat (``run`` holds what they share); sizes this node's
+    GPUs cannot hold left out with a line in ``skipped``."""
+    out = []
+    for nodes, per_node in sizes(sweep):
+        if too_many_for_the_gpus(nodes, per_node, here_gpus, flags, sweep.hosts):
+            skipped.append(f"{run.benchmark} at {per_node} ranks: this node shows {here_gpus} GPU(s) and every rank "
+                           "needs its own (NCCL refuses a shared one); --device cpu runs several ranks per node")
+            continue
+        for placement in placed[per_node]:
+            out += [replace(run, np=nodes * per_node, nodes=nodes, placement=placement.name if placement else None,
+                            devices=placement.devices if placement else None,
+                            cpus=_cpus(topo, placement, per_node, sweep.bind_cpus), repeat=repeat)
+                    for repeat in range(sweep.repeats)]
+    return out
+
+
+def _baselines(sweep: Sweep, run: RunSpec, topo: Topology | None) -> list[RunSpec]:
+    """The 1-GPU runs a configuration's speedup is measured against: its arguments without the variables that
+    only tune the exchange (HOROVOD_*, NCCL_*), one per repeat."""
+    compute_env = tuple((k, v) for k, v in run.env if not k.startswith(COMM_PREFIXES))
+    return [replace(run, np=1, nodes=1, env=compute_env, cpus=_cpus(topo, None, 1, sweep.bind_cpus), repeat=repeat)
+            for repeat in range(sweep.repeats)]
 
 
 def _transport(sweep: Sweep) -> str | None:

@@ -22,7 +22,7 @@ from hvdbench.suite.core.validate import (CONSTRAINT, DIRECTIVE, HOST, NAME, PAT
                                      number_problem, text_problem)
 
 from .base import PMI_PLUGINS, default_controllers, launcher_class, launcher_names
-from .documents import SweepError, read_document
+from .sweep_file import SweepError, read_document
 
 T = TypeVar("T")
 
@@ -339,22 +339,9 @@ def load_sweep(path: Path) -> Sweep:
     """Read and validate a sweep file (values only; plan.py checks them against benchmarks and GPUs)."""
     path = Path(path)
     top = _Reader(path, read_document(path), "", _TOP)
-    if "workloads" not in top.data:
-        top.fail("workloads", "missing: name at least one benchmark, e.g. [{benchmark: cifar10}]")
-    raw_workloads = top.data["workloads"]
-    if not isinstance(raw_workloads, list) or not raw_workloads:
-        top.fail("workloads", "expected a non-empty list of {benchmark: NAME, args: [...]}")
-    workloads = []
-    for i, item in enumerate(raw_workloads):
-        w = _Reader(path, {"benchmark": item} if isinstance(item, str) else item, f"workloads[{i}]", _WORKLOAD)
-        if "benchmark" not in w.data:
-            w.fail(w.key("benchmark"), "missing")
-        workloads.append(Workload(w.get("benchmark", w.text, ""), w.get("args", w.argv, ()),
-                                  w.many("batch_size", w.positive), w.many("precision", w.text)))
+    workloads = _workloads(top)  # checked in the order a reader meets them: workloads, axes, env, slurm, launchers
     axes = _Reader(path, top.data.get("axes") or {}, "axes", _AXES)
-    env_reader = _Reader(path, axes.data.get("env") or {}, "axes.env", tuple(axes.data.get("env") or {}))
-    env = tuple(sorted((env_reader.knob(str(name), env_reader.key(str(name))),
-                        env_reader.many(str(name), env_reader.knob_value(str(name)))) for name in env_reader.data))
+    env = _env(axes)
     slurm = _Reader(path, top.data.get("slurm") or {}, "slurm", _SLURM)
     launchers = top.many("launcher", top.choice(tuple(launcher_names())), ("horovodrun",))
     pairs = launcher_pairs(top, launchers, top.many("controller", top.choice(CONTROLLERS), ()))
@@ -365,34 +352,71 @@ def load_sweep(path: Path) -> Sweep:
         timeout=top.get("timeout", top.seconds, 1800.0), transport=top.get("transport", top.choice(TRANSPORTS), "auto"),
         retries=top.get("retries", top.count, 0), target_ci=top.get("target_ci", top.percent, None),
         max_steps=top.get("max_steps", top.positive, None),
-        workloads=tuple(workloads), np=axes.many("np", axes.positive), nodes=axes.many("nodes", axes.positive),
+        workloads=workloads, np=axes.many("np", axes.positive), nodes=axes.many("nodes", axes.positive),
         gpus_per_node=axes.many("gpus_per_node", axes.positive),
         placements=axes.many("placements", axes.placement), batch_size=axes.many("batch_size", axes.positive),
         precision=axes.many("precision", axes.text), independent=axes.many("independent", axes.flag, (False,)),
         knobs=tuple((name, values) for name in KNOB_AXES
                     if (values := axes.many(name, {bool: axes.flag, int: axes.positive}.get(AXES[name].kind, axes.text)))),
         env=env, baseline=top.get("baseline", top.flag, True), bind_cpus=top.get("bind_cpus", top.flag, True),
-        node_gpus=top.get("node_gpus", top.positive, None), cpu_slots=top.get("cpu_slots", top.positive, None), topology=top.get("topology", top.path_value, None),
+        node_gpus=top.get("node_gpus", top.positive, None), cpu_slots=top.get("cpu_slots", top.positive, None),
+        topology=top.get("topology", top.path_value, None),
         hosts=top.many("hosts", top.grammar(HOST, "a host name or address"), ("localhost",)),
         ssh_port=top.get("ssh_port", top.port, None),
         ssh_identity_file=top.get("ssh_identity_file", top.plain_path, None),
         output=top.get("output", lambda v, k: Path(top.text(v, k)).expanduser(), None),  # relative to where it runs
-        slurm=SlurmOptions(
-            partition=slurm.get("partition", slurm.grammar(SLURM_WORD, "a SLURM partition name"), None),
-            account=slurm.get("account", slurm.grammar(SLURM_WORD, "a SLURM account name"), None),
-            qos=slurm.get("qos", slurm.grammar(SLURM_WORD, "a SLURM QOS name"), None),
-            time_min=slurm.get("time", slurm.minutes, 60),
-            constraint=slurm.get("constraint", slurm.grammar(CONSTRAINT, "a SLURM constraint expression"), None),
-            exclusive=slurm.get("exclusive", slurm.flag, False),
-            directives=slurm.many("directives", slurm.grammar(DIRECTIVE, "an sbatch option such as --reservation=R")),
-            setup=slurm.many("setup", slurm.text),
-            array_parallelism=slurm.get("array_parallelism", slurm.positive, None),
-            gpus=slurm.get("gpus", slurm.flag, True), mpi=slurm.get("mpi", slurm.choice(PMI_PLUGINS), "pmix"),
-            cpus_per_task=slurm.get("cpus_per_task", slurm.positive, None),
-            mem_gb=slurm.get("mem_gb", slurm.positive, None),
-            gpus_per_task=slurm.get("gpus_per_task", slurm.flag, False),
-            gpu_type=slurm.get("gpu_type", slurm.grammar(SLURM_WORD, "a GRES type such as a100"), None)),
+        slurm=_slurm_options(slurm),
     )
+    _check_sweep(sweep, top, axes, slurm)
+    return sweep
+
+
+def _workloads(top: _Reader) -> tuple[Workload, ...]:
+    """The sweep's workloads: a benchmark name, or a benchmark with its args and own batch sizes and precisions."""
+    if "workloads" not in top.data:
+        top.fail("workloads", "missing: name at least one benchmark, e.g. [{benchmark: cifar10}]")
+    raw = top.data["workloads"]
+    if not isinstance(raw, list) or not raw:
+        top.fail("workloads", "expected a non-empty list of {benchmark: NAME, args: [...]}")
+    workloads = []
+    for i, item in enumerate(raw):
+        w = _Reader(top.path, {"benchmark": item} if isinstance(item, str) else item, f"workloads[{i}]", _WORKLOAD)
+        if "benchmark" not in w.data:
+            w.fail(w.key("benchmark"), "missing")
+        workloads.append(Workload(w.get("benchmark", w.text, ""), w.get("args", w.argv, ()),
+                                  w.many("batch_size", w.positive), w.many("precision", w.text)))
+    return tuple(workloads)
+
+
+def _env(axes: _Reader) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """axes.env: each variable's values, sorted by name."""
+    reader = _Reader(axes.path, axes.data.get("env") or {}, "axes.env", tuple(axes.data.get("env") or {}))
+    return tuple(sorted((reader.knob(str(name), reader.key(str(name))), reader.many(str(name), reader.knob_value(str(name))))
+                        for name in reader.data))
+
+
+def _slurm_options(slurm: _Reader) -> SlurmOptions:
+    """The slurm: table."""
+    return SlurmOptions(
+        partition=slurm.get("partition", slurm.grammar(SLURM_WORD, "a SLURM partition name"), None),
+        account=slurm.get("account", slurm.grammar(SLURM_WORD, "a SLURM account name"), None),
+        qos=slurm.get("qos", slurm.grammar(SLURM_WORD, "a SLURM QOS name"), None),
+        time_min=slurm.get("time", slurm.minutes, 60),
+        constraint=slurm.get("constraint", slurm.grammar(CONSTRAINT, "a SLURM constraint expression"), None),
+        exclusive=slurm.get("exclusive", slurm.flag, False),
+        directives=slurm.many("directives", slurm.grammar(DIRECTIVE, "an sbatch option such as --reservation=R")),
+        setup=slurm.many("setup", slurm.text),
+        array_parallelism=slurm.get("array_parallelism", slurm.positive, None),
+        gpus=slurm.get("gpus", slurm.flag, True), mpi=slurm.get("mpi", slurm.choice(PMI_PLUGINS), "pmix"),
+        cpus_per_task=slurm.get("cpus_per_task", slurm.positive, None),
+        mem_gb=slurm.get("mem_gb", slurm.positive, None),
+        gpus_per_task=slurm.get("gpus_per_task", slurm.flag, False),
+        gpu_type=slurm.get("gpu_type", slurm.grammar(SLURM_WORD, "a GRES type such as a100"), None))
+
+
+def _check_sweep(sweep: Sweep, top: _Reader, axes: _Reader, slurm: _Reader) -> None:
+    """What the values mean together: a usable name, no SLURM directive hvdbench sets itself, transports the
+    launchers know, placements GPUs per task cannot keep, max_steps without target_ci, sizes to run."""
     if not NAME.match(sweep.name):
         top.fail("name", f"{sweep.name[:60]!r} names the results directory and the jobs: letters, digits and ._- "
                          "only, starting with a letter or digit")
@@ -416,4 +440,3 @@ def load_sweep(path: Path) -> Sweep:
     if bool(sweep.nodes) != bool(sweep.gpus_per_node):
         axes.fail("axes.nodes" if not sweep.nodes else "axes.gpus_per_node",
                   "nodes and gpus_per_node go together (ranks = nodes x gpus_per_node)")
-    return sweep

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .core.metrics import rank_throughput, throughput_resamples, total_throughput
+from .core.metrics import percentile_interval, rank_throughput, throughput_resamples, total_throughput
 
 RESAMPLES = 500
 
@@ -20,7 +20,7 @@ def relative_half_width(durations: np.ndarray, samples: np.ndarray, *, n: int = 
     for (steps x ranks) matrices of step durations and samples; infinite below two steps."""
     if durations.shape[0] < 2:
         return float("inf")
-    low, high = np.quantile(throughput_resamples(durations, samples, n, seed), [0.025, 0.975])
+    low, high = percentile_interval(throughput_resamples(durations, samples, n, seed))
     value = total_throughput(rank_throughput(samples.sum(axis=0), durations.sum(axis=0)))
     return float((high - low) / 2.0 / value)
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.environment import base_environment
 from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.gpu import DEVICE_ORDER, Nvml, visible_device
+from hvdbench.suite.core.gpu import DEVICE_ORDER, Nvml, cuda_bus_id, visible_device
 from hvdbench.suite.harness import benchmark_args
 from hvdbench.suite.core.records import RecordWriter, rank_log_name
 from hvdbench.suite.core.spec import RUN_FILE, RunSpec
@@ -114,10 +114,7 @@ def _check(tensor: Any, value: float) -> None:
 
 
 def _bus(torch: Any, device: int) -> str | None:
-    props = torch.cuda.get_device_properties(device)
-    if not hasattr(props, "pci_bus_id"):
-        return None
-    return f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{getattr(props, 'pci_device_id', 0):02X}.0"
+    return cuda_bus_id(torch.cuda.get_device_properties(device))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from torch import nn
 
 from . import harness
 from .core.environment import gloo_on_loopback
-from .core.gpu import refuse_unseen_gpus
+from .core.gpu import cuda_bus_id, refuse_unseen_gpus
 from .core.gpu_choice import GpuChoice, choose_gpu
 from .core.records import RecordWriter
 from .timing import HorovodObjects, StepOutcome
@@ -80,7 +80,7 @@ def device_info(device: torch.device) -> dict[str, Any]:
         info.update(
             index=device.index, name=props.name, memory_bytes=props.total_memory,
             capability=f"{props.major}.{props.minor}", uuid=str(getattr(props, "uuid", "")) or None,
-            pci_bus_id=_pci_bus_id(props), cuda=torch.version.cuda,
+            pci_bus_id=cuda_bus_id(props), cuda=torch.version.cuda,
             cudnn=torch.backends.cudnn.version(), nccl=".".join(map(str, torch.cuda.nccl.version())),
         )
     return info
@@ -97,10 +97,6 @@ def math_settings(flags: argparse.Namespace, device: torch.device) -> dict[str, 
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 
-def _pci_bus_id(props: Any) -> str | None:
-    if not hasattr(props, "pci_bus_id"):
-        return None
-    return f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{getattr(props, 'pci_device_id', 0):02X}.0"
 
 
 class GradientCompression:

@@ -8,7 +8,7 @@ import argparse
 import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from .adaptive import Stopper
@@ -98,6 +98,49 @@ class Adaptive:
                 "stopped_by": self.done_by, "adaptive_check_s": self.seconds}
 
 
+@dataclass
+class _Steps:
+    """The steps a rank ran: each timed from its start to its device sync, written as a record, and what the
+    timed ones add up to."""
+
+    runtime: Runtime
+    writer: RecordWriter
+    step: Callable[[], StepOutcome]
+    loss_value: Callable[[Any], float]
+    losses: list[float] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)
+    totals: dict[str, float] = field(default_factory=dict)
+
+    def one(self, index: int, warmup: bool) -> None:
+        """Run, time and record step ``index``."""
+        start = time.perf_counter()
+        out = self.step()
+        self.runtime.sync()
+        duration = time.perf_counter() - start
+        loss = self.loss_value(out.loss)
+        self.losses.append(loss)
+        if not warmup:
+            self.durations.append(duration)
+            self.samples.append(float(out.counts.get("samples", 0.0)))
+            for key, value in out.counts.items():
+                self.totals[key] = self.totals.get(key, 0.0) + value
+        extra = {"phases": out.phases} if out.phases is not None else {}
+        self.writer.write("step", step=index, warmup=warmup, duration=duration, **out.counts, loss=loss, **extra)
+
+    def summary(self, warmup_steps: int, window: float) -> dict[str, Any]:
+        """This rank's summary fields over the timed steps."""
+        totals = dict(self.totals)
+        samples = totals.pop("samples", 0.0)
+        return {
+            "steps": len(self.durations), "warmup_steps": warmup_steps, "samples": samples, "window_s": window,
+            "step_time_sum_s": sum(self.durations), "median_step_s": statistics.median(self.durations),
+            "throughput": rank_throughput(samples, sum(self.durations)), "totals": totals,
+            "rates": {key: value / window for key, value in totals.items()}, "final_loss": self.losses[-1],
+            "loss_finite": all(math.isfinite(x) for x in self.losses),
+        }
+
+
 def timed_loop(
     runtime: Runtime,
     writer: RecordWriter,
@@ -118,57 +161,24 @@ def timed_loop(
     ``steps`` first, then chunks of ADAPTIVE_CHUNK until the interval is within the target or
     ``max_steps`` are timed (``Adaptive``).
     """
-    losses: list[float] = []
-    durations: list[float] = []
-    step_samples: list[float] = []
-    totals: dict[str, float] = {}
-
-    def one(index: int, warmup: bool) -> None:
-        start = time.perf_counter()
-        out = step()
-        runtime.sync()
-        duration = time.perf_counter() - start
-        loss = loss_value(out.loss)
-        losses.append(loss)
-        if not warmup:
-            durations.append(duration)
-            step_samples.append(float(out.counts.get("samples", 0.0)))
-            for key, value in out.counts.items():
-                totals[key] = totals.get(key, 0.0) + value
-        extra = {"phases": out.phases} if out.phases is not None else {}
-        writer.write("step", step=index, warmup=warmup, duration=duration, **out.counts, loss=loss, **extra)
-
+    ran = _Steps(runtime, writer, step, loss_value)
     writer.write("phase", phase="warmup", steps=warmup_steps)
     for index in range(warmup_steps):
-        one(index, True)
+        ran.one(index, True)
     runtime.barrier()
     runtime.sync()
     writer.write("phase", phase="timed", steps=steps)
     window_start = time.perf_counter()
     for index in range(warmup_steps, warmup_steps + steps):
-        one(index, False)
+        ran.one(index, False)
     adaptive = None if target_ci is None else Adaptive(runtime, target_ci, max_steps or steps)
-    while adaptive is not None and not adaptive.enough(durations, step_samples):
-        for _ in range(min(ADAPTIVE_CHUNK, adaptive.stopper.max_steps - len(durations))):
-            one(warmup_steps + len(durations), False)
+    while adaptive is not None and not adaptive.enough(ran.durations, ran.samples):
+        for _ in range(min(ADAPTIVE_CHUNK, adaptive.stopper.max_steps - len(ran.durations))):
+            ran.one(warmup_steps + len(ran.durations), False)
     runtime.sync()
     window = time.perf_counter() - window_start
     runtime.barrier()
-    samples = totals.pop("samples", 0.0)
-    return {
-        **(adaptive.summary() if adaptive is not None else {}),
-        "steps": len(durations),
-        "warmup_steps": warmup_steps,
-        "samples": samples,
-        "window_s": window,
-        "step_time_sum_s": sum(durations),
-        "median_step_s": statistics.median(durations),
-        "throughput": rank_throughput(samples, sum(durations)),
-        "totals": totals,
-        "rates": {key: value / window for key, value in totals.items()},
-        "final_loss": losses[-1],
-        "loss_finite": all(math.isfinite(x) for x in losses),
-    }
+    return {**(adaptive.summary() if adaptive is not None else {}), **ran.summary(warmup_steps, window)}
 
 
 def summary_line(label: str, unit: str, per_rank: Sequence[dict[str, Any]]) -> str:

@@ -40,6 +40,16 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many bad inputs and faults the run tried (tests marked ``bad_input``, each case counted), and how
+    many were handled as they should be."""
+    reports = [r for outcome in ("passed", "failed") for r in terminalreporter.stats.get(outcome, [])
+               if getattr(r, "when", "") == "call" and "bad_input" in getattr(r, "keywords", {})]
+    if reports:
+        handled = sum(r.passed for r in reports)
+        terminalreporter.write_line(f"bad inputs and faults tried: {len(reports)}, handled: {handled}")
+
+
 def mpi_missing() -> str | None:
     """Why MPI tests cannot run here (None where they can): set-up installs mpi4py exactly where it built
     Horovod with MPI."""

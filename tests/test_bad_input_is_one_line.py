@@ -10,6 +10,8 @@ import pytest
 
 from conftest import REPO, hvdbench_exe
 
+pytestmark = pytest.mark.bad_input  # counted in the run's summary (conftest.py)
+
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=120)

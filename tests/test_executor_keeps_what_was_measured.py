@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.launchers.local import LocalExecutor, failure_reason
+from hvdbench.launchers.local import LocalExecutor
+from hvdbench.launchers.policy import failure_reason
 from hvdbench.suite.core.records import RecordWriter
 from hvdbench.suite.core.spec import RunStatus
 from hvdbench.suite.core.spec import RunSpec

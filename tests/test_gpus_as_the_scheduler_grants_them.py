@@ -12,7 +12,7 @@ import pytest
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.views import problems
 from hvdbench.launchers.local import LocalExecutor
-from hvdbench.launchers.slurm import job_parameters, partition_problem
+from hvdbench.launchers.slurm_jobs import job_parameters, partition_problem
 from hvdbench.launchers.sweep import SlurmOptions
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.gpu_choice import choose_gpu

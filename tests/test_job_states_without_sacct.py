@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from hvdbench.launchers.local import LocalExecutor, Stopped
-from hvdbench.launchers.slurm import job_parameters, refresh, squeue_states
+from hvdbench.launchers.slurm_jobs import job_parameters
+from hvdbench.launchers.slurm_queue import refresh, squeue_states
 from hvdbench.launchers.sweep import SlurmOptions
 from hvdbench.suite.core.errors import LaunchError
 from hvdbench.suite.core.spec import RunSpec, RunStatus

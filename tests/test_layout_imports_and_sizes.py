@@ -135,3 +135,10 @@ def test_every_record_kind_declares_its_fields_once() -> None:
         assert not set(names) & set(schema.HEADER_NAMES), kind.name
     assert (REPO / "docs" / "records.md").read_text(encoding="utf-8") == schema.markdown(), \
         "docs/records.md is stale: python -m hvdbench.suite.core.schema > docs/records.md"
+
+
+def test_every_catalog_entry_names_a_script_that_exists() -> None:
+    from hvdbench.suite.core.catalog import BENCHMARKS
+
+    missing = [f"{b.name}: {b.path}" for b in BENCHMARKS.values() if not b.path.is_file()]
+    assert not missing, missing

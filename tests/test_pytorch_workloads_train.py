@@ -1,5 +1,6 @@
-"""Every PyTorch workload trains two steps at a tiny size under horovodrun -np 2 on CPU: finite loss,
-identical parameters on both ranks (gradients were averaged), different ones under --independent."""
+"""Every PyTorch workload of the catalog trains two steps at each of its smoke sizes under horovodrun -np 2 on
+CPU: finite loss, identical parameters on both ranks (gradients were averaged), different ones under
+--independent. The workloads come from the catalog (BenchmarkInfo.smoke): a new entry is tested for free."""
 
 from __future__ import annotations
 
@@ -10,31 +11,23 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from hvdbench.suite.core.catalog import BENCHMARKS
 from hvdbench.suite.core.records import read_records
 
-pytestmark = pytest.mark.slow
 
 TWO_STEPS = ["--warmup-steps", "1", "--steps", "1"]
-IMG = ["--batch-size", "2", "--image-size", "64"]
-WORKLOADS = {
-    "cifar10-resnet20": ("cifar10", ["--model", "resnet20", "--batch-size", "2"]),
-    "cifar10-densenet40": ("cifar10", ["--model", "densenet40_k12", "--batch-size", "2"]),
-    "imagenet-resnet50": ("imagenet", ["--model", "resnet50", *IMG]),
-    "imagenet-resnet101": ("imagenet", ["--model", "resnet101", *IMG]),
-    "imagenet-resnet152": ("imagenet", ["--model", "resnet152", *IMG]),
-    "imagenet-vgg16": ("imagenet", ["--model", "vgg16", *IMG]),
-    "imagenet-alexnet": ("imagenet", ["--model", "alexnet", *IMG]),
-    "imagenet-inception_v3": ("imagenet", ["--model", "inception_v3", "--batch-size", "2"]),
-    "mlp": ("mlp", ["--batch-size", "4", "--mlp-input", "32", "--mlp-widths", "64,64"]),
-    "speech-lstm-fused": ("speech", ["--batch-size", "2", "--rnn-layers", "2", "--rnn-hidden", "16",
-                                     "--utt-seconds", "uniform:0.3:1"]),
-    "speech-gru-unrolled": ("speech", ["--batch-size", "2", "--rnn-layers", "2", "--rnn-hidden", "16", "--rnn-type",
-                                       "gru", "--rnn-impl", "unrolled", "--utt-seconds", "uniform:0.3:0.6"]),
-    "translation": ("translation", ["--batch-size", "3", "--hidden", "16", "--layers", "2", "--vocab", "50",
-                                    "--src-max-len", "8"]),
-    "lm": ("lm", ["--batch-size", "2", "--layers", "2", "--width", "32", "--heads", "4", "--context", "16",
-                  "--vocab", "64"]),
-}
+# every PyTorch training benchmark of the catalog, at each of its smoke sizes: a new entry is tested for free
+WORKLOADS = {f"{info.name}-{i}" if len(info.smoke) > 1 else info.name: (info.name, list(args))
+             for info in BENCHMARKS.values() if info.framework == "pytorch" and info.trains
+             for i, args in enumerate(info.smoke)}
+
+
+def test_every_training_benchmark_has_smoke_sizes_that_parse() -> None:
+    for info in BENCHMARKS.values():
+        if info.trains:
+            assert info.smoke, f"catalog entry {info.name} needs smoke arguments (a tiny training run)"
+            for args in info.smoke:
+                info.check([*args, *TWO_STEPS])
 
 
 def train(benchmark: str, args: list[str], log_dir: Path, env: dict, *extra: str) -> list[dict]:
@@ -52,6 +45,8 @@ def train(benchmark: str, args: list[str], log_dir: Path, env: dict, *extra: str
     return summaries
 
 
+@pytest.mark.slow
+@pytest.mark.mpi
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
 def test_workload_trains_with_averaged_gradients_and_alone_when_independent(
         workload: str, tmp_path: Path, hvd_env: dict) -> None:

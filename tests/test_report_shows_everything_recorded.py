@@ -25,7 +25,8 @@ def _gpu_run(root: Path, spec: RunSpec, step: float, *, power: float, energy_per
     for rank in range(spec.np):
         with RecordWriter(run_dir / rank_log_name(rank), rank=rank, local_rank=rank, size=spec.np) as w:
             w.write("env", benchmark="imagenet", framework="pytorch", model="resnet50", unit="images",
-                    parameters=25_557_032, flags={"batch_size": 64})
+                    parameters=25_557_032, flags={"batch_size": 64},
+                    math={"cudnn_autotune": spec.np == 1, "tf32_matmul": False, "tf32_convolution": True})
             w.write("phase", phase="warmup", steps=2)
             for i in range(2):
                 w.write("step", step=i, warmup=True, duration=1.0, samples=64, loss=7.0)
@@ -58,6 +59,9 @@ def test_run_details_breakdown_and_profile_reach_md_html_and_csv(tmp_path: Path)
         assert needle in markdown and needle.replace("## ", "") in page, needle
     assert markdown.index("## Executive summary") < markdown.index("## `local:")
     details = pd.read_csv(tmp_path / "out" / "details.csv").set_index("np")
+    # a rank field (schema RUN_COLUMNS) reaches the run table and the Run details section
+    assert bool(details.loc[1, "cudnn_autotune"]) is True and bool(details.loc[2, "cudnn_autotune"]) is False
+    assert "| cuDNN autotune |" in markdown and " | on |" in markdown and " | off |" in markdown
     assert details.loc[1, "power_w"] == 650.0 and details.loc[2, "power_w"] == 1280.0  # summed over ranks
     # 1 GPU: power x time = 650 W x its window / 1920 images; 2 GPUs: NVML's counter, 600 J/s per GPU
     assert details.loc[1, "energy_from"] == "power × time"

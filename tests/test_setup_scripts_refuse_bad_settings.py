@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bad_input  # counted in the run's summary (conftest.py)
+
 REPO = Path(__file__).resolve().parents[1]
 
 

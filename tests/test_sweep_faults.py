@@ -17,7 +17,7 @@ from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.bad_input, pytest.mark.timeout(600)]
 STEPS = "[--mlp-input, '32', --mlp-widths, '32', --warmup-steps, '1', --threads, '1', --steps, '{steps}']"
 
 

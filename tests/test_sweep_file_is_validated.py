@@ -14,6 +14,8 @@ from hvdbench.suite.core.topology import read_topology_file
 
 from conftest import REPO, hvdbench_exe
 
+pytestmark = pytest.mark.bad_input  # counted in the run's summary (conftest.py)
+
 PCIE = REPO / "tests" / "fixtures" / "topology" / "pcie-8gpu-pix-phb-sys.txt"
 DGX_SWEEP = f"""
 name: pcie-box

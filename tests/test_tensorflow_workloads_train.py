@@ -11,27 +11,17 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.catalog import BENCHMARKS, get_benchmark
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.records import read_records
 
 pytestmark = pytest.mark.slow
 
 TWO_STEPS = ["--warmup-steps", "1", "--steps", "1"]
-# Speech gets two intra-op threads: with one, oneDNN's backward of its 11x41 convolution takes seconds.
-SPEECH = ["--batch-size", "2", "--rnn-layers", "1", "--rnn-hidden", "16", "--utt-seconds", "uniform:0.3:0.8",
-          "--threads", "2"]
-WORKLOADS = {
-    "cifar10-resnet20": ("tf_cifar10", ["--model", "resnet20", "--batch-size", "2"]),
-    "imagenet-resnet50": ("tf_imagenet", ["--model", "resnet50", "--batch-size", "2", "--image-size", "32"]),
-    "imagenet-inception_v3": ("tf_imagenet", ["--model", "inception_v3", "--batch-size", "2", "--image-size", "75"]),
-    "imagenet-vgg16": ("tf_imagenet", ["--model", "vgg16", "--batch-size", "2", "--image-size", "32"]),
-    "mlp": ("tf_mlp", ["--batch-size", "4", "--mlp-input", "32", "--mlp-widths", "64,64"]),
-    "speech-lstm-fused": ("tf_speech", SPEECH),
-    "speech-gru-unrolled": ("tf_speech", [*SPEECH, "--rnn-type", "gru", "--rnn-impl", "unrolled"]),
-    "translation": ("tf_translation", ["--batch-size", "3", "--hidden", "16", "--layers", "1", "--vocab", "50",
-                                       "--src-max-len", "8"]),
-}
+# every TensorFlow training benchmark of the catalog, at each of its smoke sizes
+WORKLOADS = {f"{info.name}-{i}" if len(info.smoke) > 1 else info.name: (info.name, list(args))
+             for info in BENCHMARKS.values() if info.framework == "tensorflow" and info.trains
+             for i, args in enumerate(info.smoke)}
 
 
 def train(benchmark: str, args: list[str], log_dir: Path, env: dict, *extra: str,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 from collections import Counter
 from dataclasses import asdict, replace
@@ -16,6 +15,7 @@ from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import RunStatus
 from hvdbench.suite.core.validate import host_problem, text_problem
 
+from ..hostlist import expand_hostlist
 from ..plan import Plan, plan
 from ..runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation, here_gpus, load,
                     local_executor, pin_to_hosts, screen_sweep, sweep_topology)
@@ -76,7 +76,7 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
     for note in planned.skipped:
         print(f"hvdbench: left out: {note}", file=sys.stderr)
     if in_allocation:
-        from ..slurm import allocation_hosts
+        from ..slurm_queue import allocation_hosts
 
         hosts = allocation_hosts()
         fit = [s for s in specs if fits_allocation(s)]
@@ -100,23 +100,16 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
 
 
 def hosts_of(text: str | None) -> tuple[str, ...]:
-    """``a,b`` or a SLURM host list (``node[01-04]``, expanded by scontrol) as host names."""
+    """``a,b`` or a SLURM host list (``node[01-04]``) as host names."""
     if not text:
         return ()
     problem = text_problem(text)
     if problem:
         raise UsageError(f"--hosts: {problem}")
-    if "[" in text:
-        try:
-            out = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise UsageError(f"--hosts {text}: a SLURM host list needs scontrol ({exc})") from None
-        if out.returncode != 0:
-            first = next((line for line in out.stderr.splitlines() if line.strip()), "failed")
-            raise UsageError(f"--hosts {text}: scontrol cannot expand it ({first.strip()})")
-        hosts = tuple(out.stdout.split())
-    else:
-        hosts = tuple(h.strip() for h in text.split(","))
+    try:
+        hosts = expand_hostlist(text)
+    except UsageError as exc:
+        raise UsageError(f"--hosts: {exc}") from None
     for host in hosts:
         problem = host_problem(host)
         if problem:
@@ -154,7 +147,7 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Plan the sweep file and run it here (or print it)."""
     if args.in_allocation and not args.dry_run:
-        from ..slurm import allocation_hosts
+        from ..slurm_queue import allocation_hosts
 
         sweep, planned, root = load(args.file, args.output, allocation_hosts(), here=True)
     else:
@@ -164,7 +157,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """Submit the sweep's runs through submitit; print the job ids (or, with --dry-run, each job)."""
-    from ..slurm import SlurmExecutor, run_dirs
+    from ..slurm import SlurmExecutor
+    from ..slurm_queue import run_dirs
 
     sweep, planned, root = load(args.file, args.output)
     executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
@@ -182,7 +176,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print each run's state; exit 0 when every run is ok."""
-    from ..slurm import refresh
+    from ..slurm_queue import refresh
 
     if not args.dir.exists():
         raise UsageError(f"{args.dir}: no such results directory")

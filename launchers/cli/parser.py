@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from hvdbench.suite.core.catalog import BENCHMARKS
 from hvdbench.suite.core.flags import Parser, int_list, non_negative_int, positive_float, positive_int
@@ -42,7 +43,13 @@ def build_parser() -> Parser:
     """The command line of every subcommand."""
     parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for add in (_run, _reports, _project, _sweep, _submit, _status, _screen, _topo):
+        add(sub)
+    return parser
 
+
+def _run(sub: Any) -> None:
+    """hvdbench run: one benchmark at several rank counts here."""
     run = sub.add_parser(
         "run", allow_abbrev=False,
         help="run one benchmark at several rank counts on this machine",
@@ -75,6 +82,9 @@ def build_parser() -> Parser:
     run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
     run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
 
+
+def _reports(sub: Any) -> None:
+    """hvdbench report and hvdbench compare."""
     for name, text in (("report", "Read every run under the directories; write report.md, report.html (plots "
                                   "inline), plot-N.svg and every table as CSV and Parquet; print the headline table."),
                        ("compare", "The report of two or more systems' results roots (each run carries its "
@@ -91,6 +101,9 @@ def build_parser() -> Parser:
                             help="a peak table (TOML, as analysis/peaks.toml) for GPUs or CPUs the built-in one "
                                  "lacks; its entries are tried first")
 
+
+def _project(sub: Any) -> None:
+    """hvdbench project: throughput and efficiency at N nodes."""
     project = sub.add_parser(
         "project", help="project throughput and efficiency to N nodes from a few measurements",
         description="Fit a step-time model per workload from the results (compute from the --independent twin or "
@@ -112,6 +125,9 @@ def build_parser() -> Parser:
     project.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
                          help="leave out exactly the first N steps of every run (default: detected)")
 
+
+def _sweep(sub: Any) -> None:
+    """hvdbench sweep: a sweep file run here."""
     sweep = sub.add_parser("sweep", help="run every run of a sweep file on this machine (or in an allocation)",
                            description="Expand a sweep file (YAML or TOML) into runs and run them one at a time, "
                                        "each with a timeout; finished runs are kept and skipped next time; then report.")
@@ -129,6 +145,9 @@ def build_parser() -> Parser:
     sweep.add_argument("--in-allocation", action="store_true",
                        help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
 
+
+def _submit(sub: Any) -> None:
+    """hvdbench submit: a sweep file as SLURM jobs."""
     submit = sub.add_parser("submit", help="submit a sweep file's runs as SLURM jobs (submitit)",
                             description="One SLURM job per run (a job array with slurm.array_parallelism); prints "
                                         "the job ids. Results land in the same layout as local runs.")
@@ -142,11 +161,17 @@ def build_parser() -> Parser:
                              "preemption) (default: the file's retries)")
     submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
 
+
+def _status(sub: Any) -> None:
+    """hvdbench status: each run's state."""
     status = sub.add_parser("status", help="each run's state from a results directory and the scheduler",
                             description="One line per run: state (ok, failed, timeout, cancelled, preempted, "
                                         "pending, running, lost, not run), job id and reason.")
     status.add_argument("dir", type=Path, help="results root (or one run directory)")
 
+
+def _screen(sub: Any) -> None:
+    """hvdbench screen: every GPU alone, then pairs, on every host."""
     screen = sub.add_parser(
         "screen", allow_abbrev=False, help="every GPU alone and one pair per link class: which GPU or node is slow",
         description="Run a short benchmark on every GPU of the node alone, then on one pair of GPUs per link "
@@ -173,6 +198,9 @@ def build_parser() -> Parser:
     screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
     screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
 
+
+def _topo(sub: Any) -> None:
+    """hvdbench topo: the node's topology and placements."""
     topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
                           description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
                                       "named placements for 2, 4, ... GPUs.")
@@ -181,4 +209,3 @@ def build_parser() -> Parser:
     topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")
     topo.add_argument("--exhaustive", action="store_true", help="every subset up to symmetry, labelled by ids")
     topo.add_argument("--json", action="store_true", help="print JSON for other tools")
-    return parser

@@ -21,7 +21,7 @@ from .flags import (
 )
 from .validate import finite
 
-SUITE_DIR = Path(__file__).resolve().parent
+SUITE_DIR = Path(__file__).resolve().parents[1]  # the benchmark scripts: suite/, above this core package
 
 
 def _mlp_flags(group: Parser) -> None:
@@ -137,6 +137,9 @@ class BenchmarkInfo:
     extra_check: Callable[[argparse.Namespace], None] | None = None
     own_parser: Callable[[], Parser] | None = None  # benchmarks that do not train (collectives)
     twin: str | None = None  # TensorFlow: the PyTorch benchmark of the same models (its FLOP counts are used)
+    # argument sets that train it at a tiny size, one per architecture family: the workload tests train each
+    # (tests/test_*_workloads_train.py parametrise over the catalog, so a new entry is tested by its smoke)
+    smoke: tuple[tuple[str, ...], ...] = ()
 
     @property
     def path(self) -> Path:
@@ -178,6 +181,14 @@ class BenchmarkInfo:
         return parse_or_exit(lambda: self.check(argv))
 
 
+_IMG = ("--batch-size", "2", "--image-size", "64")
+_TF_IMG = ("--batch-size", "2", "--image-size", "32")
+_MLP = ("--batch-size", "4", "--mlp-input", "32", "--mlp-widths", "64,64")
+_SPEECH = ("--batch-size", "2", "--rnn-layers", "2", "--rnn-hidden", "16")
+# TensorFlow's speech gets two intra-op threads: with one, oneDNN's backward of its 11x41 convolution takes seconds
+_TF_SPEECH = ("--batch-size", "2", "--rnn-layers", "1", "--rnn-hidden", "16", "--utt-seconds", "uniform:0.3:0.8",
+              "--threads", "2")
+_TRANSLATION = ("--batch-size", "3", "--hidden", "16", "--vocab", "50", "--src-max-len", "8")
 _CIFAR = ("resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "densenet40_k12", "densenet100_k12")
 _IMAGENET = ("resnet50", "resnet101", "resnet152", "inception_v3", "vgg16", "alexnet")
 _TF_CIFAR = _CIFAR[:5]
@@ -188,20 +199,29 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
     for info in (
         BenchmarkInfo("cifar10", "pytorch", "cifar10.py", _CIFAR, "resnet20", "images",
                       "CIFAR-10 ResNets (He et al. 2016) and DenseNets (Huang et al. 2017, non-BC), "
-                      "synthetic 32x32x3 images, 10 classes", cnn=True),
+                      "synthetic 32x32x3 images, 10 classes", cnn=True,
+                      smoke=(("--model", "resnet20", "--batch-size", "2"),
+                             ("--model", "densenet40_k12", "--batch-size", "2"))),
         BenchmarkInfo("imagenet", "pytorch", "imagenet.py", _IMAGENET, "resnet50", "images",
                       "ImageNet CNNs, synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
-                      extra_flags=_imagenet_flags, extra_check=_imagenet_check),
+                      extra_flags=_imagenet_flags, extra_check=_imagenet_check,
+                      smoke=tuple(("--model", m, *_IMG) for m in ("resnet50", "resnet101", "resnet152", "vgg16",
+                                                                  "alexnet"))
+                      + (("--model", "inception_v3", "--batch-size", "2"),)),
         BenchmarkInfo("mlp", "pytorch", "mlp.py", ("mlp",), "mlp", "samples",
-                      "a large fully connected network on synthetic vectors", extra_flags=_mlp_flags),
+                      "a large fully connected network on synthetic vectors", extra_flags=_mlp_flags, smoke=(_MLP,)),
         BenchmarkInfo("speech", "pytorch", "speech.py", ("deepspeech2",), "deepspeech2", "utterances",
                       "DeepSpeech2-style recognition with CTC on synthetic utterances of varying length",
-                      extra_flags=_speech_flags),
+                      extra_flags=_speech_flags,
+                      smoke=((*_SPEECH, "--utt-seconds", "uniform:0.3:1"),
+                             (*_SPEECH, "--rnn-type", "gru", "--rnn-impl", "unrolled", "--utt-seconds", "uniform:0.3:0.6"))),
         BenchmarkInfo("translation", "pytorch", "translation.py", ("gnmt",), "gnmt", "words",
                       "GNMT-like LSTM sequence-to-sequence translation; words = target tokens",
-                      extra_flags=_translation_flags),
+                      extra_flags=_translation_flags, smoke=((*_TRANSLATION, "--layers", "2"),)),
         BenchmarkInfo("lm", "pytorch", "lm.py", ("gpt2",), "gpt2", "tokens",
-                      "Transformer language model, GPT-2 small shape by default", extra_flags=_lm_flags),
+                      "Transformer language model, GPT-2 small shape by default", extra_flags=_lm_flags,
+                      smoke=(("--batch-size", "2", "--layers", "2", "--width", "32", "--heads", "4", "--context", "16",
+                              "--vocab", "64"),)),
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       "allreduce, allgather, broadcast, alltoall bandwidth through Horovod and raw MPI",
                       own_parser=_comm_parser, extra_check=_comm_check),
@@ -210,19 +230,22 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                       own_parser=_p2p_parser),
         BenchmarkInfo("tf_cifar10", "tensorflow", "tf_cifar10.py", _TF_CIFAR, "resnet20", "images",
                       "CIFAR-10 ResNets in Keras, synthetic 32x32x3 images, 10 classes", cnn=True,
-                      twin="cifar10"),
+                      twin="cifar10", smoke=(("--model", "resnet20", "--batch-size", "2"),)),
         BenchmarkInfo("tf_imagenet", "tensorflow", "tf_imagenet.py", _TF_IMAGENET, "resnet50", "images",
                       "keras.applications ResNet-50, Inception v3, VGG-16 (weights=None, with top), "
                       "synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
-                      extra_flags=_imagenet_flags, extra_check=_tf_imagenet_check, twin="imagenet"),
+                      extra_flags=_imagenet_flags, extra_check=_tf_imagenet_check, twin="imagenet",
+                      smoke=(("--model", "resnet50", *_TF_IMG), ("--model", "vgg16", *_TF_IMG),
+                             ("--model", "inception_v3", "--batch-size", "2", "--image-size", "75"))),
         BenchmarkInfo("tf_mlp", "tensorflow", "tf_mlp.py", ("mlp",), "mlp", "samples",
-                      "the MLP in Keras on synthetic vectors", extra_flags=_mlp_flags, twin="mlp"),
+                      "the MLP in Keras on synthetic vectors", extra_flags=_mlp_flags, twin="mlp", smoke=(_MLP,)),
         BenchmarkInfo("tf_speech", "tensorflow", "tf_speech.py", ("deepspeech2",), "deepspeech2", "utterances",
                       "DeepSpeech2-style recognition in Keras (conv, bidirectional LSTM/GRU) with tf.nn.ctc_loss",
-                      extra_flags=_speech_flags, twin="speech"),
+                      extra_flags=_speech_flags, twin="speech",
+                      smoke=(_TF_SPEECH, (*_TF_SPEECH, "--rnn-type", "gru", "--rnn-impl", "unrolled"))),
         BenchmarkInfo("tf_translation", "tensorflow", "tf_translation.py", ("gnmt",), "gnmt", "words",
                       "the LSTM sequence-to-sequence model in Keras; words = target tokens",
-                      extra_flags=_translation_flags, twin="translation"),
+                      extra_flags=_translation_flags, twin="translation", smoke=((*_TRANSLATION, "--layers", "1"),)),
     )
 }
 

@@ -150,9 +150,14 @@ def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return out
 
 
+def slowest_per_iteration(per_rank_times: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per iteration, the slowest rank's time (ranks x iterations in): a collective ends when its last rank does."""
+    return np.max(np.asarray(per_rank_times, dtype=float), axis=0)  # type: ignore[no-any-return]
+
+
 def summarize(op: str, nbytes: int, size: int, per_rank_times: Sequence[Sequence[float]]) -> dict[str, float]:
     """Per iteration the slowest rank's time; mean and min over iterations; algbw and busbw (GB/s)."""
-    slowest = np.max(np.asarray(per_rank_times, dtype=float), axis=0)
+    slowest = slowest_per_iteration(per_rank_times)
     mean, best = float(slowest.mean()), float(slowest.min())
     algbw = nbytes / mean / 1e9
     factor = bus_factor(op, size)

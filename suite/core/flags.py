@@ -105,6 +105,8 @@ class FrameworkFlags:
     data_help: str
     loader_help: str
     threads_help: str
+    breakdown_help: str
+    profile_help: str
     own: Callable[[Parser], None]  # layout, compiler and thread-pool flags in the framework's own terms
 
 
@@ -130,7 +132,11 @@ FRAMEWORK_FLAGS = {
         PRECISIONS, _PRECISION, ("device", "host", "loader"),
         "synthetic batches resident on the device; made on the host and copied every step; or served by "
         "a DataLoader with workers and pinned memory", "DataLoader workers",
-        "CPU threads per rank (default: the node's cores / ranks on the node)", _pytorch_flags),
+        "CPU threads per rank (default: the node's cores / ranks on the node)",
+        "time forward, backward, gradient exchange and optimizer per step, each bounded by a device sync "
+        "(perturbs the overlap of exchange and backward)",
+        "profile N extra steps after the timed ones: the top operators by self time into the log, "
+        "trace-rank<r>.json beside it", _pytorch_flags),
     "tensorflow": FrameworkFlags(
         PRECISIONS + ("mixed_float16", "mixed_bfloat16"),
         _PRECISION + "; mixed_float16 / mixed_bfloat16: that Keras policy (amp picks mixed_float16 on a GPU, "
@@ -138,7 +144,10 @@ FRAMEWORK_FLAGS = {
         "synthetic batches resident on the device; made on the host and copied every step; or served by "
         "a tf.data pipeline with prefetch to the device", "tf.data parallel calls",
         "CPU threads per rank (default: the node's cores / ranks on the node) for TensorFlow's intra-op pool",
-        _tensorflow_flags),
+        "time compute (forward and backward together: one tape), gradient exchange and optimizer per step, each "
+        "ended by reading its result back (the exchange then waits for the whole backward)",
+        "profile N extra steps after the timed ones with TensorFlow's profiler: its trace directory "
+        "tf-profile-rank<r> beside the log, for TensorBoard (no operator table in the log)", _tensorflow_flags),
 }
 
 
@@ -176,12 +185,8 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                              "the first steps and keeping the fastest (PyTorch's cudnn.benchmark, TensorFlow's "
                              "TF_CUDNN_USE_AUTOTUNE; on by default, as Horovod's and tf_cnn_benchmarks' scripts)")
     own.own(parser)
-    parser.add_argument("--breakdown", action="store_true",
-                        help="time forward, backward, gradient exchange and optimizer per step, each "
-                             "bounded by a sync (perturbs the overlap of exchange and backward)")
-    parser.add_argument("--profile", type=non_negative_int, default=0, metavar="N",
-                        help="profile N extra steps after the timed ones: top operators into the log, "
-                             "trace-rank<r>.json beside it")
+    parser.add_argument("--breakdown", action="store_true", help=own.breakdown_help)
+    parser.add_argument("--profile", type=non_negative_int, default=0, metavar="N", help=own.profile_help)
     parser.add_argument("--telemetry-interval", type=non_negative_float, default=1.0, metavar="SECONDS",
                         help="sample GPU (or process CPU/RSS) telemetry every SECONDS; 0 turns it off")
     parser.add_argument("--lr", type=finite_float, default=0.01, help="learning rate of the SGD optimizer")

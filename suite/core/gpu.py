@@ -187,6 +187,13 @@ def visible_gpu_count(env: Mapping[str, str] | None = None, module: Any = None) 
         nvml.shutdown()
 
 
+def cuda_bus_id(props: Any) -> str | None:
+    """A CUDA device's PCI bus id, from its properties (PyTorch's), in NVML's form (8-digit domain)."""
+    if not hasattr(props, "pci_bus_id"):
+        return None
+    return f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{getattr(props, 'pci_device_id', 0):02X}.0"
+
+
 def _count(value: Any) -> int | None:
     """How many items NVML returned (None where the query is not supported)."""
     return None if value is None else len(value)

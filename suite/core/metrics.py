@@ -29,6 +29,16 @@ def total_throughput(per_rank: Iterable[Any]) -> float:
     return float(per_rank.sum()) if hasattr(per_rank, "sum") else float(sum(per_rank))
 
 
+CONFIDENCE = 0.95  # every interval the suite prints
+
+
+def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The central ``confidence`` interval of bootstrap values (the 2.5th and 97.5th percentiles at 95%)."""
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(values, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
 def throughput_resamples(durations: np.ndarray, samples: np.ndarray, n: int, seed: int) -> np.ndarray:
     """``n`` bootstrap resamples of a run's throughput from (steps x ranks) matrices of step durations and
     samples, resampling whole steps (all ranks together, as a synchronous step is shared). A resample is a

@@ -2,8 +2,10 @@
 
 Writers build records through it (``RecordWriter.write`` refuses a field a kind does not declare) and
 the collector reads through it (the DataFrame columns of steps, telemetry and summaries are declared
-here). A new field is one line below plus the code that writes it. ``python -m hvdbench.suite.core.schema``
-prints the list as Markdown (docs/records.md is that output). Importable without any framework.
+here, and RUN_COLUMNS: what the run table takes from rank 0's records). A new field is one line below plus
+the code that writes it; shown in the report, one RUN_COLUMNS line and the view that shows it.
+``python -m hvdbench.suite.core.schema`` prints the list as Markdown (docs/records.md is that output).
+Importable without any framework.
 """
 
 from __future__ import annotations
@@ -209,6 +211,24 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
 )}
 
 
+@dataclass(frozen=True)
+class RunColumn:
+    """A column of the report's run table read from rank 0's first record of ``kind``: the value at ``path``
+    (a field, then keys into it), null where absent or not of the column's type."""
+
+    name: str
+    kind: str
+    path: tuple[str, ...]
+    dtype: str  # pandas dtype: "boolean", "Int64", "float64" or "string"
+    meaning: str
+
+
+RUN_COLUMNS: tuple[RunColumn, ...] = (
+    RunColumn("cudnn_autotune", "env", ("math", "cudnn_autotune"), "boolean",
+              "cuDNN timed its convolution algorithms and kept the fastest (a GPU run)"),
+)
+
+
 _TYPES: dict[str, Any] = {
     "int": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
     "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
@@ -250,6 +270,9 @@ def markdown() -> str:
         out += [f"## {title}", ""] + ([text, ""] if text else [])
         out += ["| field | type | meaning |", "|---|---|---|"]
         out += [f"| `{f.name}` | {f.type} | {f.meaning} |" for f in fields] + [""]
+    out += ["## Run table columns from the records", "", "What the report's run table (runs.csv) takes from rank "
+            "0's first record of a kind.", "", "| column | from | type | meaning |", "|---|---|---|---|"]
+    out += [f"| `{c.name}` | `{c.kind}.{'.'.join(c.path)}` | {c.dtype} | {c.meaning} |" for c in RUN_COLUMNS] + [""]
     return "\n".join(out)
 
 

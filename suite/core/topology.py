@@ -160,14 +160,24 @@ def parse_topo_text(text: str, source: str = "text") -> Topology:
     devices = [h for h in header if h not in _MULTIWORD.values()]
     if header[: len(devices)] != devices:
         raise TopologyError(f"{source}: line {header_at + 1}: affinity columns before device columns")
+    rows, extras, end = _matrix_rows(lines, header_at, devices, extra_cols, source)
+    links = _links(rows, devices, header_at, source)
+    gpus, nics = _devices(devices, extras, _nic_legend(lines[end:]), source)
+    if [g.index for g in gpus] != list(range(len(gpus))):
+        raise TopologyError(f"{source}: line {header_at + 1}: GPU columns are not GPU0..GPU{len(gpus) - 1}")
+    return Topology(tuple(gpus), tuple(nics), links, source)
+
+
+def _matrix_rows(lines: list[str], header_at: int, devices: list[str], extra_cols: list[str],
+                 source: str) -> tuple[dict[str, list[str]], dict[str, dict[str, str]], int]:
+    """The matrix's rows under the header (each device's link codes and its affinity columns), and the line
+    after the matrix; a ragged or missing row is a TopologyError."""
     rows: dict[str, list[str]] = {}
     extras: dict[str, dict[str, str]] = {}
     end = header_at + 1
     for end in range(header_at + 1, len(lines)):
         tokens = _tokens(lines[end])
-        if not tokens:
-            break
-        if tokens[0] not in devices:
+        if not tokens or tokens[0] not in devices:
             break
         label, cells = tokens[0], tokens[1:]
         expected = len(devices) + (len(extra_cols) if _GPU.match(label) else 0)  # NIC rows carry no affinity
@@ -182,6 +192,11 @@ def parse_topo_text(text: str, source: str = "text") -> Topology:
     missing = [d for d in devices if d not in rows]
     if missing:
         raise TopologyError(f"{source}: line {header_at + 1}: no row for {', '.join(missing)}")
+    return rows, extras, end
+
+
+def _links(rows: dict[str, list[str]], devices: list[str], header_at: int, source: str) -> dict[tuple[str, str], str]:
+    """Each pair's link class, checked: X on the diagonal, known codes, a symmetric matrix."""
     row_line = {label: header_at + 2 + i for i, label in enumerate(rows)}
     links: dict[tuple[str, str], str] = {}
     for a, cells in rows.items():
@@ -198,25 +213,27 @@ def parse_topo_text(text: str, source: str = "text") -> Topology:
         if links[(b, a)] != code:
             raise TopologyError(f"{source}: line {row_line[a]}: not symmetric: {a}-{b} is {code} "
                                 f"but {b}-{a} is {links[(b, a)]}")
-    nic_names = _nic_legend(lines[end:])
+    return links
+
+
+def _devices(devices: list[str], extras: dict[str, dict[str, str]], nic_names: dict[str, str],
+             source: str) -> tuple[list[Gpu], list[Nic]]:
+    """The GPUs with their CPU and NUMA affinity, and the NICs with their legend names."""
     gpus, nics = [], []
     for label in devices:
         match = _GPU.match(label)
-        if match:
-            info = extras[label]
-            numa = info.get("NUMA_Affinity", "N/A")
-            try:
-                cpus = parse_cpus(info.get("CPU_Affinity"))
-            except ValueError:
-                raise TopologyError(f"{source}: row {label}: CPU affinity {info.get('CPU_Affinity')!r} is not a "
-                                    "CPU list such as 0-11,24-35") from None
-            gpus.append(Gpu(int(match.group(1)), cpus=cpus,
-                            numa_node=int(numa) if numa.isdigit() else None))
-        else:
+        if not match:
             nics.append(Nic(label, nic_names.get(label, label)))
-    if [g.index for g in gpus] != list(range(len(gpus))):
-        raise TopologyError(f"{source}: line {header_at + 1}: GPU columns are not GPU0..GPU{len(gpus) - 1}")
-    return Topology(tuple(gpus), tuple(nics), links, source)
+            continue
+        info = extras[label]
+        numa = info.get("NUMA_Affinity", "N/A")
+        try:
+            cpus = parse_cpus(info.get("CPU_Affinity"))
+        except ValueError:
+            raise TopologyError(f"{source}: row {label}: CPU affinity {info.get('CPU_Affinity')!r} is not a "
+                                "CPU list such as 0-11,24-35") from None
+        gpus.append(Gpu(int(match.group(1)), cpus=cpus, numa_node=int(numa) if numa.isdigit() else None))
+    return gpus, nics
 
 
 def _nic_legend(lines: Sequence[str]) -> dict[str, str]:

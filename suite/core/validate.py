@@ -40,10 +40,6 @@ def host_problem(value: str) -> str | None:
     return grammar_problem(value, HOST, "a host name or address")
 
 
-def path_problem(value: str) -> str | None:
-    return grammar_problem(value, PATH, "a plain path (letters, digits and ._/~+@%,=- only)")
-
-
 def number_problem(value: Any, *, minimum: float | None = None, above: float | None = None,
                    integer: bool = False) -> str | None:
     """A finite number (an int where ``integer``), at least ``minimum`` or above ``above``."""

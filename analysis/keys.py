@@ -1,0 +1,26 @@
+"""What "the same" means across the report, in one place: the columns the analysis groups and matches runs
+by. They are RunSpec's fields (suite/core/spec.py) as the run table names them, and the knobs a sweep
+varies (suite/core/axes.py); a module that needs "the same workload" or "the same configuration" takes it
+from here instead of spelling the columns again."""
+
+from __future__ import annotations
+
+from hvdbench.suite.core.axes import AXES
+
+WORKLOAD = ["system", "framework", "benchmark", "model"]  # the same work on one system, any arguments
+ARGS = [*WORKLOAD, "args"]  # ... with the same arguments: a screened fleet, a workload's row
+LAUNCH = ["launcher", "controller", "placement", "knobs"]  # how its ranks were started and tuned
+CONFIG = [*ARGS, *LAUNCH]  # one configuration: a row of the scaling table per size
+SIZE = ["nodes", "np"]
+KNOBS = list(AXES)  # the swept knobs (batch size, precision, layout, compiler, data, fp16 exchange, threads)
+SHARED = [*KNOBS, "independent", "base_args"]  # what every run of one configuration shares besides CONFIG
+BASELINE = ["system", "framework", "benchmark", "base_args"]  # an --independent twin shares its 1-GPU baseline
+TWIN = [*WORKLOAD, "base_args", *LAUNCH, *SIZE]  # an exchanging row and its --independent twin
+ONE_KNOB = [*WORKLOAD, *LAUNCH, *SIZE, "independent"]  # configurations that may differ in one knob only
+ACROSS_SYSTEMS = [*ARGS[1:], "np"]  # the same workload and size on different systems
+PLACEMENTS = [*ARGS, "np"]  # the same workload and size on differently linked GPUs
+PROJECTED = [*WORKLOAD, "base_args", "launcher", "controller", "knobs", *KNOBS]  # a workload the projection fits
+COLLECTIVE_RUN = ["system", "placement", "np", "nodes", "launcher", "controller"]  # what a collectives row keeps
+SERIES = [*CONFIG, "layout"]  # a plotted line: one configuration in one image layout
+AXIS_VIEW = [*WORKLOAD, "np", "launcher", "controller", "placement"]  # held equal in a by-batch/precision table
+BATCH_LINES = [*WORKLOAD, "precision", "launcher", "controller", "placement", "np"]  # a line of the batch plot

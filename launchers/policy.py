@@ -1,0 +1,71 @@
+"""How a run ended and what happens next, for every executor alike (here, or as a SLURM job).
+
+One retry policy: an attempt that ends ``failed`` (a rank's error, a launcher that exits non-zero, logs
+that do not add up) or ``timeout`` (the run's own timeout here, the job's time limit under SLURM) is started
+again while ``retries`` are left, each earlier attempt kept in ``attempt-N/`` of the run's folder. Never
+retried: a placement the scheduler's grant cannot hold (another attempt gets the same GPUs), and a run a
+person or the scheduler stopped (``cancelled``, ``interrupted``). A SLURM job that was preempted or lost
+its node is requeued by SLURM itself, since hvdbench's jobs are requeueable when retries are asked.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hvdbench.suite.core.metrics import logged_outcome
+from hvdbench.suite.core.spec import RunSpec, RunStatus
+
+RETRIED = ("failed", "timeout")  # how an attempt may end and be started again
+NEVER_RETRIED = {"cancelled": "stopped by a person or the scheduler", "interrupted": "stopped by Ctrl-C or SIGTERM",
+                 "refused": "the scheduler's grant cannot hold its placement; another attempt gets the same GPUs"}
+LAUNCHER_LOG = "launcher.log"
+
+
+def retry_left(status: str, attempt: int, retries: int, refused: bool = False) -> bool:
+    """Whether attempt ``attempt`` (from 1) that ended as ``status`` is started again under ``retries``."""
+    return not refused and status in RETRIED and attempt <= retries
+
+
+def completed(run_dir: Path, spec: RunSpec) -> RunStatus | None:
+    """The recorded status of a run that is complete (judged by its rank logs, as the report judges it),
+    else None. A complete run whose status.json is missing or unreadable gets one back, saying so."""
+    recorded = RunStatus.read(run_dir)
+    if recorded is not None and recorded.status != "ok":
+        return None
+    if not logged_outcome(run_dir, spec.np).ok:
+        return None
+    if recorded is None:
+        recorded = RunStatus("ok", None, 0.0, "complete by its rank logs; status.json was unreadable")
+        recorded.write(run_dir)
+    return recorded
+
+
+_PREFIX = re.compile(r"^(\[[\d,]+\](<std(?:out|err)>)?:|\d+:)\s*")
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b:?")
+
+
+def failure_reason(log: Path, limit: int = 300) -> str:
+    """One line that says why a run failed, best first: a rank's own 'error:' line, the first exception
+    a rank raised, any error line, the last line."""
+    try:
+        raw = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "no launcher log"
+    ranked = [(line, _PREFIX.sub("", line.strip())) for line in raw if line.strip()]
+    own = [text for _, text in ranked if text.startswith("error: rank ")]
+    from_ranks = [text for line, text in ranked if _PREFIX.match(line.strip()) and _EXCEPTION.match(text)]
+    anywhere = [text for _, text in ranked if _EXCEPTION.match(text) or "error:" in text.lower()]
+    for found in (own, from_ranks):
+        if found:
+            return found[0][:limit]
+    chosen = anywhere[-1] if anywhere else (ranked[-1][1] if ranked else "no output")
+    return chosen[:limit]
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a log (for a failed run's status)."""
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,100 @@
+"""The SLURM job of one run, as submitit's parameters (nodes, tasks, GPUs, partition and the rest), and the
+partition checked against the runs before anything is submitted (sinfo)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any, Callable, Sequence
+
+from hvdbench.suite.core.spec import RunSpec
+
+from .base import launcher_class
+from .sweep import SlurmOptions
+
+def gpus_needed(spec: RunSpec) -> int:
+    """GPUs a run needs on each node: one per rank, or (a placement names node-physical ids) GPUs 0 up to
+    the highest id it names, since SLURM grants the lowest free ids."""
+    return spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
+
+
+def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0) -> dict[str, Any]:
+    """submitit's parameters for one run: nodes, one task per GPU (one task per node where the launcher
+    starts every rank from the first task), GPUs per node, partition, account and the rest."""
+    per_task = launcher_class(spec.launcher).task_per_rank
+    extra: dict[str, Any] = {}
+    for directive in options.directives:
+        key, sep, value = directive.lstrip("-").partition("=")
+        extra[key.replace("-", "_")] = value if sep else True
+    if spec.host is not None:  # a run pinned to one node (screening every node)
+        extra["nodelist"] = spec.host
+    params: dict[str, Any] = {
+        "name": f"hvdbench-{name}", "timeout_min": options.time_min, "nodes": spec.nodes,
+        "tasks_per_node": spec.ranks_per_node if per_task else 1,
+        "slurm_srun_args": [f"--mpi={options.mpi}", "--kill-on-bad-exit=1"] if per_task else [],
+        "slurm_setup": list(options.setup),
+        "slurm_additional_parameters": extra,
+    }
+    if options.gpus and options.gpus_per_task:  # each task (rank) gets one GPU, whichever SLURM picks
+        params["gpus_per_task"] = f"{options.gpu_type}:1" if options.gpu_type else 1
+    elif options.gpus:
+        # a placement's job has the node to itself (each run checks what it was granted before its ranks start)
+        count = gpus_needed(spec)
+        params["gpus_per_node"] = f"{options.gpu_type}:{count}" if options.gpu_type else count
+        if spec.devices is not None:
+            params["slurm_exclusive"] = True
+    if not per_task and options.cpus_per_task is None:  # one task per node holds every rank of the node
+        params["cpus_per_task"] = spec.ranks_per_node
+    for key, value in (("slurm_partition", options.partition), ("slurm_account", options.account),
+                       ("slurm_qos", options.qos), ("slurm_constraint", options.constraint),
+                       ("cpus_per_task", options.cpus_per_task), ("mem_gb", options.mem_gb)):
+        if value is not None:
+            params[key] = value
+    if options.exclusive:
+        params["slurm_exclusive"] = True
+    if retries:  # SLURM may start the job again: after a node failure or preemption, or when a run asks (run_task)
+        extra["requeue"] = True
+    if options.array_parallelism:
+        params["slurm_array_parallelism"] = options.array_parallelism
+    return params
+
+
+def partition_nodes(partition: str | None, run: Callable[..., Any] = subprocess.run) -> list[tuple[str, int | None]]:
+    """(node, GPUs it declares) for every node of the partition (the default one where None), from sinfo;
+    empty where sinfo cannot say (then sbatch judges)."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%G|%P"] + (["-p", partition] if partition else [])
+    try:
+        out = run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    nodes: dict[str, int | None] = {}
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        node, _, rest = line.strip().partition("|")
+        gres, _, part = rest.partition("|")
+        if partition is None and not part.endswith("*"):
+            continue  # not the default partition
+        counts = [int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", gres)]
+        nodes[node] = sum(counts) if counts else (0 if gres in ("(null)", "") else None)
+    return list(nodes.items())
+
+
+def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
+                      run: Callable[..., Any] = subprocess.run) -> str | None:
+    """Why the partition cannot hold a run (more nodes than it has, more GPUs per node than its nodes
+    declare), in one line, before anything is submitted; None where it can, or sinfo cannot say."""
+    if not specs:
+        return None
+    nodes = partition_nodes(options.partition, run)
+    if not nodes:
+        return None
+    where = f"partition {options.partition}" if options.partition else "the default partition"
+    most = max(specs, key=lambda s: s.nodes)
+    if most.nodes > len(nodes):
+        return f"run {most.id} needs {most.nodes} nodes but {where} has {len(nodes)}"
+    gpus = [g for _, g in nodes if g is not None]
+    if options.gpus and len(gpus) == len(nodes):  # every node says what it has
+        widest = max(specs, key=gpus_needed)
+        if sum(g >= gpus_needed(widest) for g in gpus) < widest.nodes:
+            return (f"run {widest.id} needs {gpus_needed(widest)} GPU(s) on each of {widest.nodes} node(s) "
+                    f"but {where}'s nodes declare {', '.join(map(str, sorted(set(gpus))))}")
+    return None

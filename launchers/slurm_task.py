@@ -1,0 +1,166 @@
+"""What a SLURM job's tasks run: the run's ranks (one task per GPU, MPI wired by SLURM's PMI) or, on the
+first task only, horovodrun/mpirun over the allocation's hosts; how the run ended recorded in its
+status.json, SLURM's signals (cancel, preemption, time limit) included, and a failed or timed-out attempt
+requeued while retries are left (launchers/policy.py)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from hvdbench.suite.core.errors import HvdbenchError, LaunchError
+from hvdbench.suite.core.metrics import Outcome, logged_outcome
+from hvdbench.suite.core.spec import RunSpec, RunStatus, keep_earlier_attempt
+
+from .base import LaunchContext, get_launcher, rank_command
+from .executor import launch_environment, placement_refusal, scheduler_chose_gpus
+from .policy import LAUNCHER_LOG, failure_reason, retry_left, tail
+from .slurm_queue import SQUEUE_STATES, allocation_hosts, scheduler_says
+
+def _job_id() -> str | None:
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
+def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0) -> int:
+    """What a SLURM task runs: its rank (launcher srun: one task per GPU, MPI wired by PMIx) or, on the
+    first task only, horovodrun/mpirun over the allocation's hosts. The first task records how the run
+    ended in status.json; SIGTERM (scancel, preemption) and SIGUSR2 (the time limit ahead) are recorded.
+    A failed attempt with retries left requeues the job (SLURM_RESTART_COUNT counts the attempts)."""
+    folder, first, job = Path(run_dir), os.environ.get("SLURM_PROCID", "0") == "0", _job_id()
+    try:
+        return _run_task(RunSpec.from_dict(spec_data), folder, python, tuple(hosts), first, job, retries)
+    except HvdbenchError as exc:  # a run that cannot start says why in its status, in one line
+        RunStatus("failed", None, 0.0, str(exc), job_id=job).write(folder)
+        print(f"hvdbench: error: {exc}", file=sys.stderr)
+        return _end_task(2)
+
+
+def attempt_number() -> int:
+    """This job's attempt of its run, from 1 (SLURM counts restarts: requeues, node failures, preemptions)."""
+    restarts = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return int(restarts) + 1 if restarts.isdigit() else 1
+
+
+def _record_failure(folder: Path, job: str | None, retries: int, status: RunStatus) -> None:
+    """Write a failed or timed-out attempt's status, then, where the retry policy leaves a retry, requeue
+    the job and say so. The status is written first: the requeue stops the other tasks, and the first task's
+    handler keeps it."""
+    status.write(folder)
+    attempt = attempt_number()
+    if not job or not retry_left(status.status, attempt, retries):
+        return
+    try:
+        out = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=30)
+        why = out.stderr.strip()[:200] if out.returncode != 0 else None
+    except (OSError, subprocess.SubprocessError) as exc:
+        why = str(exc)
+    if why is not None:
+        replace(status, message=f"{status.message}; requeue failed ({why})").write(folder)
+    else:
+        replace(status, status="requeued",
+                message=f"attempt {attempt} of {retries + 1} {status.status}: {status.message}; job {job} requeued").write(folder)
+
+
+def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None,
+              retries: int) -> int:
+    start = time.monotonic()
+    launcher = get_launcher(spec.launcher)
+    scheduler_gpus = scheduler_chose_gpus()
+    if first:
+        spec.write(folder)
+        keep_earlier_attempt(folder)  # a resubmitted or requeued run keeps its earlier attempt's files
+    refused = placement_refusal(spec, scheduler_gpus) if first or launcher.task_per_rank else None
+    if refused:  # before any rank starts, and no requeue: another attempt gets the same GPUs
+        raise LaunchError(refused)
+    if not first and launcher.task_per_rank:
+        _await_first_task(folder, job)
+    ctx = LaunchContext(python=python, run_dir=folder, scheduler_gpus=scheduler_gpus)
+    if launcher.task_per_rank:
+        argv = rank_command(spec, ctx)
+    elif first:
+        argv = launcher.command(spec, replace(ctx, hosts=hosts or allocation_hosts()))
+    else:
+        return 0  # the launcher on the first node starts every rank
+    env = launch_environment(launcher, spec, python, scheduler_gpus)
+    if first:
+        (folder / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
+        RunStatus("running", None, 0.0, _started(job), job_id=job).write(folder)
+    task_log = f"task-{os.environ.get('SLURM_PROCID', '0')}.log" if launcher.task_per_rank else LAUNCHER_LOG
+    log = open(folder / task_log, "w")
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder)
+    ending: list[tuple[str, str]] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        if signum == signal.SIGUSR2:
+            ending.append(("timeout", f"job {job} reached its time limit"))
+        elif not ending:
+            state = scheduler_says(job)
+            ending.append(("preempted", f"job {job} was preempted") if state == "preempted"
+                          else ("cancelled", f"job {job} was cancelled"))
+        recorded = RunStatus.read(folder)
+        if first and (recorded is None or recorded.status not in ("failed", "requeued")):  # a task's failure stands
+            RunStatus(ending[0][0], None, time.monotonic() - start, ending[0][1], job_id=job).write(folder)
+        proc.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGUSR2, stop)
+    returncode = proc.wait()
+    log.close()
+    seconds, log_path = time.monotonic() - start, Path(log.name)
+    if ending and ending[0][0] == "timeout" and first:  # the job's time limit: retried as a local timeout is
+        _record_failure(folder, job, retries, RunStatus("timeout", None, seconds, ending[0][1], tail(log_path), job))
+    if ending or (returncode == 0 and not first):
+        return _end_task(returncode)
+    if returncode != 0:  # any task: the first one may be killed by srun before it can say why
+        _record_failure(folder, job, retries,
+                        RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job))
+        return _end_task(returncode)
+    outcome = _await_outcome(folder, spec.np)
+    if outcome.ok:
+        RunStatus("ok", returncode, seconds, job_id=job).write(folder)
+    else:
+        _record_failure(folder, job, retries, RunStatus("failed", returncode, seconds, outcome.reason, job_id=job))
+    return returncode
+
+
+def _started(job: str | None) -> str:
+    return f"job {job} started (attempt {attempt_number()})"
+
+
+def _await_first_task(folder: Path, job: str | None, limit: float = 120.0) -> None:
+    """The other tasks start their ranks once the first has moved an earlier attempt's files aside (else
+    a fast task's new log would be moved with them)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        status = RunStatus.read(folder)
+        if status is not None and status.job_id == job and status.message == _started(job):
+            return
+        time.sleep(0.2)
+
+
+def _end_task(returncode: int) -> int:
+    """A failed rank ends its task with a failing status, so srun (--kill-on-bad-exit) stops the others
+    rather than leaving them blocked in a collective; submitit would report a returned value as success."""
+    if returncode != 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(returncode if 0 < returncode < 256 else 1)
+    return returncode
+
+
+def _await_outcome(folder: Path, np: int, grace: float = 60.0) -> Outcome:
+    """The first task may end before the others have written their last record: wait a little."""
+    deadline = time.monotonic() + grace
+    outcome = logged_outcome(folder, np)
+    while outcome.status == "incomplete" and time.monotonic() < deadline:
+        time.sleep(1.0)
+        outcome = logged_outcome(folder, np)
+    return outcome
