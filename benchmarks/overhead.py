@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import horovod.torch as hvd
 import torch
@@ -69,38 +69,12 @@ def main() -> int:
     torch.manual_seed(flags.seed)
     ctx = BuildContext(flags, device, hvd.rank(), hvd.size())
     workload = BUILDS[args.benchmark](ctx)
-    dtype = weight_dtype(flags.precision)
-    layout = torch.channels_last if flags.channels_last else torch.contiguous_format
-    bare_model = copy.deepcopy(workload.model).to(device, dtype).to(memory_format=layout).train()
     trainer = Trainer(hvd, workload, flags, device, ctx.data_generator(), flags.seed + 1)
-    images, labels = workload.make_batch(ctx.data_generator())
-    batch = (images.to(device, dtype).contiguous(memory_format=layout), labels.to(device))
-    bare_optimizer = hvd.DistributedOptimizer(torch.optim.SGD(bare_model.parameters(), lr=flags.lr, momentum=0.9),
-                                              named_parameters=bare_model.named_parameters())
-    scaler = torch.amp.GradScaler("cuda") if flags.precision == "amp" and device.type == "cuda" else None
-
-    def bare(steps: int) -> float:
-        """What a user would write: Horovod's optimizer, a fixed batch, no records, one sync at the end
-        (amp on CUDA: Horovod's documented order, synchronize, then the scaler's step without a second one)."""
-        start = time.perf_counter()
-        for _ in range(steps):
-            bare_optimizer.zero_grad()
-            with autocast(flags.precision, device):
-                loss = workload.loss(bare_model, batch)
-            if scaler is None:
-                loss.backward()
-                bare_optimizer.step()
-                continue
-            scaler.scale(loss).backward()
-            bare_optimizer.synchronize()
-            with bare_optimizer.skip_synchronize():
-                scaler.step(bare_optimizer)
-            scaler.update()
-        runtime.sync()
-        return steps * flags.batch_size / (time.perf_counter() - start)
-
     with tempfile.TemporaryDirectory() as tmp:
         writer = harness.open_writer(runtime, Path(tmp), echo=False)
+        if args.compare == "null":
+            null_cost(runtime, writer, args, device)
+            return 0
 
         def through_harness(steps: int, telemetry: bool = False) -> float:
             nvml = Nvml()
@@ -113,45 +87,87 @@ def main() -> int:
             finally:
                 sampler.stop()
 
-        if args.compare == "null":
-            nothing = timing.StepOutcome(torch.zeros(()), {"samples": 1.0})
-            steps = 20 * args.steps * args.rounds
-            summary = timing.timed_loop(runtime, writer, lambda: nothing, lambda t: float(t.item()),
-                                         warmup_steps=0, steps=steps)
-            nvml = Nvml()
-            sample, _ = telemetry_for(nvml, nvml.handle(None, visible_device(hvd.local_rank())) if device.type == "cuda" else None)
-            start = time.perf_counter()
-            for _ in range(1000):
-                writer.write("telemetry", **sample())
-            per_sample = (time.perf_counter() - start) / 1000
-            writer.close()
-            print(f"harness cost per step around a no-op step: {summary['window_s'] / steps * 1e6:.1f} us "
-                  f"(median {summary['median_step_s'] * 1e6:.1f} us inside the step's sync), {steps} steps")
-            print(f"one telemetry sample and its record: {per_sample * 1e6:.1f} us "
-                  f"({'NVML' if nvml.available else 'process CPU/RSS only'}); at a 1 s interval "
-                  f"{per_sample * 100:.4f}% of one core")
-            return 0
-        sides: tuple[Callable[[int], float], Callable[[int], float]]
         if args.compare == "harness":
-            sides, labels_ = (through_harness, bare), ("harness", "bare loop")
+            sides, labels = (through_harness, bare_loop(workload, flags, device, ctx, runtime)), ("harness", "bare loop")
         else:
-            sides, labels_ = (lambda n: through_harness(n, True), through_harness), ("telemetry on", "telemetry off")
-        for side in sides:  # warm both paths
-            side(3)
-        ratios = []
-        for index in range(args.rounds):
-            order = (0, 1) if index % 2 == 0 else (1, 0)  # alternate which side goes first
-            result = {i: sides[i](args.steps) for i in order}
-            ratios.append(result[0] / result[1])
-            print(f"round {index + 1:2d}: {labels_[0]} {result[0]:9.1f} img/s, {labels_[1]} {result[1]:9.1f} img/s, "
-                  f"ratio {ratios[-1]:.4f}", flush=True)
+            sides, labels = (lambda n: through_harness(n, True), through_harness), ("telemetry on", "telemetry off")
+        ratios = alternate(sides, labels, args.rounds, args.steps)
         writer.close()
     where = f"{threads} CPU thread(s)" if threads else torch.cuda.get_device_name(device)
     print(f"{args.benchmark} {flags.model}, batch {flags.batch_size}, {flags.precision}"
-          f"{', NHWC' if flags.channels_last else ''}, {where}: {labels_[0]} / {labels_[1]} throughput, median of "
+          f"{', NHWC' if flags.channels_last else ''}, {where}: {labels[0]} / {labels[1]} throughput, median of "
           f"{args.rounds} alternating rounds = {statistics.median(ratios):.4f} "
           f"(min {min(ratios):.4f}, max {max(ratios):.4f})")
     return 0
+
+
+def bare_loop(workload: Any, flags: argparse.Namespace, device: torch.device, ctx: BuildContext,
+              runtime: TorchRuntime) -> Callable[[int], float]:
+    """What a user would write: Horovod's optimizer, a fixed batch, no records, one sync at the end (amp on
+    CUDA: Horovod's documented order, synchronize, then the scaler's step without a second one)."""
+    dtype = weight_dtype(flags.precision)
+    layout = torch.channels_last if flags.channels_last else torch.contiguous_format
+    model = copy.deepcopy(workload.model).to(device, dtype).to(memory_format=layout).train()
+    images, labels = workload.make_batch(ctx.data_generator())
+    batch = (images.to(device, dtype).contiguous(memory_format=layout), labels.to(device))
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=flags.lr, momentum=0.9),
+                                         named_parameters=model.named_parameters())
+    scaler = torch.amp.GradScaler("cuda") if flags.precision == "amp" and device.type == "cuda" else None
+
+    def run(steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            optimizer.zero_grad()
+            with autocast(flags.precision, device):
+                loss = workload.loss(model, batch)
+            if scaler is None:
+                loss.backward()
+                optimizer.step()
+                continue
+            scaler.scale(loss).backward()
+            optimizer.synchronize()
+            with optimizer.skip_synchronize():
+                scaler.step(optimizer)
+            scaler.update()
+        runtime.sync()
+        return steps * flags.batch_size / (time.perf_counter() - start)
+
+    return run
+
+
+def null_cost(runtime: TorchRuntime, writer: Any, args: argparse.Namespace, device: torch.device) -> None:
+    """The harness's own cost per step around a step that does nothing, and one telemetry sample's."""
+    nothing = timing.StepOutcome(torch.zeros(()), {"samples": 1.0})
+    steps = 20 * args.steps * args.rounds
+    summary = timing.timed_loop(runtime, writer, lambda: nothing, lambda t: float(t.item()), warmup_steps=0,
+                                steps=steps)
+    nvml = Nvml()
+    sample, _ = telemetry_for(nvml, nvml.handle(None, visible_device(hvd.local_rank())) if device.type == "cuda" else None)
+    start = time.perf_counter()
+    for _ in range(1000):
+        writer.write("telemetry", **sample())
+    per_sample = (time.perf_counter() - start) / 1000
+    writer.close()
+    print(f"harness cost per step around a no-op step: {summary['window_s'] / steps * 1e6:.1f} us "
+          f"(median {summary['median_step_s'] * 1e6:.1f} us inside the step's sync), {steps} steps")
+    print(f"one telemetry sample and its record: {per_sample * 1e6:.1f} us "
+          f"({'NVML' if nvml.available else 'process CPU/RSS only'}); at a 1 s interval "
+          f"{per_sample * 100:.4f}% of one core")
+
+
+def alternate(sides: tuple[Callable[[int], float], Callable[[int], float]], labels: tuple[str, str], rounds: int,
+              steps: int) -> list[float]:
+    """Both sides warmed, then ``rounds`` rounds in alternating order; each round's ratio first / second."""
+    for side in sides:
+        side(3)
+    ratios = []
+    for index in range(rounds):
+        order = (0, 1) if index % 2 == 0 else (1, 0)  # alternate which side goes first
+        result = {i: sides[i](steps) for i in order}
+        ratios.append(result[0] / result[1])
+        print(f"round {index + 1:2d}: {labels[0]} {result[0]:9.1f} img/s, {labels[1]} {result[1]:9.1f} img/s, "
+              f"ratio {ratios[-1]:.4f}", flush=True)
+    return ratios
 
 
 if __name__ == "__main__":

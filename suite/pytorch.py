@@ -266,7 +266,7 @@ class TorchBackend:
         return device_info(device)
 
     def configure(self, flags: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-        check_precision(flags.precision, device)
+        check_precision(flags, device)
         torch.manual_seed(flags.seed)
         return {"math": math_settings(flags, device)}
 

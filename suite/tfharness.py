@@ -26,7 +26,7 @@ import keras  # noqa: E402
 
 from . import harness  # noqa: E402
 from .core.environment import gloo_on_loopback  # noqa: E402
-from .core.errors import UsageError  # noqa: E402
+from .core.flags import check_device  # noqa: E402
 from .core.gpu import refuse_unseen_gpus  # noqa: E402
 from .core.gpu_choice import GpuChoice, choose_gpu  # noqa: E402
 from .core.records import RecordWriter  # noqa: E402
@@ -282,11 +282,8 @@ def profile(trainer: KerasTrainer, runtime: TFRuntime, writer: RecordWriter, ste
 def configure(flags: argparse.Namespace, device: str) -> dict[str, Any]:
     """The dtype policy and image layout, set before the model is built; what was chosen."""
     gpu = "GPU" in device
-    if flags.precision == "fp16" and not gpu:
-        raise UsageError("--precision fp16 needs a GPU; on the CPU use bf16, amp or mixed_bfloat16")
+    check_device(flags, on_gpu=gpu)
     data_format = flags.data_format or ("channels_first" if gpu else "channels_last")
-    if data_format == "channels_first" and not gpu:
-        raise UsageError("--data-format channels_first: TensorFlow's CPU convolutions take only channels_last")
     policy = keras_policy(flags.precision, gpu)
     keras.mixed_precision.set_global_policy(policy)
     keras.config.set_image_data_format(data_format)

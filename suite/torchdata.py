@@ -14,6 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
 from .core.errors import UsageError
+from .core.flags import check_device
 
 Batch = tuple[torch.Tensor, ...]
 MakeBatch = Callable[[torch.Generator], Batch]
@@ -49,11 +50,11 @@ class BuildContext:
 Build = Callable[[BuildContext], TorchWorkload]
 
 
-def check_precision(precision: str, device: torch.device) -> None:
-    """Refuse what this device cannot train in, with one line that says so."""
-    if precision == "fp16" and device.type != "cuda":
-        raise UsageError("--precision fp16 needs a CUDA device; on the CPU use bf16 or amp")
-    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+def check_precision(flags: argparse.Namespace, device: torch.device) -> None:
+    """Refuse what this device cannot train in, with one line that says so (flags.check_device, and bf16 on a
+    GPU without it)."""
+    check_device(flags, on_gpu=device.type == "cuda")
+    if flags.precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise UsageError(f"--precision bf16: {torch.cuda.get_device_name(device)} has no bf16 support")
 
 

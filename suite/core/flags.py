@@ -206,11 +206,17 @@ def check_flags(flags: argparse.Namespace, *, cnn: bool) -> None:
         raise UsageError(f"--channels-last applies to CNNs; model {flags.model} is not one")
     if getattr(flags, "data_format", None) and not cnn:
         raise UsageError(f"--data-format applies to CNNs; model {flags.model} is not one")
-    if getattr(flags, "data_format", None) == "channels_first" and flags.device == "cpu":
-        raise UsageError("--data-format channels_first: TensorFlow's CPU convolutions take only channels_last")
-    if flags.precision == "fp16" and flags.device == "cpu":
-        raise UsageError("--precision fp16 needs a CUDA device; on the CPU use bf16 or amp")
+    check_device(flags, on_gpu={"cpu": False, "cuda": True}.get(flags.device))
     check_adaptive(flags)
+
+
+def check_device(flags: argparse.Namespace, on_gpu: bool | None) -> None:
+    """What the device a run trains on cannot do, refused in one line: at parse time where --device names it
+    (``on_gpu`` None: --device auto, not known yet), by each framework's backend once the device is pinned."""
+    if on_gpu is False and flags.precision == "fp16":
+        raise UsageError("--precision fp16 needs a CUDA device; on the CPU use bf16 or amp")
+    if on_gpu is False and getattr(flags, "data_format", None) == "channels_first":
+        raise UsageError("--data-format channels_first: TensorFlow's CPU convolutions take only channels_last")
 
 
 def check_adaptive(flags: argparse.Namespace) -> None:
