@@ -88,6 +88,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                                     "GPU(s), two ranks two of them: pytest -m gpu covers CUDA"))
 
 
+def setup_requirements() -> list[str]:
+    """Every requirement set-up installs besides the frameworks' own specs: setup.cfg's with the extras set-up
+    asks for, and Horovod's build and run requirements (comments and blank lines dropped)."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    lines = cfg["options"]["install_requires"].splitlines() + [
+        line for extra in ("mpi", "slurm", "gpu", "report", "test")
+        for line in cfg["options.extras_require"][extra].splitlines()]
+    lines += (REPO / "scripts" / "horovod-requirements.txt").read_text().splitlines()
+    return [kept for line in lines if (kept := line.split("#")[0].strip())]
+
+
 def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *, samples: int = 32,
               warmup: int = 2, summary: bool = True, telemetry: dict | Sequence[dict] | None = None,
               gpu: dict | Sequence[dict] | None = None, unit: str = "images", host: str | None = None) -> Path:

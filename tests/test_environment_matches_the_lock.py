@@ -5,7 +5,6 @@ against."""
 
 from __future__ import annotations
 
-import configparser
 import importlib.metadata as md
 import re
 import sys
@@ -13,6 +12,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from conftest import setup_requirements
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -47,14 +47,8 @@ def test_the_lock_pins_every_requirement_once_at_an_exact_version() -> None:
     pins, section_of, bad = read_lock(LOCK.read_text())
     assert not bad, f"constraints.txt lines that are not one exact pin in a known section: {bad}"
     assert {"torch", "horovod"} <= {n for n, s in section_of.items() if s == "frameworks"}
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO / "setup.cfg")
-    wanted = cfg["options"]["install_requires"].splitlines() + [
-        line for extra in ("mpi", "slurm", "gpu", "report", "test")
-        for line in cfg["options.extras_require"][extra].splitlines()]
-    wanted += (REPO / "scripts" / "horovod-requirements.txt").read_text().splitlines()
     unmet = []
-    for line in filter(None, (w.split("#")[0].strip() for w in wanted)):
+    for line in setup_requirements():
         req = Requirement(line)
         name = canonicalize_name(req.name)
         if name not in pins or not req.specifier.contains(pins[name], prereleases=True):

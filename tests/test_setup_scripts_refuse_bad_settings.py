@@ -5,13 +5,13 @@ PyTorch, TensorFlow or Horovod itself, and refuses malformed arguments in one li
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import setup_requirements
 
 pytestmark = pytest.mark.bad_input  # counted in the run's summary (conftest.py)
 
@@ -40,13 +40,7 @@ def test_bundle_lists_what_setup_fetches_at_the_locked_versions_and_no_framework
     lock = {line.split("==")[0].lower(): line for line in (REPO / "constraints.txt").read_text().splitlines()
             if "==" in line and not line.startswith("#")}
     assert all(lock[line.split("==")[0]] == line for line in proc.stdout.splitlines()), proc.stdout
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO / "setup.cfg")
-    wanted = cfg["options"]["install_requires"].splitlines() + [
-        line for extra in ("mpi", "slurm", "gpu", "report", "test")
-        for line in cfg["options.extras_require"][extra].splitlines()]
-    wanted += (REPO / "scripts" / "horovod-requirements.txt").read_text().splitlines()
-    names = {re.split(r"[<>=!~ \[;]", line.split("#")[0].strip())[0].lower() for line in wanted} - {""}
+    names = {re.split(r"[<>=!~ \[;]", line)[0].lower() for line in setup_requirements()}
     assert listed == names - {"torch", "tensorflow", "horovod"}
     assert {"msgspec", "mpi4py", "submitit", "nvidia-ml-py", "cffi", "cmake"} <= listed
 
