@@ -11,11 +11,14 @@ import pandas as pd
 
 from hvdbench.suite.core.axes import read_axes
 from hvdbench.suite.core.errors import ReportError, SpecError
-from hvdbench.suite.core.metrics import run_outcome
+from hvdbench.suite.core.catalog import BENCHMARKS
+from hvdbench.suite.core.metrics import Outcome, run_outcome
 from hvdbench.suite.core.schema import KINDS, RUN_COLUMNS, RunColumn
 from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus, earlier_attempts
 
-from .rank_logs import PHASES, read_all
+from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
+
+PER_ITEM_UNITS = ("images", "samples", "utterances")  # units a step counts one of per batch item
 
 RUNS_SCHEMA: dict[str, str] = {
     "run_id": "string", "root": "string", "system": "string", "framework": "string",
@@ -162,6 +165,12 @@ def _tf32(env: dict[str, Any]) -> bool | None:
 _COLUMN_TYPES = {"boolean": (bool,), "Int64": (int,), "float64": (int, float), "string": (str,)}
 
 
+def _trains(benchmark: str) -> bool:
+    """Whether a run of that benchmark times training steps (collectives and p2p time other things)."""
+    info = BENCHMARKS.get(benchmark)
+    return info is None or info.trains
+
+
 def _recorded(column: RunColumn, first: dict[str, dict[str, Any]]) -> Any:
     """A RUN_COLUMNS value from rank 0's first record of its kind: null where absent or of another type."""
     value: Any = first.get(column.kind)
@@ -235,6 +244,7 @@ class _Run:
         self.foreign: list[str] = []
         self.timed: dict[int, float] = {}  # rank -> seconds from its log's start to its timed phase
         self.first: dict[str, dict[str, Any]] = {}  # rank 0's first record of each kind (RUN_COLUMNS)
+        self.timed_steps = 0  # valid timed step records read, every rank
         self.last: float = 0.0             # the latest record, seconds from its log's start (any rank)
 
     def _t(self, rec: dict[str, Any]) -> float | None:
@@ -251,6 +261,29 @@ class _Run:
         if alien or own is None or own >= self.spec.np:
             self.foreign.append(f"{path.name} holds records of rank {alien[0][0]} of {alien[0][1]}" if alien
                                 else f"{path.name} is not a rank of this {self.spec.np}-rank run")
+
+    def check_steps(self, path: Path, log: RankLog) -> None:
+        """Steps that cannot be true make the run inconsistent, said with the rank: a step index repeated (a
+        log written twice or copied into itself), a step shorter than any real one, or a timed step counting
+        other than its batch where the unit is one sample per batch item (images, samples, utterances)."""
+        if log.repeated:
+            self.foreign.append(f"{path.name} repeats step numbers ({log.repeated} record(s)): a log written twice")
+        if log.too_short:
+            self.foreign.append(f"{path.name} has {log.too_short} step(s) shorter than {MIN_STEP_S * 1e6:g} us, "
+                                "which no training step is")
+        warmup = log.steps.get("warmup")
+        if warmup is None:
+            return
+        timed = ~warmup
+        self.timed_steps += int(timed.sum())
+        env = self.env or {}
+        batch = (env.get("flags") or {}).get("batch_size") if isinstance(env.get("flags"), dict) else None
+        if env.get("unit") in PER_ITEM_UNITS and isinstance(batch, int) and not isinstance(batch, bool):
+            wrong = np.flatnonzero(timed & (log.steps["samples"] != batch))
+            if len(wrong):
+                i = wrong[0]
+                self.foreign.append(f"{path.name}: step {int(log.steps['step'][i])} counts "
+                                    f"{log.steps['samples'][i]:g} {env['unit']} but its batch is {batch}")
 
     def on_env(self, rec: dict[str, Any]) -> None:
         if rec.get("run_id") not in (None, self.spec.id):
@@ -364,13 +397,49 @@ def _read_specs(roots: list[Path]) -> tuple[list[tuple[Path, Path, RunSpec]], li
             specs.append((root, run_dir, RunSpec.read(run_dir / RUN_FILE)))
         except SpecError as exc:
             errors.append(str(exc))
-    return specs, errors
+    return _one_copy_each(specs, errors)
+
+
+def _one_copy_each(specs: list[tuple[Path, Path, RunSpec]],
+                   errors: list[str]) -> tuple[list[tuple[Path, Path, RunSpec]], list[str]]:
+    """A run is its id: where two folders hold the same run (a backup copy, a copied run.json), one is read
+    and each other one is left out with a line saying which copy was used and why; never a second repeat."""
+    by_id: dict[str, list[tuple[Path, Path, RunSpec]]] = {}
+    for item in specs:
+        by_id.setdefault(item[2].id, []).append(item)
+    kept = []
+    for run_id, copies in by_id.items():
+        ranked = sorted(copies, key=lambda c: _copy_rank(c[1], run_id))
+        kept.append(ranked[0])
+        why = _copy_why(ranked[0][1], run_id)
+        errors += [f"{other[1]}: a copy of run {run_id} (the same run id); {ranked[0][1]} is used ({why})"
+                   for other in ranked[1:]]
+    return kept, errors
+
+
+def _copy_rank(run_dir: Path, run_id: str) -> tuple[int, int, int, str]:
+    """How good a copy of a run is, best first: the folder the executors name it by, complete by its own
+    status, with the most rank logs, then by path (stable)."""
+    status = RunStatus.read(run_dir)
+    return (run_dir.name != run_id, not (status is not None and status.status == "ok"),
+            -len(list(run_dir.glob("rank-*.jsonl"))), str(run_dir))
+
+
+def _copy_why(run_dir: Path, run_id: str) -> str:
+    status = RunStatus.read(run_dir)
+    reasons = ["its folder is named by the run id"] if run_dir.name == run_id else []
+    if status is not None and status.status == "ok":
+        reasons.append("it recorded its end as ok")
+    reasons.append(f"it holds {len(list(run_dir.glob('rank-*.jsonl')))} rank log(s)")
+    return ", ".join(reasons)
 
 
 def _run_row(root: Path, run_dir: Path, run: _Run, recorded: RunStatus | None, logged: int) -> dict[str, Any]:
     """One row of the run table (RUNS_SCHEMA): the spec, how the run ended, and what its records say."""
     spec = run.spec
     outcome = run_outcome(spec.np, run.summary_ranks, run.errors, recorded, run.foreign)
+    if outcome.ok and run.timed_steps == 0 and _trains(spec.benchmark):
+        outcome = Outcome("incomplete", "incomplete: no valid timed step in its logs (see Malformed log lines)")
     return {
         "run_id": spec.id, "root": str(root), "system": spec.system, "framework": spec.framework,
         "benchmark": spec.benchmark, "model": _model(spec, run.env), "args": " ".join(spec.args),
@@ -413,6 +482,7 @@ def collect(roots: Iterable[Path]) -> Collection:
                 if rec.get("rank") == 0:
                     run.first.setdefault(rec["kind"], rec)
                 PARSERS[rec["kind"]](run, rec)
+            run.check_steps(path, log)
             if log.end is not None and log.start is not None:
                 run.last = max(run.last, log.end - log.start)
             if log.malformed:

@@ -25,6 +25,7 @@ from hvdbench.suite.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_probl
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
 STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
 PARALLEL_FROM = 64
+MIN_STEP_S = 1e-6  # no training step, however small, ends within a microsecond of its start and its device sync
 
 
 @dataclass
@@ -40,6 +41,8 @@ class RankLog:
     start: float | None = None  # the first record's monotonic time: telemetry is timed from it
     end: float | None = None    # the last record's
     ranks: set[tuple[int, int]] = field(default_factory=set)  # (rank, size) the records claim
+    repeated: int = 0   # step records whose step index an earlier record of this log already had
+    too_short: int = 0  # step records shorter than MIN_STEP_S: not a step that ran
 
 
 # The typed pass: the header every record has, a step's fields with their schema types (None where the careful
@@ -67,28 +70,37 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+@dataclass
+class StepCheck:
+    """Which step records to keep, and what the others say about the log: records that are not steps at all
+    (malformed, counted in ParseStats), and steps that cannot be true (a repeated index, a step shorter
+    than MIN_STEP_S), which make the run inconsistent."""
+
+    keep: np.ndarray
+    repeated: int = 0
+    too_short: int = 0
+
+
 def _steps_of(stats: ParseStats, step: np.ndarray, duration: np.ndarray, samples: np.ndarray,
-              loss_ok: np.ndarray) -> np.ndarray:
-    """Which step records to keep: an integer step, a finite positive duration, finite samples >= 0 and a
-    numeric (or absent) loss, the first of each step index; the rest counted with an example."""
+              typed_ok: np.ndarray) -> StepCheck:
+    """Keep the records with an integer step, a finite positive duration, finite samples >= 0 and a numeric
+    (or absent) loss and a boolean (or absent) warm-up flag, the first of each step index; malformed ones
+    counted with an example; repeated indices and impossibly short steps counted apart."""
     with np.errstate(invalid="ignore"):
         valid = (~np.isnan(step) & np.isfinite(duration) & (duration > 0) & np.isfinite(samples) & (samples >= 0)
-                 & loss_ok)
+                 & typed_ok)
+        too_short = int((valid & (duration < MIN_STEP_S)).sum())
     bad = int((~valid).sum())
     keep = np.zeros(len(step), dtype=bool)
     if valid.any():
         positions = np.flatnonzero(valid)
         _, first = np.unique(step[positions], return_index=True)
         keep[positions[first]] = True
-    repeated = int(valid.sum() - keep.sum())
     if bad:
         stats.malformed += bad
-        stats.examples.append(f"{bad} step record(s) without an integer step, a finite positive duration and "
-                              "numeric samples and loss")
-    if repeated:
-        stats.malformed += repeated
-        stats.examples.append(f"{repeated} step record(s) repeat a step index already read (the first kept)")
-    return keep
+        stats.examples.append(f"{bad} step record(s) without an integer step, a finite positive duration, "
+                              "numeric samples and loss and a true/false warm-up flag")
+    return StepCheck(keep, int(valid.sum() - keep.sum()), too_short)
 
 
 def _others(records: list[dict[str, Any]], stats: ParseStats) -> list[dict[str, Any]]:
@@ -111,20 +123,23 @@ def _floats(values: list[Any], types: set[type]) -> np.ndarray | None:
 
 
 def _careful_arrays(steps: list[dict[str, Any]]) -> tuple[np.ndarray, ...]:
-    """step, duration, samples and whether the loss is numeric, for every step record (NaN where a value is
-    not of its type): vectorised where each field has its type throughout, one record at a time where not."""
-    fields = {name: list(map(_get[name], steps)) for name in ("step", "duration", "samples", "loss")}
+    """step, duration, samples and whether the loss is numeric and the warm-up flag boolean (or absent), for
+    every step record (NaN where a value is not of its type): vectorised where each field has its type
+    throughout, one record at a time where not."""
+    fields = {name: list(map(_get[name], steps)) for name in ("step", "duration", "samples", "loss", "warmup")}
     step = _floats(fields["step"], {int})
     duration = _floats(fields["duration"], _NUMBERS)
     samples = _floats(fields["samples"], _NUMBERS)
     if step is not None and duration is not None and samples is not None \
-            and _floats(fields["loss"], _NUMBERS | {type(None)}) is not None:
+            and _floats(fields["loss"], _NUMBERS | {type(None)}) is not None \
+            and set(map(type, fields["warmup"])) <= {bool, type(None)}:
         return step, duration, samples, np.ones(len(steps), dtype=bool)
     step = np.array([v if type(v) is int else np.nan for v in fields["step"]], dtype=float)
     duration = np.array([v if _number(v) else np.nan for v in fields["duration"]], dtype=float)
     samples = np.array([v if _number(v) else np.nan for v in fields["samples"]], dtype=float)
-    loss_ok = np.array([v is None or type(v) in _NUMBERS for v in fields["loss"]], dtype=bool)
-    return step, duration, samples, loss_ok
+    typed_ok = np.array([(loss is None or type(loss) in _NUMBERS) and type(warm) in (bool, type(None))
+                         for loss, warm in zip(fields["loss"], fields["warmup"])], dtype=bool)
+    return step, duration, samples, typed_ok
 
 
 def _phase_column(values: list[Any]) -> np.ndarray:
@@ -175,7 +190,8 @@ def _typed_pass(path: Path, data: bytes, stats: ParseStats) -> RankLog | None:
     steps = list(compress(items, is_step))
     step, duration, samples = (np.fromiter(map(_attr[name], steps), dtype=float, count=len(steps))
                                for name in ("step", "duration", "samples"))
-    keep = _steps_of(stats, step, duration, samples, np.ones(len(steps), dtype=bool))
+    check = _steps_of(stats, step, duration, samples, np.ones(len(steps), dtype=bool))
+    keep = check.keep
     good = list(compress(steps, keep))
     phases = list(map(_attr["phases"], good)) if b'"phases"' in data else []
     columns = _columns(good, _attr, step[keep], duration[keep], samples[keep], phases)
@@ -184,7 +200,8 @@ def _typed_pass(path: Path, data: bytes, stats: ParseStats) -> RankLog | None:
     return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3],
                    ranks={(r, n) for r, n in zip(ranks, sizes)} if len(ranks) == len(sizes) == 1
                    else set(zip(map(_attr["rank"], items), map(_attr["size"], items))),
-                   start=_mono(items[0].mono if items else None), end=_mono(items[-1].mono if items else None))
+                   start=_mono(items[0].mono if items else None), end=_mono(items[-1].mono if items else None),
+                   repeated=check.repeated, too_short=check.too_short)
 
 
 def _mono(value: Any) -> float | None:
@@ -211,8 +228,9 @@ def read_log(path: Path) -> RankLog:
         records = [rec for rec in records if rec.get("hvdbench") == SCHEMA_VERSION]
     is_step = list(map("step".__eq__, map(_get_kind, records)))
     steps = list(compress(records, is_step))
-    step, duration, samples, loss_ok = _careful_arrays(steps)
-    keep = _steps_of(stats, step, duration, samples, loss_ok)
+    step, duration, samples, typed_ok = _careful_arrays(steps)
+    check = _steps_of(stats, step, duration, samples, typed_ok)
+    keep = check.keep
     good = list(compress(steps, keep))
     phases = [p if type(p) is dict else {} for p in map(_get["phases"], good)]
     columns = _columns(good, _get, step[keep], duration[keep], samples[keep], phases)
@@ -220,7 +238,8 @@ def read_log(path: Path) -> RankLog:
     return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3],
                    ranks=set(zip(map(_get_rank, records), map(_get_size, records))),
                    start=_mono(records[0].get("mono") if records else None),
-                   end=_mono(records[-1].get("mono") if records else None))
+                   end=_mono(records[-1].get("mono") if records else None),
+                   repeated=check.repeated, too_short=check.too_short)
 
 
 def read_all(paths: list[Path]) -> list[RankLog]:

@@ -95,11 +95,16 @@ def straggler_table(collection: Collection, stats: pd.DataFrame, threshold: floa
     return pd.DataFrame(rows, columns=list(STRAGGLER_SCHEMA)).astype(STRAGGLER_SCHEMA)
 
 
+MIN_REPEATS = 3  # repeats an interval over repeats needs
+
+
 def _combine(group: pd.DataFrame) -> dict[str, Any]:
     """Repeats of one configuration: the median throughput; the interval over steps, or over repeats."""
     if len(group) == 1:
         row = group.iloc[0]
         low, high, method = row["ci_low"], row["ci_high"], "steps"
+    elif len(group) < MIN_REPEATS:  # two repeats bootstrap to nothing: the runs' own intervals, together
+        low, high, method = group["ci_low"].min(), group["ci_high"].max(), f"steps of {len(group)} repeats"
     else:
         low, high = median_interval(group["throughput"].to_numpy())
         method = "repeats"

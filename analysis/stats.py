@@ -13,6 +13,7 @@ import pandas as pd
 from hvdbench.suite.core.metrics import CONFIDENCE, percentile_interval, rank_throughput, throughput_resamples
 from hvdbench.suite.core.metrics import total_throughput as total_throughput_of
 
+MIN_INTERVAL_STEPS = 5  # steady steps a 95% interval needs; below it the report says "n/a (too few steps)"
 BOOTSTRAP_SAMPLES = 2000
 MIN_STEPS_TO_DETECT = 20
 OUTLIER_SPREADS = 4.0
@@ -195,7 +196,9 @@ def run_stats(steps: pd.DataFrame | StepMatrix, warmup: int | None = None,
     if durations.size == 0:
         return None
     resamples = throughput_draws(durations, samples)
-    low, high = percentile_interval(resamples) if durations.shape[0] >= 2 else (resamples[0], resamples[0])
+    if durations.shape[0] < MIN_INTERVAL_STEPS:  # no interval from too few steps, nor from ratios built on them
+        resamples = np.full(len(resamples), np.nan)
+    low, high = percentile_interval(resamples) if durations.shape[0] >= MIN_INTERVAL_STEPS else (np.nan, np.nan)
     if draws is not None:  # the same resamples in an order of the run's own: independent of every other run's
         draws[run_id] = resamples[np.random.default_rng(run_seed(run_id)).permutation(len(resamples))]
     means = durations.mean(axis=0)

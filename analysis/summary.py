@@ -115,7 +115,8 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
     best = best_configurations(table)
     for system, rows in best.groupby("system", sort=True):
         head = [f"{r['model']} ({r['benchmark']}) on {r['np']} {_ranks(r)}, {r['nodes']} node(s): {r['throughput']:,.1f} "
-                f"{r['unit']}/s [{r['ci_low']:,.1f}–{r['ci_high']:,.1f}]"
+                + (f"{r['unit']}/s [{r['ci_low']:,.1f}–{r['ci_high']:,.1f}]" if not pd.isna(r["ci_low"])
+                   else f"{r['unit']}/s [interval n/a: too few steps]")
                 + (f", efficiency {r['efficiency']:.0%}{_interval(r, 'efficiency')}" if not pd.isna(r["efficiency"])
                    else ", no 1-GPU baseline") for _, r in rows.iterrows()]
         out.append(f"{system}: " + _some(head) + ".")

@@ -26,6 +26,13 @@ def fmt(value: Any, digits: int = 1) -> str:
     return "n/a" if missing(value) else f"{value:,.{digits}f}"
 
 
+def interval(low: Any, high: Any) -> str:
+    """A 95% interval's cell: n/a where it could not be computed (fewer steady steps than an interval needs)."""
+    if missing(low) or missing(high):
+        return "n/a (too few steps)"
+    return f"{fmt(low)} – {fmt(high)}"
+
+
 def text(value: Any) -> str:
     """A string cell; n/a where missing."""
     return "n/a" if missing(value) else str(value)
@@ -114,7 +121,7 @@ def headline_rows(table: pd.DataFrame) -> list[list[str]]:
     """The headline columns of each scaling row, formatted; speedup and efficiency with their 95% intervals."""
     return [[r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", r.knobs or "-",
              str(r.nodes), str(r.np),
-             fmt(r.throughput), f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", fmt(r.per_rank), tflops(r.tflops_per_gpu),
+             fmt(r.throughput), interval(r.ci_low, r.ci_high), fmt(r.per_rank), tflops(r.tflops_per_gpu),
              peak_share(r), ratio(r.speedup, r.speedup_low, r.speedup_high), efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high),
              fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
              str(r.repeats) if r.repeats == 1 else f"{r.repeats} ({fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
@@ -136,7 +143,7 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
         out.append(("By placement at equal GPU count", "The same workload and GPU count on differently linked GPUs.",
                     (["workload", "GPUs", "placement", "throughput", "95% CI", "relative to best"],
                      [[_workload(r), str(r.np), r.placement or "-", fmt(r.throughput),
-                       f"{fmt(r.ci_low)} – {fmt(r.ci_high)}", pct(r.throughput / r.best)]
+                       interval(r.ci_low, r.ci_high), pct(r.throughput / r.best)]
                       for r in by_place.sort_values(keyed + ["throughput"], ascending=[True] * 6 + [False]).itertuples()])))
     workload = ARGS
     multi = table.groupby(workload).filter(lambda g: (g["nodes"] > 1).any()) if len(table) else table

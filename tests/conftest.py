@@ -147,6 +147,7 @@ class ScriptLauncher(Launcher):
         "flaky": "import os, sys\nif not os.path.isdir('attempt-1'):\n    print('error: rank 0: connection reset', "
                  "flush=True); sys.exit(3)\nfrom hvdbench.suite.core.records import RecordWriter\n"
                  "with RecordWriter('rank-0.jsonl', rank=0, local_rank=0, size=1) as w:\n"
+                 "    w.write('step', step=0, warmup=False, duration=1.0, samples=1, loss=1.0)\n"
                  "    w.write('summary', steps=1, samples=1, window_s=1.0, median_step_s=1.0, throughput=1.0)",
     }
 

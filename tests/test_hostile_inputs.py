@@ -122,7 +122,6 @@ def test_a_log_written_by_another_run_with_the_same_shape_is_told_apart(tmp_path
 @pytest.mark.parametrize("line, problem", [
     ('"step":7,"warmup":false,"duration":Infinity,"samples":32,"loss":1', "finite positive duration"),
     ('"step":7,"warmup":false,"duration":0.1,"samples":32,"loss":"abc"', "numeric samples and loss"),
-    ('"step":3,"warmup":false,"duration":0.001,"samples":32,"loss":1', "repeat a step index"),
     ('"benchmark":"cifar10","device":"cuda"', "env record: device should be dict"),
     ('"benchmark":"cifar10","flags":["--x"]', "env record: flags should be dict"),
     ('"power_w":"hot"', "telemetry record: power_w should be float"),
