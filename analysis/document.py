@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from hvdbench.suite.core.validate import spreadsheet_safe
+
 
 @dataclass
 class Section:
@@ -32,6 +34,16 @@ class Report:
     tables: dict[str, pd.DataFrame]
     plots: dict[str, str]
     headline: list[Section]
+
+
+def csv_safe(table: pd.DataFrame) -> pd.DataFrame:
+    """A table for CSV: its text cells that a spreadsheet would run as a formula neutralised (Parquet keeps
+    them as they are)."""
+    out = table.copy()
+    for column in out.columns:
+        if out[column].dtype == object or isinstance(out[column].dtype, pd.StringDtype):
+            out[column] = out[column].map(lambda v: spreadsheet_safe(v) if isinstance(v, str) else v)
+    return out
 
 
 def md_text(text: object) -> str:

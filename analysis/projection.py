@@ -16,7 +16,7 @@ from hvdbench.suite.core.errors import ReportError
 
 from .allreduce_model import ALGORITHMS, Link, parse_link
 from .collect import Collection, collect
-from .document import Section, section_markdown, text_table
+from .document import Section, csv_safe, section_markdown, text_table
 from .projection_inputs import DRAWS, Measured, FittedWorkload, allreduce_curves, pick_curve, workload_inputs
 from .scaling import run_stats_table, scaling_table
 from .stats import percentile_interval
@@ -268,8 +268,8 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int], gpus
     out.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out / "projection.md", "csv": out / "projection.csv", "links": out / "projection-links.csv",
              "plot": out / "projection.svg"}
-    result.table.to_csv(paths["csv"], index=False)
-    result.links.to_csv(paths["links"], index=False)
+    csv_safe(result.table).to_csv(paths["csv"], index=False)
+    csv_safe(result.links).to_csv(paths["links"], index=False)
     svg = plot_projection(result.table)
     if svg:
         paths["plot"].write_text(svg, encoding="utf-8")

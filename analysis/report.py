@@ -16,7 +16,7 @@ from .comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
 from .compare import compare_table
 from .details import breakdown_table, details_table
 from .efficiency import Peak, load_peaks, with_peaks
-from .document import Report, Section, render_markdown, text_table
+from .document import Report, Section, csv_safe, render_markdown, text_table
 from .html import render_html
 from .p2p import host_rows, matrix_rows, p2p_table
 from .plots import all_plots, breakdown_plot
@@ -161,7 +161,7 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
         paths[name] = out_dir / f"{name}.csv"
         data = data.copy()
         data.attrs = {}  # in-memory companions (bootstrap resamples) are not part of the files
-        data.to_csv(paths[name], index=False)
+        csv_safe(data).to_csv(paths[name], index=False)
         data.to_parquet(out_dir / f"{name}.parquet", index=False)
     return paths
 

@@ -6,11 +6,15 @@ executor runs here, one run at a time (launchers/local.py); the SLURM one submit
 
 from __future__ import annotations
 
+import fcntl
 import os
+import signal
 import socket
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from hvdbench.suite.core.errors import LaunchError
 from hvdbench.suite.core.gpu_choice import granted, placement_problem
@@ -39,14 +43,89 @@ class Executor:
         """The specs to run: all, or with resume those not finished."""
         return [s for s in specs if not (self.resume and self.finished(s))]
 
-    @staticmethod
-    def prepare(spec: RunSpec, run_dir: Path) -> None:
-        """A run's folder before an attempt: its run.json, and what an earlier attempt left moved aside."""
+    def prepare(self, spec: RunSpec, run_dir: Path) -> None:
+        """A run's folder before an attempt: processes an earlier attempt left running on this host ended
+        first (a killed sweep's ranks), then its run.json written and what was there moved aside."""
+        left = processes_of(run_dir) if run_dir.is_dir() else []
+        if left:
+            self.report(f"{spec.id}: {len(left)} process(es) of an earlier attempt still running here "
+                        f"(pid {', '.join(map(str, left[:5]))}); ending them before the run starts again")
+            stuck = end_processes(left)
+            if stuck:
+                raise LaunchError(f"{spec.id}: process(es) {', '.join(map(str, stuck))} of an earlier attempt do "
+                                  "not end; the run's folder is left as it is")
         try:
             spec.write(run_dir)
             keep_earlier_attempt(run_dir)
         except OSError as exc:
             raise LaunchError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
+
+
+LOCK_FILE = ".hvdbench.lock"
+
+
+@contextmanager
+def results_lock(root: Path) -> Iterator[None]:
+    """One sweep at a time per results root: an exclusive lock on ROOT/.hvdbench.lock that the kernel drops
+    when its holder ends, however it ends (a killed sweep leaves nothing stuck). A second sweep on the same
+    root is refused in one line naming the holder's pid, host and start."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        handle = open(root / LOCK_FILE, "a+", encoding="utf-8")
+    except OSError as exc:
+        raise LaunchError(f"cannot use the results directory {root}: {exc.strerror}") from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip()[:200] or "another process"
+            raise LaunchError(f"{root} is in use by another hvdbench sweep ({holder}): wait for it to end, or "
+                              "give this one another --output") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.flush()
+        yield
+
+
+def processes_of(run_dir: Path) -> list[int]:
+    """The processes on this host whose command line names the run's folder: its launcher and ranks (each
+    is started with --log-dir pointing there), e.g. still running after their sweep was killed."""
+    needle = str(run_dir.resolve()).encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle in (entry / "cmdline").read_bytes() and int(entry.name) != os.getpid():
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue  # ended meanwhile, or not ours to read
+    return found
+
+
+def end_processes(pids: list[int], grace: float = 15.0) -> list[int]:
+    """SIGTERM, then SIGKILL after ``grace`` seconds, to each process; those still there after both."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + wait
+        while pids and time.monotonic() < deadline:
+            pids = [pid for pid in pids if _alive(pid)]
+            time.sleep(0.1)
+        if not pids:
+            return []
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    """Running or stopped (a zombie waiting for its parent counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def scheduler_chose_gpus(environ: Mapping[str, str] | None = None) -> bool:

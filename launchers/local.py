@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shlex
 import signal
@@ -18,7 +19,7 @@ from hvdbench.suite.core.metrics import logged_outcome
 from hvdbench.suite.core.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, Launcher, get_launcher
-from .executor import Executor, launch_environment, placement_refusal, scheduler_chose_gpus
+from .executor import Executor, launch_environment, placement_refusal, results_lock, scheduler_chose_gpus
 from .policy import LAUNCHER_LOG, completed, failure_reason, retry_left, tail
 
 class Stopped(BaseException):
@@ -97,7 +98,7 @@ class LocalExecutor(Executor):
         specs = list(specs)
         results: list[RunStatus] = []
         done: Counter[str] = Counter()
-        with stop_signals():
+        with results_lock(self.root), stop_signals():
             for index, spec in enumerate(specs, 1):
                 self.report(progress_line(index, len(specs), done, f"{spec.id} ({spec.np} rank(s) via {spec.launcher})"))
                 status = self.run(spec)
@@ -149,7 +150,7 @@ class LocalExecutor(Executor):
         with open(log_path, "w", encoding="utf-8") as log:
             try:
                 proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=env, cwd=run_dir, start_new_session=True)
+                                        env=env, cwd=run_dir, start_new_session=True, preexec_fn=_die_with_parent)
             except OSError as exc:
                 return RunStatus("failed", None, 0.0, f"could not start {argv[0]}: {exc.strerror}", job_id=job)
             try:
@@ -173,6 +174,16 @@ class LocalExecutor(Executor):
         if not outcome.ok:
             return RunStatus("failed", returncode, seconds, outcome.reason, tail(log_path), job)
         return RunStatus("ok", returncode, seconds, job_id=job)
+
+
+def _die_with_parent() -> None:
+    """In the launcher, before it starts: SIGTERM when this sweep ends, however it ends (kill -9 included),
+    so the launcher ends its ranks rather than running on beside a resumed sweep (Linux prctl)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

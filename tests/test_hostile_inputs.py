@@ -199,9 +199,9 @@ def test_sweep_values_must_be_finite_typed_and_said_once(tmp_path: Path, capsys:
 def test_output_under_a_file_or_in_proc_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "file").write_text("x")
     _refused(["run", "mlp", "--np", "1", "-o", str(tmp_path / "file" / "out"), "--no-report"], tmp_path, capsys,
-             "cannot write the run directory")
+             "cannot use the results directory")
     _refused(["run", "mlp", "--np", "1", "-o", "/proc/hvdbench", "--no-report"], tmp_path, capsys,
-             "cannot write the run directory")
+             "cannot use the results directory")
     write_run(tmp_path / "r", RunSpec(benchmark="cifar10", np=1), [[0.1] * 25])
     _refused(["report", str(tmp_path / "r"), "-o", str(tmp_path / "file" / "rep")], tmp_path, capsys,
              "cannot create the report directory", keep=(tmp_path / "r",))

@@ -86,6 +86,7 @@ def test_compile_trains(tmp_path: Path, hvd_env: dict) -> None:
     (["speech", "--utt-seconds", "normal:1:2"], "expected normal:MEAN:STD:MIN:MAX"),
     (["mlp", "--mlp-widths", "64,0"], "hidden widths must be positive integers"),
 ])
+@pytest.mark.slow  # two processes per case, each importing torch
 def test_bad_values_are_refused_before_anything_starts(args: list[str], text: str, tmp_path: Path) -> None:
     for argv in ([hvdbench_exe(), "run", *args, "--output", str(tmp_path / "out")],
                  [sys.executable, str(REPO / "suite" / f"{args[0]}.py"), *args[1:]]):

@@ -58,6 +58,7 @@ def _changed_values(tmp_path: Path) -> dict[str, str]:
             "HOROVOD_BUILD_CUDA_CC_LIST": "80,90"}
 
 
+@pytest.mark.slow  # about 20 runs of scripts/setup.sh --stamp
 def test_every_setting_that_enters_the_build_changes_the_stamp_and_no_other(tmp_path: Path) -> None:
     settings = documented_settings()
     values = _changed_values(tmp_path)
@@ -72,6 +73,7 @@ def test_every_setting_that_enters_the_build_changes_the_stamp_and_no_other(tmp_
     assert not (tmp_path / "venv").exists() and not (tmp_path / "cache").exists()  # --stamp installs nothing
 
 
+@pytest.mark.slow
 def test_another_mpi_on_path_changes_the_stamp(tmp_path: Path) -> None:
     """Horovod and mpi4py link the MPI they were built against: MPICH where Open MPI was is another build."""
     (tmp_path / "mpirun").write_text("#!/bin/sh\necho 'HYDRA build details:'\necho '    Version: 4.1.2'\n")

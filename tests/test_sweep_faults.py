@@ -112,3 +112,53 @@ def test_an_interrupted_sweep_resumes_with_only_the_missing_runs(tmp_path: Path,
     assert again.stdout.count("already complete, skipped") == 1 and "sweep: 3 ok" in again.stdout
     assert {p.name: p.read_bytes() for p in finished.iterdir()} == kept
     assert len([p for p in root.glob("*/status.json") if json.loads(p.read_text())["status"] == "ok"]) == 3
+
+
+def test_a_second_sweep_on_the_same_output_is_refused_naming_the_first(tmp_path: Path, hvd_env: dict) -> None:
+    """One sweep at a time per results root (an exclusive lock): a second one says who holds it and runs
+    nothing; once the first ends the root is free again, and a killed sweep leaves nothing stuck."""
+    root = tmp_path / "results"
+    first = _start(_sweep(tmp_path, "held", [100000], timeout=200, np="[1]"), root, hvd_env)
+    _rank_pid(root, 100000, 0, time.monotonic() + 120)
+    second = subprocess.run([hvdbench_exe(), "sweep", str(_sweep(tmp_path, "other", [5], timeout=60, np="[1]")), "-o",
+                             str(root), "--no-report"], capture_output=True, text=True, env=hvd_env, timeout=120)
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 2 and len(lines) == 1, second.stderr
+    assert f"is in use by another hvdbench sweep (pid {first.pid} on " in lines[0]
+    assert len(list(root.glob("*/run.json"))) == 1  # the second sweep ran nothing
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=60)
+    again = subprocess.run([hvdbench_exe(), "sweep", str(_sweep(tmp_path, "other", [5], timeout=120, np="[1]")), "-o",
+                            str(root), "--no-report"], capture_output=True, text=True, env=hvd_env, timeout=300)
+    assert again.returncode == 0 and "sweep: 1 ok" in again.stdout, again.stdout + again.stderr
+
+
+def test_ranks_end_with_their_killed_sweep_and_a_resume_finds_none_running(tmp_path: Path, hvd_env: dict) -> None:
+    """kill -9 of the sweep: its launcher hears of it (a parent-death signal) and ends its ranks; a resume
+    right after ends whatever of the earlier attempt still runs before it touches the run's folder."""
+    root = tmp_path / "results"
+    sweep = _sweep(tmp_path, "orphans", [100000], timeout=300)
+    proc = _start(sweep, root, hvd_env)
+    ranks = [_rank_pid(root, 100000, rank, time.monotonic() + 120) for rank in (0, 1)]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in ranks) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(_alive(pid) for pid in ranks), "ranks outlived their sweep"
+
+
+def test_a_resume_ends_what_an_earlier_attempt_left_running(tmp_path: Path) -> None:
+    """Processes naming a run's folder (a launcher or rank left behind) are ended before the folder is
+    touched, and the resume says so."""
+    from hvdbench.launchers.local import LocalExecutor
+    from hvdbench.suite.core.spec import RunSpec
+
+    spec = RunSpec(benchmark="mlp")
+    run_dir = tmp_path / spec.id
+    run_dir.mkdir(parents=True)
+    stray = subprocess.Popen(["python3", "-c", "import time; time.sleep(120)", "--log-dir", str(run_dir)])
+    said: list[str] = []
+    LocalExecutor(tmp_path, report=said.append).prepare(spec, run_dir)
+    assert stray.wait(timeout=30) is not None and not _alive(stray.pid)
+    assert said and "1 process(es) of an earlier attempt still running here" in said[0]

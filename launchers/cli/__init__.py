@@ -7,17 +7,41 @@ import os
 import sys
 import tempfile
 import traceback
-from typing import Sequence
+from typing import Any, Sequence
 
 from hvdbench.suite.core.errors import HvdbenchError, UsageError
+from hvdbench.suite.core.validate import visible
 
 from ..local import Stopped
 from . import commands
 from .parser import build_parser
 
 
+class _Visible:
+    """A text stream whose writes show control characters as escapes (suite/core/validate.visible): what
+    hvdbench prints comes partly from run folders, which anyone could have written."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(visible(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``hvdbench``."""
+    """Entry point of ``hvdbench``: every line it prints, on stdout and stderr, made visible first."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Visible(out), _Visible(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args, rest = build_parser().parse_known_args(argv)

@@ -22,6 +22,23 @@ PATH = re.compile(r"^[A-Za-z0-9_./~+@%,=-]+$")                  # a path passed 
 MAX_TEXT = 4096
 
 
+_UNSEEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal acts on: escapes, carriage returns, C1
+
+
+def visible(text: str) -> str:
+    """Text made safe to print: every control character but newline and tab shown as its escape (\\x1b),
+    so a value from a run's files cannot move the cursor, recolour or retitle the terminal."""
+    return _UNSEEN.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A CSV cell a spreadsheet cannot run: one starting =, +, @, a tab or a carriage return, or a - that
+    carries a call or a link ((, |, !), gets a leading apostrophe, which spreadsheets show as text."""
+    if cell[:1] in ("=", "+", "@", "\t", "\r") or (cell[:1] == "-" and any(c in cell for c in "(|!")):
+        return "'" + cell
+    return cell
+
+
 def text_problem(value: str) -> str | None:
     """Free text (a label, an argument): no control characters (a newline would end an #SBATCH line), bounded."""
     if CONTROL.search(value):
