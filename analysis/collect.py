@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -19,6 +20,7 @@ from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunS
 from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
 
 PER_ITEM_UNITS = ("images", "samples", "utterances")  # units a step counts one of per batch item
+MAX_CASE_BYTES = 1 << 50  # a collective case of more than a pebibyte was never measured
 
 RUNS_SCHEMA: dict[str, str] = {
     "run_id": "string", "root": "string", "system": "string", "framework": "string",
@@ -310,6 +312,12 @@ class _Run:
     def on_comm(self, rec: dict[str, Any]) -> None:
         if rec.get("skipped"):
             self.skipped.add(f"{rec.get('op')} via {rec.get('backend')}, {rec.get('dtype')}: {rec['skipped']}")
+            return
+        nbytes, times = rec.get("bytes"), rec.get("times") or []
+        if not (isinstance(nbytes, int) and 0 < nbytes <= MAX_CASE_BYTES) or not all(
+                isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 for t in times):
+            self.foreign.append(f"rank {rec['rank']}: a {rec.get('op')} record of {nbytes!r} bytes or with times "
+                                "that are not positive seconds")
             return
         self.tables["comm"] += [{"run_id": self.spec.id, "rank": rec["rank"], "op": rec.get("op"),
                                  "backend": rec.get("backend"), "dtype": rec.get("dtype"), "bytes": rec.get("bytes"),

@@ -20,6 +20,7 @@ BUILTIN = Path(__file__).with_name("peaks.toml")
 PRECISION_COLUMN = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "amp": "fp16", "mixed_float16": "fp16",
                     "bf16": "bf16", "mixed_bfloat16": "bf16"}
 COLUMNS = ("fp32", "tf32", "fp16", "bf16")
+MAX_TFLOPS = 100_000.0  # far above any accelerator's dense peak: a larger figure is a unit slip
 NVLINK_GBS_PER_LINK = 25.0  # per direction; NVLink 2, 3 and 4 alike (V100, A100, H100)
 PCIE_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}  # per direction, after encoding
 
@@ -44,7 +45,11 @@ def load_peaks(extra: Path | None = None) -> list[Peak]:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ReportError(f"{path}: not a readable peak table ({exc})") from None
-        for i, entry in enumerate(data.get("device", [])):
+        devices = data.get("device")
+        if not isinstance(devices, list) or not devices:
+            raise ReportError(f"{path}: expected [[device]] tables (name, match, source, TFLOP/s per precision), "
+                              f"got {'none' if devices is None else type(devices).__name__}")
+        for i, entry in enumerate(devices):
             peaks.append(_peak(path, i, entry))
     return peaks
 
@@ -69,6 +74,9 @@ def _peak(path: Path, index: int, entry: Any) -> Peak:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ReportError(f"{where}: {column} must be a positive number of TFLOP/s, got {value!r}")
+        if value > MAX_TFLOPS:
+            raise ReportError(f"{where}: {column} {value:g} TFLOP/s is beyond any device (at most {MAX_TFLOPS:g}); "
+                              "peaks are in TFLOP/s, not FLOP/s")
         tflops[column] = float(value)
     return Peak(entry["name"], tuple(m.lower() for m in match), tflops, str(entry.get("source", "")))
 

@@ -265,7 +265,10 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int], gpus
     for text in links:
         parse_link(text)  # a bad spec is one line before any results are read
     result = project(collect(dirs), nodes, gpus_per_node, links, algorithms, warmup)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create the projection's directory {out}: {exc.strerror}") from None
     paths = {"markdown": out / "projection.md", "csv": out / "projection.csv", "links": out / "projection-links.csv",
              "plot": out / "projection.svg"}
     csv_safe(result.table).to_csv(paths["csv"], index=False)

@@ -21,6 +21,7 @@ import numpy as np
 
 from hvdbench.suite.core.records import ParseStats, decode_json, records_of
 from hvdbench.suite.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
+from hvdbench.suite.core.validate import regular_file
 
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
 STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
@@ -180,7 +181,7 @@ def _typed_pass(path: Path, data: bytes, stats: ParseStats) -> RankLog | None:
     payload, other = _record_lines(data)
     try:
         items = _typed_decoder.decode(b"[" + b",".join(payload) + b"]")
-    except msgspec.DecodeError:  # malformed JSON or UTF-8, an unknown kind, a field of the wrong type
+    except (msgspec.DecodeError, RecursionError):  # malformed JSON or UTF-8, an unknown kind, a wrong type, depth
         return None
     if len(items) != len(payload) or set(map(_attr["hvdbench"], items)) - {SCHEMA_VERSION}:
         return None
@@ -213,7 +214,10 @@ def read_log(path: Path) -> RankLog:
     kept), anything malformed counted with examples."""
     stats = ParseStats()
     try:
+        regular_file(path)
         data = path.read_bytes()
+    except ValueError as exc:  # a FIFO or a device: never read
+        return RankLog(str(path), {}, [], unreadable=str(exc).split(": ", 1)[-1])
     except OSError as exc:
         return RankLog(str(path), {}, [], unreadable=f"unreadable: {exc.strerror}")
     fast = _typed_pass(path, data, stats)

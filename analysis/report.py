@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
+
+from hvdbench.suite.core.spec import RUN_FILE
 
 from hvdbench.suite.core.errors import ReportError
 
@@ -147,23 +151,42 @@ def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict
 
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
-    """report.md, report.html, plot-N.svg, and every table as CSV and Parquet."""
+    """report.md, report.html, plot-N.svg, and every table as CSV and Parquet: written whole into a folder
+    beside ``out_dir``, which then takes its place, so a full disk leaves the earlier report (or none), never
+    half of one. A folder that is not an earlier report (it holds runs, or other files) is never replaced."""
+    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / "report.md").is_file())
+                             or next(out_dir.rglob(RUN_FILE), None) is not None):
+        raise ReportError(f"cannot create the report directory {out_dir}: it exists and is not an earlier report "
+                          "(it holds other files or runs); give -o an empty or new folder")
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     except OSError as exc:
         raise ReportError(f"cannot create the report directory {out_dir}: {exc.strerror}") from None
+    try:
+        _write_files(report, staging)
+        if out_dir.is_dir():
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise ReportError(f"cannot write the report into {out_dir}: {exc.strerror}{where}") from None
     paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}
-    paths["markdown"].write_text(render_markdown(report) + "\n", encoding="utf-8")
-    paths["html"].write_text(render_html(report), encoding="utf-8")
+    paths.update({name: out_dir / f"{name}.csv" for name in report.tables})
+    return paths
+
+
+def _write_files(report: Report, folder: Path) -> None:
+    (folder / "report.md").write_text(render_markdown(report) + "\n", encoding="utf-8")
+    (folder / "report.html").write_text(render_html(report), encoding="utf-8")
     for i, svg in enumerate(report.plots.values()):
-        (out_dir / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
+        (folder / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
     for name, data in report.tables.items():
-        paths[name] = out_dir / f"{name}.csv"
         data = data.copy()
         data.attrs = {}  # in-memory companions (bootstrap resamples) are not part of the files
-        csv_safe(data).to_csv(paths[name], index=False)
-        data.to_parquet(out_dir / f"{name}.parquet", index=False)
-    return paths
+        csv_safe(data).to_csv(folder / f"{name}.csv", index=False)
+        data.to_parquet(folder / f"{name}.parquet", index=False)
 
 
 def terminal_text(report: Report, collection: Collection) -> str:

@@ -108,6 +108,18 @@ def _bench_args(workload: Workload, framework: str, batch: int | None, precision
     return tuple(args)
 
 
+def _given_twice(args: tuple[str, ...]) -> str | None:
+    """The first flag a run's arguments give more than once (the last would silently win), or None."""
+    seen: set[str] = set()
+    for arg in args:
+        if arg.startswith("--"):
+            flag = arg.split("=", 1)[0]
+            if flag in seen:
+                return flag
+            seen.add(flag)
+    return None
+
+
 def _adaptive(sweep: Sweep) -> tuple[str, ...]:
     """The flags of the sweep's target_ci and max_steps (training workloads only)."""
     if sweep.target_ci is None:
@@ -175,6 +187,10 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
         for batch, precision, knob_values, independent in combos:
             args = _bench_args(workload, info.framework, batch, precision, independent,
                                dict(zip(knob_names, knob_values)), _adaptive(sweep) if info.trains else ())
+            twice = _given_twice(args)
+            if twice:
+                raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark}): {twice} is given twice (its "
+                                 "args and the sweep's axes or target_ci/max_steps); keep one")
             try:
                 flags = info.check(args)
             except UsageError as exc:

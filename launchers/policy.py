@@ -10,6 +10,7 @@ its node is requeued by SLURM itself, since hvdbench's jobs are requeueable when
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -17,9 +18,21 @@ from hvdbench.suite.core.metrics import logged_outcome
 from hvdbench.suite.core.spec import RunSpec, RunStatus
 
 RETRIED = ("failed", "timeout")  # how an attempt may end and be started again
+MAX_RETRIES = 10  # more would retry a broken run for ever
 NEVER_RETRIED = {"cancelled": "stopped by a person or the scheduler", "interrupted": "stopped by Ctrl-C or SIGTERM",
                  "refused": "the scheduler's grant cannot hold its placement; another attempt gets the same GPUs"}
 LAUNCHER_LOG = "launcher.log"
+
+
+def retry_count(text: str) -> int:
+    """argparse type of --retries: a whole number from 0 to MAX_RETRIES."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_RETRIES:
+        raise argparse.ArgumentTypeError(f"retries must be 0 to {MAX_RETRIES}, got {text}")
+    return value
 
 
 def retry_left(status: str, attempt: int, retries: int, refused: bool = False) -> bool:

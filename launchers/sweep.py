@@ -18,10 +18,11 @@ from typing import Any, Callable, Mapping, TypeVar
 from hvdbench.suite.core.axes import AXES
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
-from hvdbench.suite.core.validate import (CONSTRAINT, DIRECTIVE, HOST, NAME, PATH, SLURM_WORD, grammar_problem,
+from hvdbench.suite.core.validate import (CONSTRAINT, GRES_TYPE, DIRECTIVE, HOST, NAME, PATH, SLURM_WORD, grammar_problem,
                                      number_problem, text_problem)
 
 from .base import PMI_PLUGINS, default_controllers, launcher_class, launcher_names
+from .policy import MAX_RETRIES
 from .sweep_file import SweepError, read_document
 
 T = TypeVar("T")
@@ -204,6 +205,12 @@ class _Reader:
             self.fail(key, f"expected a whole number, 0 or more, got {value!r}")
         return int(value)
 
+    def retries(self, value: Any, key: str) -> int:
+        count = self.count(value, key)
+        if count > MAX_RETRIES:
+            self.fail(key, f"at most {MAX_RETRIES} (a run that fails that often will not pass), got {value!r}")
+        return count
+
     def port(self, value: Any, key: str) -> int:
         port = self.positive(value, key)
         if port > 65535:
@@ -308,7 +315,11 @@ SET_BY_HVDBENCH = {"nodes": "its nodes", "N": "its nodes", "ntasks-per-node": "o
                    "error": "the results directory", "e": "the results directory", "nodelist": "a pinned run's host",
                    "array": "slurm.array_parallelism", "exclusive": "slurm.exclusive",
                    "constraint": "slurm.constraint", "C": "slurm.constraint", "mem": "slurm.mem_gb",
-                   "cpus-per-task": "slurm.cpus_per_task", "c": "slurm.cpus_per_task"}
+                   "cpus-per-task": "slurm.cpus_per_task", "c": "slurm.cpus_per_task",
+                   "gpus": "its GPUs per node", "G": "its GPUs per node", "gpus-per-task": "slurm.gpus_per_task",
+                   "requeue": "retries (a job with retries is requeueable)",
+                   "no-requeue": "retries (a job with retries is requeueable)",
+                   "signal": "the stop signal that records a run ahead of the time limit"}
 
 _TOP = ("name", "system", "launcher", "controller", "repeats", "max_runs", "timeout", "transport", "retries",
         "target_ci", "max_steps",
@@ -350,7 +361,7 @@ def load_sweep(path: Path) -> Sweep:
         launchers=pairs,
         repeats=top.get("repeats", top.positive, 1), max_runs=top.get("max_runs", top.positive, 10_000),
         timeout=top.get("timeout", top.seconds, 1800.0), transport=top.get("transport", top.choice(TRANSPORTS), "auto"),
-        retries=top.get("retries", top.count, 0), target_ci=top.get("target_ci", top.percent, None),
+        retries=top.get("retries", top.retries, 0), target_ci=top.get("target_ci", top.percent, None),
         max_steps=top.get("max_steps", top.positive, None),
         workloads=workloads, np=axes.many("np", axes.positive), nodes=axes.many("nodes", axes.positive),
         gpus_per_node=axes.many("gpus_per_node", axes.positive),
@@ -411,7 +422,7 @@ def _slurm_options(slurm: _Reader) -> SlurmOptions:
         cpus_per_task=slurm.get("cpus_per_task", slurm.positive, None),
         mem_gb=slurm.get("mem_gb", slurm.positive, None),
         gpus_per_task=slurm.get("gpus_per_task", slurm.flag, False),
-        gpu_type=slurm.get("gpu_type", slurm.grammar(SLURM_WORD, "a GRES type such as a100"), None))
+        gpu_type=slurm.get("gpu_type", slurm.grammar(GRES_TYPE, "a GRES type such as a100 (no count)"), None))
 
 
 def _check_sweep(sweep: Sweep, top: _Reader, axes: _Reader, slurm: _Reader) -> None:

@@ -12,6 +12,7 @@ from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
 from hvdbench.suite.core.validate import SLURM_WORD, grammar_problem, text_problem
 
 from ..base import launcher_names
+from ..policy import retry_count
 from ..runs import DEFAULT_SWEEP
 
 
@@ -66,7 +67,7 @@ def _run(sub: Any) -> None:
     run.add_argument("--transport", choices=TRANSPORTS, default="auto",
                      help="MPI transport (mpirun, srun, mpiexec): auto = MPI's own choice (UCX where built in), "
                           "ucx, or tcp (Open MPI's ob1: TCP between nodes, shared memory within)")
-    run.add_argument("--retries", type=non_negative_int, default=0, metavar="N",
+    run.add_argument("--retries", type=retry_count, default=0, metavar="N",
                      help="start a failed or timed-out run again up to N times (earlier attempts kept)")
     run.add_argument("--repeats", type=positive_int, default=1, help="runs of each configuration")
     run.add_argument("--system", type=label, default="local", help="label of this system in the report")
@@ -139,7 +140,7 @@ def _sweep(sub: Any) -> None:
     sweep.add_argument("--timeout", type=positive_float, default=None,
                        help="seconds before a run is killed (default: the file's)")
     sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
-    sweep.add_argument("--retries", type=non_negative_int, default=None, metavar="N",
+    sweep.add_argument("--retries", type=retry_count, default=None, metavar="N",
                        help="start a failed or timed-out run again up to N times (default: the file's retries)")
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     sweep.add_argument("--in-allocation", action="store_true",
@@ -156,7 +157,7 @@ def _submit(sub: Any) -> None:
     again = submit.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="submit only runs neither complete nor queued")
     again.add_argument("--rerun", action="store_true", help="submit every run again")
-    submit.add_argument("--retries", type=non_negative_int, default=None, metavar="N",
+    submit.add_argument("--retries", type=retry_count, default=None, metavar="N",
                         help="requeue a job whose run failed up to N times; jobs are requeueable (node failure, "
                              "preemption) (default: the file's retries)")
     submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")

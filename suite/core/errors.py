@@ -19,5 +19,9 @@ class LaunchError(HvdbenchError):
     """A launcher or executor that could not start, or lost, a run."""
 
 
+class WriteError(HvdbenchError):
+    """A result that could not be written (a full disk, a read-only folder); nothing half-written is left."""
+
+
 class ReportError(HvdbenchError):
     """Nothing to report on: an empty, unreadable or incomplete results directory."""

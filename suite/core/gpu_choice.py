@@ -21,12 +21,16 @@ PLACEMENT_VARIABLE = "HVDBENCH_DEVICES"
 GRANT_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 
 
-def _ids(text: str | None) -> tuple[int, ...] | None:
-    """``0,4`` as (0, 4); None where unset, empty or not plain ids (UUIDs, MIG names)."""
+def _ids(text: str | None, name: str = PLACEMENT_VARIABLE) -> tuple[int, ...] | None:
+    """``0,4`` as (0, 4); None where unset or empty. Anything else (``-1``, ``0,0``, a UUID) is a UsageError
+    naming the variable: placements and SLURM's grants name node-physical GPU ids, each once."""
     if not text or not text.strip():
         return None
     parts = [p.strip() for p in text.split(",")]
-    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+    if not all(p.isdigit() for p in parts) or len(set(map(int, parts))) != len(parts):
+        raise UsageError(f"{name}={text[:60]!r}: expected distinct GPU ids such as 0,3 (node-physical indices, "
+                         "each once)")
+    return tuple(int(p) for p in parts)
 
 
 def visible_devices(env: Mapping[str, str] | None = None) -> list[str] | None:
@@ -38,7 +42,7 @@ def visible_devices(env: Mapping[str, str] | None = None) -> list[str] | None:
 def granted(env: Mapping[str, str]) -> tuple[int, ...] | None:
     """The node-physical GPU ids SLURM granted this task (its step's, else its job's), or None."""
     for name in GRANT_VARIABLES:
-        ids = _ids(env.get(name))
+        ids = _ids(env.get(name), name)
         if ids is not None:
             return ids
     return None

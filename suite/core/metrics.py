@@ -93,7 +93,12 @@ def logged_outcome(run_dir: Path, np: int, recorded: Any = None) -> Outcome:
     foreign: list[str] = []
     for rank in range(np):
         path = run_dir / rank_log_name(rank)
-        for rec in read_records(path) if path.exists() else []:
+        try:
+            records = read_records(path) if path.exists() or path.is_symlink() else []
+        except OSError as exc:  # no regular file (a FIFO, a device), or unreadable
+            foreign.append(str(exc).replace(str(run_dir) + "/", ""))
+            continue
+        for rec in records:
             if rec["rank"] != rank or rec["size"] != np:
                 foreign.append(f"{path.name} holds records of rank {rec['rank']} of {rec['size']}")
             elif rec["kind"] == "summary":

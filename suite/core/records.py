@@ -22,6 +22,7 @@ from typing import IO, Any, Iterable, Iterator
 from msgspec.json import decode as decode_json  # a whole rank log 3x as fast as json (measured on 1M records)
 
 from .schema import KINDS, MARKER, SCHEMA_VERSION, kind as schema_kind
+from .validate import regular_file
 
 
 @lru_cache(maxsize=1)
@@ -126,6 +127,8 @@ def parse_line(line: str) -> dict[str, Any] | None:
         record, _ = _decoder.raw_decode(line, start)
     except json.JSONDecodeError as exc:
         raise ValueError(f"truncated or malformed record: {exc.msg}") from None
+    except RecursionError:
+        raise ValueError("a record nested deeper than any hvdbench writes") from None
     if not isinstance(record, dict) or record.get("kind") not in KINDS:
         raise ValueError(f"record of unknown kind {record.get('kind')!r}")
     for key in ("rank", "size"):
@@ -180,7 +183,12 @@ def parse_lines(lines: Iterable[str], stats: ParseStats | None = None) -> Iterat
 
 
 def read_lines(path: Path) -> list[str]:
-    """A log's lines; undecodable bytes are replaced (a torn write is a malformed line, not a failure)."""
+    """A log's lines; undecodable bytes are replaced (a torn write is a malformed line, not a failure). A
+    path that is no regular file (a FIFO, /dev/zero) is an OSError naming it, never read."""
+    try:
+        regular_file(path)
+    except ValueError as exc:
+        raise OSError(str(exc)) from None
     with open(path, encoding="utf-8", errors="replace") as handle:
         return handle.read().splitlines()
 
@@ -223,7 +231,7 @@ def _whole_records(payload: list[str]) -> list[dict[str, Any]] | None:
     C-level passes (``map``) over the whole file: per-record Python code is what costs at 10M records."""
     try:
         records = decode_json("[" + ",".join(payload) + "]")
-    except ValueError:  # msgspec's DecodeError is a ValueError
+    except (ValueError, RecursionError):  # msgspec's DecodeError is a ValueError; a line nested beyond reason
         return None
     if len(records) != len(payload) or set(map(type, records)) - {dict}:
         return None

@@ -9,7 +9,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import SpecError
+from .errors import SpecError, WriteError
+from .validate import read_small_text
+
+SMALL_FILE = 1 << 20  # run.json and status.json are a few kB; nothing larger is read
 
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
@@ -130,19 +133,19 @@ class RunSpec:
         run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / RUN_FILE
         payload = {"schema": 1, "id": self.id, "spec": self.to_dict()}
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        _write_whole(path, json.dumps(payload, indent=2) + "\n")
         return path
 
     @classmethod
     def read(cls, path: Path) -> "RunSpec":
         """Read a run.json; a missing, unreadable or malformed file is a SpecError naming it."""
         try:
-            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+            payload = json.loads(read_small_text(Path(path), SMALL_FILE, "a run description"))
             spec = payload["spec"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SpecError(f"{path}: not a readable run description ({exc})") from None
+        except ValueError as exc:
+            raise SpecError(f"{path}: not a readable run description ({str(exc).split(': ', 1)[-1]})") from None
+        except (KeyError, TypeError, RecursionError) as exc:
+            raise SpecError(f"{path}: not a readable run description ({type(exc).__name__}: {exc})") from None
         if not isinstance(spec, Mapping):
             raise SpecError(f"{path}: not a readable run description (its spec is a {type(spec).__name__})")
         try:
@@ -172,18 +175,45 @@ class RunStatus:
 
     def write(self, run_dir: Path) -> None:
         """Write status.json into the run directory (the launcher's record of how the run ended)."""
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = run_dir / (STATUS_FILE + ".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(run_dir / STATUS_FILE)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WriteError(f"cannot write {run_dir / STATUS_FILE}: {exc.strerror}") from None
+        _write_whole(run_dir / STATUS_FILE, json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunStatus | None":
-        """The recorded status, or None where the run has none (never run, or started by hand)."""
+        """The recorded status, or None where the run has none (never run, or started by hand) or it is
+        unreadable: no regular file, too large, not JSON, fields of the wrong type."""
         try:
-            return cls(**json.loads((run_dir / STATUS_FILE).read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
+            data = json.loads(read_small_text(run_dir / STATUS_FILE, SMALL_FILE, "a run status", strict=False))
+            status = cls(**data)
+        except (ValueError, TypeError, RecursionError):
             return None
+        return status if status.well_typed() else None
+
+    def well_typed(self) -> bool:
+        """Every field of its type (a status.json written by anything else may not be)."""
+        number = (int, float)
+        return (isinstance(self.status, str) and isinstance(self.message, str) and isinstance(self.tail, str)
+                and (self.returncode is None or (isinstance(self.returncode, int) and not isinstance(self.returncode, bool)))
+                and isinstance(self.seconds, number) and not isinstance(self.seconds, bool)
+                and (self.job_id is None or isinstance(self.job_id, str)))
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write a small file whole or not at all (a temporary file renamed over it); a full disk or a read-only
+    folder is a WriteError naming the file, with nothing half-written left behind."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise WriteError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _attempt_number(path: Path) -> int | None:

@@ -6,7 +6,9 @@ Framework-free."""
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-
                   r"|\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]+:[0-9A-Fa-f:.]*)$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")       # results directories, job names
 SLURM_WORD = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+@-]*$")     # partition, account, qos
+GRES_TYPE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")         # a GPU type in gres (a100), no count
 CONSTRAINT = re.compile(r"^[A-Za-z0-9_.,:&|!*()\[\]+-]+$")      # sbatch --constraint expressions
 DIRECTIVE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(?:=[^\s'\"`$\\;&|<>]+)?$")
 PATH = re.compile(r"^[A-Za-z0-9_./~+@%,=-]+$")                  # a path passed to ssh or horovodrun unquoted
@@ -79,9 +82,23 @@ def finite(text: str) -> float:
     return value
 
 
+def regular_file(path: Path) -> None:
+    """Only regular files are read: a FIFO would block the reader for ever, a device (/dev/zero) would fill
+    its memory. A ValueError of one line naming the file otherwise (or where it cannot be looked at)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
+        raise ValueError(f"{path}: {kind}, not a regular file; left unread")
+
+
 def read_small_text(path: Path, limit: int, what: str, *, strict: bool = True) -> str:
     """A small text file's content (at most ``limit`` bytes); a ValueError of one line naming the file when
-    it cannot be read, is larger, holds NUL bytes (UTF-16, binary) or, where ``strict``, is not UTF-8."""
+    it is no regular file, cannot be read, is larger, holds NUL bytes (UTF-16, binary) or, where ``strict``,
+    is not UTF-8."""
+    regular_file(path)
     try:
         with open(path, "rb") as handle:
             raw = handle.read(limit + 1)
