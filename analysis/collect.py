@@ -178,6 +178,8 @@ def _recorded(column: RunColumn, first: dict[str, dict[str, Any]]) -> Any:
     value: Any = first.get(column.kind)
     for key in column.path:
         value = value.get(key) if isinstance(value, dict) else None
+    if column.render is not None:
+        value = column.render(value)
     ok = isinstance(value, _COLUMN_TYPES[column.dtype]) and (column.dtype == "boolean" or not isinstance(value, bool))
     return value if ok else None
 

@@ -225,8 +225,11 @@ def terminal_text(report: Report, collection: Collection) -> str:
 
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
-                 prices: dict[str, float] | None = None, peaks: Path | None = None) -> tuple[str, dict[str, Path]]:
-    """Collect, compute and write the report; return the terminal text and the paths written."""
+                 prices: dict[str, float] | None = None, peaks: Path | None = None,
+                 extend: Callable[[Report, Collection], str] | None = None) -> tuple[str, dict[str, Path]]:
+    """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
+    adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
+    to print besides."""
     peak_list = load_peaks(peaks)  # a bad peak file is named before anything is read
     collection = collect(roots)
     if collection.runs.empty:
@@ -234,4 +237,5 @@ def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
     report = build(collection, warmup=warmup, prices=prices, peaks=peak_list)
-    return terminal_text(report, collection), write(report, out_dir)
+    extra = extend(report, collection) if extend is not None else ""
+    return terminal_text(report, collection) + extra, write(report, out_dir)

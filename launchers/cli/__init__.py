@@ -51,11 +51,14 @@ def _main(argv: Sequence[str] | None) -> int:
             return (commands.cmd_run if args.command == "run" else commands.cmd_screen)(args, rest)
         if rest:
             raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
+        if args.command == "compare" and args.regressions:
+            return commands.cmd_regressions(args)
         if args.command in ("report", "compare"):
             return commands.report(args.dirs, args.output, warmup=args.warmup, prices=args.price,
                                    systems=args.command == "compare", peaks=args.peaks)
         return {"topo": commands.cmd_topo, "sweep": commands.cmd_sweep, "submit": commands.cmd_submit,
-                "status": commands.cmd_status, "project": commands.cmd_project}[args.command](args)
+                "status": commands.cmd_status, "project": commands.cmd_project,
+                "accept": commands.cmd_accept}[args.command](args)
     except HvdbenchError as exc:
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import RunStatus
@@ -35,6 +35,50 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
     print(text)
     print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
     return 0
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    """Judge the criteria; print the table, write the report with its Acceptance section; 0, 1 or 2."""
+    import time
+
+    from hvdbench.analysis import acceptance
+    from hvdbench.analysis.document import Section, text_table
+    from hvdbench.analysis.report import build_report
+
+    criteria = acceptance.load_criteria(args.criteria)  # a bad criteria file is one line before any results
+    out = args.output or (Path(args.dirs[0]) / "report")
+    said: dict[str, Any] = {}
+
+    def extend(report: Any, collection: Any) -> str:
+        table = acceptance.judge(criteria, report.tables, collection)
+        report.tables["acceptance"] = table
+        header, rows = acceptance.rows(table)
+        report.sections.insert(0, Section("Acceptance", acceptance.SECTION_TEXT, header, rows))
+        said.update(table=table, protocol=acceptance.protocol(args.criteria, table, collection,
+                                                              time.strftime("%Y-%m-%d")))
+        return "\n\nacceptance\n" + text_table(header, rows)
+
+    text, paths = build_report(list(args.dirs), out, warmup=args.warmup, peaks=args.peaks, extend=extend)
+    try:
+        (out / "acceptance.txt").write_text(said["protocol"], encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out / 'acceptance.txt'}: {exc.strerror}") from None
+    print(text)
+    print(f"acceptance: {paths['acceptance']}, {out / 'acceptance.txt'} and the report's Acceptance section")
+    return acceptance.exit_status(said["table"])
+
+
+def cmd_regressions(args: argparse.Namespace) -> int:
+    """OLD against NEW, configuration by configuration; exit status 1 on any regression."""
+    from hvdbench.analysis.regression import compare_results
+
+    if len(args.dirs) != 2:
+        raise UsageError("hvdbench compare --regressions: give two results roots, OLD then NEW")
+    out = args.output or (Path(args.dirs[1]) / "report")
+    text, paths, table = compare_results(args.dirs[0], args.dirs[1], out, args.margin / 100.0, args.warmup)
+    print(text)
+    print(f"regressions: {paths['markdown']} and {paths['csv']}")
+    return 1 if (table["change"] == "regression").any() else 0
 
 
 def cmd_project(args: argparse.Namespace) -> int:

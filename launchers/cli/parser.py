@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdbench.suite.core.catalog import BENCHMARKS
-from hvdbench.suite.core.flags import Parser, int_list, non_negative_int, positive_float, positive_int
+from hvdbench.suite.core.flags import Parser, int_list, non_negative_int, percent, positive_float, positive_int
 from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
 from hvdbench.suite.core.validate import SLURM_WORD, grammar_problem, text_problem
 
@@ -44,7 +44,7 @@ def build_parser() -> Parser:
     """The command line of every subcommand."""
     parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (_run, _reports, _project, _sweep, _submit, _status, _screen, _topo):
+    for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo):
         add(sub)
     return parser
 
@@ -98,9 +98,32 @@ def _reports(sub: Any) -> None:
                             help="leave out exactly the first N steps of every run (default: detected)")
         report.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
                             help="price of one GPU-hour on a system, for throughput per dollar (repeatable)")
+        if name == "compare":
+            report.add_argument("--regressions", action="store_true",
+                                help="OLD NEW: pair configurations and mark each change beyond --margin whose "
+                                     "interval excludes it (exit status 1 on any regression)")
+            report.add_argument("--margin", type=percent, default=2.0, metavar="PCT",
+                                help="with --regressions: the smallest change that counts (default 2%%)")
         report.add_argument("--peaks", type=Path, default=None, metavar="FILE",
                             help="a peak table (TOML, as analysis/peaks.toml) for GPUs or CPUs the built-in one "
                                  "lacks; its entries are tried first")
+
+
+def _accept(sub: Any) -> None:
+    """hvdbench accept: a buyer's criteria judged with intervals."""
+    accept = sub.add_parser(
+        "accept", help="judge the results against acceptance criteria, with their 95%% intervals",
+        description="Judge each [[criterion]] of a TOML file (a metric, min or max, and selectors naming the runs) "
+                    "against the results: pass where the whole 95%% interval meets it, fail where it misses it, "
+                    "inconclusive where it holds it, not measured where no run matches. Writes the report with an "
+                    "Acceptance section, acceptance.csv and acceptance.txt (for an acceptance protocol). Exit "
+                    "status: 0 all pass, 1 any fail, 2 only inconclusive or not measured left.")
+    accept.add_argument("criteria", type=Path, help="criteria file (TOML)")
+    accept.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
+    accept.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+    accept.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                        help="leave out exactly the first N steps of every run (default: detected)")
+    accept.add_argument("--peaks", type=Path, default=None, metavar="FILE", help="a peak table (as report's)")
 
 
 def _project(sub: Any) -> None:

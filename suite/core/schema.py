@@ -10,9 +10,10 @@ Importable without any framework.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 SCHEMA_VERSION = 1
 MARKER = '{"hvdbench":'
@@ -214,18 +215,45 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
 @dataclass(frozen=True)
 class RunColumn:
     """A column of the report's run table read from rank 0's first record of ``kind``: the value at ``path``
-    (a field, then keys into it), null where absent or not of the column's type."""
+    (a field, then keys into it), through ``render`` where given, null where absent or not of the column's
+    type."""
 
     name: str
     kind: str
     path: tuple[str, ...]
     dtype: str  # pandas dtype: "boolean", "Int64", "float64" or "string"
     meaning: str
+    render: Callable[[Any], Any] | None = None
+
+
+def _tuning(variables: Any) -> str | None:
+    """The variables that tune the exchange, as KEY=VALUE; KEY=VALUE ... (HOROVOD_, NCCL_, UCX_, OMPI_MCA_)."""
+    if not isinstance(variables, dict):
+        return None
+    picked = sorted(f"{k}={v}" for k, v in variables.items()
+                    if str(k).startswith(("HOROVOD_", "NCCL_", "UCX_", "OMPI_MCA_")) and not _PLUMBING.match(str(k)))
+    return "; ".join(picked)
+
+
+# what a launcher sets for each process (its place in the job, where to meet): no tuning, and it differs run to run
+_PLUMBING = re.compile(r"HOROVOD_(HOSTNAME|RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS_RANK|CROSS_SIZE|GLOO_RENDEZVOUS_\w+|"
+                       r"GLOO_IFACE)$")
 
 
 RUN_COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("cudnn_autotune", "env", ("math", "cudnn_autotune"), "boolean",
               "cuDNN timed its convolution algorithms and kept the fastest (a GPU run)"),
+    RunColumn("started", "env", ("time",), "float64", "when rank 0 recorded its environment (s since the epoch)"),
+    RunColumn("host", "env", ("host",), "string", "rank 0's host"),
+    RunColumn("driver", "env", ("nvml", "driver"), "string", "the NVIDIA driver, as NVML reports it"),
+    RunColumn("cuda", "env", ("device", "cuda"), "string", "the CUDA the framework was built with"),
+    RunColumn("cudnn", "env", ("device", "cudnn"), "Int64", "the cuDNN version PyTorch loaded"),
+    RunColumn("nccl", "env", ("device", "nccl"), "string", "the NCCL version PyTorch loaded"),
+    RunColumn("torch", "env", ("device", "torch"), "string", "PyTorch's version"),
+    RunColumn("tensorflow", "env", ("device", "tensorflow"), "string", "TensorFlow's version"),
+    RunColumn("horovod_version", "env", ("horovod", "version"), "string", "Horovod's version"),
+    RunColumn("tuning", "env", ("variables",), "string",
+              "HOROVOD_*, NCCL_*, UCX_* and OMPI_MCA_* variables of rank 0, KEY=VALUE; ...", _tuning),
 )
 
 
