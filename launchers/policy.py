@@ -4,18 +4,21 @@ One retry policy: an attempt that ends ``failed`` (a rank's error, a launcher th
 that do not add up) or ``timeout`` (the run's own timeout here, the job's time limit under SLURM) is started
 again while ``retries`` are left, each earlier attempt kept in ``attempt-N/`` of the run's folder. Never
 retried: a placement the scheduler's grant cannot hold (another attempt gets the same GPUs), and a run a
-person or the scheduler stopped (``cancelled``, ``interrupted``). A SLURM job that was preempted or lost
-its node is requeued by SLURM itself, since hvdbench's jobs are requeueable when retries are asked.
+person stopped (``cancelled``, ``interrupted``). A SLURM job that is preempted, loses a node or is requeued
+by hand is started again by SLURM itself, since hvdbench's jobs are requeueable when retries are asked;
+such an attempt is kept as ``preempted``, ``node-failure`` or ``requeued``, and is not counted against
+``retries``.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from hvdbench.suite.core.metrics import logged_outcome
-from hvdbench.suite.core.spec import RunSpec, RunStatus
+from hvdbench.suite.core.spec import RunSpec, RunStatus, earlier_attempts
 
 RETRIED = ("failed", "timeout")  # how an attempt may end and be started again
 MAX_RETRIES = 10  # more would retry a broken run for ever
@@ -38,6 +41,35 @@ def retry_count(text: str) -> int:
 def retry_left(status: str, attempt: int, retries: int, refused: bool = False) -> bool:
     """Whether attempt ``attempt`` (from 1) that ended as ``status`` is started again under ``retries``."""
     return not refused and status in RETRIED and attempt <= retries
+
+
+_REQUEUED = re.compile(r"attempt \d+ ([\w-]+): (.*)", re.S)
+
+
+def failed_attempts(run_dir: Path) -> int:
+    """The run's kept attempts that ended failed or timed out: the retries used (preempted, node-failure and
+    requeued-by-hand attempts are the scheduler's, and use none)."""
+    kept = (RunStatus.read(folder) for folder in earlier_attempts(run_dir))
+    return sum(1 for status in kept if status is not None and status.status in RETRIED)
+
+
+def requeued(ending: RunStatus, attempt: int, note: str = "") -> RunStatus:
+    """The run's status while SLURM holds its job for another attempt (``requeued``, so the queue is asked
+    and nothing submits it twice); how attempt ``attempt`` ended stays in the message, for ``as_ended``."""
+    return replace(ending, status="requeued", message=f"attempt {attempt} {ending.status}: {ending.message}{note}")
+
+
+def as_ended(status: RunStatus) -> RunStatus:
+    """An earlier attempt's status as it is kept in ``attempt-N/``: how it ended. A ``requeued`` status gives
+    back the ending it holds (failed, timeout, preempted, node-failure...); one still ``running`` ended
+    without recording how (its first task was killed, or its node failed): ``lost``."""
+    if status.status == "requeued":
+        match = _REQUEUED.fullmatch(status.message)
+        return replace(status, status=match.group(1), message=match.group(2)) if match else status
+    if status.status == "running":
+        return replace(status, status="lost", message=f"{status.message}; it ended without recording how (its "
+                       "first task was killed, or its node failed) and was started again")
+    return status
 
 
 def completed(run_dir: Path, spec: RunSpec) -> RunStatus | None:

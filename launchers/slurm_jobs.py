@@ -12,6 +12,9 @@ from hvdbench.suite.core.spec import RunSpec
 from .base import launcher_class
 from .sweep import SlurmOptions
 
+SIGNAL_AHEAD_S = 90  # the most seconds before its time limit that a job is told it will be stopped
+
+
 def gpus_needed(spec: RunSpec) -> int:
     """GPUs a run needs on each node: one per rank, or (a placement names node-physical ids) GPUs 0 up to
     the highest id it names, since SLURM grants the lowest free ids."""
@@ -56,6 +59,8 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int
         extra["requeue"] = True
     if options.array_parallelism:
         params["slurm_array_parallelism"] = options.array_parallelism
+    # SLURM warns the job (SIGUSR2) a quarter of its time limit ahead, at most 90 s: the run records a timeout
+    params["slurm_signal_delay_s"] = min(SIGNAL_AHEAD_S, options.time_min * 15)
     return params
 
 

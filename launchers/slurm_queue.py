@@ -22,27 +22,77 @@ from .policy import completed
 
 ACTIVE = ("submitted", "pending", "running", "requeued")
 FINAL_OK = ("ok",)
+REQUEUED_BY_SLURM = ("preempted", "node-failure", "requeued")  # endings after which SLURM starts the job again
 # squeue's job states -> how the run ended (or that it is still under way).
 SQUEUE_STATES = {
     "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending", "RESIZING": "pending",
     "RUNNING": "running", "COMPLETING": "running", "SUSPENDED": "running", "STAGE_OUT": "running",
     "CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "PREEMPTED": "preempted",
-    "FAILED": "failed", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "BOOT_FAIL": "failed",
+    "FAILED": "failed", "NODE_FAIL": "node-failure", "OUT_OF_MEMORY": "failed", "BOOT_FAIL": "failed",
     "COMPLETED": "completed",
 }
 
 
 
-def scheduler_says(job: str | None) -> str | None:
-    """The job's own state as squeue reports it now (for telling a preemption from a cancel)."""
-    if not job:
-        return None
+def job_fields(job: str, run: Callable[..., Any] = subprocess.run) -> dict[str, str]:
+    """``scontrol show job -o JOB`` as its fields (JobState, Restarts, NodeList...); {} where it cannot say."""
     try:
-        out = subprocess.run(["squeue", "-h", "--states=all", "-j", job, "-o", "%T"], capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return SQUEUE_STATES.get(out.stdout.strip().split("\n")[0]) if out.returncode == 0 else None
+        out = run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if out.returncode != 0:
+        return {}
+    return dict(word.partition("=")[::2] for word in out.stdout.split() if "=" in word)
+
+
+def unhealthy_nodes(nodes: Iterable[str], run: Callable[..., Any] = subprocess.run) -> list[str]:
+    """Those of ``nodes`` that sinfo shows down, drained, failing or not responding (``*``)."""
+    names = sorted(set(nodes))
+    if not names:
+        return []
+    try:
+        out = run(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", "%N|%T"], capture_output=True, text=True,
+                  timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    bad = set()
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        node, _, state = line.strip().partition("|")
+        if state.endswith("*") or state.startswith(("down", "drain", "fail", "maint", "reboot")):
+            bad.add(node)
+    return sorted(bad)
+
+
+def preempts_by_requeue(run: Callable[..., Any] = subprocess.run) -> bool:
+    """Whether this cluster preempts jobs by requeueing them (``scontrol show config``)."""
+    try:
+        out = run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    config = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in out.stdout.splitlines())}
+    return config.get("PreemptType", "preempt/none") != "preempt/none" and "REQUEUE" in config.get("PreemptMode", "")
+
+
+def why_stopped(job: str | None, restarts: int, nodes: Iterable[str],
+                run: Callable[..., Any] = subprocess.run) -> tuple[str, str]:
+    """How a running job's attempt ended when SLURM sent SIGTERM, as (status, message). SLURM shows a
+    requeue by its restart count moving past ``restarts`` (this attempt's): the job lost a node when one of
+    ``nodes`` (this attempt's) is down or not responding, else it was preempted where the cluster preempts by requeue (SLURM
+    shows a hand-made ``scontrol requeue`` alike, and the message says so), else requeued by hand. Without
+    a requeue, the job was cancelled, or its time or deadline ran out."""
+    fields = job_fields(job, run) if job else {}
+    count = fields.get("Restarts", "")
+    if count.isdigit() and int(count) > restarts:
+        lost = unhealthy_nodes(nodes, run)
+        if lost:
+            return "node-failure", f"job {job} lost node(s) {','.join(lost)} and SLURM requeued it"
+        if preempts_by_requeue(run):
+            return "preempted", f"job {job} was preempted and SLURM requeued it (a hand-made requeue looks alike)"
+        return "requeued", f"job {job} was requeued by hand (scontrol requeue)"
+    state = fields.get("JobState", "")
+    if state in ("TIMEOUT", "DEADLINE"):
+        return "timeout", f"job {job} reached its {state.lower().replace('timeout', 'time limit')}"
+    return "cancelled", f"job {job} was cancelled"
 
 
 def allocation_hosts() -> tuple[str, ...]:

@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,8 +22,8 @@ from hvdbench.suite.core.spec import RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import LaunchContext, get_launcher, rank_command
 from .executor import launch_environment, placement_refusal, scheduler_chose_gpus
-from .policy import LAUNCHER_LOG, failure_reason, retry_left, tail
-from .slurm_queue import SQUEUE_STATES, allocation_hosts, scheduler_says
+from .policy import LAUNCHER_LOG, as_ended, failed_attempts, failure_reason, requeued, retry_left, tail
+from .slurm_queue import REQUEUED_BY_SLURM, allocation_hosts, why_stopped
 
 def _job_id() -> str | None:
     array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
@@ -54,8 +55,8 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
     the job and say so. The status is written first: the requeue stops the other tasks, and the first task's
     handler keeps it."""
     status.write(folder)
-    attempt = attempt_number()
-    if not job or not retry_left(status.status, attempt, retries):
+    used = failed_attempts(folder) + 1
+    if not job or not retry_left(status.status, used, retries):
         return
     try:
         out = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=30)
@@ -65,8 +66,7 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
     if why is not None:
         replace(status, message=f"{status.message}; requeue failed ({why})").write(folder)
     else:
-        replace(status, status="requeued",
-                message=f"attempt {attempt} of {retries + 1} {status.status}: {status.message}; job {job} requeued").write(folder)
+        requeued(status, attempt_number(), f"; retry {used} of {retries}, job {job} requeued").write(folder)
 
 
 def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None,
@@ -76,7 +76,7 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     scheduler_gpus = scheduler_chose_gpus()
     if first:
         spec.write(folder)
-        keep_earlier_attempt(folder)  # a resubmitted or requeued run keeps its earlier attempt's files
+        _keep_earlier(folder)
     refused = placement_refusal(spec, scheduler_gpus) if first or launcher.task_per_rank else None
     if refused:  # before any rank starts, and no requeue: another attempt gets the same GPUs
         raise LaunchError(refused)
@@ -100,15 +100,14 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
 
     def stop(signum: int, _frame: object) -> None:
         if signum == signal.SIGUSR2:
-            ending.append(("timeout", f"job {job} reached its time limit"))
+            ending.append(("timeout", f"job {job} neared its time limit"))
         elif not ending:
-            state = scheduler_says(job)
-            ending.append(("preempted", f"job {job} was preempted") if state == "preempted"
-                          else ("cancelled", f"job {job} was cancelled"))
+            ending.append(why_stopped(job, attempt_number() - 1, allocation_hosts()))
         recorded = RunStatus.read(folder)
         if first and (recorded is None or recorded.status not in ("failed", "requeued")):  # a task's failure stands
-            RunStatus(ending[0][0], None, time.monotonic() - start, ending[0][1], job_id=job).write(folder)
-        proc.terminate()
+            now = RunStatus(ending[0][0], None, time.monotonic() - start, ending[0][1], job_id=job)
+            (requeued(now, attempt_number()) if now.status in REQUEUED_BY_SLURM else now).write(folder)
+        end_process(proc)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGUSR2, stop)
@@ -129,6 +128,28 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     else:
         _record_failure(folder, job, retries, RunStatus("failed", returncode, seconds, outcome.reason, job_id=job))
     return returncode
+
+
+def _keep_earlier(folder: Path) -> None:
+    """A resubmitted or requeued run keeps its earlier attempt's files in attempt-N/, its status saying how
+    that attempt ended."""
+    earlier = RunStatus.read(folder)
+    if earlier is not None and as_ended(earlier) != earlier:
+        as_ended(earlier).write(folder)
+    keep_earlier_attempt(folder)
+
+
+def end_process(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """SIGTERM to a task's process, continued if it was stopped (a hung or suspended rank), and SIGKILL
+    if it is still there after ``grace`` seconds."""
+    proc.terminate()
+    try:
+        os.kill(proc.pid, signal.SIGCONT)
+    except OSError:
+        pass
+    timer = threading.Timer(grace, lambda: proc.poll() is None and proc.kill())
+    timer.daemon = True
+    timer.start()
 
 
 def _started(job: str | None) -> str:

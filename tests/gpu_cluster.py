@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -51,6 +52,40 @@ class GpuCluster(SlurmCluster):
         """argv run inside a node's network namespace (its address, its view of host names)."""
         return ["ip", "netns", "exec", self.namespaces[self.nodes.index(node)], *argv]
 
+    def kill_node(self, node: str) -> None:
+        """The node dies: every process in its network namespace (slurmd, job steps, ranks) is killed at once."""
+        netns = self.namespaces[self.nodes.index(node)]
+        pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+    def start_node(self, node: str) -> None:
+        """Start the node's slurmd again (after kill_node); SLURM returns it to service when it registers."""
+        index = self.nodes.index(node)
+        # the killed steps' PMIx folders and sockets stay behind, and SLURM's PMIx plugin cannot make them again when
+        # the requeued job's step (same ids) starts there: the node comes back clean, as a rebooted one would
+        for folder in (self.root / "spool" / node, self.root / f"tmp-{node}"):
+            for path in folder.iterdir():
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        self.procs.append(_slurmd(self.root, self.conf, self.namespaces[index], node, self.etc_dirs[index]))
+
+    def idle(self) -> bool:
+        """Whether every node is up and idle (no job, answering)."""
+        out = subprocess.run(["sinfo", "-h", "-N", "-p", "gpu", "-o", "%T"], env={**os.environ, **self.env},
+                             capture_output=True, text=True)
+        states = out.stdout.split()
+        return out.returncode == 0 and len(states) == len(self.nodes) and all(s == "idle" for s in states)
+
+    def await_nodes(self, timeout: float = 180.0) -> None:
+        """Every node back: a killed node's slurmd started again, then all idle."""
+        for node, netns in zip(self.nodes, self.namespaces):
+            if not subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split():
+                self.start_node(node)
+        _wait(self.idle, "the SLURM nodes to be idle again", timeout)
+
     def stop(self) -> None:
         """Stop the daemons, then remove the namespaces, links, bridge and host files made for them."""
         super().stop()
@@ -76,6 +111,16 @@ def _gpu_devices(root: Path, node: str, count: int) -> Path:
         if not path.exists():
             os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     return folder
+
+
+def _slurmd(root: Path, conf: Path, netns: str, node: str, etc: Path) -> subprocess.Popen[bytes]:
+    """A node's slurmd in its namespaces: its network, its host name, its /tmp and /etc/hosts."""
+    # nsenter, not ip netns exec: that one remounts /sys, and slurmd needs /sys/fs/cgroup
+    inside = (f"mount --bind {root / f'tmp-{node}'} {root / 'tmp'} && mount --bind {etc / 'hosts'} /etc/hosts && "
+              f"hostname {node} && exec {find('slurmd') or 'slurmd'} -D -N {node} -f {conf}")
+    return subprocess.Popen(["nsenter", f"--net=/run/netns/{netns}", "unshare", "--uts", "--mount", "sh", "-c", inside],
+                            env={**os.environ, "SLURM_CONF": str(conf)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
 
 
 def start_gpu_cluster(root: Path, nodes: int = 2, gpus_per_node: int = 4) -> GpuCluster:
@@ -132,31 +177,24 @@ def start_gpu_cluster(root: Path, nodes: int = 2, gpus_per_node: int = 4) -> Gpu
         "GresTypes=gpu",
         "JobRequeue=1",
         "AuthInfo=cred_expire=10",  # a requeued job may start again after 10 s (default 120)
+        # a job of the urgent partition preempts the gpu partition's jobs, which SLURM requeues
+        "PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE",
+        "SlurmdTimeout=15",  # a node that stops answering is down (and its jobs requeued) within about 20 s
         *(f"NodeName={n} NodeAddr={a} CPUs={cpus} Gres=gpu:{gpus_per_node} State=UNKNOWN"
           for n, a in zip(names, addresses)),
-        "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1",
+        "PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF",
         "",
     ]))
     env, procs = start_procs(conf)
-    slurmctld, slurmd = find("slurmctld") or "slurmctld", find("slurmd") or "slurmd"
+    slurmctld = find("slurmctld") or "slurmctld"
     procs.append(subprocess.Popen([slurmctld, "-D", "-c", "-f", str(conf)], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    for netns, node, etc in zip(namespaces, names, etc_dirs[:nodes]):
-        # nsenter, not ip netns exec: that one remounts /sys, and slurmd needs /sys/fs/cgroup
-        inside = (f"mount --bind {root / f'tmp-{node}'} {root / 'tmp'} && mount --bind {etc / 'hosts'} /etc/hosts && "
-                  f"hostname {node} && exec {slurmd} -D -N {node} -f {conf}")
-        procs.append(subprocess.Popen(["nsenter", f"--net=/run/netns/{netns}", "unshare", "--uts", "--mount",
-                                       "sh", "-c", inside],
-                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    procs += [_slurmd(root, conf, netns, node, etc) for netns, node, etc in zip(namespaces, names, etc_dirs[:nodes])]
     cluster = GpuCluster(root, conf, names[0], procs, names, addresses, gpus_per_node, namespaces, links, etc_dirs)
 
-    def idle() -> bool:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True)
-        states = out.stdout.split()
-        return out.returncode == 0 and len(states) == nodes and all(s.startswith("idle") for s in states)
-
     try:
-        _wait(idle, "the SLURM nodes")
+        _wait(cluster.idle, "the SLURM nodes")
     except RuntimeError as exc:
         tail = cluster.log_tail()
         cluster.stop()

@@ -1,6 +1,7 @@
 """SLURM job states from the results directory and squeue (no sacct): what squeue says is recorded,
 a job gone without a record is lost; submitit gets the sweep's resources; SIGTERM and SIGUSR2 stop a
-local run in flight and record why."""
+local run in flight and record why; why SLURM stopped a job (cancel, time limit, preemption, a lost node, a
+requeue by hand) read as SLURM shows it; an attempt kept as how it ended, only failures using retries."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import pytest
 
 from hvdbench.launchers.local import LocalExecutor, Stopped
 from hvdbench.launchers.slurm_jobs import job_parameters
-from hvdbench.launchers.slurm_queue import refresh, squeue_states
+from hvdbench.launchers.policy import as_ended, failed_attempts, requeued
+from hvdbench.launchers.slurm_queue import refresh, squeue_states, why_stopped
 from hvdbench.launchers.sweep import SlurmOptions
 from hvdbench.suite.core.errors import LaunchError
 from hvdbench.suite.core.spec import RunSpec, RunStatus
@@ -88,7 +90,7 @@ def test_submitit_gets_the_runs_shape_and_the_sweeps_options() -> None:
         "slurm_srun_args": ["--mpi=pmi2", "--kill-on-bad-exit=1"], "slurm_setup": ["module load cuda"],
         "slurm_additional_parameters": {"reservation": "bench", "requeue": True}, "slurm_partition": "gpu",
         "slurm_account": "proj", "slurm_qos": "high", "slurm_constraint": "a100", "mem_gb": 200,
-        "slurm_exclusive": True, "slurm_array_parallelism": 4}
+        "slurm_exclusive": True, "slurm_array_parallelism": 4, "slurm_signal_delay_s": 90}
     inside = job_parameters(SlurmOptions(gpus=False), RunSpec(benchmark="imagenet", np=16, nodes=2), "x")
     assert inside["tasks_per_node"] == 1 and inside["slurm_srun_args"] == [] and "gpus_per_node" not in inside
     assert inside["cpus_per_task"] == 8  # the one task per node holds that node's 8 ranks
@@ -116,3 +118,42 @@ def test_signals_stop_the_run_in_flight_and_record_why(tmp_path: Path, monkeypat
     assert status is not None and status.status == expected[0] and status.message.startswith(expected[1])
     assert status.job_id == ("77" if in_job else None)
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR2)) == before  # handlers restored
+
+
+def _answers(restarts: str, state: str, nodes: str, preempt: str) -> Any:
+    """scontrol show job / sinfo / scontrol show config as SLURM answers them at a job's SIGTERM."""
+
+    def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        text = {"job": f"JobId=7 JobState={state} Restarts={restarts} NodeList=(null)",
+                "sinfo": nodes, "config": f"PreemptType = {preempt}\nPreemptMode = REQUEUE\n"}
+        key = "sinfo" if argv[0] == "sinfo" else argv[2]
+        return subprocess.CompletedProcess(argv, 0, text[key], "")
+    return run
+
+
+@pytest.mark.parametrize("restarts, state, nodes, preempt, ended", [
+    ("0", "COMPLETING", "node1|mixed\nnode2|mixed", "preempt/partition_prio", "cancelled"),  # scancel
+    ("0", "TIMEOUT", "node1|mixed", "preempt/none", "timeout"),
+    ("1", "COMPLETING", "node1|idle\nnode2|down*", "preempt/partition_prio", "node-failure"),
+    ("1", "PENDING", "node1|idle\nnode2|idle", "preempt/partition_prio", "preempted"),
+    ("1", "PENDING", "node1|idle\nnode2|idle", "preempt/none", "requeued"),  # scontrol requeue by hand
+])
+def test_why_slurm_stopped_a_job_is_read_from_its_restart_count_and_nodes(restarts: str, state: str, nodes: str,
+                                                                          preempt: str, ended: str) -> None:
+    status, message = why_stopped("7", 0, ("node1", "node2"), _answers(restarts, state, nodes, preempt))
+    assert status == ended and "job 7" in message
+    if ended == "node-failure":
+        assert "node2" in message and "node1" not in message
+
+
+def test_an_attempt_is_kept_as_how_it_ended_and_only_failures_use_retries(tmp_path: Path) -> None:
+    ending = RunStatus("preempted", None, 9.0, "job 7 was preempted and SLURM requeued it", job_id="7")
+    held = requeued(ending, 1)
+    assert held.status == "requeued" and as_ended(held) == ending  # queued while SLURM holds it, kept as preempted
+    assert as_ended(RunStatus("running", None, 0.0, "job 7 started (attempt 2)")).status == "lost"
+    for number, kept in enumerate((ending, RunStatus("failed", 1, 2.0, "rank 1: error"),
+                                   RunStatus("node-failure", None, 3.0, "lost node2")), start=1):
+        kept.write(tmp_path / f"attempt-{number}")
+    assert failed_attempts(tmp_path) == 1
+    assert job_parameters(SlurmOptions(time_min=2), RunSpec(benchmark="mlp"), "t")["slurm_signal_delay_s"] == 30
+    assert job_parameters(SlurmOptions(time_min=600), RunSpec(benchmark="mlp"), "t")["slurm_signal_delay_s"] == 90

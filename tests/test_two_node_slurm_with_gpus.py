@@ -16,89 +16,58 @@ from typing import Any
 import pytest
 
 from hvdbench.launchers.slurm_queue import refresh
-from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
+from hvdbench.suite.core.records import rank_log_name
 
-from conftest import BIN, REPO, hvdbench_exe
+from conftest import BIN, REPO
+from slurm_runs import TINY, cli, envs, mlp_args, running_run, settled, status_of, sweep_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(900)]
-TINY = "[--mlp-input, '32', --mlp-widths, '32', --steps, '6', --warmup-steps, '1', --threads, '1']"
-
-
-def _sweep(tmp_path: Path, name: str, body: str) -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(f'name: {name}\nsystem: test-gpus\ntimeout: 300\nbaseline: false\n{body}\n')
-    return path
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([hvdbench_exe(), *args], capture_output=True, text=True, timeout=300)
-
-
-def _settled(root: Path, count: int, cluster: Any, timeout: float = 420.0) -> dict[str, str]:
-    """Each run's final state once all count runs have one (ok or not)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = {d.name: s.status for d, s in refresh(root).items()}
-        if len(states) == count and not set(states.values()) & {"submitted", "pending", "running", "requeued"}:
-            return states
-        time.sleep(2.0)
-    raise AssertionError(f"runs under {root} not settled: {states}\n{cluster.log_tail()}")
-
-
-def _envs(run_dir: Path) -> list[dict[str, Any]]:
-    """Each rank's env record, in rank order."""
-    out = []
-    for rank in range(len(list(run_dir.glob("rank-*.jsonl")))):
-        records = read_records(run_dir / rank_log_name(rank), ParseStats())
-        assert [r["kind"] for r in records].count("summary") == 1, (run_dir, rank)
-        out.append(next(r for r in records if r["kind"] == "env"))
-    return out
 
 
 def _check_layout(run_dir: Path, nodes: int, per_node: int, how: str) -> None:
     spec = json.loads((run_dir / "run.json").read_text())["spec"]
     assert (spec["nodes"], spec["np"]) == (nodes, nodes * per_node)
-    envs = _envs(run_dir)
-    assert len(envs) == nodes * per_node
-    hosts = {e["host"] for e in envs}
+    ranks = envs(run_dir)
+    assert len(ranks) == nodes * per_node
+    hosts = {e["host"] for e in ranks}
     assert len(hosts) == nodes and hosts <= {"node1", "node2"}, hosts
-    for env in envs:
+    for env in ranks:
         assert env["horovod"]["layout"]["cross_size"] == nodes and env["horovod"]["layout"]["local_size"] == per_node
         choice, variables = env["gpu_choice"], env["variables"]
         assert choice["how"] == how and choice["physical"] in range(4), choice
         given = variables.get("SLURM_STEP_GPUS") or variables.get("SLURM_JOB_GPUS")
         assert given and str(choice["physical"]) in given.split(","), (choice, variables)
         assert variables["CUDA_VISIBLE_DEVICES"] == choice["visible"]  # SLURM's, not overwritten
-    for host in {e["host"] for e in envs}:  # the ranks of one node were given distinct GPUs
-        physical = [e["gpu_choice"]["physical"] for e in envs if e["host"] == host]
+    for host in {e["host"] for e in ranks}:  # the ranks of one node were given distinct GPUs
+        physical = [e["gpu_choice"]["physical"] for e in ranks if e["host"] == host]
         assert len(set(physical)) == len(physical) or how == "the only visible GPU", physical
 
 
 def test_submitit_sweeps_over_nodes_and_gpus_per_node_get_the_gpus_slurm_grants(gpu_cluster: Any,
                                                                                   tmp_path: Path) -> None:
     started = time.monotonic()
-    grid = _sweep(tmp_path, "grid", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+    grid = sweep_file(tmp_path, "grid", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
                                     "axes: {nodes: [1, 2], gpus_per_node: [1, 2]}\nslurm: {time: 10, partition: gpu}")
-    per_task = _sweep(tmp_path, "per-task", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+    per_task = sweep_file(tmp_path, "per-task", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
                                             "axes: {nodes: [2], gpus_per_node: [2]}\n"
                                             "slurm: {time: 10, gpus_per_task: true}")
-    too_big = _sweep(tmp_path, "too-big", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+    too_big = sweep_file(tmp_path, "too-big", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
                                           "axes: {nodes: [3], gpus_per_node: [1]}")
-    refused = _cli("submit", str(too_big), "-o", str(tmp_path / "never"))
+    refused = cli("submit", str(too_big), "-o", str(tmp_path / "never"))
     assert refused.returncode != 0 and "needs 3 nodes but the default partition has 2" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()
     for sweep, root in ((grid, tmp_path / "grid"), (per_task, tmp_path / "per-task")):
-        out = _cli("submit", str(sweep), "-o", str(root))
+        out = cli("submit", str(sweep), "-o", str(root))
         assert out.returncode == 0, out.stderr
-    assert set(_settled(tmp_path / "grid", 4, gpu_cluster).values()) == {"ok"}
-    assert set(_settled(tmp_path / "per-task", 1, gpu_cluster).values()) == {"ok"}
+    assert set(settled(tmp_path / "grid", 4, gpu_cluster).values()) == {"ok"}
+    assert set(settled(tmp_path / "per-task", 1, gpu_cluster).values()) == {"ok"}
     for run_dir in (tmp_path / "grid").glob("mlp-*"):
         spec = json.loads((run_dir / "run.json").read_text())["spec"]
         nodes = spec["nodes"]
         _check_layout(run_dir, nodes, spec["np"] // nodes, "local rank" if spec["np"] // nodes > 1
                       else "the only visible GPU")
     _check_layout(next((tmp_path / "per-task").glob("mlp-*")), 2, 2, "the only visible GPU")
-    report = _cli("report", str(tmp_path / "grid"))
+    report = cli("report", str(tmp_path / "grid"))
     assert report.returncode == 0, report.stderr
     csv = (tmp_path / "grid" / "report" / "scaling.csv").read_text().splitlines()
     nodes_column = csv[0].split(",").index("nodes")
@@ -108,7 +77,7 @@ def test_submitit_sweeps_over_nodes_and_gpus_per_node_get_the_gpus_slurm_grants(
 
 def test_the_sbatch_template_runs_srun_and_mpirun_across_two_nodes(gpu_cluster: Any, tmp_path: Path) -> None:
     started = time.monotonic()
-    sweep = _sweep(tmp_path, "in-job", f"launcher: [srun, mpirun]\ntransport: tcp\n"
+    sweep = sweep_file(tmp_path, "in-job", f"launcher: [srun, mpirun]\ntransport: tcp\n"
                                       f"workloads: [{{benchmark: mlp, args: {TINY}}}]\n"
                                       "axes: {nodes: [2], gpus_per_node: [2]}")
     root = tmp_path / "results"
@@ -130,52 +99,27 @@ def test_the_sbatch_template_runs_srun_and_mpirun_across_two_nodes(gpu_cluster: 
         _check_layout(run_dir, 2, 2, "local rank")
         spec = json.loads((run_dir / "run.json").read_text())["spec"]
         assert spec["transport"] == "tcp"
-        env0 = _envs(run_dir)[0]
+        env0 = envs(run_dir)[0]
         assert env0["variables"].get("OMPI_MCA_pml") == "ob1"  # transport tcp reached Open MPI either way
         assert (env0["mpi_components"] or {}).get("pml") == ["ob1"], env0["mpi_components"]
     print(f"\n[two-node cluster] sbatch template, srun and mpirun: {time.monotonic() - started:.0f} s")
 
 
-def _rank_pid(rank: int, run_dir: Path) -> int | None:
-    """The process of one rank of a run (its SLURM task's child), found by its environment and command line."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(run_dir).encode() in cmdline and any(a.endswith(b"mlp.py") for a in cmdline) \
-                and f"SLURM_PROCID={rank}".encode() in environ:
-            return int(proc.name)
-    return None
-
-
 def test_a_rank_killed_on_node2_is_retried_and_nothing_measured_is_lost(gpu_cluster: Any, tmp_path: Path) -> None:
     started = time.monotonic()
-    long = "[--mlp-input, '32', --mlp-widths, '32', --steps, '400', --warmup-steps, '1', --threads, '1']"
-    sweep = _sweep(tmp_path, "retried", f"launcher: srun\nretries: 1\nworkloads: [{{benchmark: mlp, args: {long}}}]\n"
-                                        "axes: {nodes: [2], gpus_per_node: [1]}\nslurm: {time: 10}")
+    sweep = sweep_file(tmp_path, "retried", f"launcher: srun\nretries: 1\nworkloads: [{{benchmark: mlp, args: "
+                                            f"{mlp_args(400)}}}]\naxes: {{nodes: [2], gpus_per_node: [1]}}\nslurm: {{time: 10}}")
     root = tmp_path / "results"
-    assert _cli("submit", str(sweep), "-o", str(root)).returncode == 0
-    deadline = time.monotonic() + 300
-    run_dir = pid = None
-    while time.monotonic() < deadline and pid is None:
-        run_dir = next(root.glob("mlp-*"), None)
-        log = run_dir / rank_log_name(1) if run_dir else None
-        if log and log.exists() and log.read_text().count('"kind":"step"') > 3:  # the writer's compact JSON
-            pid = _rank_pid(1, run_dir)
-        time.sleep(0.5)
-    assert run_dir is not None and pid is not None, gpu_cluster.log_tail()
+    assert cli("submit", str(sweep), "-o", str(root)).returncode == 0
+    run_dir, pid = running_run(root, 1)
     measured = (run_dir / rank_log_name(0)).read_text()
     os.kill(pid, signal.SIGKILL)  # rank 1 runs on node2
-    assert set(_settled(root, 1, gpu_cluster, timeout=480).values()) == {"ok"}
+    assert set(settled(root, 1, gpu_cluster, timeout=480).values()) == {"ok"}
     first = run_dir / "attempt-1"
-    status = json.loads((first / "status.json").read_text())
-    assert status["status"] == "requeued" and "attempt 1 of 2 failed" in status["message"], status
+    status = status_of(first)  # kept as how it ended
+    assert status["status"] == "failed" and "retry 1 of 1, job" in status["message"], status
     assert (first / rank_log_name(0)).read_text().startswith(measured[:200])  # the first attempt's logs kept
-    assert {e["host"] for e in _envs(run_dir)} == {"node1", "node2"}
-    report = _cli("report", str(root))
+    assert {e["host"] for e in envs(run_dir)} == {"node1", "node2"}
+    report = cli("report", str(root))
     assert report.returncode == 0 and "Retried runs" in (root / "report" / "report.md").read_text()
     print(f"\n[two-node cluster] killed rank retried: {time.monotonic() - started:.0f} s")

@@ -1,0 +1,97 @@
+"""A benchmark job that SLURM stops mid-run on the two-node test cluster (tests/gpu_cluster.py, which
+preempts the gpu partition's jobs for the urgent partition's by requeue): preempted by a higher-priority
+job, warned of its time limit while a rank hangs, or losing node2 (every process there killed, slurmd
+included, until SLURM finds it not responding). Each time the run is started again, its first attempt is kept
+in attempt-1/ with how it ended and what it had logged, the second completes, and the report counts one
+measurement and names the earlier attempt."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from hvdbench.suite.core.records import rank_log_name
+
+from slurm_runs import cli, envs, mlp_args, rank_host, running_run, settled, status_of, sweep_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(600)]
+
+
+def _submit(tmp_path: Path, nodes: int, time_min: int) -> Path:
+    """A one-run sweep of about 5 s of steps on ``nodes`` nodes (one rank each), one retry, submitted."""
+    body = (f"launcher: srun\nretries: 1\nworkloads: [{{benchmark: mlp, args: {mlp_args(10000)}}}]\n"
+            f"axes: {{nodes: [{nodes}], gpus_per_node: [1]}}\nslurm: {{time: {time_min}}}")
+    root = tmp_path / "results"
+    out = cli("submit", str(sweep_file(tmp_path, "stopped", body)), "-o", str(root))
+    assert out.returncode == 0, out.stderr
+    return root
+
+
+def _requeued_once(root: Path, cluster: Any, ended: str, stop: Callable[[Path, int], None], rank: int = 0) -> str:
+    """Stop the run once ``rank`` is timing steps; then the run completes on its second attempt and its first
+    is kept as ``ended``; the earlier attempt's message."""
+    run_dir, pid = running_run(root, rank)
+    measured = (run_dir / rank_log_name(0)).read_text()
+    stop(run_dir, pid)
+    assert set(settled(root, 1, cluster).values()) == {"ok"}
+    first = run_dir / "attempt-1"
+    status = status_of(first)
+    assert status["status"] == ended, status
+    assert (first / rank_log_name(0)).read_text().startswith(measured)  # what attempt 1 had logged is kept
+    assert len(envs(run_dir)) == len(list(first.glob("rank-*.jsonl")))  # every rank ran again, whole
+    report = cli("report", str(root))
+    assert report.returncode == 0, report.stderr
+    text = (root / "report" / "report.md").read_text()
+    assert "Retried runs" in text and f"attempt-1: {ended}" in text
+    runs = (root / "report" / "runs.csv").read_text().splitlines()
+    assert len(runs) == 2, runs  # a header and one run: attempt 1's steps are not counted
+    return str(status["message"])
+
+
+def test_a_preempted_run_is_requeued_and_counted_once(gpu_cluster: Any, tmp_path: Path) -> None:
+    started = time.monotonic()
+    root = _submit(tmp_path, nodes=1, time_min=10)
+
+    def preempt(run_dir: Path, _pid: int) -> None:
+        out = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "--exclusive", "-w", rank_host(run_dir, 0),
+                              "-o", "/dev/null",
+                              "--wrap", "sleep 2"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+
+    message = _requeued_once(root, gpu_cluster, "preempted", preempt)
+    assert "was preempted and SLURM requeued it" in message
+    print(f"\n[two-node cluster] preempted run requeued: {time.monotonic() - started:.0f} s")
+
+
+def test_a_hung_rank_reaching_the_time_limit_is_requeued(gpu_cluster: Any, tmp_path: Path) -> None:
+    started = time.monotonic()
+    root = _submit(tmp_path, nodes=1, time_min=2)  # SLURM warns 30 s ahead, and up to 60 s earlier still
+    message = _requeued_once(root, gpu_cluster, "timeout", lambda _run, pid: os.kill(pid, signal.SIGSTOP))
+    assert "neared its time limit" in message and "retry 1 of 1" in message
+    print(f"\n[two-node cluster] hung run timed out and requeued: {time.monotonic() - started:.0f} s")
+
+
+def test_a_run_that_loses_a_node_is_requeued(gpu_cluster: Any, tmp_path: Path) -> None:
+    started = time.monotonic()
+    root = _submit(tmp_path, nodes=2, time_min=10)
+
+    def lose_node2(run_dir: Path, _pid: int) -> None:
+        gpu_cluster.kill_node("node2")
+        deadline = time.monotonic() + 120
+        while status_of(run_dir)["status"] != "requeued" and time.monotonic() < deadline:
+            time.sleep(1)
+        gpu_cluster.start_node("node2")  # the node comes back; the requeued job runs on it again
+
+    try:
+        message = _requeued_once(root, gpu_cluster, "node-failure", lose_node2, rank=1)
+    finally:
+        gpu_cluster.await_nodes()
+    assert "lost node(s) node2" in message
+    print(f"\n[two-node cluster] run on a lost node requeued: {time.monotonic() - started:.0f} s")
+
