@@ -146,6 +146,36 @@ def fit_link(sizes: Sequence[float], times: Sequence[float], ranks: int, name: s
                 ranks)
 
 
+# What any link between or within nodes does (a 100 Mbit/s link is 0.0125 GB/s, NVLink 4 is 900 GB/s per GPU):
+# a fit outside these says the curve measured something else (noise, a stalled rank, a clock).
+PLAUSIBLE_GBS = (1e-4, 1e4)
+PLAUSIBLE_ALPHA_S = 0.1
+MIN_SIZES = 3
+
+
+def curve_problem(sizes: Sequence[float], times: Sequence[float], ranks: int) -> str | None:
+    """Why a measured allreduce curve cannot be fitted into a link (None: it can): fewer than MIN_SIZES sizes,
+    times that fall as sizes grow (the largest size faster than the smallest), or a fit whose latency or
+    bandwidth no link has."""
+    x, y = np.asarray(sizes, dtype=float), np.asarray(times, dtype=float)
+    if len(np.unique(x)) < MIN_SIZES:
+        return (f"{len(np.unique(x))} message size(s): a link fit needs {MIN_SIZES} or more (collectives --min-bytes, "
+                "--max-bytes, --factor)")
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    if np.any(y <= 0) or ranks < 2:
+        return "a link fit needs two or more ranks and every time positive"
+    if y[-1] <= y[0]:
+        return (f"times fall as sizes grow ({y[0] * 1e6:.1f} µs at {x[0]:,.0f} B, {y[-1] * 1e6:.1f} µs at "
+                f"{x[-1]:,.0f} B): the curve measured noise, not the link; run it with more --iters")
+    link = fit_link(x, y, ranks, "check")
+    low, high = PLAUSIBLE_GBS
+    if not (low <= link.gbs <= high) or link.alpha_s > PLAUSIBLE_ALPHA_S:
+        return (f"the fit gives {link.alpha_s * 1e6:,.1f} µs latency and {link.gbs:,.4g} GB/s, which no link has "
+                f"(plausible: {low:g}-{high:g} GB/s, under {PLAUSIBLE_ALPHA_S * 1e3:g} ms)")
+    return None
+
+
 def fusion_schedule(grad_bytes: float, tensors: int, backward_s: float, fusion_bytes: float, cycle_s: float,
                     allreduce: Callable[[float], float], overlaps: bool = True) -> tuple[list[float], float]:
     """The buffers Horovod's background thread reduces in one step, and when the last one ends (seconds

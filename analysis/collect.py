@@ -14,7 +14,7 @@ from hvdbench.suite.core.axes import read_axes
 from hvdbench.suite.core.errors import ReportError, SpecError
 from hvdbench.suite.core.catalog import BENCHMARKS
 from hvdbench.suite.core.metrics import Outcome, run_outcome
-from hvdbench.suite.core.schema import KINDS, RUN_COLUMNS, RunColumn
+from hvdbench.suite.core.schema import KINDS, RUN_COLUMNS, RunColumn, mpi_text
 from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus, earlier_attempts
 
 from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
@@ -224,7 +224,7 @@ def _env_row(run_id: str, rec: dict[str, Any]) -> dict[str, Any]:
             **{name: gpu.get(name) for name in GPU_LIMITS},
             "framework_version": device.get("torch") or device.get("tensorflow"),
             "horovod": (rec.get("horovod") or {}).get("version"),
-            "mpi": " ".join(str(x) for x in (mpi.get("implementation"), mpi.get("version")) if x) or None}
+            "mpi": mpi_text(mpi)}
 
 
 

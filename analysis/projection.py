@@ -19,9 +19,12 @@ from .collect import Collection, collect
 from .document import Section, csv_safe, section_markdown, text_table
 from .projection_inputs import DRAWS, Measured, FittedWorkload, allreduce_curves, pick_curve, workload_inputs
 from .scaling import run_stats_table, scaling_table
+from .target import Target
 from .stats import percentile_interval
 
 WITHIN = "within a node"
+DEFAULT_NODES = (1, 2, 4, 8, 16, 32, 64)
+EFFICIENCY_BELOW = 80.0  # % where no target says otherwise
 PROJECTION_SCHEMA: dict[str, str] = {
     "system": "string", "workload": "string", "unit": "string", "link": "string", "algorithm": "string",
     "nodes": "int64", "gpus_per_node": "int64", "np": "int64", "exchange_ms": "float64", "step_ms": "float64",
@@ -29,7 +32,14 @@ PROJECTION_SCHEMA: dict[str, str] = {
     "overlap": "float64", **{f"{name}{end}": "float64" for name in ("throughput", "speedup", "efficiency")
                              for end in ("", "_low", "_high")},
     "measured_step_ms": "float64", "measured_throughput": "float64", "error_pct": "float64",
+    "extrapolated_x": "float64",
 }
+# Beyond 65,536 nodes no system exists to check a projection against; asked for more is refused.
+MAX_NODES = 65536
+# The relative error of one doubling of the node count beyond what was measured, as docs/results/projection.md
+# measured it (2 nodes projected from 1: within 15% in 8 of 12 cases): each doubling beyond the largest
+# measured node count widens a row's interval by this much more on each side.
+ERROR_PER_DOUBLING = 0.15
 LINKS_SCHEMA: dict[str, str] = {"system": "string", "link": "string", "kind": "string", "alpha_us": "float64",
                                 "gbs": "float64", "source": "string"}
 
@@ -42,6 +52,7 @@ class Projection:
     links: pd.DataFrame
     workloads: list[FittedWorkload]
     overlap: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)
+    target: Target | None = None
 
 
 def _allreduce(algorithm: str, nodes: int, per_node: int, intra: Link | None,
@@ -103,8 +114,9 @@ def _row(w: FittedWorkload, link: str, algorithm: str, nodes: int, per_node: int
 
 def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | None = None,
             links: Sequence[str] = (), algorithms: Sequence[str] = ("ring", "hierarchical"),
-            warmup: int | None = None) -> Projection:
-    """The projection of every exchanging workload in the collection at each node count."""
+            warmup: int | None = None, intra_link: str | None = None) -> Projection:
+    """The projection of every exchanging workload in the collection at each node count; ``intra_link`` (a
+    target's bus, as a link spec) replaces the measured link within a node once the overlap is fitted."""
     stats = run_stats_table(collection, warmup)
     scaling = scaling_table(collection, stats)
     if scaling.empty:
@@ -115,6 +127,11 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
     if below:
         raise ReportError(f"--nodes {','.join(map(str, below))}: below the {smallest} node(s) the runs were measured "
                           "on; the report has what was measured")
+    check_nodes(nodes)
+    names = [parse_link(text).name for text in links]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ReportError(f"--link {', '.join(twice)} given twice: each link needs its own name")
     workloads = workload_inputs(collection, scaling, stats.attrs.get("draws", {}))
     curves = allreduce_curves(collection)
     rows, link_rows, overlap = [], [], {}
@@ -126,10 +143,11 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
         low, high = percentile_interval(phi_draws)
         overlap[w.label] = (phi, low, high, how)
         between = _between(w, fitted, inter_curve is not None, links, link_rows)
-        intra, intra_draws = fitted["intra"]
+        intra, intra_draws = _within(w, fitted, intra_link, link_rows)
         for count in nodes:
             if count == 1:
-                rows.append(_row(w, WITHIN, "ring", 1, per_node, phi, phi_draws,
+                rows.append(_row(w, f"{intra_link.split('=')[0]} ({WITHIN})" if intra_link else WITHIN, "ring", 1,
+                                 per_node, phi, phi_draws,
                                  _allreduce("ring", 1, per_node, intra, None),
                                  [_allreduce("ring", 1, per_node, a, None) for a in intra_draws]))
                 continue
@@ -142,11 +160,36 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
                                      [_allreduce(algorithm, count, per_node, a, e)
                                       for a, e in zip(intra_draws, link_draws)]))
     table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
+    table = widened(table, {w.label: max(m.nodes for m in w.measured) if w.measured else 1 for w in workloads})
     links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
     return Projection(table, links_table, workloads, overlap)
 
 
 Fitted = dict[str, tuple[Link | None, list[Link | None]]]
+
+
+def check_nodes(nodes: Sequence[int]) -> None:
+    """A ReportError for node counts no projection can speak for (beyond MAX_NODES)."""
+    huge = [n for n in nodes if n > MAX_NODES]
+    if huge:
+        raise ReportError(f"--nodes {','.join(f'{n:,}' for n in huge)}: beyond {MAX_NODES:,} nodes there is no "
+                          "system to check a projection against; project at most that")
+
+
+def widened(table: pd.DataFrame, measured_nodes: dict[str, int]) -> pd.DataFrame:
+    """Rows beyond the most nodes a workload's exchanging runs were measured on: ``extrapolated_x`` (how many
+    times beyond) and intervals widened by ERROR_PER_DOUBLING per doubling, on each side."""
+    out = table.copy()
+    most = out["workload"].map(measured_nodes).astype("float64")
+    factor = (out["nodes"] / most).where(out["nodes"] > most)
+    out["extrapolated_x"] = factor
+    spread = (ERROR_PER_DOUBLING * np.log2(factor)).fillna(0.0)
+    for name in ("throughput", "speedup", "efficiency"):
+        out[f"{name}_low"] = out[f"{name}_low"] / (1 + spread)
+        out[f"{name}_high"] = out[f"{name}_high"] * (1 + spread)
+    out["step_low_ms"] = out["step_low_ms"] / (1 + spread)
+    out["step_high_ms"] = out["step_high_ms"] * (1 + spread)
+    return out
 
 
 def _fitted_links(w: FittedWorkload, per_node: int, nodes: Sequence[int], what_if: bool, curves: list[Any],
@@ -195,6 +238,47 @@ def _between(w: FittedWorkload, fitted: Fitted, measured: bool, links: Sequence[
     return between
 
 
+def _within(w: FittedWorkload, fitted: Fitted, spec: str | None,
+            link_rows: list[dict[str, Any]]) -> tuple[Link | None, list[Link | None]]:
+    """The link within a node the rows use: the measured one, or the target's bus (``spec``) with the
+    measured software latency added, as for a what-if link between nodes."""
+    if spec is None:
+        return fitted["intra"]
+    point, draws = fitted["intra"]
+    link = parse_link(spec, point)
+    link_rows.append({"system": str(w.key["system"]), "link": link.name, "kind": "what-if within a node",
+                      "alpha_us": link.alpha_s * 1e6, "gbs": link.gbs, "source": link.source})
+    return link, [parse_link(spec, d) for d in draws]
+
+
+def efficiency_holds(table: pd.DataFrame, below: float) -> list[str]:
+    """Per workload, link and algorithm across nodes: the most nodes at which projected efficiency stays at or
+    above ``below`` % (point, and by the 95% interval's low and high ends), or that it never falls below in the
+    node counts projected."""
+    lines = []
+    across = table[table["nodes"] > 1]
+    for (workload, link, algorithm), group in across.groupby(["workload", "link", "algorithm"], sort=False):
+        group = group.sort_values("nodes")
+        ends = [_last_holding(group, column, below / 100) for column in ("efficiency", "efficiency_low",
+                                                                          "efficiency_high")]
+        point, pessimistic, optimistic = (f"{n:,} node(s)" if n else "not even 2 nodes" for n in ends)
+        never = ends[0] == int(group["nodes"].max())
+        lines.append(f"{workload} on {link} ({algorithm}): efficiency stays at or above {below:g}% "
+                     + (f"through all {ends[0]:,} nodes projected" if never else f"up to {point}")
+                     + f" (95% interval: up to {pessimistic} to {optimistic})")
+    return lines
+
+
+def _last_holding(group: pd.DataFrame, column: str, floor: float) -> int:
+    """The largest node count before the first one whose ``column`` falls below ``floor`` (0: the first does)."""
+    last = 0
+    for nodes, value in zip(group["nodes"], group[column]):
+        if value < floor:
+            break
+        last = int(nodes)
+    return last
+
+
 def _interval(value: float, low: float, high: float, fmt: str) -> str:
     return f"{value:{fmt}} [{low:{fmt}}-{high:{fmt}}]"
 
@@ -202,13 +286,14 @@ def _interval(value: float, low: float, high: float, fmt: str) -> str:
 def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """The headline columns of the projection, as text cells."""
     header = ["workload", "link", "algorithm", "nodes", "GPUs", "throughput [95%]", "speedup", "efficiency [95%]",
-              "step ms (overlapped-serial)", "measured step ms", "error"]
+              "step ms (overlapped-serial)", "measured step ms", "error", "beyond measured"]
     rows = [[r.workload, r.link, r.algorithm, str(r.nodes), str(r.np),
              _interval(r.throughput, r.throughput_low, r.throughput_high, ",.1f"), f"{r.speedup:.2f}",
              _interval(r.efficiency * 100, r.efficiency_low * 100, r.efficiency_high * 100, ".0f") + "%",
              f"{r.step_ms:.1f} ({r.step_overlapped_ms:.1f}-{r.step_serial_ms:.1f})",
              "" if pd.isna(r.measured_step_ms) else f"{r.measured_step_ms:.1f}",
-             "" if pd.isna(r.error_pct) else f"{r.error_pct:+.1f}%"] for r in table.itertuples()]
+             "" if pd.isna(r.error_pct) else f"{r.error_pct:+.1f}%",
+             "" if pd.isna(r.extrapolated_x) else f"extrapolated ×{r.extrapolated_x:g}"] for r in table.itertuples()]
     return header, rows
 
 
@@ -222,7 +307,10 @@ def inputs_lines(p: Projection) -> list[str]:
     for link in p.links.itertuples():
         lines.append(f"{link.link} ({link.system}): alpha {link.alpha_us:.1f} µs, {link.gbs:.3g} GB/s "
                      f"({link.source})")
-    return lines
+    if p.target is not None:
+        lines.append(p.target.describe())
+    below = p.target.efficiency_below if p.target else EFFICIENCY_BELOW
+    return lines + efficiency_holds(p.table, below)
 
 
 def plot_projection(table: pd.DataFrame) -> str | None:
@@ -236,8 +324,8 @@ def plot_projection(table: pd.DataFrame) -> str | None:
     fig, axes = figure(5.5 * len(workloads), 4, cols=len(workloads))
     for ax, name in zip(np.atleast_1d(axes), workloads):
         mine = table[table["workload"] == name]
-        single = mine[mine["link"] == WITHIN]
-        for (link, algorithm), group in mine[mine["link"] != WITHIN].groupby(["link", "algorithm"], sort=True):
+        single = mine[mine["nodes"] == 1]
+        for (link, algorithm), group in mine[mine["nodes"] > 1].groupby(["link", "algorithm"], sort=True):
             group = pd.concat([single, group]).sort_values("np")
             ax.plot(group["np"], group["efficiency"] * 100, marker="o", markersize=3,
                     label=plain(f"{link} {algorithm}"))
@@ -257,14 +345,22 @@ def plot_projection(table: pd.DataFrame) -> str | None:
     return svg_text(fig)
 
 
-def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int], gpus_per_node: int | None = None,
-                     links: Sequence[str] = (), algorithms: Sequence[str] = ("ring", "hierarchical"),
-                     warmup: int | None = None) -> tuple[str, dict[str, Path]]:
+def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | None = None,
+                     gpus_per_node: int | None = None, links: Sequence[str] = (),
+                     algorithms: Sequence[str] = ("ring", "hierarchical"), warmup: int | None = None,
+                     target: Target | None = None) -> tuple[str, dict[str, Path]]:
     """Project, then write projection.md (a report section), projection.csv, links.csv and projection.svg;
-    returns the text printed and the paths."""
+    returns the text printed and the paths. A ``target`` gives the node counts, GPUs per node, the bus
+    within a node and the link between nodes, unless ``nodes``/``gpus_per_node`` are given."""
+    if target is not None:
+        nodes, gpus_per_node = nodes or target.nodes, gpus_per_node or target.gpus_per_node
+        links = [target.inter_link(), *links]
+    nodes = nodes or DEFAULT_NODES
     for text in links:
         parse_link(text)  # a bad spec is one line before any results are read
-    result = project(collect(dirs), nodes, gpus_per_node, links, algorithms, warmup)
+    result = project(collect(dirs), nodes, gpus_per_node, links, algorithms, warmup,
+                     target.intra_link() if target else None)
+    result.target = target
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -289,6 +385,8 @@ def projection_section(result: Projection) -> Section:
     header, rows = table_rows(result.table)
     return Section("Projection", "Step time per workload between exchange fully overlapped with backward and not "
                    "overlapped, at the overlap the measured runs show; allreduce cost per link class fitted from the "
-                   "collectives curves; 95% intervals from resampling the measurements. A model, not a measurement: "
-                   "check it against a measured run where one exists (the error column). Inputs below.",
+                   "collectives curves; 95% intervals from resampling the measurements, widened by "
+                   f"{ERROR_PER_DOUBLING:.0%} per doubling of the node count beyond the most nodes measured (the "
+                   "model's measured error at one doubling). A model, not a measurement: check it against a "
+                   "measured run where one exists (the error column). Inputs below.",
                    header, rows, lines=inputs_lines(result))

@@ -16,7 +16,7 @@ from hvdbench.suite.core.collective_ops import slowest_per_iteration
 from hvdbench.suite.core.errors import ReportError
 
 from .keys import BASELINE, PROJECTED
-from .allreduce_model import DEFAULT_CYCLE_S, DEFAULT_FUSION_BYTES, Link, StepModel, fit_link
+from .allreduce_model import DEFAULT_CYCLE_S, DEFAULT_FUSION_BYTES, Link, StepModel, curve_problem, fit_link
 from .collect import Collection
 from .comm import iteration_times
 from .rank_logs import PHASES
@@ -58,7 +58,10 @@ class Curve:
 
     def link(self) -> Link:
         """alpha and beta, and the curve, from the median time per size (a stray slow iteration of a
-        shared machine does not move it)."""
+        shared machine does not move it); a curve no link could have given is a ReportError naming it."""
+        problem = curve_problem(self.sizes, self.op_times([float(np.median(t)) for t in self.times]), self.np)
+        if problem:
+            raise ReportError(f"{self.describe()}: {problem}")
         return fit_link(self.sizes, self.op_times([float(np.median(t)) for t in self.times]), self.np, self.kind,
                         self.describe())
 

@@ -19,7 +19,7 @@ from .keys import CONFIG, SIZE
 from .ratios import config_draws, ratio_interval
 
 PAIR = [k for k in CONFIG if k != "system"] + SIZE + ["independent"]  # what two runs of one configuration share
-FACTS = ("driver", "cuda", "nccl", "cudnn", "torch", "tensorflow", "horovod_version", "tuning")
+FACTS = ("driver", "cuda", "nccl", "cudnn", "torch", "tensorflow", "horovod_version", "mpi", "tuning")
 REGRESSION_SCHEMA: dict[str, str] = {
     "workload": "string", "np": "Int64", "nodes": "Int64", "old": "float64", "new": "float64", "ratio": "float64",
     "ratio_low": "float64", "ratio_high": "float64", "change": "string", "what_else_changed": "string",

@@ -24,6 +24,7 @@ from .document import Report, Section, csv_safe, render_markdown, text_table
 from .html import render_html
 from .p2p import host_rows, matrix_rows, p2p_table
 from .plots import all_plots, breakdown_plot
+from .projection import DEFAULT_NODES, Projection, project, projection_section
 from .scaling import matrices, run_stats_table, scaling_table, straggler_table
 from .screening import THRESHOLD, screening_table
 from .summary import best_configurations, cross_model, describe, executive_lines, knob_table
@@ -84,6 +85,9 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     if len(collection.profile):
         tables["profile"] = collection.profile
     sections += _bandwidth_sections(collection, comm, table, tables)
+    projected = _projection(collection, warmup)
+    if projected is not None:
+        sections.append(projection_section(projected))
     plots = all_plots(table, matrices(collection), collection.runs, stats, collection.telemetry)
     for title, svg in (("Where a step's time goes (--breakdown)",
                         breakdown_plot(tables["breakdown"]) if "breakdown" in tables else None),
@@ -91,6 +95,18 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         if svg:
             plots[title] = svg
     return Report(_intro(collection, warmup), sections, tables, plots, headline)
+
+
+def _projection(collection: Collection, warmup: int | None) -> Projection | None:
+    """The projection to 1-64 nodes where the results allow one (training runs with their independent
+    twin and allreduce curves within and across nodes); None where they do not (``hvdbench project`` says
+    what is missing)."""
+    if collection.comm.empty or not (collection.runs["nodes"] > 1).any():
+        return None
+    try:
+        return project(collection, DEFAULT_NODES, warmup=warmup)
+    except ReportError:
+        return None
 
 
 def _bandwidth_sections(collection: Collection, comm: pd.DataFrame, table: pd.DataFrame,

@@ -67,12 +67,20 @@ SCREEN_CPU = ("cifar10", ("--model", "resnet20", "--batch-size", "16", "--steps"
                           "--device", "cpu", "--telemetry-interval", "0.5"))
 
 
+def _overridden(defaults: Sequence[str], given: Sequence[str]) -> tuple[str, ...]:
+    """``defaults`` (``--flag value`` pairs) without the flags ``given`` names, then ``given``: a flag the
+    user gives replaces the default's, never doubles it."""
+    named = {arg.split("=", 1)[0] for arg in given if arg.startswith("--")}
+    pairs = zip(defaults[::2], defaults[1::2])
+    return tuple(item for flag, value in pairs if flag not in named for item in (flag, value)) + tuple(given)
+
+
 def screen_sweep(benchmark: str | None, args: Sequence[str], *, topology: Path | None, cpu_slots: int | None,
                  pairs: bool, launcher: str, system: str, timeout: float) -> Sweep:
     """The sweep of ``hvdbench screen``: the benchmark on every GPU of the node alone, then (``pairs``) on
     one pair of GPUs per link class; on a node without GPUs, on ``cpu_slots`` CPU slots alone."""
     default = SCREEN_CPU if cpu_slots else SCREEN_GPU
-    name, bench_args = (benchmark, tuple(args)) if benchmark else (default[0], default[1] + tuple(args))
+    name, bench_args = (benchmark, tuple(args)) if benchmark else (default[0], _overridden(default[1], args))
     if cpu_slots and "--threads" not in bench_args:
         cores = len(os.sched_getaffinity(0)) // cpu_slots
         if cores < 1:

@@ -95,7 +95,8 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
         RunStatus("running", None, 0.0, _started(job), job_id=job).write(folder)
     task_log = f"task-{os.environ.get('SLURM_PROCID', '0')}.log" if launcher.task_per_rank else LAUNCHER_LOG
     log = open(folder / task_log, "w")
-    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder)
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder,
+                            pass_fds=inherited_fds(env))
     ending: list[tuple[str, str]] = []
 
     def stop(signum: int, _frame: object) -> None:
@@ -137,6 +138,18 @@ def _keep_earlier(folder: Path) -> None:
     if earlier is not None and as_ended(earlier) != earlier:
         as_ended(earlier).write(folder)
     keep_earlier_attempt(folder)
+
+
+def inherited_fds(env: dict[str, str]) -> tuple[int, ...]:
+    """The descriptors the rank must inherit from this task: srun --mpi=pmi2 hands each task its PMI
+    connection as an open descriptor named by PMI_FD (MPICH's and Intel MPI's PMI client write to it), which
+    a child started with Python's default close_fds would not get."""
+    try:
+        fd = int(env.get("PMI_FD", ""))
+        os.fstat(fd)
+    except (ValueError, OSError):
+        return ()
+    return (fd,)
 
 
 def end_process(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:

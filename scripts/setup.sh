@@ -123,10 +123,16 @@ else
         awk -v drop="${drop[*]//;/,}" -v have="$have" -f "$ROOT/scripts/constraints.awk" "$LOCK")
 fi
 
+# Which MPI mpirun is, in one line: its first line naming a version (Open MPI's and Intel MPI's first line;
+# for MPICH's hydra, which starts with "HYDRA build details:", its Version line).
+mpi_version_line() {
+    mpirun --version 2>/dev/null | tr -d '\0' | grep -m 1 -E '[0-9]+\.[0-9]+' \
+        | sed -E 's/^[[:space:]]*Version:[[:space:]]+/MPICH (hydra) /' || true
+}
 # --- What enters the build; a change to any of it makes set-up redo its installs (the stamp).
 build_settings() {
     local mpi=none interpreter
-    ((WITH_MPI)) && mpi=$(mpirun --version 2>/dev/null | head -n 1 | tr -d '\0' || true)
+    ((WITH_MPI)) && mpi=$(mpi_version_line)
     interpreter=$("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])' 2>/dev/null || echo "$PYTHON")
     printf '%s\n' "checkout: $ROOT" "interpreter: $interpreter" "system site packages: $system_site" \
         "torch: $TORCH_SPEC" "tensorflow: $TF_SPEC" "horovod: $HOROVOD_VERSION" "mpi: ${mpi:-not on PATH}" \
@@ -170,7 +176,7 @@ if ((${#need_pkgs[@]})); then
     fi
 fi
 if ((WITH_MPI)); then
-    log "MPI: $(command -v mpirun) ($(mpirun --version 2>/dev/null | head -n 1))"
+    log "MPI: $(command -v mpirun) ($(mpi_version_line))"
 else
     log "MPI: none (HVDBENCH_MPI=none): Horovod with Gloo alone, no mpi4py"
 fi
@@ -399,7 +405,6 @@ install_all() {
 # mpi4py's binary wheel loads the MPI on PATH at run time (Open MPI, MPICH, Intel MPI, MVAPICH, Cray
 # MPICH); where it cannot use that MPI (or HVDBENCH_MPI4PY_SOURCE=1), a wheel built against it, cached
 # beside Horovod's under a key of the MPI's version line, so the build happens once per MPI.
-mpi_version_line() { mpirun --version 2>/dev/null | head -n 1; }
 mpi4py_matches_mpi() {
     local want; want=$(mpi_version_line | grep -oE '[0-9]+(\.[0-9]+)+' | head -n 1)
     "$PY" - "$want" <<'PYEOF' 2>/dev/null

@@ -177,25 +177,43 @@ def hvdbench_exe() -> str:
     return str(exe) if exe.exists() else shutil.which("hvdbench") or "hvdbench"
 
 
+def run_folders(root: Path) -> list[Path]:
+    """The run folders a sweep left under its results root (each holds run.json), in name order: not the
+    report, not the root's lock file."""
+    return sorted(p.parent for p in root.glob("*/run.json"))
+
+
 def _serving(cluster: Any) -> Iterator[Any]:
-    """A started cluster while the tests use it (SLURM_CONF pointing at it), drained and stopped after."""
-    saved = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
+    """A started cluster for the session, drained and stopped after it."""
     try:
         yield cluster
     finally:
         cluster.drain()
         cluster.stop()
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
+
+
+def _reached(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The cluster, with SLURM_CONF pointing at it for this test and the processes it starts: with both
+    test clusters running, each test reaches its own, whichever started last."""
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    return cluster
+
+
+@pytest.fixture
+def slurm_cluster(single_host_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A real single-host SLURM cluster (munged, slurmctld, slurmd), reached through SLURM_CONF."""
+    return _reached(single_host_cluster, monkeypatch)
+
+
+@pytest.fixture
+def gpu_cluster(two_node_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A real two-node SLURM cluster with 4 GPUs per node as SLURM sees them, reached through SLURM_CONF."""
+    return _reached(two_node_cluster, monkeypatch)
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """A real single-host SLURM cluster (munged, slurmctld, slurmd) for the session; clients reach it
-    through SLURM_CONF, set for this process and its children while it runs."""
+def single_host_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The single-host SLURM cluster, started once for the session."""
     from cluster import missing_slurm_tools, start_slurm
 
     missing = missing_slurm_tools()
@@ -205,9 +223,9 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-
 
 
 @pytest.fixture(scope="session")
-def gpu_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """A real two-node SLURM cluster with 4 GPUs per node as SLURM sees them (network, UTS and mount
-    namespaces; gres.conf on device files); SLURM_CONF points at it while it runs."""
+def two_node_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The two-node cluster (network, UTS and mount namespaces; gres.conf on device files), started once
+    for the session."""
     from gpu_cluster import missing_gpu_cluster_tools, start_gpu_cluster
 
     missing = missing_gpu_cluster_tools()

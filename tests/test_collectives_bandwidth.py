@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO, hvdbench_exe
+from conftest import REPO, hvdbench_exe, run_folders
 from hvdbench.suite.core.collective_ops import OPS, bus_factor, sizes, summarize
 from hvdbench.suite.core.flags import byte_size
 from hvdbench.suite.core.records import read_records
@@ -77,7 +77,7 @@ def test_two_ranks_both_backends_correct_and_reported(tmp_path: Path, hvd_env: d
                            "--output", str(out), "--dtypes", "fp32,fp16", *SMALL],
                           capture_output=True, text=True, env=hvd_env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (run_dir,) = [d for d in out.iterdir() if d.name != "report"]
+    (run_dir,) = run_folders(out)
     records = [r for r in read_records(run_dir / "rank-1.jsonl") if r["kind"] == "comm"]
     measured = {(r["op"], r["backend"], r["dtype"]) for r in records if "times" in r}
     assert {("allreduce", "horovod", "fp32"), ("allreduce", "mpi", "fp32"), ("alltoall", "mpi", "fp16"),
@@ -118,7 +118,7 @@ def test_a_wrong_reduction_is_detected_and_reported(tmp_path: Path, hvd_env: dic
                            "--corrupt-rank", "1", "--timeout", "120"],
                           capture_output=True, text=True, env=hvd_env, timeout=300)
     assert proc.returncode == 1
-    (run_dir,) = list(out.iterdir())
+    (run_dir,) = run_folders(out)
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "failed"
     assert f"allreduce via {backend}, fp32, 8 B: wrong result on rank" in status["message"]

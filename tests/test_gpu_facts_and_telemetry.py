@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from hvdbench.suite.core.environment import parse_mpi_version, relevant_variables
+from hvdbench.suite.core.environment import loaded_mpi, parse_library_version, parse_mpi_version, relevant_variables
 from hvdbench.suite.core.gpu import Nvml, TelemetrySampler, clock_event_names, telemetry_for
 from hvdbench.suite.core.records import RecordWriter, read_records
 
@@ -141,6 +141,27 @@ def test_variable_capture_and_mpi_parsing() -> None:
     intel = "Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619 (id: c2e19c2f3e)\n"
     assert parse_mpi_version(intel)["version"] == "2021.10"
     assert parse_mpi_version(None) == {"mpirun": None, "implementation": None, "version": None}
+
+
+@pytest.mark.parametrize("text, implementation, version, device", [
+    ("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022", "Open MPI", "4.1.4", None),
+    ("MPICH Version:\t4.0.2\nMPICH Release date:\tThu Apr  7 2022\nMPICH ABI:\t14:2:2\nMPICH Device:\tch4:ucx\n",
+     "MPICH", "4.0.2", "ch4:ucx"),
+    ("Intel(R) MPI Library 2021.19 for Linux* OS\n", "Intel MPI", "2021.19", None),
+])
+def test_the_mpi_library_a_rank_loaded_is_named_by_its_own_version_string(text: str, implementation: str,
+                                                                          version: str, device: str | None) -> None:
+    found = parse_library_version(text, "/lib/libmpi.so.12")
+    assert (found["implementation"], found["version"], found.get("device")) == (implementation, version, device)
+
+
+def test_a_process_without_an_mpi_library_records_none_and_one_with_it_asks_the_library() -> None:
+    assert loaded_mpi("7f00-7f01 r-xp 0 08:01 1 /usr/lib/libc.so.6\n") is None
+    openmpi = next(iter(sorted(Path("/usr/lib").glob("*/libmpi.so.40*"))), None)
+    if openmpi is None:
+        pytest.skip("no Open MPI library on this machine")
+    found = loaded_mpi(f"7f00-7f01 r-xp 0 08:01 1 {openmpi}\n")
+    assert found is not None and found["library"] == str(openmpi) and found["implementation"] == "Open MPI"
 
 
 def test_a_gpu_is_found_by_bus_id_then_by_what_cuda_visible_devices_names_it() -> None:

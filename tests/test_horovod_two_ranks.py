@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO, hvdbench_exe
+from conftest import REPO, hvdbench_exe, run_folders
 from hvdbench.suite.core.records import ParseStats, parse_lines, read_records
 
 pytestmark = pytest.mark.slow
@@ -47,7 +47,7 @@ def test_horovodrun_two_ranks_complete_logs_and_report(tmp_path: Path, hvd_env: 
                            "--output", str(out), "--timeout", "300", *TINY],
                           capture_output=True, text=True, env=hvd_env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    run_dirs = {json.loads((d / "run.json").read_text())["spec"]["np"]: d for d in out.iterdir() if d.name != "report"}
+    run_dirs = {json.loads((d / "run.json").read_text())["spec"]["np"]: d for d in run_folders(out)}
     assert sorted(run_dirs) == [1, 2]
     _assert_complete(run_dirs[1], 1)
     summaries = _assert_complete(run_dirs[2], 2)
@@ -119,7 +119,7 @@ def test_a_failing_rank_is_recorded_with_its_reason(tmp_path: Path, hvd_env: dic
                            "--device", "cuda"], capture_output=True, text=True, env=hvd_env, timeout=300)
     assert proc.returncode == 1
     assert "1 of 1 run(s) did not complete" in proc.stderr
-    (run_dir,) = [d for d in out.iterdir()]
+    (run_dir,) = run_folders(out)
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "failed"
     assert status["message"].startswith("error: rank ") and "no CUDA device is visible" in status["message"]
@@ -136,7 +136,7 @@ def test_cuda_rank_trains_in_fp16_and_records_its_gpu(tmp_path: Path, hvd_env: d
                            "--device", "cuda", "--precision", "fp16", "--telemetry-interval", "0.2"],
                           capture_output=True, text=True, env=hvd_env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (run_dir,) = [d for d in out.iterdir() if d.name != "report"]
+    (run_dir,) = run_folders(out)
     records = _records(run_dir, 0)
     env = records[0]
     assert env["device"]["type"] == "cuda" and env["gpu"]["pci_bus_id"] and env["nvml"]["available"]

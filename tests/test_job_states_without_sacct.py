@@ -157,3 +157,16 @@ def test_an_attempt_is_kept_as_how_it_ended_and_only_failures_use_retries(tmp_pa
     assert failed_attempts(tmp_path) == 1
     assert job_parameters(SlurmOptions(time_min=2), RunSpec(benchmark="mlp"), "t")["slurm_signal_delay_s"] == 30
     assert job_parameters(SlurmOptions(time_min=600), RunSpec(benchmark="mlp"), "t")["slurm_signal_delay_s"] == 90
+
+
+def test_a_task_hands_its_pmi2_descriptor_to_the_rank_and_nothing_else() -> None:
+    from hvdbench.launchers.slurm_task import inherited_fds
+
+    read, write = os.pipe()
+    try:
+        assert inherited_fds({"PMI_FD": str(write)}) == (write,)
+    finally:
+        os.close(read)
+        os.close(write)
+    assert inherited_fds({"PMI_FD": str(write)}) == ()  # closed: not handed on
+    assert inherited_fds({"PMI_FD": "x"}) == () and inherited_fds({}) == ()

@@ -168,8 +168,8 @@ def test_mpiexec_speaks_hydra_with_ssh_and_tcp() -> None:
     launcher = get_launcher("mpiexec")
     argv = launcher.command(_dgx_spec("mpiexec", transport="tcp"), ctx)
     assert argv[:-len(RANK)] == [
-        "mpiexec", "-n", "16", "-ppn", "8", "-hosts", "node1,node2", "-bootstrap", "ssh", "-bootstrap-exec-args",
-        "-p 2222 -i /keys/id", "-genvlist", "CUDA_VISIBLE_DEVICES,FI_PROVIDER,HOROVOD_CYCLE_TIME,"
+        "env", "HVDBENCH_SSH_ARGS=-p 2222 -i /keys/id", "mpiexec", "-n", "16", "-ppn", "8", "-hosts", "node1,node2",
+        "-bootstrap", "ssh", "-bootstrap-exec", str(Path(PY).parent / "hvdbench-ssh"), "-genvlist", "CUDA_VISIBLE_DEVICES,FI_PROVIDER,HOROVOD_CYCLE_TIME,"
         "HOROVOD_FUSION_THRESHOLD,HOROVOD_HIERARCHICAL_ALLREDUCE,HOROVOD_TIMELINE,HVDBENCH_DEVICES,LD_LIBRARY_PATH,"
         "NCCL_ALGO,NCCL_SOCKET_IFNAME,PATH,PYTHONPATH,UCX_TLS"]
     assert argv[-len(RANK):] == RANK

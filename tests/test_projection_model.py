@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hvdbench.analysis.allreduce_model import (Link, StepModel, fit_link, flat_allreduce_s, fusion_schedule,
-                                               hierarchical_allreduce_s, parse_link, ring_allreduce_s)
+from hvdbench.analysis.allreduce_model import (Link, StepModel, curve_problem, fit_link, flat_allreduce_s,
+                                               fusion_schedule, hierarchical_allreduce_s, parse_link, ring_allreduce_s)
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.projection import project, write_projection
+from hvdbench.analysis.projection import ERROR_PER_DOUBLING, project, table_rows, write_projection
 from hvdbench.launchers.cli import main as hvdbench_main
 from hvdbench.suite.core.errors import ReportError, UsageError
 from hvdbench.suite.core.records import RecordWriter, rank_log_name
@@ -206,3 +206,54 @@ def test_project_writes_a_section_a_table_and_a_plot(tmp_path: Path) -> None:
 
     table = pd.read_csv(paths["csv"])
     assert set(table["nodes"]) == {1, 2, 8} and math.isfinite(table["throughput"].sum())
+
+
+# --- refusing to guess ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sizes, times, words", [
+    ([1e3, 1e6], [1e-4, 1e-3], "a link fit needs 3 or more"),
+    ([1e3, 1e5, 1e7], [5e-3, 2e-3, 1e-3], "times fall as sizes grow"),
+    ([1e3, 1e5, 1e7], [1e-6, 1.0000001e-6, 1.0000002e-6], "which no link has"),
+    ([1e3, 1e5, 1e7], [0.5, 0.6, 0.7], "which no link has"),
+])
+def test_a_curve_no_link_could_give_is_refused_with_its_reason(sizes: list[float], times: list[float],
+                                                               words: str) -> None:
+    assert words in (curve_problem(sizes, times, 2) or "")
+
+
+def test_a_plausible_curve_passes() -> None:
+    sizes = [2.0 ** k for k in range(10, 25, 2)]
+    assert curve_problem(sizes, [ring_allreduce_s(s, 2, INTRA) for s in sizes], 2) is None
+
+
+def test_a_projection_from_a_curve_of_two_sizes_is_one_line_naming_the_run(tmp_path: Path) -> None:
+    root = _results(tmp_path, inter=False)
+    run_dir = next(d for d in root.iterdir() if d.name.startswith("collectives"))
+    for rank in range(2):  # the same run measured at two sizes only
+        lines = (run_dir / rank_log_name(rank)).read_text().splitlines()
+        keep = [line for line in lines if '"kind": "comm"' not in line.replace('"kind":"comm"', '"kind": "comm"')]
+        comm = [line for line in lines if line not in keep][:2]
+        (run_dir / rank_log_name(rank)).write_text("\n".join(keep[:-1] + comm + keep[-1:]) + "\n")
+    with pytest.raises(ReportError, match=r"allreduce curve .*: 2 message size\(s\): a link fit needs 3"):
+        project(collect([root]), nodes=[1, 2], links=["ib=25,2us"])
+
+
+def test_node_counts_beyond_any_system_and_links_named_twice_are_one_line(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    root = _results(tmp_path)
+    for argv, words in ((["--nodes", "1,1000000000"], "beyond 65,536 nodes"),
+                        (["--link", "ib=25,2us", "--link", "ib=50,1us"], "--link ib given twice")):
+        assert hvdbench_main(["project", str(root), *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and words in err, err
+
+
+def test_rows_beyond_the_measured_node_counts_say_so_and_widen_their_interval(tmp_path: Path) -> None:
+    result = project(collect([_results(tmp_path)]), nodes=[1, 2, 16], gpus_per_node=1, algorithms=("ring",))
+    rows = result.table.set_index("nodes")
+    assert math.isnan(rows.loc[1, "extrapolated_x"])  # the training runs were measured on one node
+    assert rows.loc[2, "extrapolated_x"] == 2 and rows.loc[16, "extrapolated_x"] == 16
+    for nodes, doublings in ((2, 1), (16, 4)):
+        row = rows.loc[nodes]
+        assert row["efficiency_high"] / row["efficiency"] > 1 + ERROR_PER_DOUBLING * doublings * 0.99
+    assert "extrapolated ×16" in " ".join(" ".join(r) for r in table_rows(result.table)[1])

@@ -17,6 +17,7 @@ from conftest import REPO, hvdbench_exe, write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.scaling import run_stats_table
 from hvdbench.analysis.screening import screening_table
+from hvdbench.launchers.runs import screen_sweep
 from hvdbench.suite.core.topology import parse_topo_text
 from hvdbench.suite.core.gpu import Nvml
 from hvdbench.suite.core.spec import RunSpec
@@ -108,3 +109,13 @@ def test_screen_without_gpus_refuses_in_one_line(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "--cpu-slots N screens N CPU slots" in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("extra", [["--steps", "40"], ["--steps=40"]])
+def test_a_flag_given_to_screen_replaces_the_default_workloads_own(extra: list[str]) -> None:
+    sweep = screen_sweep(None, extra, topology=None, cpu_slots=1, pairs=False, launcher="horovodrun",
+                         system="here", timeout=60)
+    args = sweep.workloads[0].args
+    assert [a for a in args if a.startswith("--steps")] == [extra[0]]
+    assert args[args.index(extra[0]):][:len(extra)] == tuple(extra)
+    assert "--warmup-steps" in args  # the other defaults stay

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 from hvdbench.suite.core.spec import RunSpec
 
+from ..hydra_ssh import SSH_ARGS
 from ..base import ALWAYS_EXPORTED, LaunchContext, Launcher, rank_command, register, run_hosts, ssh_options
 
 _TCP = (("FI_PROVIDER", "tcp"), ("UCX_TLS", "tcp,self,sm"))  # libfabric (Intel MPI, MPICH ch4:ofi) and UCX builds
@@ -12,7 +16,7 @@ _TCP = (("FI_PROVIDER", "tcp"), ("UCX_TLS", "tcp,self,sm"))  # libfabric (Intel 
 @register
 class Mpiexec(Launcher):
     """``mpiexec -n N -ppn G -hosts a,b -genvlist NAMES python script ...`` (hydra syntax); every knob
-    exported by name; ssh's port and key through hydra's bootstrap; inside a SLURM allocation hydra
+    exported by name; ssh's port and key through hvdbench-ssh, the ssh hydra is given; inside a SLURM allocation hydra
     starts its proxies through SLURM on the hosts it is given. Transport tcp sets libfabric's and UCX's
     provider to TCP; auto leaves the MPI's own choice."""
 
@@ -31,8 +35,9 @@ class Mpiexec(Launcher):
         self.check_transport(spec.transport)
         argv = ["mpiexec", "-n", str(spec.np), "-ppn", str(spec.ranks_per_node), "-hosts",
                 ",".join(run_hosts(spec, ctx.hosts))]
-        if ssh_options(ctx):
-            argv += ["-bootstrap", "ssh", "-bootstrap-exec-args", " ".join(ssh_options(ctx))]
+        if ssh_options(ctx):  # hydra runs one executable as its ssh, with no arguments of ours: a wrapper
+            argv = ["env", f"{SSH_ARGS}={shlex.join(ssh_options(ctx))}", *argv, "-bootstrap", "ssh",
+                    "-bootstrap-exec", str(Path(ctx.python).parent / "hvdbench-ssh")]
         names = sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus)})
         argv += ["-genvlist", ",".join(names)]
         return argv + rank_command(spec, ctx)

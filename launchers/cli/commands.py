@@ -84,10 +84,13 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 def cmd_project(args: argparse.Namespace) -> int:
     """Project each workload to the node counts; print the inputs and the table, write the section."""
     from hvdbench.analysis.projection import write_projection
+    from hvdbench.analysis.target import load_target
 
+    target = load_target(args.target) if args.target else None
     out = args.output or (Path(args.dirs[0]) / "report")
     algorithms = ("ring", "hierarchical") if args.algorithm == "both" else (args.algorithm,)
-    text, paths = write_projection(args.dirs, out, args.nodes, args.gpus_per_node, args.link, algorithms, args.warmup)
+    text, paths = write_projection(args.dirs, out, args.nodes, args.gpus_per_node, args.link, algorithms, args.warmup,
+                                   target)
     print(text)
     print(f"projection: {paths['markdown']}, {paths['csv']} and {paths['plot']}")
     return 0

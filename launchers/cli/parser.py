@@ -136,10 +136,13 @@ def _project(sub: Any) -> None:
                     "overlap the measured runs show) and project throughput, speedup and efficiency at each node "
                     "count, for the measured interconnect and each --link; writes projection.md, .csv and .svg.")
     project.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
-    project.add_argument("--nodes", type=rank_counts, default=[1, 2, 4, 8, 16, 32, 64],
-                         help="node counts to project, e.g. 1,2,4,16,256 (default 1,2,...,64)")
+    project.add_argument("--nodes", type=rank_counts, default=None,
+                         help="node counts to project, e.g. 1,2,4,16,256 (default: the target's, else 1,2,...,64)")
     project.add_argument("--gpus-per-node", type=positive_int, default=None,
-                         help="ranks per node (default: the most ranks measured on one node)")
+                         help="ranks per node (default: the target's, else the most ranks measured on one node)")
+    project.add_argument("--target", default=None, metavar="FILE|NAME",
+                         help="a target cluster in one TOML file (nodes, GPUs per node, the bus within a node, NICs "
+                              "between nodes, efficiency_below), or a shipped one: dgx-h100, hgx-a100, pcie-8gpu")
     project.add_argument("--link", action="append", default=[], metavar="NAME=GB/s,latency",
                          help="a what-if interconnect: bandwidth per node in GB/s (all its NICs) and latency "
                               "(us by default; e.g. ib400x8=400,2us); repeatable")

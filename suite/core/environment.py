@@ -17,7 +17,7 @@ _ENV_PATTERNS = re.compile(
     r"^(HOROVOD_|NCCL_|OMPI_COMM_WORLD_|OMPI_MCA_|PMIX_RANK$|PMI_RANK$|PMI_SIZE$|SLURM_(JOB_|STEP_|NNODES$|"
     r"NTASKS|PROCID$|LOCALID$|NODEID$|GPUS|CPUS_PER_TASK$|CLUSTER_NAME$|SUBMIT_HOST$)|CUDA_VISIBLE_DEVICES$|"
     r"CUDA_DEVICE_ORDER$|CUDA_LAUNCH_BLOCKING$|CUBLAS_WORKSPACE_CONFIG$|NVIDIA_TF32_OVERRIDE$|TF_CUDNN_USE_AUTOTUNE$|"
-    r"OMP_NUM_THREADS$|UCX_)"
+    r"OMP_NUM_THREADS$|UCX_|MPIR_CVAR_|I_MPI_|FI_PROVIDER$|FI_TCP_IFACE$|HYDRA_)"
 )
 
 
@@ -90,6 +90,52 @@ def mpi_info() -> dict[str, str | None]:
     return parse_mpi_version(mpirun_version_output())
 
 
+_LOADED_MPI = re.compile(r"(/\S*/lib(?:mpi|mpich)\.so(?:\.\d+)*)\s*$", re.M)
+_LIBRARY_PATTERNS = (
+    ("Open MPI", re.compile(r"Open MPI v(\S+?),")),
+    ("Intel MPI", re.compile(r"Intel\(R\) MPI Library (\S+)")),
+    ("MPICH", re.compile(r"MPICH Version:\s*(\S+)")),
+)
+
+
+def parse_library_version(text: str, library: str | None = None) -> dict[str, Any]:
+    """What ``MPI_Get_library_version`` says, as the implementation, its version and (MPICH's) device."""
+    found: dict[str, Any] = {"library": library, "implementation": None, "version": None,
+                             "text": text.strip().splitlines()[0][:200] if text.strip() else None}
+    for name, pattern in _LIBRARY_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            found.update(implementation=name, version=match.group(1))
+            break
+    device = re.search(r"MPICH Device:\s*(\S+)", text)
+    if device:
+        found["device"] = device.group(1)
+    return found
+
+
+def loaded_mpi(maps: str | None = None) -> dict[str, Any] | None:
+    """The MPI library this process has loaded (Horovod's MPI controller or mpi4py), as its own
+    ``MPI_Get_library_version`` tells (callable before MPI starts): which MPI the rank ran on, whatever
+    mpirun on PATH is. None where no MPI library is loaded (Gloo) or the system cannot say."""
+    if maps is None:
+        try:
+            maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    match = _LOADED_MPI.search(maps)
+    if match is None:
+        return None
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(match.group(1))
+        text, length = ctypes.create_string_buffer(8192), ctypes.c_int(0)  # MPICH's MPI_MAX_LIBRARY_VERSION_STRING
+        lib.MPI_Get_library_version(text, ctypes.byref(length))
+        return parse_library_version(text.value.decode(errors="replace"), match.group(1))
+    except (OSError, AttributeError):
+        return {"library": match.group(1), "implementation": None, "version": None, "text": None}
+
+
 _MCA_COMPONENT = re.compile(r"mca_(pml|btl|mtl|osc)_(\w+)\.so")
 
 
@@ -118,7 +164,7 @@ def base_environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "python": sys.version.split()[0],
-        "mpi": mpi_info(),
+        "mpi": {**mpi_info(), "loaded": loaded_mpi()},
         "mpi_components": mpi_components(),
         "variables": relevant_variables(),
     }

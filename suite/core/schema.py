@@ -136,7 +136,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("cpu_count", "int", "CPUs of the host"),
         Field("affinity", "list", "CPUs this process may run on"),
         Field("python", "str", "Python version"),
-        Field("mpi", "dict", "MPI on PATH: mpirun's first line, implementation, version"),
+        Field("mpi", "dict", "MPI on PATH: mpirun's first line, implementation, version; loaded: the MPI library "
+              "this rank loaded (path, implementation, version, MPICH's device), as MPI_Get_library_version says"),
         Field("mpi_components", "dict", "Open MPI transport components in use by this rank (pml, btl, mtl, osc: "
                                         "what MPI init kept loaded), null where the rank runs no MPI"),
         Field("variables", "dict", "HOROVOD_*, NCCL_*, UCX_*, OMPI_*, SLURM_*, CUDA_* variables"),
@@ -227,12 +228,25 @@ class RunColumn:
 
 
 def _tuning(variables: Any) -> str | None:
-    """The variables that tune the exchange, as KEY=VALUE; KEY=VALUE ... (HOROVOD_, NCCL_, UCX_, OMPI_MCA_)."""
+    """The variables that tune the exchange, as KEY=VALUE; KEY=VALUE ... (Horovod's, NCCL's, UCX's, Open
+    MPI's, MPICH's, Intel MPI's and libfabric's)."""
     if not isinstance(variables, dict):
         return None
     picked = sorted(f"{k}={v}" for k, v in variables.items()
-                    if str(k).startswith(("HOROVOD_", "NCCL_", "UCX_", "OMPI_MCA_")) and not _PLUMBING.match(str(k)))
+                    if str(k).startswith(("HOROVOD_", "NCCL_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "I_MPI_", "FI_"))
+                    and not _PLUMBING.match(str(k)))
     return "; ".join(picked)
+
+
+def mpi_text(mpi: Any) -> str | None:
+    """The MPI a rank ran on, in words: the library it loaded where recorded (implementation, version, MPICH's
+    device), else what mpirun on PATH said."""
+    if not isinstance(mpi, dict):
+        return None
+    loaded = mpi.get("loaded") if isinstance(mpi.get("loaded"), dict) else {}
+    source = loaded if loaded.get("implementation") else mpi
+    words = [source.get("implementation"), source.get("version"), loaded.get("device")]
+    return " ".join(str(x) for x in words if x) or None
 
 
 # what a launcher sets for each process (its place in the job, where to meet): no tuning, and it differs run to run
@@ -252,8 +266,11 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("torch", "env", ("device", "torch"), "string", "PyTorch's version"),
     RunColumn("tensorflow", "env", ("device", "tensorflow"), "string", "TensorFlow's version"),
     RunColumn("horovod_version", "env", ("horovod", "version"), "string", "Horovod's version"),
+    RunColumn("mpi", "env", ("mpi",), "string", "the MPI rank 0 ran on: the library it loaded (implementation, "
+              "version, MPICH's device), else mpirun's on PATH", mpi_text),
     RunColumn("tuning", "env", ("variables",), "string",
-              "HOROVOD_*, NCCL_*, UCX_* and OMPI_MCA_* variables of rank 0, KEY=VALUE; ...", _tuning),
+              "HOROVOD_*, NCCL_*, UCX_*, OMPI_MCA_*, MPIR_CVAR_*, I_MPI_* and FI_* variables of rank 0, "
+              "KEY=VALUE; ...", _tuning),
 )
 
 

@@ -1,0 +1,106 @@
+"""MPICH for real, beside Open MPI: the second environment scripts/mpi-env.sh makes (.venv-mpich: Horovod and
+mpi4py built against MPICH, MPICH's hydra mpiexec first on its PATH) runs a sweep with ``launcher:
+mpiexec`` across two hosts (this one and a network namespace with its own name and address): raw-MPI
+collectives through mpi4py and a workload trained through Horovod's MPI controller, every rank
+recording the MPI library it loaded. Inside the two-node SLURM cluster, ``srun --mpi=pmi2`` starts the
+MPICH ranks. The Open MPI environment is left as it was (its own ranks still load Open MPI)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, run_folders
+from slurm_runs import TINY, envs, settled, sweep_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.mpich, pytest.mark.timeout(900)]
+
+MPICH_BIN = REPO / ".venv-mpich" / "bin"
+COLLECTIVES = "[--ops, allreduce, --backends, 'mpi,horovod', --min-bytes, '8', --max-bytes, 1M, --factor, '16', " \
+              "--iters, '5', --warmup-iters, '2']"
+
+
+@pytest.fixture(scope="module")
+def mpich_env() -> dict[str, str]:
+    """The caller's environment with the MPICH environment's bin/ first on PATH (as 'source
+    .venv-mpich/bin/activate' gives): its hvdbench, python, mpiexec and mpicc."""
+    if not (MPICH_BIN / "hvdbench").exists():
+        pytest.skip("no MPICH environment: scripts/mpi-env.sh mpich makes it (make test runs it)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    return {**env, "PATH": f"{MPICH_BIN}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(MPICH_BIN.parent)}
+
+
+def _loaded(run_dir: Path) -> list[dict[str, Any]]:
+    return [(e["mpi"] or {}).get("loaded") or {} for e in envs(run_dir)]
+
+
+def test_mpiexec_of_mpich_runs_collectives_and_horovod_across_two_hosts(mpich_env: dict, namespace_host: Any,
+                                                                       tmp_path: Path) -> None:
+    host = namespace_host
+    sweep = tmp_path / "mpich-two-hosts.yaml"
+    sweep.write_text(f"""
+name: mpich-two-hosts
+system: netns
+launcher: mpiexec
+transport: tcp
+hosts: [{host.local_address}, {host.address}]
+ssh_port: {host.port}
+ssh_identity_file: {host.key}
+timeout: 300
+baseline: false
+workloads:
+  - {{benchmark: mlp, args: {TINY}}}
+  - {{benchmark: collectives, args: {COLLECTIVES}}}
+axes: {{nodes: [2], gpus_per_node: [1], env: {{UCX_NET_DEVICES: {host.iface}}}}}
+""")
+    root = tmp_path / "results"
+    out = subprocess.run([str(MPICH_BIN / "hvdbench"), "sweep", str(sweep), "-o", str(root)], capture_output=True,
+                         text=True, env=mpich_env, timeout=800)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    runs = {d.name.split("-")[0]: d for d in run_folders(root)}
+    assert sorted(runs) == ["collectives", "mlp"]
+    for run_dir in runs.values():
+        command = (run_dir / "command.sh").read_text()
+        assert "mpiexec -n 2 -ppn 1 -hosts " in command and f"HVDBENCH_SSH_ARGS=-p {host.port} -i " in command
+        assert [e["host"] == host.name for e in envs(run_dir)] == [False, True]
+        loaded = _loaded(run_dir)
+        assert {(m.get("implementation"), m.get("device")) for m in loaded} == {("MPICH", "ch4:ucx")}, loaded
+    assert all(e["horovod"]["controller"] == "mpi" for e in envs(runs["mlp"]))
+    comm = pd.read_csv(root / "report" / "collectives.csv")
+    assert {"mpi", "horovod"} <= set(comm["backend"]) and comm["busbw_gbs"].gt(0).all()
+    runs = pd.read_csv(root / "report" / "runs.csv")
+    assert set(runs["mpi"]) == {"MPICH 4.0.2 ch4:ucx"}  # the run table names the MPI each run loaded
+
+
+def test_open_mpi_ranks_still_load_open_mpi(hvd_env: dict, tmp_path: Path) -> None:
+    """Installing MPICH beside it changed nothing for the first environment."""
+    from conftest import hvdbench_exe
+
+    out = tmp_path / "results"
+    proc = subprocess.run([hvdbench_exe(), "run", "mlp", "--np", "2", "--launcher", "mpirun", "--output", str(out),
+                           "--mlp-input", "32", "--mlp-widths", "32", "--steps", "4", "--warmup-steps", "1",
+                           "--threads", "1"], capture_output=True, text=True, env=hvd_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (run_dir,) = run_folders(out)
+    assert {m.get("implementation") for m in _loaded(run_dir)} == {"Open MPI"}
+
+
+def test_srun_pmi2_starts_mpich_ranks_on_two_slurm_nodes(mpich_env: dict, gpu_cluster: Any, tmp_path: Path) -> None:
+    sweep = sweep_file(tmp_path, "mpich-srun", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+                                               "axes: {nodes: [2], gpus_per_node: [1]}\nslurm: {mpi: pmi2, time: 10}")
+    root = tmp_path / "results"
+    env = {**mpich_env, **gpu_cluster.env}
+    out = subprocess.run([str(MPICH_BIN / "hvdbench"), "submit", str(sweep), "-o", str(root)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert set(settled(root, 1, gpu_cluster).values()) == {"ok"}
+    (run_dir,) = run_folders(root)
+    ranks = envs(run_dir)
+    assert [e["variables"].get("PMI_RANK") for e in ranks] == ["0", "1"]  # SLURM's pmi2 wired each rank
+    assert {e["host"] for e in ranks} == {"node1", "node2"}
+    assert {m.get("implementation") for m in _loaded(run_dir)} == {"MPICH"}
