@@ -175,3 +175,16 @@ def test_a_gpu_is_found_by_bus_id_then_by_what_cuda_visible_devices_names_it() -
     assert nvml.handle(None, "5") == 5
     assert nvml.handle(None, "GPU-5f1a0d6e-0000-4000-8000-000000000006") == 6  # SLURM and others may list UUIDs
     assert nvml.handle(None, "GPU-unknown") is None
+
+
+def test_the_tuning_column_keeps_what_tunes_the_exchange_and_not_the_launchers_per_job_plumbing() -> None:
+    from hvdbench.suite.core.schema import RUN_COLUMNS
+
+    tuning = next(c for c in RUN_COLUMNS if c.name == "tuning").render
+    assert tuning is not None
+    variables = {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl_tcp_if_include": "eth1", "MPIR_CVAR_CH4_NETMOD": "ucx",
+                 "I_MPI_FABRICS": "shm:ofi", "FI_PROVIDER": "tcp", "NCCL_ALGO": "Ring", "HOROVOD_RANK": "1",
+                 "OMPI_MCA_orte_hnp_uri": "1.0;tcp://10.0.0.1:4", "OMPI_MCA_ess_base_jobid": "42",
+                 "OMPI_MCA_plm_rsh_args": "-p 2222 -i /keys/id", "OMPI_MCA_initial_wdir": "/run", "HOME": "/root"}
+    assert tuning(variables) == ("FI_PROVIDER=tcp; I_MPI_FABRICS=shm:ofi; MPIR_CVAR_CH4_NETMOD=ucx; NCCL_ALGO=Ring; "
+                                 "OMPI_MCA_btl_tcp_if_include=eth1; OMPI_MCA_pml=ob1")

@@ -249,9 +249,11 @@ def mpi_text(mpi: Any) -> str | None:
     return " ".join(str(x) for x in words if x) or None
 
 
-# what a launcher sets for each process (its place in the job, where to meet): no tuning, and it differs run to run
+# what a launcher sets for each process (its place in the job, where to meet, its session folders and ssh
+# arguments): no tuning, and it differs run to run
 _PLUMBING = re.compile(r"HOROVOD_(HOSTNAME|RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS_RANK|CROSS_SIZE|GLOO_RENDEZVOUS_\w+|"
-                       r"GLOO_IFACE)$")
+                       r"GLOO_IFACE)$|OMPI_MCA_(orte_\w+|ess\w*|pmix|initial_wdir|shmem_RUNTIME_QUERY_hint|"
+                       r"plm_rsh_args)$|MPIR_CVAR_CH3_INTERFACE_HOSTNAME$")
 
 
 RUN_COLUMNS: tuple[RunColumn, ...] = (
