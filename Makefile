@@ -7,7 +7,7 @@ export HVDBENCH_VENV := $(abspath $(VENV))
 BIN := $(HVDBENCH_VENV)/bin
 DEMO_OUT ?= results/demo
 
-.PHONY: setup demo test quick lock clean mpich
+.PHONY: setup demo test quick lock clean mpich impi
 
 setup:
 	bash scripts/setup.sh
@@ -17,16 +17,19 @@ demo: setup
 
 test: setup
 	bash scripts/test-tools.sh
-	bash scripts/mpi-env.sh mpich || echo "make test: no MPICH environment (above why): the mpich tests will skip" >&2
+	bash scripts/mpi-env.sh mpich || echo "make test: no MPICH environment (above why): its other_mpi tests will skip" >&2
+	bash scripts/mpi-env.sh impi || echo "make test: no Intel MPI environment (above why): its other_mpi tests will skip" >&2
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 # the quick loop: every test that starts no process
 quick: setup
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-# a second environment on MPICH beside the first (.venv-mpich; scripts/mpi-env.sh)
+# environments on MPICH and Intel MPI beside the first (.venv-mpich, .venv-impi; scripts/mpi-env.sh)
 mpich: setup
 	bash scripts/mpi-env.sh mpich
+impi: setup
+	bash scripts/mpi-env.sh impi
 
 # constraints.txt made again from what pip resolves today (scripts/lock.sh)
 lock:

@@ -63,9 +63,12 @@ def _allreduce(algorithm: str, nodes: int, per_node: int, intra: Link | None,
 
 def _fit_overlap(w: FittedWorkload, intra: tuple[Link | None, list[Link | None]], inter: tuple[Link | None, list[Link | None]]
                  ) -> tuple[float, np.ndarray, str]:
-    """The overlap fraction each measured exchanging run implies (their median), per draw as well; where no
-    run can be judged, 0.5 with draws across [0, 1] (the interval then spans both bounds)."""
+    """The overlap fraction each measured exchanging run implies (their median), per draw as well: from the
+    runs whose exchange crosses nodes where there are any (overlap over shared memory does not carry to a
+    network), else from those within a node; where no run can be judged, 0.5 with draws across [0, 1]
+    (the interval then spans both bounds)."""
     usable = [m for m in w.measured if (intra[0] if m.nodes == 1 else inter[0]) is not None]
+    usable = [m for m in usable if m.nodes > 1] or usable
     if not usable:
         rng = np.random.default_rng(0)
         return 0.5, rng.uniform(0.0, 1.0, DRAWS), "not fitted (no exchanging run of 2+ ranks with a curve for its link)"
@@ -78,7 +81,8 @@ def _fit_overlap(w: FittedWorkload, intra: tuple[Link | None, list[Link | None]]
     point = float(np.median([w.model.overlap_of(fn(m, None), m.step_s) for m in usable]))
     draws = np.array([np.median([w.model.scaled(float(w.compute_draws[d])).overlap_of(fn(m, d), float(m.step_draws[d]))
                                  for m in usable]) for d in range(DRAWS)])
-    how = "fitted from " + ", ".join(f"{m.np} rank(s) on {m.nodes} node(s)" for m in usable)
+    where = "across nodes" if usable[0].nodes > 1 else "within one node (no exchanging run across nodes)"
+    how = f"fitted {where} from " + ", ".join(f"{m.np} rank(s) on {m.nodes} node(s)" for m in usable)
     return point, draws, how
 
 

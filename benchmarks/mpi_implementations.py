@@ -1,9 +1,9 @@
-"""Open MPI and MPICH side by side across two hosts: the same 2-rank, 2-host training run and allreduce curve
-(through Horovod and through mpi4py) on each MPI, measured in alternated rounds (Open MPI, MPICH, Open MPI,
-...) so that drift of the machine falls on both alike.
+"""Open MPI, MPICH and Intel MPI side by side across two hosts: the same 2-rank, 2-host training run and
+allreduce curve (through Horovod and through mpi4py) on each MPI, measured in alternated rounds (Open MPI,
+MPICH, Intel MPI, Open MPI, ...) so that drift of the machine falls on all alike.
 
-Open MPI runs from .venv (`launcher: mpirun`), MPICH from .venv-mpich (`scripts/mpi-env.sh mpich`;
-`launcher: mpiexec`, hydra), both with transport tcp over the link to a second host with its own name and
+Open MPI runs from .venv (`launcher: mpirun`), MPICH from .venv-mpich and Intel MPI from .venv-impi
+(`scripts/mpi-env.sh mpich|impi`; `launcher: mpiexec`, hydra), each with transport tcp over the link to a second host with its own name and
 address (a network namespace joined by a veth pair, tests/cluster.py, as the tests use). One results root,
 one report; every rank records the MPI library it loaded. Needs root and the test tools.
 
@@ -27,15 +27,19 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from cluster import NamespaceHost, start_namespace_host  # noqa: E402
 
-MPIS = {"Open MPI": (REPO / ".venv" / "bin", "mpirun"), "MPICH": (REPO / ".venv-mpich" / "bin", "mpiexec")}
+# name -> (environment's bin/, launcher, system name: runs of one launcher and arguments on two MPIs need two
+# systems, or they would be one run)
+MPIS = {"Open MPI": (REPO / ".venv" / "bin", "mpirun", "netns-openmpi"),
+        "MPICH": (REPO / ".venv-mpich" / "bin", "mpiexec", "netns-mpich"),
+        "Intel MPI": (REPO / ".venv-impi" / "bin", "mpiexec", "netns-impi")}
 TRAIN = "[--model, resnet20, --batch-size, '32', --steps, '40', --warmup-steps, '5', --threads, '1']"
 CURVE = ("[--ops, allreduce, --backends, 'horovod,mpi', --min-bytes, '1K', --max-bytes, 16M, --factor, '4', "
          "--iters, '20', --warmup-iters, '3']")
 
 
-def sweep_text(host: NamespaceHost, launcher: str, rounds: int) -> str:
+def sweep_text(host: NamespaceHost, launcher: str, system: str, rounds: int) -> str:
     """One MPI's sweep: the training run and the curve across the two hosts, ``rounds`` repeats."""
-    return (f"name: mpi-{launcher}\nsystem: netns-2core\nlauncher: {launcher}\ntransport: tcp\nbaseline: false\n"
+    return (f"name: {system}\nsystem: {system}\nlauncher: {launcher}\ntransport: tcp\nbaseline: false\n"
             f"repeats: {rounds}\nhosts: [{host.local_address}, {host.address}]\nssh_port: {host.port}\n"
             f"ssh_identity_file: {host.key}\ntimeout: 600\n"
             f"workloads:\n  - {{benchmark: cifar10, args: {TRAIN}}}\n  - {{benchmark: collectives, args: {CURVE}}}\n"
@@ -46,9 +50,9 @@ def sweep_text(host: NamespaceHost, launcher: str, rounds: int) -> str:
 def run_round(host: NamespaceHost, root: Path, scratch: Path, rounds: int) -> dict[str, float]:
     """Each MPI's sweep with one more repeat than before (the earlier repeats are kept and skipped)."""
     seconds = {}
-    for name, (bin_dir, launcher) in MPIS.items():
-        sweep = scratch / f"{launcher}.yaml"
-        sweep.write_text(sweep_text(host, launcher, rounds))
+    for name, (bin_dir, launcher, system) in MPIS.items():
+        sweep = scratch / f"{system}.yaml"
+        sweep.write_text(sweep_text(host, launcher, system, rounds))
         env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(Path.home()),
                "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
         started = time.monotonic()
@@ -65,9 +69,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="results root; its report/ holds the tables")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds (each MPI once per round)")
     args = parser.parse_args()
-    missing = [str(b / "hvdbench") for b, _ in MPIS.values() if not (b / "hvdbench").exists()]
+    missing = [str(b / "hvdbench") for b, _, _ in MPIS.values() if not (b / "hvdbench").exists()]
     if missing:
-        raise SystemExit(f"missing {', '.join(missing)}: make setup, then scripts/mpi-env.sh mpich")
+        raise SystemExit(f"missing {', '.join(missing)}: make setup, then scripts/mpi-env.sh mpich and impi")
     root = args.out.resolve()
     scratch = Path(tempfile.mkdtemp(prefix="hvdbench-mpis-"))
     host = start_namespace_host(scratch / "netns")
@@ -81,7 +85,7 @@ def main() -> int:
     subprocess.run([str(REPO / ".venv" / "bin" / "hvdbench"), "report", str(root)], check=True,
                    capture_output=True)
     runs = pd.read_csv(root / "report" / "runs.csv")
-    print(runs.groupby(["launcher", "benchmark", "mpi"]).size().to_string())
+    print(runs.groupby(["system", "benchmark", "mpi"]).size().to_string())
     scaling = pd.read_csv(root / "report" / "scaling.csv")
     print(scaling.to_string(index=False, max_colwidth=30))
     return 0

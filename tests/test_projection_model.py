@@ -103,14 +103,15 @@ INTRA, INTER = Link("intra", 10e-6, 1e-9), Link("inter", 50e-6, 1e-8)  # 1 GB/s 
 COMPUTE, PARAMS = 0.100, 1_000_000
 
 
-def _training(root: Path, np_: int, step_s: float, *, independent: bool = False, nodes: int = 1) -> None:
+def _training(root: Path, np_: int, step_s: float, *, independent: bool = False, nodes: int = 1,
+              tensors: int = 1) -> None:
     spec = RunSpec(benchmark="cifar10", args=ARGS + (("--independent",) if independent else ()), np=np_, nodes=nodes)
     run_dir = root / spec.id
     spec.write(run_dir)
     rng = np.random.default_rng(np_ + 10 * independent)
     for rank in range(np_):
         with RecordWriter(run_dir / rank_log_name(rank), rank=rank, local_rank=rank, size=np_) as w:
-            w.write("env", benchmark="cifar10", model="resnet20", unit="images", parameters=PARAMS, gradient_tensors=1,
+            w.write("env", benchmark="cifar10", model="resnet20", unit="images", parameters=PARAMS, gradient_tensors=tensors,
                     flags={"batch_size": 32})
             w.write("phase", phase="timed", steps=30)
             for i in range(30):
@@ -257,3 +258,25 @@ def test_rows_beyond_the_measured_node_counts_say_so_and_widen_their_interval(tm
         row = rows.loc[nodes]
         assert row["efficiency_high"] / row["efficiency"] > 1 + ERROR_PER_DOUBLING * doublings * 0.99
     assert "extrapolated ×16" in " ".join(" ".join(r) for r in table_rows(result.table)[1])
+
+
+def test_the_overlap_comes_from_the_run_across_nodes_where_there_is_one(tmp_path: Path) -> None:
+    """Gradients in 100 tensors (so overlap is possible): the 1-node run shows its exchange hidden, the 2-node
+    run shows it not hidden at all; with the 2-node run measured, its overlap is the one used."""
+    def results(root: Path, across: bool) -> Path:
+        _training(root, 1, COMPUTE, tensors=100)
+        _training(root, 2, COMPUTE, tensors=100)  # everything hidden within the node
+        _training(root, 2, COMPUTE, independent=True, tensors=100)
+        _collectives(root, INTRA, 1)
+        _collectives(root, INTER, 2)
+        if across:
+            _training(root, 2, COMPUTE + ring_allreduce_s(4e6, 2, INTER) + 0.5e-3, nodes=2, tensors=100)
+        return root
+
+    within = project(collect([results(tmp_path / "a", False)]), nodes=[2], gpus_per_node=1, algorithms=("ring",))
+    ((_, (phi_within, _, _, how_within)),) = within.overlap.items()
+    assert "within one node" in how_within
+    across = project(collect([results(tmp_path / "b", True)]), nodes=[2], gpus_per_node=1, algorithms=("ring",))
+    ((_, (phi_across, _, _, how_across)),) = across.overlap.items()
+    assert "across nodes from 2 rank(s) on 2 node(s)" in how_across and "1 node" not in how_across
+    assert phi_within > 0.7 and phi_across < phi_within - 0.5

@@ -1,9 +1,10 @@
-"""MPICH for real, beside Open MPI: the second environment scripts/mpi-env.sh makes (.venv-mpich: Horovod and
-mpi4py built against MPICH, MPICH's hydra mpiexec first on its PATH) runs a sweep with ``launcher:
-mpiexec`` across two hosts (this one and a network namespace with its own name and address): raw-MPI
-collectives through mpi4py and a workload trained through Horovod's MPI controller, every rank
-recording the MPI library it loaded. Inside the two-node SLURM cluster, ``srun --mpi=pmi2`` starts the
-MPICH ranks. The Open MPI environment is left as it was (its own ranks still load Open MPI)."""
+"""MPICH and Intel MPI for real, beside Open MPI: the environments scripts/mpi-env.sh makes (.venv-mpich on
+Debian's MPICH, .venv-impi on Intel MPI's PyPI packages: Horovod built against each, mpi4py using each, its
+hydra mpiexec first on PATH) each run a sweep with ``launcher: mpiexec`` across two hosts (this one and a
+network namespace with its own name and address): raw-MPI collectives through mpi4py and a workload
+trained through Horovod's MPI controller, every rank recording the MPI library it loaded. Inside the
+two-node SLURM cluster, ``srun --mpi=pmi2`` starts each one's ranks. The Open MPI environment is left as
+it was (its own ranks still load Open MPI)."""
 
 from __future__ import annotations
 
@@ -18,33 +19,37 @@ import pytest
 from conftest import REPO, run_folders
 from slurm_runs import TINY, envs, settled, sweep_file
 
-pytestmark = [pytest.mark.slow, pytest.mark.mpich, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.other_mpi, pytest.mark.timeout(900)]
 
-MPICH_BIN = REPO / ".venv-mpich" / "bin"
+# environment -> (what its ranks load, what mpiexec --version names)
+MPIS = {"mpich": ("MPICH", "ch4:ucx"), "impi": ("Intel MPI", None)}
 COLLECTIVES = "[--ops, allreduce, --backends, 'mpi,horovod', --min-bytes, '8', --max-bytes, 1M, --factor, '16', " \
               "--iters, '5', --warmup-iters, '2']"
 
 
-@pytest.fixture(scope="module")
-def mpich_env() -> dict[str, str]:
-    """The caller's environment with the MPICH environment's bin/ first on PATH (as 'source
-    .venv-mpich/bin/activate' gives): its hvdbench, python, mpiexec and mpicc."""
-    if not (MPICH_BIN / "hvdbench").exists():
-        pytest.skip("no MPICH environment: scripts/mpi-env.sh mpich makes it (make test runs it)")
+@pytest.fixture(params=sorted(MPIS))
+def other_mpi(request: pytest.FixtureRequest) -> tuple[str, Path, dict[str, str]]:
+    """(name, its bin/, the caller's environment with that bin/ first on PATH, as 'source
+    .venv-NAME/bin/activate' gives: its hvdbench, python, mpiexec and mpicc)."""
+    name = request.param
+    bin_dir = REPO / f".venv-{name}" / "bin"
+    if not (bin_dir / "hvdbench").exists():
+        pytest.skip(f"no .venv-{name}: scripts/mpi-env.sh {name} makes it (make test runs it)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
-    return {**env, "PATH": f"{MPICH_BIN}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(MPICH_BIN.parent)}
+    return name, bin_dir, {**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(bin_dir.parent)}
 
 
 def _loaded(run_dir: Path) -> list[dict[str, Any]]:
     return [(e["mpi"] or {}).get("loaded") or {} for e in envs(run_dir)]
 
 
-def test_mpiexec_of_mpich_runs_collectives_and_horovod_across_two_hosts(mpich_env: dict, namespace_host: Any,
-                                                                       tmp_path: Path) -> None:
+def test_mpiexec_runs_collectives_and_horovod_across_two_hosts(other_mpi: tuple[str, Path, dict], namespace_host: Any,
+                                                              tmp_path: Path) -> None:
+    name, bin_dir, env = other_mpi
     host = namespace_host
-    sweep = tmp_path / "mpich-two-hosts.yaml"
+    sweep = tmp_path / f"{name}-two-hosts.yaml"
     sweep.write_text(f"""
-name: mpich-two-hosts
+name: {name}-two-hosts
 system: netns
 launcher: mpiexec
 transport: tcp
@@ -59,8 +64,8 @@ workloads:
 axes: {{nodes: [2], gpus_per_node: [1], env: {{UCX_NET_DEVICES: {host.iface}}}}}
 """)
     root = tmp_path / "results"
-    out = subprocess.run([str(MPICH_BIN / "hvdbench"), "sweep", str(sweep), "-o", str(root)], capture_output=True,
-                         text=True, env=mpich_env, timeout=800)
+    out = subprocess.run([str(bin_dir / "hvdbench"), "sweep", str(sweep), "-o", str(root)], capture_output=True,
+                         text=True, env=env, timeout=800)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = {d.name.split("-")[0]: d for d in run_folders(root)}
     assert sorted(runs) == ["collectives", "mlp"]
@@ -69,16 +74,16 @@ axes: {{nodes: [2], gpus_per_node: [1], env: {{UCX_NET_DEVICES: {host.iface}}}}}
         assert "mpiexec -n 2 -ppn 1 -hosts " in command and f"HVDBENCH_SSH_ARGS=-p {host.port} -i " in command
         assert [e["host"] == host.name for e in envs(run_dir)] == [False, True]
         loaded = _loaded(run_dir)
-        assert {(m.get("implementation"), m.get("device")) for m in loaded} == {("MPICH", "ch4:ucx")}, loaded
+        assert {(m.get("implementation"), m.get("device")) for m in loaded} == {MPIS[name]}, loaded
     assert all(e["horovod"]["controller"] == "mpi" for e in envs(runs["mlp"]))
     comm = pd.read_csv(root / "report" / "collectives.csv")
     assert {"mpi", "horovod"} <= set(comm["backend"]) and comm["busbw_gbs"].gt(0).all()
     runs = pd.read_csv(root / "report" / "runs.csv")
-    assert set(runs["mpi"]) == {"MPICH 4.0.2 ch4:ucx"}  # the run table names the MPI each run loaded
+    assert {m.split()[0] for m in runs["mpi"]} == {MPIS[name][0].split()[0]}  # the MPI each run loaded
 
 
 def test_open_mpi_ranks_still_load_open_mpi(hvd_env: dict, tmp_path: Path) -> None:
-    """Installing MPICH beside it changed nothing for the first environment."""
+    """Installing MPICH and Intel MPI beside it changed nothing for the first environment."""
     from conftest import hvdbench_exe
 
     out = tmp_path / "results"
@@ -90,17 +95,18 @@ def test_open_mpi_ranks_still_load_open_mpi(hvd_env: dict, tmp_path: Path) -> No
     assert {m.get("implementation") for m in _loaded(run_dir)} == {"Open MPI"}
 
 
-def test_srun_pmi2_starts_mpich_ranks_on_two_slurm_nodes(mpich_env: dict, gpu_cluster: Any, tmp_path: Path) -> None:
-    sweep = sweep_file(tmp_path, "mpich-srun", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+def test_srun_pmi2_starts_the_ranks_on_two_slurm_nodes(other_mpi: tuple[str, Path, dict], gpu_cluster: Any,
+                                                       tmp_path: Path) -> None:
+    name, bin_dir, env = other_mpi
+    sweep = sweep_file(tmp_path, f"{name}-srun", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
                                                "axes: {nodes: [2], gpus_per_node: [1]}\nslurm: {mpi: pmi2, time: 10}")
     root = tmp_path / "results"
-    env = {**mpich_env, **gpu_cluster.env}
-    out = subprocess.run([str(MPICH_BIN / "hvdbench"), "submit", str(sweep), "-o", str(root)], capture_output=True,
-                         text=True, env=env, timeout=300)
+    out = subprocess.run([str(bin_dir / "hvdbench"), "submit", str(sweep), "-o", str(root)], capture_output=True,
+                         text=True, env={**env, **gpu_cluster.env}, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert set(settled(root, 1, gpu_cluster).values()) == {"ok"}
     (run_dir,) = run_folders(root)
     ranks = envs(run_dir)
     assert [e["variables"].get("PMI_RANK") for e in ranks] == ["0", "1"]  # SLURM's pmi2 wired each rank
     assert {e["host"] for e in ranks} == {"node1", "node2"}
-    assert {m.get("implementation") for m in _loaded(run_dir)} == {"MPICH"}
+    assert {m.get("implementation") for m in _loaded(run_dir)} == {MPIS[name][0]}
