@@ -16,8 +16,9 @@
 # The environment's bin/ holds mpicc, mpicxx, mpirun and mpiexec of that MPI (and hydra's helpers), so
 # 'source .venv-NAME/bin/activate' (or its bin/ first on PATH) runs hvdbench, Horovod and mpiexec on it
 # alone. Its Horovod is built with PyTorch only (HVDBENCH_TF_SPEC=none; give another to build TensorFlow's
-# part too). Settings of scripts/setup.sh apply (HVDBENCH_CACHE, HVDBENCH_LOCK, ...); HVDBENCH_VENV names this
-# environment (default <repo>/.venv-NAME) and HVDBENCH_BASE_VENV the first one (default <repo>/.venv).
+# part too). Settings of scripts/setup.sh apply (HVDBENCH_CACHE, HVDBENCH_LOCK, ...); HVDBENCH_VENV names the
+# first environment, as for set-up (default <repo>/.venv), and HVDBENCH_MPI_VENV this one (default
+# <repo>/.venv-NAME).
 set -Eeuo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { printf 'mpi-env: error: %s\n' "$*" >&2; exit 1; }
@@ -26,10 +27,20 @@ case "$name" in
     mpich|impi) ;;
     *) die "which MPI? scripts/mpi-env.sh mpich|impi (got '${name}')" ;;
 esac
-VENV=${HVDBENCH_VENV:-$ROOT/.venv-$name}
-BASE=${HVDBENCH_BASE_VENV:-$ROOT/.venv}
+# HVDBENCH_VENV names the first environment here, as for scripts/setup.sh (and make exports it)
+BASE=${HVDBENCH_VENV:-$ROOT/.venv}
+VENV=${HVDBENCH_MPI_VENV:-$ROOT/.venv-$name}
 [[ -x "$BASE/bin/python" ]] || die "$BASE is not set up: run 'make setup' (scripts/setup.sh) first"
+[[ "$(cd "$BASE" && pwd -P)" != "$(mkdir -p "$VENV" && cd "$VENV" && pwd -P)" ]] \
+    || die "HVDBENCH_MPI_VENV=$VENV is the first environment itself: give the $name environment its own folder"
 tools=(mpicc mpicxx mpirun mpiexec)
+# set-up makes the environment again where it was made from another interpreter, which would take the MPI
+# put into it below with it: that is done first, here
+made_from="$("$BASE/bin/python" -c 'import sys; print(sys.executable)') system-site=1"
+if [[ -f "$VENV/.hvdbench-venv" && "$(cat "$VENV/.hvdbench-venv")" != "$made_from" ]]; then
+    printf '[mpi-env] making %s again: it was made from %s\n' "$VENV" "$(cat "$VENV/.hvdbench-venv")"
+    rm -rf "$VENV"
+fi
 
 # Debian's MPICH, installed where root and missing; its tools are named *.mpich.
 debian_mpich() {

@@ -185,6 +185,7 @@ def test_the_tuning_column_keeps_what_tunes_the_exchange_and_not_the_launchers_p
     variables = {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl_tcp_if_include": "eth1", "MPIR_CVAR_CH4_NETMOD": "ucx",
                  "I_MPI_FABRICS": "shm:ofi", "FI_PROVIDER": "tcp", "NCCL_ALGO": "Ring", "HOROVOD_RANK": "1",
                  "OMPI_MCA_orte_hnp_uri": "1.0;tcp://10.0.0.1:4", "OMPI_MCA_ess_base_jobid": "42",
-                 "OMPI_MCA_plm_rsh_args": "-p 2222 -i /keys/id", "OMPI_MCA_initial_wdir": "/run", "HOME": "/root"}
+                 "OMPI_MCA_plm_rsh_args": "-p 2222 -i /keys/id", "OMPI_MCA_initial_wdir": "/run", "HOME": "/root",
+                 "I_MPI_INFO_BRAND": "Intel(R) Xeon(R)", "I_MPI_PIN_MAPPING": "1:0 0", "I_MPI_HYDRA_TOPOLIB": "ipl2"}
     assert tuning(variables) == ("FI_PROVIDER=tcp; I_MPI_FABRICS=shm:ofi; MPIR_CVAR_CH4_NETMOD=ucx; NCCL_ALGO=Ring; "
                                  "OMPI_MCA_btl_tcp_if_include=eth1; OMPI_MCA_pml=ob1")

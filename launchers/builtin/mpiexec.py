@@ -16,9 +16,9 @@ _TCP = (("FI_PROVIDER", "tcp"), ("UCX_TLS", "tcp,self,sm"))  # libfabric (Intel 
 @register
 class Mpiexec(Launcher):
     """``mpiexec -n N -ppn G -hosts a,b -genvlist NAMES python script ...`` (hydra syntax); every knob
-    exported by name; ssh's port and key through hvdbench-ssh, the ssh hydra is given; inside a SLURM allocation hydra
-    starts its proxies through SLURM on the hosts it is given. Transport tcp sets libfabric's and UCX's
-    provider to TCP; auto leaves the MPI's own choice."""
+    exported by name; ssh's port and key through hvdbench-ssh, the ssh hydra is given; inside a SLURM
+    allocation hydra starts its proxies through SLURM on the hosts it is given. Transport tcp sets
+    libfabric's and UCX's provider to TCP; auto leaves the MPI's own choice."""
 
     name = "mpiexec"
     controllers = ("mpi",)

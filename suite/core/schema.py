@@ -250,10 +250,12 @@ def mpi_text(mpi: Any) -> str | None:
 
 
 # what a launcher sets for each process (its place in the job, where to meet, its session folders and ssh
-# arguments): no tuning, and it differs run to run
+# arguments, Intel MPI's hydra's description of the node and its pinning): no tuning, and it differs run to run
 _PLUMBING = re.compile(r"HOROVOD_(HOSTNAME|RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS_RANK|CROSS_SIZE|GLOO_RENDEZVOUS_\w+|"
                        r"GLOO_IFACE)$|OMPI_MCA_(orte_\w+|ess\w*|pmix|initial_wdir|shmem_RUNTIME_QUERY_hint|"
-                       r"plm_rsh_args)$|MPIR_CVAR_CH3_INTERFACE_HOSTNAME$")
+                       r"plm_rsh_args)$|MPIR_CVAR_CH3_INTERFACE_HOSTNAME$|"
+                       r"I_MPI_(INFO_\w+|PIN_INFO|PIN_MAPPING|HYDRA_TOPOLIB|BIND_WIN_ALLOCATE|INTERNAL_MEM_POLICY|"
+                       r"RETURN_WIN_MEM_NUMA)$")
 
 
 RUN_COLUMNS: tuple[RunColumn, ...] = (
