@@ -33,7 +33,7 @@ class Stopped(BaseException):
 @contextmanager
 def stop_signals() -> Iterator[None]:
     """SIGTERM (a cancelled job, a killed sweep) and SIGUSR2 (SLURM's warning before its time limit)
-    stop the run in flight cleanly; the previous handlers come back afterwards."""
+    stop the run in flight cleanly, as SIGINT (Ctrl-C) does; the previous handlers come back afterwards."""
     in_job = bool(os.environ.get("SLURM_JOB_ID"))
 
     def on_term(signum: int, _frame: object) -> None:
@@ -46,7 +46,10 @@ def stop_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, handler) for sig, handler in ((signal.SIGTERM, on_term), (signal.SIGUSR2, on_usr2))}
+    # SIGINT interrupts the sweep however it was started: a shell starts a background command with SIGINT
+    # ignored, and Python then leaves it ignored, so `kill -INT` would not reach a sweep started with `&`
+    handlers = ((signal.SIGTERM, on_term), (signal.SIGUSR2, on_usr2), (signal.SIGINT, signal.default_int_handler))
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers}
     try:
         yield
     finally:
