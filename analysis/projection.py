@@ -118,10 +118,12 @@ def _row(w: FittedWorkload, link: str, algorithm: str, nodes: int, per_node: int
 
 def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | None = None,
             links: Sequence[str] = (), algorithms: Sequence[str] = ("ring", "hierarchical"),
-            warmup: int | None = None, intra_link: str | None = None) -> Projection:
+            warmup: int | None = None, intra_link: str | None = None,
+            stats: pd.DataFrame | None = None) -> Projection:
     """The projection of every exchanging workload in the collection at each node count; ``intra_link`` (a
-    target's bus, as a link spec) replaces the measured link within a node once the overlap is fitted."""
-    stats = run_stats_table(collection, warmup)
+    target's bus, as a link spec) replaces the measured link within a node once the overlap is fitted;
+    ``stats``: the collection's run statistics where the caller has them already (the report)."""
+    stats = run_stats_table(collection, warmup) if stats is None else stats
     scaling = scaling_table(collection, stats)
     if scaling.empty:
         raise ReportError("no complete training run to project from")
@@ -150,7 +152,7 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
         intra, intra_draws = _within(w, fitted, intra_link, link_rows)
         for count in nodes:
             if count == 1:
-                rows.append(_row(w, f"{intra_link.split('=')[0]} ({WITHIN})" if intra_link else WITHIN, "ring", 1,
+                rows.append(_row(w, f"{intra.name} ({WITHIN})" if intra_link and intra else WITHIN, "ring", 1,
                                  per_node, phi, phi_draws,
                                  _allreduce("ring", 1, per_node, intra, None),
                                  [_allreduce("ring", 1, per_node, a, None) for a in intra_draws]))

@@ -85,7 +85,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     if len(collection.profile):
         tables["profile"] = collection.profile
     sections += _bandwidth_sections(collection, comm, table, tables)
-    projected = _projection(collection, warmup)
+    projected = _projection(collection, warmup, stats)
     if projected is not None:
         sections.append(projection_section(projected))
     plots = all_plots(table, matrices(collection), collection.runs, stats, collection.telemetry)
@@ -97,14 +97,14 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     return Report(_intro(collection, warmup), sections, tables, plots, headline)
 
 
-def _projection(collection: Collection, warmup: int | None) -> Projection | None:
+def _projection(collection: Collection, warmup: int | None, stats: pd.DataFrame) -> Projection | None:
     """The projection to 1-64 nodes where the results allow one (training runs with their independent
     twin and allreduce curves within and across nodes); None where they do not (``hvdbench project`` says
     what is missing)."""
     if collection.comm.empty or not (collection.runs["nodes"] > 1).any():
         return None
     try:
-        return project(collection, DEFAULT_NODES, warmup=warmup)
+        return project(collection, DEFAULT_NODES, warmup=warmup, stats=stats)
     except ReportError:
         return None
 

@@ -24,6 +24,7 @@ import pytest
 
 from hvdbench.launchers import base
 from hvdbench.launchers.base import LaunchContext, Launcher
+from hvdbench.launchers.slurm_queue import run_dirs as run_folders  # noqa: F401 - the run folders under a root, for tests
 from hvdbench.suite.core.records import RecordWriter, rank_log_name
 from hvdbench.suite.core.spec import RunSpec
 
@@ -175,12 +176,6 @@ def hvdbench_exe() -> str:
     """The installed console script."""
     exe = BIN / "hvdbench"
     return str(exe) if exe.exists() else shutil.which("hvdbench") or "hvdbench"
-
-
-def run_folders(root: Path) -> list[Path]:
-    """The run folders a sweep left under its results root (each holds run.json), in name order: not the
-    report, not the root's lock file."""
-    return sorted(p.parent for p in root.glob("*/run.json"))
 
 
 def _serving(cluster: Any) -> Iterator[Any]:

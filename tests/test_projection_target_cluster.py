@@ -79,3 +79,13 @@ def test_how_many_nodes_keep_efficiency_above_the_floor_by_point_and_interval() 
                     "(95% interval: up to 2 node(s) to 8 node(s))")
     (never,) = efficiency_holds(pd.DataFrame(rows), 30)
     assert "through all 16 nodes projected" in never
+
+
+def test_the_report_carries_the_projection_where_the_results_allow_one(tmp_path: Path) -> None:
+    root = _results(tmp_path / "r")
+    assert hvdbench_main(["report", str(root)]) == 0
+    text = (root / "report" / "report.md").read_text()
+    assert "## Projection" in text and "efficiency stays at or above 80%" in text
+    one_node = _results(tmp_path / "one", inter=False)  # no run across nodes: no projection section
+    assert hvdbench_main(["report", str(one_node)]) == 0
+    assert "## Projection" not in (one_node / "report" / "report.md").read_text()
