@@ -41,6 +41,7 @@ class Link:
     sizes: tuple[float, ...] = ()
     times: tuple[float, ...] = ()
     ranks: int = 0
+    stream: bool = False  # fitted from a training pattern: sizes are a step's total, streamed through the link
 
     @property
     def gbs(self) -> float:
@@ -122,7 +123,27 @@ ALGORITHMS: dict[str, Callable[[float, int, int, Link, Link | None], float]] = {
     "ring": flat_allreduce_s, "hierarchical": hierarchical_allreduce_s}
 
 
-def fit_link(sizes: Sequence[float], times: Sequence[float], ranks: int, name: str, source: str = "") -> Link:
+def step_allreduce(algorithm: str, nodes: int, per_node: int, intra: Link | None, inter: Link | None,
+                   step_bytes: float) -> Callable[[float], float]:
+    """The cost of one fused buffer in a step that exchanges ``step_bytes`` in all. Over a link fitted from
+    isolated calls, each buffer costs what a call of its size costs. Over a link fitted from a training
+    pattern (``Link.stream``) the step's buffers follow each other through the link as that pattern's did,
+    so each costs its share of the whole step's exchange at that total: a small buffer in the stream waits
+    behind the others and passes at the stream's rate, not at the rate a lone message of its size gets."""
+    fn = ALGORITHMS[algorithm]
+    used = inter if nodes > 1 else (intra or inter)
+
+    def one(nbytes: float) -> float:
+        return fn(nbytes, nodes, per_node, intra or inter, inter)  # type: ignore[arg-type]
+
+    if used is None or not used.stream or step_bytes <= 0:
+        return one
+    per_byte = one(step_bytes) / step_bytes
+    return lambda nbytes: nbytes * per_byte
+
+
+def fit_link(sizes: Sequence[float], times: Sequence[float], ranks: int, name: str, source: str = "",
+             stream: bool = False) -> Link:
     """alpha and beta from a measured allreduce curve at ``ranks`` ranks (``t = 2(p-1)·alpha +
     2(p-1)/p·bytes·beta``): beta from the least-squares slope over the large sizes (within 64x of the
     largest, at least the two largest), where bandwidth rules; alpha from what the smallest size took
@@ -143,7 +164,7 @@ def fit_link(sizes: Sequence[float], times: Sequence[float], ranks: int, name: s
     steps = 2 * (ranks - 1)
     alpha = max(0.0, float(y[0] - slope * x[0])) / steps
     return Link(name, alpha, slope * ranks / steps, source, tuple(float(v) for v in x), tuple(float(v) for v in y),
-                ranks)
+                ranks, stream)
 
 
 # What any link between or within nodes does (a 100 Mbit/s link is 0.0125 GB/s, NVLink 4 is 900 GB/s per GPU):

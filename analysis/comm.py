@@ -14,7 +14,7 @@ from .collect import Collection
 from .efficiency import link_rate
 
 RUN_KEYS = COLLECTIVE_RUN
-CASE_KEYS = ["op", "backend", "dtype", "bytes"]
+CASE_KEYS = ["op", "backend", "dtype", "bytes", "pattern"]
 COMM_TABLE_SCHEMA: dict[str, str] = {
     "system": "string", "placement": "string", "np": "int64", "nodes": "int64", "launcher": "string",
     "controller": "string", "op": "string", "backend": "string", "path": "string", "dtype": "string", "bytes": "int64",
@@ -39,12 +39,14 @@ def comm_table(collection: Collection) -> pd.DataFrame:
         if not per_rank.size or run_id not in runs.index:
             continue
         run = runs.loc[run_id]
-        op, backend, _, nbytes = case
+        op, backend, _, nbytes, pattern = case
         s = summarize(op, int(nbytes), int(run["np"]), per_rank)
         path = f"Horovod ({run['controller']})" if backend == "horovod" else "raw MPI (mpi4py)"
+        if pattern != "isolated":
+            path += f", training pattern of {group['like_workload'].iloc[0]}"
         gen, width = pcie.loc[run_id] if pcie is not None and run_id in pcie.index else (np.nan, np.nan)
         link = link_rate(run["placement"] or None, int(run["nodes"]), gen, width) or (np.nan, None)
-        rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS, case)), "path": path,
+        rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS[:4], case)), "path": path,
                      "time_mean_us": s["time_mean_s"] * 1e6, "time_min_us": s["time_min_s"] * 1e6,
                      "algbw_gbs": s["algbw_gbs"], "busbw_gbs": s["busbw_gbs"], "busbw_peak_gbs": s["busbw_peak_gbs"],
                      "link_gbs": link[0], "link": link[1]})
@@ -60,9 +62,11 @@ def peak_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataFrame:
-    """busbw through Horovod (each controller) / through raw MPI, at the size both measured closest to nbytes."""
+    """busbw through Horovod (each controller) / through raw MPI, at the size both measured closest to nbytes;
+    isolated calls only (a training pattern's step of many tensors is not one call's peer)."""
     keys = ["system", "placement", "np", "op", "dtype"]
     rows = []
+    table = table[~table["path"].str.contains("training pattern", regex=False)]
     for key, group in table.groupby(keys, sort=True):
         both = group.pivot_table(index="bytes", columns="path", values="busbw_gbs", aggfunc="first")
         raw = "raw MPI (mpi4py)"

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from hvdbench.suite.core.errors import ReportError
 
-from .allreduce_model import ALGORITHMS, Link, parse_link
+from .allreduce_model import Link, parse_link, step_allreduce
 from .collect import Collection, collect
 from .document import Section, csv_safe, section_markdown, text_table
-from .projection_inputs import DRAWS, Measured, FittedWorkload, allreduce_curves, pick_curve, workload_inputs
+from .projection_inputs import (DRAWS, Measured, FittedWorkload, allreduce_curves, other_curve, pick_curve,
+                                workload_inputs)
 from .scaling import run_stats_table, scaling_table
 from .target import Target
 from .stats import percentile_interval
@@ -37,9 +38,9 @@ PROJECTION_SCHEMA: dict[str, str] = {
 # Beyond 65,536 nodes no system exists to check a projection against; asked for more is refused.
 MAX_NODES = 65536
 # The relative error of one doubling of the node count beyond what was measured, as docs/results/projection.md
-# measured it (2 nodes projected from 1: within 15% in 8 of 12 cases): each doubling beyond the largest
-# measured node count widens a row's interval by this much more on each side.
-ERROR_PER_DOUBLING = 0.15
+# measured it (4 hosts projected from 2-host fits: median |error| 26% over 12 held-out cases): each doubling
+# beyond the largest measured node count widens a row's interval by this much more on each side.
+ERROR_PER_DOUBLING = 0.25
 LINKS_SCHEMA: dict[str, str] = {"system": "string", "link": "string", "kind": "string", "alpha_us": "float64",
                                 "gbs": "float64", "source": "string"}
 
@@ -53,12 +54,11 @@ class Projection:
     workloads: list[FittedWorkload]
     overlap: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)
     target: Target | None = None
+    overlap_draws: dict[str, np.ndarray] = field(default_factory=dict)
 
-
-def _allreduce(algorithm: str, nodes: int, per_node: int, intra: Link | None,
-               inter: Link | None) -> Callable[[float], float]:
-    fn = ALGORITHMS[algorithm]
-    return lambda nbytes: fn(nbytes, nodes, per_node, intra or inter, inter)  # type: ignore[arg-type]
+    def fitted_overlap(self) -> dict[str, tuple[float, np.ndarray, str]]:
+        """Each workload's overlap with its draws and source, as ``project(..., overlaps=)`` takes it."""
+        return {label: (phi, self.overlap_draws[label], how) for label, (phi, _, _, how) in self.overlap.items()}
 
 
 def _fit_overlap(w: FittedWorkload, intra: tuple[Link | None, list[Link | None]], inter: tuple[Link | None, list[Link | None]]
@@ -76,7 +76,8 @@ def _fit_overlap(w: FittedWorkload, intra: tuple[Link | None, list[Link | None]]
     def fn(m: Measured, d: int | None) -> Callable[[float], float]:
         a = intra[0] if d is None else intra[1][d]
         e = inter[0] if d is None else inter[1][d]
-        return _allreduce("hierarchical" if m.hierarchical else "ring", m.nodes, m.np // m.nodes, a, e)
+        return step_allreduce("hierarchical" if m.hierarchical else "ring", m.nodes, m.np // m.nodes, a, e,
+                              w.model.grad_bytes)
 
     point = float(np.median([w.model.overlap_of(fn(m, None), m.step_s) for m in usable]))
     draws = np.array([np.median([w.model.scaled(float(w.compute_draws[d])).overlap_of(fn(m, d), float(m.step_draws[d]))
@@ -119,10 +120,13 @@ def _row(w: FittedWorkload, link: str, algorithm: str, nodes: int, per_node: int
 def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | None = None,
             links: Sequence[str] = (), algorithms: Sequence[str] = ("ring", "hierarchical"),
             warmup: int | None = None, intra_link: str | None = None,
-            stats: pd.DataFrame | None = None) -> Projection:
+            stats: pd.DataFrame | None = None,
+            overlaps: Mapping[str, tuple[float, np.ndarray, str]] | None = None) -> Projection:
     """The projection of every exchanging workload in the collection at each node count; ``intra_link`` (a
     target's bus, as a link spec) replaces the measured link within a node once the overlap is fitted;
-    ``stats``: the collection's run statistics where the caller has them already (the report)."""
+    ``stats``: the collection's run statistics where the caller has them already (the report); ``overlaps``:
+    per workload label, an overlap fitted elsewhere (another projection's ``fitted_overlap()``: runs at one
+    link rate projecting another) used instead of fitting one from this collection."""
     stats = run_stats_table(collection, warmup) if stats is None else stats
     scaling = scaling_table(collection, stats)
     if scaling.empty:
@@ -140,35 +144,37 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
         raise ReportError(f"--link {', '.join(twice)} given twice: each link needs its own name")
     workloads = workload_inputs(collection, scaling, stats.attrs.get("draws", {}))
     curves = allreduce_curves(collection)
-    rows, link_rows, overlap = [], [], {}
+    rows, link_rows, overlap, overlap_draws = [], [], {}, {}
     fits: dict[str, tuple[Link, list[Link]]] = {}  # each curve fitted once, whichever workloads use it
     for w in workloads:
         per_node = gpus_per_node or max([m.np for m in w.measured if m.nodes == 1] or [1])
         fitted, inter_curve = _fitted_links(w, per_node, nodes, bool(links), curves, fits, link_rows)
-        phi, phi_draws, how = _fit_overlap(w, fitted["intra"], fitted["inter"])
+        given = (overlaps or {}).get(w.label)
+        phi, phi_draws, how = given if given else _fit_overlap(w, fitted["intra"], fitted["inter"])
         low, high = percentile_interval(phi_draws)
-        overlap[w.label] = (phi, low, high, how)
+        overlap[w.label], overlap_draws[w.label] = (phi, low, high, how), phi_draws
         between = _between(w, fitted, inter_curve is not None, links, link_rows)
         intra, intra_draws = _within(w, fitted, intra_link, link_rows)
         for count in nodes:
             if count == 1:
                 rows.append(_row(w, f"{intra.name} ({WITHIN})" if intra_link and intra else WITHIN, "ring", 1,
                                  per_node, phi, phi_draws,
-                                 _allreduce("ring", 1, per_node, intra, None),
-                                 [_allreduce("ring", 1, per_node, a, None) for a in intra_draws]))
+                                 step_allreduce("ring", 1, per_node, intra, None, w.model.grad_bytes),
+                                 [step_allreduce("ring", 1, per_node, a, None, w.model.grad_bytes)
+                                  for a in intra_draws]))
                 continue
             for name, link, link_draws in between:
                 for algorithm in algorithms:
                     if algorithm == "hierarchical" and per_node == 1:
                         continue  # the same as a ring with one rank per node
                     rows.append(_row(w, name, algorithm, count, per_node, phi, phi_draws,
-                                     _allreduce(algorithm, count, per_node, intra, link),
-                                     [_allreduce(algorithm, count, per_node, a, e)
+                                     step_allreduce(algorithm, count, per_node, intra, link, w.model.grad_bytes),
+                                     [step_allreduce(algorithm, count, per_node, a, e, w.model.grad_bytes)
                                       for a, e in zip(intra_draws, link_draws)]))
     table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
     table = widened(table, {w.label: max(m.nodes for m in w.measured) if w.measured else 1 for w in workloads})
     links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
-    return Projection(table, links_table, workloads, overlap)
+    return Projection(table, links_table, workloads, overlap, overlap_draws=overlap_draws)
 
 
 Fitted = dict[str, tuple[Link | None, list[Link | None]]]
@@ -203,8 +209,8 @@ def _fitted_links(w: FittedWorkload, per_node: int, nodes: Sequence[int], what_i
     """The workload's system's links within and between nodes, fitted from its allreduce curves (each curve
     once, in ``fits``; each a row of ``link_rows``); a curve the projection needs and lacks is one line."""
     system, controller = str(w.key["system"]), str(w.key["controller"])
-    intra_curve = pick_curve(curves, system, controller, "intra")
-    inter_curve = pick_curve(curves, system, controller, "inter")
+    intra_curve = pick_curve(curves, system, controller, "intra", w.label)
+    inter_curve = pick_curve(curves, system, controller, "inter", w.label)
     if (per_node > 1 or any(m.nodes == 1 for m in w.measured)) and intra_curve is None:
         raise ReportError(f"{w.label}: no allreduce curve within a node on system {system}: add "
                           f"`hvdbench run collectives --np {max(per_node, 2)} --system {system} -- --ops allreduce "
@@ -221,10 +227,26 @@ def _fitted_links(w: FittedWorkload, per_node: int, nodes: Sequence[int], what_i
         if curve:
             link = fitted[kind][0]
             assert link is not None
-            link_rows.append({"system": system, "link": "measured " + ("within a node" if kind == "intra" else
-                                                                       "between nodes"),
-                              "kind": kind, "alpha_us": link.alpha_s * 1e6, "gbs": link.gbs, "source": curve.describe()})
+            name = "measured " + ("within a node" if kind == "intra" else "between nodes")
+            link_rows.append({"system": system, "link": name, "kind": kind, "alpha_us": link.alpha_s * 1e6,
+                              "gbs": link.gbs, "source": curve.describe()})
+            link_rows += _shown_beside(curves, curve, controller, name)
     return fitted, inter_curve
+
+
+def _shown_beside(curves: list[Any], chosen: Any, controller: str, name: str) -> list[dict[str, Any]]:
+    """The link the other pattern's curve gives (isolated calls beside a training pattern, or the reverse),
+    as a row marked not used: both curves stay in the report."""
+    other = other_curve(curves, chosen, controller)
+    if other is None:
+        return []
+    try:
+        link = other.link()
+    except ReportError as exc:
+        return [{"system": chosen.system, "link": f"{name} (not used)", "kind": chosen.kind, "alpha_us": np.nan,
+                 "gbs": np.nan, "source": str(exc)}]
+    return [{"system": chosen.system, "link": f"{name} (not used)", "kind": chosen.kind,
+             "alpha_us": link.alpha_s * 1e6, "gbs": link.gbs, "source": other.describe()}]
 
 
 def _between(w: FittedWorkload, fitted: Fitted, measured: bool, links: Sequence[str],

@@ -40,6 +40,12 @@ class Curve:
     sizes: np.ndarray
     times: tuple[np.ndarray, ...]
     cycle_s: float = DEFAULT_CYCLE_S
+    like: str = ""  # a training pattern's: the workload (benchmark model batch N) whose gradients it issued
+
+    @property
+    def training(self) -> bool:
+        """Measured the way training issues its exchange (collectives --pattern training)."""
+        return bool(self.like)
 
     @property
     def kind(self) -> str:
@@ -47,14 +53,17 @@ class Curve:
         return "intra" if self.nodes == 1 else "inter"
 
     def describe(self) -> str:
-        return (f"allreduce curve {self.run_id}: {self.np} ranks on {self.nodes} node(s), {self.controller}, "
+        how = f"training pattern of {self.like}" if self.training else "isolated calls"
+        return (f"allreduce curve {self.run_id} ({how}): {self.np} ranks on {self.nodes} node(s), {self.controller}, "
                 f"{len(self.sizes)} sizes {int(self.sizes.min()):,}-{int(self.sizes.max()):,} B")
 
     def op_times(self, times: Sequence[float]) -> list[float]:
-        """Seconds of the allreduce itself: the benchmark times each call right after a barrier, which the
-        background thread ran in its cycle, so each call first waits about one cycle for the next; that wait
-        is taken off (leaving at least 1% of the time), since the projection models the cycle itself."""
-        return [max(t - self.cycle_s, 0.01 * t) for t in times]
+        """Seconds of the allreduce itself, the cycle's wait taken off (leaving at least 1% of the time), since
+        the projection models the cycle itself: isolated calls come right after a barrier, which the background
+        thread ran in its cycle, so each waits about one cycle for the next; a training pattern's steps follow
+        each other as training's do, and wait half a cycle on average, as the step model assumes."""
+        wait = self.cycle_s / 2 if self.training else self.cycle_s
+        return [max(t - wait, 0.01 * t) for t in times]
 
     def link(self) -> Link:
         """alpha and beta, and the curve, from the median time per size (a stray slow iteration of a
@@ -63,7 +72,7 @@ class Curve:
         if problem:
             raise ReportError(f"{self.describe()}: {problem}")
         return fit_link(self.sizes, self.op_times([float(np.median(t)) for t in self.times]), self.np, self.kind,
-                        self.describe())
+                        self.describe(), self.training)
 
     def draws(self, n: int = DRAWS) -> list[Link]:
         """``n`` fits of iteration resamples (each size's iterations drawn with replacement)."""
@@ -71,7 +80,7 @@ class Curve:
         out = []
         for _ in range(n):
             medians = [float(np.median(t[rng.integers(0, len(t), len(t))])) for t in self.times]
-            out.append(fit_link(self.sizes, self.op_times(medians), self.np, self.kind))
+            out.append(fit_link(self.sizes, self.op_times(medians), self.np, self.kind, stream=self.training))
         return out
 
 
@@ -80,8 +89,9 @@ def allreduce_curves(collection: Collection) -> list[Curve]:
     comm = collection.comm
     comm = comm[(comm["op"] == "allreduce") & (comm["backend"] == "horovod")]
     runs = collection.runs.set_index("run_id")
-    curves = []
-    for (run_id, dtype), group in comm.groupby(["run_id", "dtype"], sort=True):
+    curves: list[Curve] = []
+    for (run_id, pattern, dtype), group in comm.groupby(["run_id", "pattern", "dtype"], sort=True):
+        like = str(group["like_workload"].iloc[0]) if pattern == "training" else ""
         if run_id not in runs.index or runs.loc[run_id, "status"] != "ok" or int(runs.loc[run_id, "np"]) < 2:
             continue
         sizes, times = [], []
@@ -95,15 +105,23 @@ def allreduce_curves(collection: Collection) -> list[Curve]:
             run = runs.loc[run_id]
             cycle = float(run["cycle_s"]) if pd.notna(run["cycle_s"]) else DEFAULT_CYCLE_S
             curves.append(Curve(str(run_id), str(run["system"]), str(run["controller"]), int(run["nodes"]),
-                                int(run["np"]), np.asarray(sizes), tuple(times), cycle))
+                                int(run["np"]), np.asarray(sizes), tuple(times), cycle, like))
     return curves
 
 
-def pick_curve(curves: list[Curve], system: str, controller: str, kind: str) -> Curve | None:
-    """The system's curve of a link class: the same controller as the training runs where there is one,
-    then the most ranks (the most links in the ring) and the widest size range."""
+def pick_curve(curves: list[Curve], system: str, controller: str, kind: str, label: str = "") -> Curve | None:
+    """The system's curve of a link class: measured the way training exchanges (the training pattern of the
+    workload ``label`` itself first), then the same controller as the training runs, the most ranks (the
+    most links in the ring) and the widest size range."""
     mine = [c for c in curves if c.system == system and c.kind == kind]
-    return max(mine, key=lambda c: (c.controller == controller, c.np, len(c.sizes)), default=None)
+    return max(mine, key=lambda c: (c.training and label.startswith(c.like + " "), c.training,
+                                    c.controller == controller, c.np, len(c.sizes)), default=None)
+
+
+def other_curve(curves: list[Curve], chosen: Curve, controller: str) -> Curve | None:
+    """Beside the chosen curve, the best of the other pattern for the same link class (shown, not used)."""
+    other = [c for c in curves if c.system == chosen.system and c.kind == chosen.kind and c.training != chosen.training]
+    return max(other, key=lambda c: (c.controller == controller, c.np, len(c.sizes)), default=None)
 
 
 @dataclass

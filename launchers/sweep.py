@@ -41,6 +41,7 @@ HOROVOD_THREAD_AFFINITY HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION HOROVOD_GPU_OPERATI
 """.split())
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 KNOB_PREFIXES = ("HOROVOD_", "NCCL_", "UCX_", "OMPI_", "CUDA_")
+MCA_PREFIX = "OMPI_MCA_"  # then an Open MPI parameter's own (lower-case) name: OMPI_MCA_btl_tcp_if_include
 # Horovod knobs whose values are numbers or switches, checked before anything runs
 NUMERIC_KNOBS = {"HOROVOD_FUSION_THRESHOLD": True, "HOROVOD_CACHE_CAPACITY": True, "HOROVOD_NUM_NCCL_STREAMS": True,
                  "HOROVOD_CYCLE_TIME": False, "HOROVOD_STALL_CHECK_TIME_SECONDS": True,
@@ -296,7 +297,11 @@ class _Reader:
     def knob(self, name: str, key: str) -> str:
         if not ENV_NAME.match(name):
             self.fail(key, f"{name[:60]!r} is not an environment variable name")
-        if name.upper().startswith(KNOB_PREFIXES) and name != name.upper():
+        if name.upper().startswith(MCA_PREFIX):  # Open MPI's parameter names are lower case after the prefix
+            right = MCA_PREFIX + name[len(MCA_PREFIX):].lower()
+            if name != right:
+                self.fail(key, f"{name} is not how Open MPI reads an MCA parameter; did you mean {right}?")
+        elif name.upper().startswith(KNOB_PREFIXES) and name != name.upper():
             self.fail(key, f"{name} is not upper case; did you mean {name.upper()}?")
         if name.startswith("HOROVOD_") and name not in HOROVOD_KNOBS:
             hint = difflib.get_close_matches(name, sorted(HOROVOD_KNOBS), n=1)

@@ -15,7 +15,8 @@ import torch
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.collective_ops import sizes, summarize
 from hvdbench.suite.core.collective_ops import skip_reason as op_skip_reason
-from hvdbench.suite.comm import Buffers, Case, horovod_op, measure, mpi_op
+from hvdbench.suite.core.training_pattern import like_label, pattern_totals, scaled
+from hvdbench.suite.comm import Buffers, Case, PatternBuffers, horovod_op, measure, measure_pattern, mpi_op
 from hvdbench.suite.harness import rank_session
 from hvdbench.suite.pytorch import TorchBackend
 
@@ -38,6 +39,10 @@ def main() -> int:
         hvd, runtime, writer, device = session.hvd, session.runtime, session.writer, session.device
         writer.write("env", benchmark="collectives", framework="pytorch", model="collectives", flags=vars(flags),
                      unit="GB/s", **session.environment())
+        if flags.pattern == "training":
+            measured = training_pattern(session, flags)
+            writer.write("summary", unit="GB/s", cases=measured, skipped=0)
+            return 0
         runners: dict[str, Callable[[str], Callable[[torch.Tensor], torch.Tensor]]] = {
             "horovod": lambda op: horovod_op(hvd, op)}
         if "mpi" in flags.backends and hvd.mpi_enabled() and hvd.mpi_threads_supported():
@@ -76,6 +81,36 @@ def main() -> int:
                                   f"{s['algbw_gbs']:>8.3f} {s['busbw_gbs']:>8.3f}", flush=True)
         writer.write("summary", unit="GB/s", cases=measured, skipped=skipped)
     return 0
+
+def training_pattern(session: Any, flags: Any) -> int:
+    """The --like run's gradients allreduced as its steps do, at its own total and at each curve size; returns
+    the cases measured."""
+    hvd, runtime, writer, device = session.hvd, session.runtime, session.writer, session.device
+    like = like_label(flags.like)
+    if runtime.rank == 0:
+        print(f"training pattern of {like} ({flags.like_workload}): {len(flags.gradient_sizes)} gradient tensors per step, "
+              f"{sum(flags.gradient_sizes):,} elements; {flags.iters} steps in a row per size", flush=True)
+    measured = 0
+    for dtype in flags.dtypes:
+        item = 2 if dtype != "fp32" else 4
+        for total in pattern_totals(flags.gradient_sizes, flags.min_bytes, flags.max_bytes, flags.factor, item):
+            counts = scaled(flags.gradient_sizes, total)
+            buffers = PatternBuffers(counts, dtype, runtime.rank, runtime.size, device,
+                                     corrupt=flags.corrupt_rank == runtime.rank)
+            case = Case("allreduce", "horovod", dtype, buffers.bytes)
+            times = measure_pattern(hvd, buffers, case, rank=runtime.rank, iters=flags.iters,
+                                    warmup=flags.warmup_iters, barrier=runtime.barrier, sync=runtime.sync)
+            writer.write("comm", op="allreduce", backend="horovod", dtype=dtype, bytes=buffers.bytes,
+                         elements=buffers.count, times=times, correct=True, pattern="training",
+                         tensors=len(counts), like=like, like_workload=flags.like_workload)
+            measured += 1
+            everyone = runtime.allgather_object(times)
+            if runtime.rank == 0:
+                s = summarize("allreduce", buffers.bytes, runtime.size, everyone)
+                print(f"{'training':>10} {'horovod':>8} {dtype:>5} {buffers.bytes:>12} {s['time_mean_s'] * 1e6:>10.1f} "
+                      f"{s['algbw_gbs']:>8.3f} {s['busbw_gbs']:>8.3f}  ({len(counts)} tensors)", flush=True)
+    return measured
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,8 @@
 
 For each operation, backend, dtype and message size: warm-up iterations, then timed iterations, each
 bounded by a barrier and a device sync; every rank records its own per-iteration times, and the
-result of every iteration is checked against values known in advance.
+result of every iteration is checked against values known in advance. The training pattern instead
+times a training step's allreduces (its gradient tensors, back to back) several steps in a row.
 """
 
 from __future__ import annotations
@@ -118,3 +119,60 @@ def measure(run: Callable[[torch.Tensor], torch.Tensor], buffers: Buffers, case:
             times.append(elapsed)
     return times
 
+
+
+class PatternBuffers:
+    """One training-pattern case: a tensor per gradient (``counts`` elements each, in backward order), each
+    rank's filled with the allreduce descriptor's value; after a step each must hold the expected sum."""
+
+    def __init__(self, counts: list[int], dtype: str, rank: int, size: int, device: torch.device,
+                 corrupt: bool) -> None:
+        op = OPS["allreduce"]
+        self.fill, self.expected = op.fill(rank, size), op.expected(rank, size)[0]
+        self.tensors = [torch.full((n,), self.fill, dtype=DTYPES[dtype], device=device) for n in counts]
+        self.corrupt = corrupt
+        self.count = sum(counts)
+        self.bytes = self.count * self.tensors[0].element_size()
+
+    def refill(self) -> None:
+        """Every tensor back to this rank's input (outside the timed window)."""
+        for t in self.tensors:
+            t.fill_(self.fill)
+        if self.corrupt:
+            self.tensors[-1][0] += 1
+
+    def check(self, case: Case, rank: int) -> None:
+        """Raise WrongResult naming the first tensor that does not hold the expected sum."""
+        for index, t in enumerate(self.tensors):
+            if not bool((t == self.expected).all()):
+                got = t.flatten().float().cpu()
+                where = int((got != self.expected).nonzero()[0])
+                raise WrongResult(f"training-pattern allreduce, {case.dtype}, {case.nbytes} B: wrong result on rank "
+                                  f"{rank} in gradient {index} at element {where} (expected {self.expected:g}, got "
+                                  f"{got[where].item():g})")
+
+
+def measure_pattern(hvd: Any, buffers: PatternBuffers, case: Case, *, rank: int, iters: int, warmup: int,
+                    barrier: Callable[[], None], sync: Callable[[], None]) -> list[float]:
+    """Steps of a training run's exchange in a row: one barrier before them, then per step every gradient
+    enqueued to Horovod in backward order (in place, summed: Horovod fuses what each cycle finds), all waited
+    for, a device sync; each step's time on this rank. Results are checked and inputs refilled after each
+    step's clock stops (training spends that time computing)."""
+    times: list[float] = []
+    buffers.refill()
+    barrier()
+    sync()
+    for index in range(warmup + iters):
+        start = time.perf_counter()
+        handles = [hvd.allreduce_async_(t, name=f"hvdbench.pattern.{i}", op=hvd.Sum)
+                   for i, t in enumerate(buffers.tensors)]
+        for handle in handles:
+            hvd.synchronize(handle)
+        sync()
+        elapsed = time.perf_counter() - start
+        buffers.check(case, rank)
+        buffers.refill()
+        sync()
+        if index >= warmup:
+            times.append(elapsed)
+    return times

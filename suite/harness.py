@@ -173,6 +173,7 @@ class Trainer(Protocol):
 
     parameters: int  # trainable parameters
     gradient_tensors: int  # trainable tensors: what Horovod allreduces, one per tensor before fusion
+    gradient_sizes: list[int]  # their element counts, in the order backward produces them
 
     def step(self) -> StepOutcome:
         """One training step (the exchange overlapped as the framework does it)."""
@@ -302,7 +303,7 @@ def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequenc
         counted = runtime.broadcast_object(flops_of(name, flags) if runtime.rank == 0 else None)
         session.writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
                              unit=info.unit, threads=session.threads, **chosen, parameters=trainer.parameters,
-                             gradient_tensors=trainer.gradient_tensors,
+                             gradient_tensors=trainer.gradient_tensors, gradient_sizes=trainer.gradient_sizes,
                              **counted, **session.environment())
         step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
         return measure(runtime, session.writer, step, backend.loss_value, flags=flags, unit=info.unit,

@@ -146,6 +146,8 @@ class Trainer:
         count = workload.count or (lambda batch: {"samples": float(batch[0].shape[0])})
         self.parameters = sum(p.numel() for p in model.parameters())
         self.gradient_tensors = sum(1 for p in model.parameters() if p.requires_grad)
+        # backward produces gradients roughly in reverse order of the parameters' registration
+        self.gradient_sizes = [p.numel() for p in model.parameters() if p.requires_grad][::-1]
         self.source = BatchSource(flags.data, workload.make_batch, count, device=device, generator=generator,
                                   seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
                                   dtype=dtype, channels_last=flags.channels_last)

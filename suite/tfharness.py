@@ -183,6 +183,7 @@ class KerasTrainer:
         self.variables = list(self.model.trainable_variables)
         self.parameters = int(sum(np.prod(v.shape) for v in self.variables))
         self.gradient_tensors = len(self.variables)
+        self.gradient_sizes = [int(np.prod(v.shape)) for v in self.variables][::-1]  # backward: last layer first
         optimizer: Any = keras.optimizers.SGD(learning_rate=flags.lr, momentum=0.9)
         if keras.mixed_precision.dtype_policy().name == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

@@ -9,7 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -279,10 +279,10 @@ def missing_namespace_tools() -> list[str]:
     return missing + (["root"] if os.geteuid() != 0 else [])
 
 
-def start_namespace_host(root: Path, name: str = "hvdbench-node2") -> NamespaceHost:
-    """Make the namespace, its link and addresses (10.77.N.1 here, 10.77.N.2 there), start sshd there
-    and record its host key as known, so ssh (and mpirun's ssh) reach it without a prompt."""
-    tag = f"{os.getpid() % 200 + 20}"
+def start_namespace_host(root: Path, name: str = "hvdbench-node2", index: int = 0) -> NamespaceHost:
+    """Make the namespace, its link and addresses (10.77.N.1 here, 10.77.N.2 there; N differs per ``index``),
+    start sshd there and record its host key as known, so ssh (and mpirun's ssh) reach it without a prompt."""
+    tag = f"{os.getpid() % 50 * 4 + 20 + index}"
     netns, iface = f"hvdbench{tag}", f"hvdb{tag}"
     local, remote = f"10.77.{tag}.1", f"10.77.{tag}.2"
     steps = [["ip", "netns", "add", netns], ["ip", "link", "add", iface, "type", "veth", "peer", "name", iface + "p"],
@@ -356,3 +356,41 @@ def shaped_link(host: NamespaceHost, rate: str | None) -> Iterator[None]:
         yield
     finally:
         unshape(host)
+
+
+@contextmanager
+def namespace_hosts(root: Path, count: int) -> Iterator[list[NamespaceHost]]:
+    """``count`` namespace hosts (hvdbench-node2, -node3, ...), each on its own veth to this one, which
+    forwards between them (a star: this namespace is the switch and the first host; traffic between two
+    namespace hosts crosses both of their links, as it crosses both nodes' NICs); stopped and forwarding
+    restored on the way out."""
+    forward = Path("/proc/sys/net/ipv4/ip_forward")
+    before = forward.read_text().strip()
+    hosts: list[NamespaceHost] = []
+    try:
+        forward.write_text("1")
+        for index in range(count):
+            folder = root / f"node{index + 2}"
+            if hosts:  # one user key and host key for all, as a cluster's shared home has
+                folder.mkdir(parents=True, exist_ok=True)
+                for name in ("id_ed25519", "id_ed25519.pub", "host_ed25519", "host_ed25519.pub"):
+                    shutil.copy2(hosts[0].key.parent / name, folder / name)
+            host = start_namespace_host(folder, f"hvdbench-node{index + 2}", index)
+            hosts.append(host)
+            run_steps([["ip", "netns", "exec", host.netns, "ip", "route", "add", "default", "via", host.local_address]],
+                      lambda: None)
+        yield hosts
+    finally:
+        for host in hosts:
+            host.stop()
+        forward.write_text(before)
+
+
+@contextmanager
+def shaped_links(hosts: list[NamespaceHost], rate: str | None) -> Iterator[None]:
+    """Every host's link shaped to ``rate`` (as shaped_link), all removed on the way out."""
+    with ExitStack() as stack:
+        for host in hosts:
+            stack.enter_context(shaped_link(host, rate))
+        yield
+

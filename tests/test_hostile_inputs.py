@@ -184,6 +184,7 @@ def test_numbers_must_be_finite_and_well_formed(tmp_path: Path, capsys: pytest.C
     ("axes: {np: [1], env: {HOROVOD_HIERARCHICAL_ALLREDUCE: '2'}}\n", "takes 0 or 1"),
     ("axes: {np: [1], env: {HOROVOD_HIERARCHICAL_ALLREDUCE: yes}}\n", "expected a non-empty string, got True"),
     ("axes: {np: [1], env: {horovod_fusion_threshold: 1}}\n", "not upper case; did you mean HOROVOD_FUSION_THRESHOLD"),
+    ("axes: {np: [1], env: {OMPI_MCA_BTL_TCP_IF_INCLUDE: eth0}}\n", "did you mean OMPI_MCA_btl_tcp_if_include"),
     ("repeats: 2\nrepeats: 3\n", "duplicate key 'repeats'"),
     ("slurm: {directives: [--nodes=4]}\n", "--nodes is set by hvdbench"),
     ("slurm: {directives: [--time=10]}\n", "--time is set by hvdbench"),
@@ -193,6 +194,13 @@ def test_sweep_values_must_be_finite_typed_and_said_once(tmp_path: Path, capsys:
                                                          body: str, text: str) -> None:
     body = body if not body.startswith("axes") else "workloads: [cifar10]\n" + body
     _refused(["sweep", str(_sweep(tmp_path, body)), "--dry-run"], tmp_path, capsys, text)
+
+
+def test_open_mpi_parameters_keep_their_lower_case_names(tmp_path: Path) -> None:
+    from hvdbench.launchers.sweep import load_sweep
+
+    sweep = load_sweep(_sweep(tmp_path, "workloads: [cifar10]\naxes: {np: [1], env: {OMPI_MCA_mpi_yield_when_idle: ['1']}}\n"))
+    assert "OMPI_MCA_mpi_yield_when_idle" in str(sweep)
 
 
 # --- 5. what used to be a traceback

@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import UsageError
 from .flags import Parser, byte_size, non_negative_int, positive_int
+from .training_pattern import PATTERNS, check_pattern_flags
 
 ITEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}  # the element types measured
 BACKENDS = ("horovod", "mpi")
@@ -102,9 +103,17 @@ def skip_reason(op: str, backend: str, dtype: str) -> str | None:
 def comm_parser() -> Parser:
     """The collective benchmark's flags (the harness's device and logging flags included)."""
     parser = Parser(prog="comm", description="Collective bandwidth (algbw, busbw) through Horovod and MPI.")
-    parser.add_argument("--ops", type=_choices("ops", tuple(OPS)), default=list(OPS), help=f"of {', '.join(OPS)}")
-    parser.add_argument("--backends", type=_choices("backends", BACKENDS), default=list(BACKENDS),
-                        help="horovod (hvd ops on torch tensors), mpi (mpi4py on buffers; needs mpirun)")
+    parser.add_argument("--ops", type=_choices("ops", tuple(OPS)), default=None,
+                        help=f"of {', '.join(OPS)} (default: all)")
+    parser.add_argument("--backends", type=_choices("backends", BACKENDS), default=None,
+                        help="horovod (hvd ops on torch tensors), mpi (mpi4py on buffers; needs mpirun); default both")
+    parser.add_argument("--pattern", choices=PATTERNS, default="isolated",
+                        help="isolated: each call alone after a barrier (nccl-tests' way); training: a training "
+                             "run's gradient tensors (--like) allreduced as its steps do, back to back through "
+                             "Horovod's fusion and cycle, at each size")
+    parser.add_argument("--like", default=None, metavar="RUN",
+                        help="with --pattern training: the training run (its folder or a rank log) whose gradient "
+                             "tensors to issue")
     parser.add_argument("--dtypes", type=_choices("dtypes", tuple(ITEM_BYTES)), default=["fp32"])
     parser.add_argument("--min-bytes", type=byte_size, default=8)
     parser.add_argument("--max-bytes", type=byte_size, default=2**30)
@@ -121,7 +130,8 @@ def comm_parser() -> Parser:
 
 
 def check_comm_flags(flags: argparse.Namespace) -> None:
-    """Cases that can run, and sizes that make sense together."""
+    """Cases that can run, and sizes that make sense together; fills in the default ops and backends."""
+    check_pattern_flags(flags, list(OPS), list(BACKENDS))
     if "bf16" in flags.dtypes and "horovod" in flags.backends:
         raise UsageError("--dtypes bf16: Horovod 0.28 has no bfloat16 collectives on any device; measure bf16 "
                          "with --backends mpi (allgather, broadcast, alltoall) or use fp16")

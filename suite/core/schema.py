@@ -116,6 +116,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("threads", "any", "CPU threads: an int (PyTorch), intra/inter-op pools (TensorFlow), null on a GPU"),
         Field("parameters", "int", "trainable parameters"),
         Field("gradient_tensors", "int", "trainable tensors: the allreduces of one step before Horovod fuses them"),
+        Field("gradient_sizes", "list", "elements of each trainable tensor, in the order backward produces them "
+                                        "(collectives --pattern training issues these)"),
         Field("flops_per_sample", "float", "FLOPs of one sample's training step, forward + backward (suite/flops.py's "
                                            "rule: multiply-add = 2), null where not counted"),
         Field("flops_forward_per_sample", "float", "the forward pass's share of flops_per_sample"),
@@ -163,6 +165,11 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("times", "list", "seconds of each timed iteration on this rank"),
         Field("correct", "bool", "every result matched the values known in advance"),
         Field("skipped", "str", "why the case could not run here (no other field then)"),
+        Field("pattern", "str", "training: a training run's gradient tensors allreduced back to back as its steps "
+                                "do, bytes their total per step (absent: isolated calls, each after a barrier)"),
+        Field("tensors", "int", "training pattern: allreduces enqueued per step, before Horovod fuses them"),
+        Field("like", "str", "training pattern: the run whose gradients were issued"),
+        Field("like_workload", "str", "training pattern: that run's workload (benchmark, model, batch size)"),
     )),
     Kind("telemetry", "sampled every --telemetry-interval seconds while the steps run", TELEMETRY),
     Kind("p2p", "one copy case of suite/p2p.py: every timed iteration between two GPUs, or a GPU and pinned host memory", (
