@@ -46,8 +46,7 @@ STEPS_SCHEMA: dict[str, str] = {
 }
 COMM_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "op": "string", "backend": "string", "dtype": "string",
-    "bytes": "int64", "pattern": "string", "like": "string", "like_workload": "string", "iteration": "int64",
-    "time": "float64",
+    "bytes": "int64", "pattern": "string", "like_workload": "string", "iteration": "int64", "time": "float64",
 }
 P2P_SCHEMA: dict[str, str] = {
     "run_id": "string", "src": "string", "dst": "string", "mode": "string", "bytes": "int64", "link": "string",
@@ -326,8 +325,7 @@ class _Run:
         pattern = "training" if trained else "isolated"
         self.tables["comm"] += [{"run_id": self.spec.id, "rank": rec["rank"], "op": rec.get("op"),
                                  "backend": rec.get("backend"), "dtype": rec.get("dtype"), "bytes": rec.get("bytes"),
-                                 "pattern": pattern, "like": rec.get("like") if trained else None,
-                                 "like_workload": rec.get("like_workload") if trained else None,
+                                 "pattern": pattern, "like_workload": rec.get("like_workload") if trained else None,
                                  "iteration": i, "time": t} for i, t in enumerate(rec.get("times") or [])]
 
     def on_p2p(self, rec: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ COMM_TABLE_SCHEMA: dict[str, str] = {
     "busbw_peak_gbs": "float64", "link_gbs": "float64", "link": "string",
 }
 RATIO_BYTES = 64 * 2**20
+PATTERN_PATH = ", training pattern of "  # a training-pattern curve's path: "Horovod (mpi), training pattern of ..."
 
 
 def iteration_times(case: pd.DataFrame) -> np.ndarray:
@@ -43,7 +44,7 @@ def comm_table(collection: Collection) -> pd.DataFrame:
         s = summarize(op, int(nbytes), int(run["np"]), per_rank)
         path = f"Horovod ({run['controller']})" if backend == "horovod" else "raw MPI (mpi4py)"
         if pattern != "isolated":
-            path += f", training pattern of {group['like_workload'].iloc[0]}"
+            path += f"{PATTERN_PATH}{group['like_workload'].iloc[0]}"
         gen, width = pcie.loc[run_id] if pcie is not None and run_id in pcie.index else (np.nan, np.nan)
         link = link_rate(run["placement"] or None, int(run["nodes"]), gen, width) or (np.nan, None)
         rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS[:4], case)), "path": path,
@@ -66,7 +67,7 @@ def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataF
     isolated calls only (a training pattern's step of many tensors is not one call's peer)."""
     keys = ["system", "placement", "np", "op", "dtype"]
     rows = []
-    table = table[~table["path"].str.contains("training pattern", regex=False)]
+    table = table[~table["path"].str.contains(PATTERN_PATH, regex=False)]
     for key, group in table.groupby(keys, sort=True):
         both = group.pivot_table(index="bytes", columns="path", values="busbw_gbs", aggfunc="first")
         raw = "raw MPI (mpi4py)"

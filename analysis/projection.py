@@ -228,8 +228,7 @@ def _fitted_links(w: FittedWorkload, per_node: int, nodes: Sequence[int], what_i
             link = fitted[kind][0]
             assert link is not None
             name = "measured " + ("within a node" if kind == "intra" else "between nodes")
-            link_rows.append({"system": system, "link": name, "kind": kind, "alpha_us": link.alpha_s * 1e6,
-                              "gbs": link.gbs, "source": curve.describe()})
+            link_rows.append(_link_row(system, name, kind, link, curve.describe()))
             link_rows += _shown_beside(curves, curve, controller, name)
     return fitted, inter_curve
 
@@ -241,12 +240,16 @@ def _shown_beside(curves: list[Any], chosen: Any, controller: str, name: str) ->
     if other is None:
         return []
     try:
-        link = other.link()
+        link, source = other.link(), other.describe()
     except ReportError as exc:
-        return [{"system": chosen.system, "link": f"{name} (not used)", "kind": chosen.kind, "alpha_us": np.nan,
-                 "gbs": np.nan, "source": str(exc)}]
-    return [{"system": chosen.system, "link": f"{name} (not used)", "kind": chosen.kind,
-             "alpha_us": link.alpha_s * 1e6, "gbs": link.gbs, "source": other.describe()}]
+        link, source = None, str(exc)
+    return [_link_row(chosen.system, f"{name} (not used)", chosen.kind, link, source)]
+
+
+def _link_row(system: str, name: str, kind: str, link: Link | None, source: str) -> dict[str, Any]:
+    """One row of the links table (LINKS_SCHEMA); a link that could not be fitted has no terms."""
+    return {"system": system, "link": name, "kind": kind, "alpha_us": link.alpha_s * 1e6 if link else np.nan,
+            "gbs": link.gbs if link else np.nan, "source": source}
 
 
 def _between(w: FittedWorkload, fitted: Fitted, measured: bool, links: Sequence[str],
@@ -261,8 +264,7 @@ def _between(w: FittedWorkload, fitted: Fitted, measured: bool, links: Sequence[
         spec = parse_link(text, software)
         base = fitted["intra"][1] if fitted["intra"][0] else fitted["inter"][1]
         between.append((spec.name, spec, [parse_link(text, b) for b in base]))
-        link_rows.append({"system": str(w.key["system"]), "link": spec.name, "kind": "what-if",
-                          "alpha_us": spec.alpha_s * 1e6, "gbs": spec.gbs, "source": spec.source})
+        link_rows.append(_link_row(str(w.key["system"]), spec.name, "what-if", spec, spec.source))
     return between
 
 
@@ -274,8 +276,7 @@ def _within(w: FittedWorkload, fitted: Fitted, spec: str | None,
         return fitted["intra"]
     point, draws = fitted["intra"]
     link = parse_link(spec, point)
-    link_rows.append({"system": str(w.key["system"]), "link": link.name, "kind": "what-if within a node",
-                      "alpha_us": link.alpha_s * 1e6, "gbs": link.gbs, "source": link.source})
+    link_rows.append(_link_row(str(w.key["system"]), link.name, "what-if within a node", link, link.source))
     return link, [parse_link(spec, d) for d in draws]
 
 

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -117,13 +118,19 @@ def rate_round(base: Path, setting: str, hosts: list[NamespaceHost], counts: lis
                   [(b, a + RUN) for b, a in WORKLOADS.values()])
 
 
+@lru_cache(maxsize=None)
+def _scaling(*dirs: Path) -> pd.DataFrame:
+    """The scaling table of these result folders, collected once however many comparisons read it."""
+    return scaling_table(collect(list(dirs)))
+
+
 def _rows(table: pd.DataFrame, benchmark: str, column: str, value: int, independent: bool) -> pd.DataFrame:
     return table[(table["benchmark"] == benchmark) & (table[column] == value) & (table["independent"] == independent)]
 
 
 def drift(rounds: list[Path], n: int) -> dict[str, float]:
     """Per workload, the twin's step at n ranks in the later A round against the earlier (%)."""
-    first, last = (scaling_table(collect([r / f"np{n}"])) for r in rounds)
+    first, last = (_scaling(r / f"np{n}") for r in rounds)
     out = {}
     for name, (benchmark, _) in WORKLOADS.items():
         a, b = _rows(first, benchmark, "np", n, True), _rows(last, benchmark, "np", n, True)
@@ -145,8 +152,8 @@ def compare(base: Path, setting: str, rounds: list[Path], n: int, overlap: dict[
     overlap) against the n-host runs measured at this rate."""
     dirs = [d for r in rounds for d in (r / "np1", r / f"np{n}")] + [base / setting / "curve"]
     projected = project(collect(dirs), nodes=[n], gpus_per_node=1, algorithms=("ring",), overlaps=overlap)
-    measured = scaling_table(collect([base / setting / f"runs{n}"]))
-    single = scaling_table(collect([r / "np1" for r in rounds]))
+    measured = _scaling(base / setting / f"runs{n}")
+    single = _scaling(*(r / "np1" for r in rounds))
     moved = drift(rounds, n)
     links = projected.links[projected.links["link"] == "measured between nodes"]
     rows = []

@@ -13,9 +13,9 @@ from typing import Any, Callable
 import torch
 
 from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.collective_ops import sizes, summarize
+from hvdbench.suite.core.collective_ops import ITEM_BYTES, sizes, summarize
 from hvdbench.suite.core.collective_ops import skip_reason as op_skip_reason
-from hvdbench.suite.core.training_pattern import like_label, pattern_totals, scaled
+from hvdbench.suite.core.training_pattern import pattern_totals, scaled
 from hvdbench.suite.comm import Buffers, Case, PatternBuffers, horovod_op, measure, measure_pattern, mpi_op
 from hvdbench.suite.harness import rank_session
 from hvdbench.suite.pytorch import TorchBackend
@@ -86,14 +86,13 @@ def training_pattern(session: Any, flags: Any) -> int:
     """The --like run's gradients allreduced as its steps do, at its own total and at each curve size; returns
     the cases measured."""
     hvd, runtime, writer, device = session.hvd, session.runtime, session.writer, session.device
-    like = like_label(flags.like)
     if runtime.rank == 0:
-        print(f"training pattern of {like} ({flags.like_workload}): {len(flags.gradient_sizes)} gradient tensors per step, "
+        print(f"training pattern of {flags.like_run} ({flags.like_workload}): {len(flags.gradient_sizes)} gradient tensors per step, "
               f"{sum(flags.gradient_sizes):,} elements; {flags.iters} steps in a row per size", flush=True)
     measured = 0
     for dtype in flags.dtypes:
-        item = 2 if dtype != "fp32" else 4
-        for total in pattern_totals(flags.gradient_sizes, flags.min_bytes, flags.max_bytes, flags.factor, item):
+        for total in pattern_totals(flags.gradient_sizes, flags.min_bytes, flags.max_bytes, flags.factor,
+                                    ITEM_BYTES[dtype]):
             counts = scaled(flags.gradient_sizes, total)
             buffers = PatternBuffers(counts, dtype, runtime.rank, runtime.size, device,
                                      corrupt=flags.corrupt_rank == runtime.rank)
@@ -102,7 +101,7 @@ def training_pattern(session: Any, flags: Any) -> int:
                                     warmup=flags.warmup_iters, barrier=runtime.barrier, sync=runtime.sync)
             writer.write("comm", op="allreduce", backend="horovod", dtype=dtype, bytes=buffers.bytes,
                          elements=buffers.count, times=times, correct=True, pattern="training",
-                         tensors=len(counts), like=like, like_workload=flags.like_workload)
+                         tensors=len(counts), like=flags.like_run, like_workload=flags.like_workload)
             measured += 1
             everyone = runtime.allgather_object(times)
             if runtime.rank == 0:

@@ -43,7 +43,7 @@ def _flags(*argv: str) -> argparse.Namespace:
 
 def test_the_pattern_reads_the_runs_gradients_and_scales_them_to_each_size(tmp_path: Path) -> None:
     run = _like_run(tmp_path)
-    assert read_like(str(run)) == (LIKE_SIZES, "mlp mlp batch 4")
+    assert read_like(str(run)) == (LIKE_SIZES, run.name, "mlp mlp batch 4")
     assert read_like(str(run / rank_log_name(0)))[0] == LIKE_SIZES  # a rank log names the run as well
     assert scaled(LIKE_SIZES, 2 * sum(LIKE_SIZES)) == [2 * n for n in LIKE_SIZES]
     assert scaled(LIKE_SIZES, 100) == [1, 3, 1, 95]  # each keeps its share, at least one element
@@ -149,4 +149,3 @@ def test_an_overlap_fitted_at_one_link_projects_another(tmp_path: Path) -> None:
     result = project(collect([other]), nodes=[2], gpus_per_node=1, algorithms=("ring",), overlaps=given)
     assert {how for *_, how in result.overlap.values()} == {"given"}
     assert set(result.table["overlap"]) == {0.8}
-    assert INTER.gbs != INTRA.gbs

@@ -116,8 +116,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("threads", "any", "CPU threads: an int (PyTorch), intra/inter-op pools (TensorFlow), null on a GPU"),
         Field("parameters", "int", "trainable parameters"),
         Field("gradient_tensors", "int", "trainable tensors: the allreduces of one step before Horovod fuses them"),
-        Field("gradient_sizes", "list", "elements of each trainable tensor, in the order backward produces them "
-                                        "(collectives --pattern training issues these)"),
+        Field("gradient_sizes", "list", "elements of each trainable tensor, last registered first (about the order "
+                                        "backward produces them; collectives --pattern training issues these)"),
         Field("flops_per_sample", "float", "FLOPs of one sample's training step, forward + backward (suite/flops.py's "
                                            "rule: multiply-add = 2), null where not counted"),
         Field("flops_forward_per_sample", "float", "the forward pass's share of flops_per_sample"),

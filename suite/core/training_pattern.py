@@ -10,22 +10,38 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .records import rank_log_name, read_records
+from .records import parse_line, rank_log_name
+from .validate import regular_file
 
 PATTERNS = ("isolated", "training")
 
 
-def read_like(like: str) -> tuple[list[int], str]:
+def _first_env(log: Path) -> dict[str, Any] | None:
+    """The log's first env record (written before any step), read no further than it."""
+    regular_file(log)
+    with open(log, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                record = parse_line(line)
+            except ValueError:
+                continue
+            if record is not None and record.get("kind") == "env":
+                return record
+    return None
+
+
+def read_like(like: str) -> tuple[list[int], str, str]:
     """The element count of each gradient tensor, in backward order, of the training run at ``like`` (its run
-    folder or one of its rank logs), and its workload (``cifar10 resnet20 batch 32``); a UsageError names
-    what is missing."""
+    folder or one of its rank logs), its run id and its workload (``cifar10 resnet20 batch 32``); a
+    UsageError names what is missing."""
     path = Path(like)
     log = path / rank_log_name(0) if path.is_dir() else path
     try:
-        records = read_records(log)
+        env = _first_env(log)
+    except ValueError as exc:  # not a regular file, or missing
+        raise UsageError(f"--like {like}: {exc}") from None
     except OSError as exc:
         raise UsageError(f"--like {like}: cannot read {log}: {exc.strerror or exc}") from None
-    env = next((r for r in records if r.get("kind") == "env"), None)
     if env is None:
         raise UsageError(f"--like {like}: {log} holds no env record: not the log of a training run")
     sizes = env.get("gradient_sizes")
@@ -34,13 +50,8 @@ def read_like(like: str) -> tuple[list[int], str]:
                          "logged before they were recorded): run the workload once more and name that run")
     flags = env.get("flags") if isinstance(env.get("flags"), dict) else {}
     batch = f" batch {flags['batch_size']}" if flags.get("batch_size") else ""
-    return sizes, f"{env.get('benchmark')} {env.get('model')}{batch}"
-
-
-def like_label(like: str) -> str:
-    """The run a pattern copies, as a label: its folder's name."""
-    path = Path(like)
-    return (path if path.is_dir() else path.parent).resolve().name
+    run_id = str(env.get("run_id") or log.resolve().parent.name)
+    return sizes, run_id, f"{env.get('benchmark')} {env.get('model')}{batch}"
 
 
 def scaled(gradients: list[int], elements: int) -> list[int]:
@@ -67,7 +78,8 @@ def pattern_totals(gradients: list[int], min_bytes: int, max_bytes: int, factor:
 
 def check_pattern_flags(flags: Any, default_ops: list[str], default_backends: list[str]) -> None:
     """--pattern training needs --like and measures allreduce through Horovod only (what training issues);
-    fills the gradient sizes into ``flags.gradient_sizes`` and sets ops and backends where not given."""
+    fills in ``flags.gradient_sizes``, ``like_run`` and ``like_workload`` and sets ops and backends where not
+    given."""
     if flags.pattern == "isolated":
         if flags.like is not None:
             raise UsageError("--like names the run whose gradients --pattern training issues: give --pattern training")
@@ -80,4 +92,4 @@ def check_pattern_flags(flags: Any, default_ops: list[str], default_backends: li
         raise UsageError("--pattern training issues a training step's allreduces through Horovod: give no --ops "
                          "and --backends, or --ops allreduce --backends horovod")
     flags.ops, flags.backends = ["allreduce"], ["horovod"]
-    flags.gradient_sizes, flags.like_workload = read_like(flags.like)
+    flags.gradient_sizes, flags.like_run, flags.like_workload = read_like(flags.like)
