@@ -38,7 +38,8 @@ PROJECTION_SCHEMA: dict[str, str] = {
 # Beyond 65,536 nodes no system exists to check a projection against; asked for more is refused.
 MAX_NODES = 65536
 # The relative error of one doubling of the node count beyond what was measured, as docs/results/projection.md
-# measured it (4 hosts projected from 2-host fits: median |error| 26% over 12 held-out cases): each doubling
+# measured it (4 hosts projected from 2-host fits: median |error| 15% with each rank's CPU share fixed, 26%
+# without, over 12 held-out cases each; the larger kept): each doubling
 # beyond the largest measured node count widens a row's interval by this much more on each side.
 ERROR_PER_DOUBLING = 0.25
 LINKS_SCHEMA: dict[str, str] = {"system": "string", "link": "string", "kind": "string", "alpha_us": "float64",

@@ -6,15 +6,17 @@ Hosts: this one and up to three network namespaces, each on its own veth (tests/
 use; this namespace forwards between them), every veth limited at both ends by a token bucket (``tc tbf``)
 to each rate in turn, then unshaped. Workloads: ResNet-20 (1 MB of gradients in 59 tensors), an MLP (8 MB
 in 6) and a GPT-2-shaped LM (6 MB in 28). Every run: mpirun with Horovod's MPI controller, one rank per host,
-one thread per rank.
+one thread per rank, each rank held to a fixed share of a CPU (--cpus-per-rank, a cgroup quota) so that a
+"host" is the same small node however many others share these cores.
 
 What the projection is fitted from, and what it is checked against, are measured interleaved (A/B/A):
   A  on this host alone: each workload's 1-rank run and its --independent twins at 2, 3 and 4 ranks (the
      compute of a step at that many ranks on these 2 cores: the correction for sharing them);
   B  per rate: the training-pattern curves between 2 hosts (one per workload), then the training runs
      on 2, 3 and 4 hosts.
-A, the first half of the rates' B, A, the second half, A: each rate's projection takes its compute from
-the A rounds either side of it (both), and the drift between them is reported beside its error. The
+A, the first half of the rates' B, A, the second half, A. Each A round is one more repeat of the same
+runs (the same run ids but the repeat number), so every projection takes its compute from all of them, its
+interval over the repeats, and the drift (the repeats' spread) is reported beside its error. The
 overlap is fitted once, from the 2-host runs at one rate (--fit-setting), and used at every rate and
 host count; those fitting runs are marked and left out of the held-out figures. Needs root and the test
 tools; nothing stays shaped afterwards (checked).
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -42,9 +45,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from cluster import NamespaceHost, link_qdiscs, namespace_hosts, shaped_links  # noqa: E402
+from cluster import NamespaceHost, link_qdiscs, namespace_hosts, rank_cpu_limits, shaped_links  # noqa: E402
 
-from hvdbench.analysis.collect import collect  # noqa: E402
+from hvdbench.analysis.collect import Collection, collect  # noqa: E402
 from hvdbench.analysis.projection import project  # noqa: E402
 from hvdbench.analysis.scaling import scaling_table  # noqa: E402
 from hvdbench.launchers.slurm_queue import run_dirs  # noqa: E402
@@ -76,9 +79,10 @@ def hvdbench(*argv: str) -> None:
         raise SystemExit(f"hvdbench {' '.join(argv[:3])} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
 
 
-def compute_round(root: Path, ranks: list[int]) -> None:
-    """A: each workload's 1-rank run (root/np1) and its --independent twins (root/npN), on this host."""
-    common = ["--launcher", "mpirun", "--system", SYSTEM, "--no-report"]
+def compute_round(root: Path, ranks: list[int], round_: int) -> None:
+    """A: each workload's 1-rank run (root/np1) and its --independent twins (root/npN), on this host, as repeat
+    ``round_`` (the earlier repeats are there already: resumed, not run again)."""
+    common = ["--launcher", "mpirun", "--system", SYSTEM, "--no-report", "--repeats", str(round_ + 1)]
     for benchmark, args in WORKLOADS.values():
         hvdbench("run", benchmark, "--np", "1", *common, "-o", str(root / "np1"), *args, *RUN)
         for n in ranks:
@@ -96,19 +100,19 @@ def sweep(path: Path, out: Path, hosts: list[NamespaceHost], nodes: int, workloa
     hvdbench("sweep", str(path), "-o", str(out), "--no-report")
 
 
-def like_runs(a0: Path) -> dict[str, Path]:
-    """Each workload's 1-rank run of the first A round: the run its training-pattern curve copies."""
+def like_runs(compute: Path) -> dict[str, Path]:
+    """Each workload's first 1-rank run: the run its training-pattern curve copies."""
     found = {}
-    for folder in run_dirs(a0 / "np1"):
+    for folder in run_dirs(compute / "np1"):
         for name, (benchmark, _) in WORKLOADS.items():
-            if folder.name.startswith(benchmark + "-") and name not in found:
+            if folder.name.startswith(benchmark + "-np1-r0-") and name not in found:
                 found[name] = folder
     return found
 
 
 def rate_round(base: Path, setting: str, hosts: list[NamespaceHost], counts: list[int], scratch: Path) -> None:
     """B: the training-pattern curves between 2 hosts, then the runs on each host count, at one rate."""
-    likes = like_runs(base / "A0")
+    likes = like_runs(base / "A")
     curves = [("collectives", [*CURVE, "--like", str(likes[name])]) for name in WORKLOADS]
     if not (base / setting / "curve").exists():
         sweep(scratch / f"{setting}-curve.yaml", base / setting / "curve", hosts, 2, curves)
@@ -118,43 +122,52 @@ def rate_round(base: Path, setting: str, hosts: list[NamespaceHost], counts: lis
                   [(b, a + RUN) for b, a in WORKLOADS.values()])
 
 
+def _collected(dirs: list[Path]) -> Collection:
+    """These result folders read, every run of them: a run left out (a second folder holding the same run id)
+    would silently leave a round out of the comparison, so it stops the benchmark."""
+    collection = collect(dirs)
+    if collection.spec_errors:
+        raise SystemExit(f"{len(collection.spec_errors)} run(s) left out: {collection.spec_errors[0]}")
+    return collection
+
+
 @lru_cache(maxsize=None)
 def _scaling(*dirs: Path) -> pd.DataFrame:
     """The scaling table of these result folders, collected once however many comparisons read it."""
-    return scaling_table(collect(list(dirs)))
+    return scaling_table(_collected(list(dirs)))
 
 
 def _rows(table: pd.DataFrame, benchmark: str, column: str, value: int, independent: bool) -> pd.DataFrame:
     return table[(table["benchmark"] == benchmark) & (table[column] == value) & (table["independent"] == independent)]
 
 
-def drift(rounds: list[Path], n: int) -> dict[str, float]:
-    """Per workload, the twin's step at n ranks in the later A round against the earlier (%)."""
-    first, last = (_scaling(r / f"np{n}") for r in rounds)
+def drift(compute: Path, n: int) -> dict[str, float]:
+    """Per workload, the spread of the twin's throughput at n ranks over the A rounds (max/min - 1, %)."""
+    table = _scaling(compute / f"np{n}")
     out = {}
     for name, (benchmark, _) in WORKLOADS.items():
-        a, b = _rows(first, benchmark, "np", n, True), _rows(last, benchmark, "np", n, True)
-        if len(a) and len(b):
-            out[name] = (b.iloc[0]["median_step_ms"] / a.iloc[0]["median_step_ms"] - 1) * 100
+        row = _rows(table, benchmark, "np", n, True)
+        if len(row):
+            out[name] = (row.iloc[0]["repeat_max"] / row.iloc[0]["repeat_min"] - 1) * 100
     return out
 
 
-def fitted_overlap(base: Path, fit: str, rounds: list[Path]) -> dict[str, tuple[float, np.ndarray, str]]:
+def fitted_overlap(base: Path, fit: str) -> dict[str, tuple[float, np.ndarray, str]]:
     """Each workload's overlap, fitted from its 2-host run at the fit setting (compute from the twin at 2)."""
-    dirs = [d for r in rounds for d in (r / "np1", r / "np2")] + [base / fit / "curve", base / fit / "runs2"]
-    fitted = project(collect(dirs), nodes=[2], gpus_per_node=1, algorithms=("ring",)).fitted_overlap()
+    dirs = [base / "A" / "np1", base / "A" / "np2", base / fit / "curve", base / fit / "runs2"]
+    fitted = project(_collected(dirs), nodes=[2], gpus_per_node=1, algorithms=("ring",)).fitted_overlap()
     return {label: (phi, draws, f"fitted from the 2-host runs at {fit} ({how})")
             for label, (phi, draws, how) in fitted.items()}
 
 
-def compare(base: Path, setting: str, rounds: list[Path], n: int, overlap: dict[str, Any], fit: str) -> list[dict[str, Any]]:
-    """Projected (compute from the twin at n ranks in the bracketing A rounds, this rate's curve, the fitted
-    overlap) against the n-host runs measured at this rate."""
-    dirs = [d for r in rounds for d in (r / "np1", r / f"np{n}")] + [base / setting / "curve"]
-    projected = project(collect(dirs), nodes=[n], gpus_per_node=1, algorithms=("ring",), overlaps=overlap)
+def compare(base: Path, setting: str, n: int, overlap: dict[str, Any], fit: str) -> list[dict[str, Any]]:
+    """Projected (compute from the twin at n ranks over the A rounds, this rate's curve, the fitted overlap)
+    against the n-host runs measured at this rate."""
+    dirs = [base / "A" / "np1", base / "A" / f"np{n}", base / setting / "curve"]
+    projected = project(_collected(dirs), nodes=[n], gpus_per_node=1, algorithms=("ring",), overlaps=overlap)
     measured = _scaling(base / setting / f"runs{n}")
-    single = _scaling(*(r / "np1" for r in rounds))
-    moved = drift(rounds, n)
+    single = _scaling(base / "A" / "np1")
+    moved = drift(base / "A", n)
     links = projected.links[projected.links["link"] == "measured between nodes"]
     rows = []
     for name, (benchmark, _) in WORKLOADS.items():
@@ -189,7 +202,7 @@ def summary(table: pd.DataFrame) -> str:
     worst = held.loc[errors.idxmax()]
     return (f"held out: {len(held)} comparisons, {int((errors <= 10).sum())} within 10%, {int((errors <= 15).sum())} "
             f"within 15%, median |error| {errors.median():.1f}%, worst {worst['setting']} {worst['hosts']} hosts "
-            f"{worst['workload']}: {worst['error_pct']:+.1f}%; drift between A rounds: median "
+            f"{worst['workload']}: {worst['error_pct']:+.1f}%; drift over the A rounds: median "
             f"{table['drift_pct'].abs().median():.1f}%, largest {table['drift_pct'].abs().max():.1f}%")
 
 
@@ -199,6 +212,9 @@ def main() -> int:
     parser.add_argument("--settings", default="100mbit,1gbit,5gbit,none", help="tc rates, 'none' = unshaped")
     parser.add_argument("--hosts", default="2,3,4", help="host counts checked (2 is needed: the curve and the fit)")
     parser.add_argument("--fit-setting", default="1gbit", help="the rate whose 2-host runs the overlap is fitted from")
+    parser.add_argument("--cpus-per-rank", type=float, default=0.45,
+                        help="each rank held to this much of a CPU (cgroup quota); 0: no limit")
+    parser.add_argument("--quota-period-us", type=int, default=2500, help="the quota's period (the quota, CPUs x period, is 1 ms at least)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped: the hosts and shaping are removed"))
     base = args.out.resolve() / "results"
@@ -209,15 +225,15 @@ def main() -> int:
     halves = [settings[: (len(settings) + 1) // 2], settings[(len(settings) + 1) // 2:]]
     scratch = Path(tempfile.mkdtemp(prefix="hvdbench-projection-"))
     started = time.monotonic()
-    bracket: dict[str, list[Path]] = {}
     try:
-        with namespace_hosts(scratch / "netns", max(counts) - 1) as hosts:
+        with ExitStack() as stack:
+            hosts = stack.enter_context(namespace_hosts(scratch / "netns", max(counts) - 1))
+            if args.cpus_per_rank > 0:
+                stack.enter_context(rank_cpu_limits(args.cpus_per_rank, max(counts), args.quota_period_us))
             for k, half in enumerate([*halves, []]):
-                if not (base / f"A{k}").exists():
-                    compute_round(base / f"A{k}", [n for n in counts])
+                compute_round(base / "A", counts, k)
                 print(f"A{k}: done at {time.monotonic() - started:.0f} s", flush=True)
                 for setting in half:
-                    bracket[setting] = [base / f"A{k}", base / f"A{k + 1}"]
                     with shaped_links(hosts, None if setting == "none" else setting):
                         shaped = [len(link_qdiscs(h)) for h in hosts]
                         if setting != "none" and shaped != [2] * len(hosts):
@@ -227,8 +243,8 @@ def main() -> int:
                     print(f"{setting}: done at {time.monotonic() - started:.0f} s", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    overlap = fitted_overlap(base, args.fit_setting, bracket[args.fit_setting])
-    rows = [row for s in settings for n in counts for row in compare(base, s, bracket[s], n, overlap, args.fit_setting)]
+    overlap = fitted_overlap(base, args.fit_setting)
+    rows = [row for s in settings for n in counts for row in compare(base, s, n, overlap, args.fit_setting)]
     table = pd.DataFrame(rows)
     table.to_csv(args.out.resolve() / "projection.csv", index=False, float_format="%.4g")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -394,3 +395,76 @@ def shaped_links(hosts: list[NamespaceHost], rate: str | None) -> Iterator[None]
             stack.enter_context(shaped_link(host, rate))
         yield
 
+
+
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
+RANK_VARS = (b"OMPI_COMM_WORLD_RANK=", b"HOROVOD_RANK=", b"PMI_RANK=")  # Open MPI, horovodrun (Gloo), MPICH
+
+
+def _rank_of(pid: str) -> int | None:
+    """The MPI rank a process was started as (from its environment), None for any other process."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for item in environ.split(b"\0"):
+        for name in RANK_VARS:
+            if item.startswith(name) and item[len(name):].isdigit():
+                return int(item[len(name):])
+    return None
+
+
+def _place_ranks(root: Path, ranks: int, stop: threading.Event) -> None:
+    """Move every new process started as an MPI rank into its rank's cgroup (threads and children follow)."""
+    placed: set[str] = set()
+    while not stop.wait(0.05):
+        pids = {p.name for p in Path("/proc").iterdir() if p.name.isdigit()}
+        placed &= pids
+        for pid in pids - placed:
+            rank = _rank_of(pid)
+            if rank is not None and rank < ranks:
+                try:
+                    (root / f"rank{rank}" / "cgroup.procs").write_text(pid)
+                except OSError:
+                    continue  # gone already
+                placed.add(pid)
+
+
+@contextmanager
+def rank_cpu_limits(cpus: float, ranks: int, period_us: int = 10_000) -> Iterator[Path]:
+    """Every MPI rank started meanwhile, on this host or a namespace host (they share /proc), held to ``cpus``
+    of a CPU in a cgroup of its own (by the rank its launcher gave it), so that what a rank computes in a step does
+    not depend on how many other ranks share this machine's cores or are waiting on the network: each rank is
+    a host of ``cpus`` CPUs. Needs root and cgroup v1's cpu controller; removed on the way out."""
+    if not (CPU_CGROUP / "cgroup.procs").exists():
+        raise RuntimeError(f"no cgroup v1 cpu controller at {CPU_CGROUP}")
+    if cpus * period_us < 1000:
+        raise ValueError(f"{cpus} CPU per {period_us} us is a quota under the kernel's 1000 us: take a longer period")
+    root = CPU_CGROUP / f"hvdbench-ranks-{os.getpid()}"
+    slice_file = Path("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
+    slice_before = slice_file.read_text().strip()
+    stop = threading.Event()
+    placer = threading.Thread(target=_place_ranks, args=(root, ranks, stop), daemon=True)
+    try:
+        slice_file.write_text(str(max(period_us // 10, 100)))  # quota handed out in pieces well below it
+        for rank in range(ranks):
+            group = root / f"rank{rank}"
+            group.mkdir(parents=True)
+            (group / "cpu.cfs_period_us").write_text(str(period_us))
+            (group / "cpu.cfs_quota_us").write_text(str(int(cpus * period_us)))
+        placer.start()
+        yield root
+    finally:
+        stop.set()
+        if placer.is_alive():
+            placer.join()
+        for group in sorted(root.glob("rank*")):
+            for pid in (group / "cgroup.procs").read_text().split():
+                try:
+                    (CPU_CGROUP / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass
+            group.rmdir()
+        if root.exists():
+            root.rmdir()
+        slice_file.write_text(slice_before)

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -157,8 +158,12 @@ def test_a_resume_ends_what_an_earlier_attempt_left_running(tmp_path: Path) -> N
     spec = RunSpec(benchmark="mlp")
     run_dir = tmp_path / spec.id
     run_dir.mkdir(parents=True)
-    stray = subprocess.Popen(["python3", "-c", "import time; time.sleep(120)", "--log-dir", str(run_dir)])
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--log-dir", str(run_dir)])
     said: list[str] = []
-    LocalExecutor(tmp_path, report=said.append).prepare(spec, run_dir)
-    assert stray.wait(timeout=30) is not None and not _alive(stray.pid)
-    assert said and "1 process(es) of an earlier attempt still running here" in said[0]
+    try:
+        LocalExecutor(tmp_path, report=said.append).prepare(spec, run_dir)
+        assert said and "1 process(es) of an earlier attempt still running here" in said[0], (
+            said, Path(f"/proc/{stray.pid}/cmdline").read_bytes())
+        assert stray.wait(timeout=30) is not None and not _alive(stray.pid)
+    finally:
+        stray.kill()
