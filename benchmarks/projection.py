@@ -51,6 +51,7 @@ from hvdbench.analysis.collect import Collection, collect  # noqa: E402
 from hvdbench.analysis.projection import project  # noqa: E402
 from hvdbench.analysis.scaling import scaling_table  # noqa: E402
 from hvdbench.launchers.slurm_queue import run_dirs  # noqa: E402
+from hvdbench.suite.core.spec import RUN_FILE, RunSpec  # noqa: E402
 
 SYSTEM = "cpu-2core"
 RUN = ["--steps", "12", "--warmup-steps", "3", "--threads", "1"]
@@ -101,13 +102,10 @@ def sweep(path: Path, out: Path, hosts: list[NamespaceHost], nodes: int, workloa
 
 
 def like_runs(compute: Path) -> dict[str, Path]:
-    """Each workload's first 1-rank run: the run its training-pattern curve copies."""
-    found = {}
-    for folder in run_dirs(compute / "np1"):
-        for name, (benchmark, _) in WORKLOADS.items():
-            if folder.name.startswith(benchmark + "-np1-r0-") and name not in found:
-                found[name] = folder
-    return found
+    """Each workload's 1-rank run of the first A round (repeat 0): the run its training-pattern curve copies."""
+    specs = {folder: RunSpec.read(folder / RUN_FILE) for folder in run_dirs(compute / "np1")}
+    return {name: folder for name, (benchmark, _) in WORKLOADS.items() for folder, spec in specs.items()
+            if spec.benchmark == benchmark and spec.repeat == 0}
 
 
 def rate_round(base: Path, setting: str, hosts: list[NamespaceHost], counts: list[int], scratch: Path) -> None:
@@ -214,7 +212,8 @@ def main() -> int:
     parser.add_argument("--fit-setting", default="1gbit", help="the rate whose 2-host runs the overlap is fitted from")
     parser.add_argument("--cpus-per-rank", type=float, default=0.45,
                         help="each rank held to this much of a CPU (cgroup quota); 0: no limit")
-    parser.add_argument("--quota-period-us", type=int, default=2500, help="the quota's period (the quota, CPUs x period, is 1 ms at least)")
+    parser.add_argument("--quota-period-us", type=int, default=2500,
+                        help="the quota's period (the quota, CPUs x period, is 1 ms at least)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped: the hosts and shaping are removed"))
     base = args.out.resolve() / "results"

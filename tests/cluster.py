@@ -396,7 +396,6 @@ def shaped_links(hosts: list[NamespaceHost], rate: str | None) -> Iterator[None]
         yield
 
 
-
 CPU_CGROUP = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
 RANK_VARS = (b"OMPI_COMM_WORLD_RANK=", b"HOROVOD_RANK=", b"PMI_RANK=")  # Open MPI, horovodrun (Gloo), MPICH
 
@@ -414,10 +413,11 @@ def _rank_of(pid: str) -> int | None:
     return None
 
 
-def _place_ranks(root: Path, ranks: int, stop: threading.Event) -> None:
-    """Move every new process started as an MPI rank into its rank's cgroup (threads and children follow)."""
+def _place_ranks(root: Path, ranks: int, stop: threading.Event, every: float) -> None:
+    """Move every new process started as an MPI rank into its rank's cgroup (threads and children follow),
+    looking every ``every`` seconds."""
     placed: set[str] = set()
-    while not stop.wait(0.05):
+    while not stop.wait(every):
         pids = {p.name for p in Path("/proc").iterdir() if p.name.isdigit()}
         placed &= pids
         for pid in pids - placed:
@@ -431,11 +431,13 @@ def _place_ranks(root: Path, ranks: int, stop: threading.Event) -> None:
 
 
 @contextmanager
-def rank_cpu_limits(cpus: float, ranks: int, period_us: int = 10_000) -> Iterator[Path]:
+def rank_cpu_limits(cpus: float, ranks: int, period_us: int = 10_000, every: float = 0.25) -> Iterator[Path]:
     """Every MPI rank started meanwhile, on this host or a namespace host (they share /proc), held to ``cpus``
-    of a CPU in a cgroup of its own (by the rank its launcher gave it), so that what a rank computes in a step does
-    not depend on how many other ranks share this machine's cores or are waiting on the network: each rank is
-    a host of ``cpus`` CPUs. Needs root and cgroup v1's cpu controller; removed on the way out."""
+    of a CPU in a cgroup of its own (by the rank its launcher gave it), so that what a rank computes in a step
+    does not depend on how many other ranks share this machine's cores or are waiting on the network: each
+    rank is a host of ``cpus`` CPUs. A rank is placed within ``every`` seconds of its start (each look reads
+    every process's environment, ~1 ms for 65 processes; a rank imports its framework for longer than that
+    before its first step). Needs root and cgroup v1's cpu controller; removed on the way out."""
     if not (CPU_CGROUP / "cgroup.procs").exists():
         raise RuntimeError(f"no cgroup v1 cpu controller at {CPU_CGROUP}")
     if cpus * period_us < 1000:
@@ -444,7 +446,7 @@ def rank_cpu_limits(cpus: float, ranks: int, period_us: int = 10_000) -> Iterato
     slice_file = Path("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
     slice_before = slice_file.read_text().strip()
     stop = threading.Event()
-    placer = threading.Thread(target=_place_ranks, args=(root, ranks, stop), daemon=True)
+    placer = threading.Thread(target=_place_ranks, args=(root, ranks, stop, every), daemon=True)
     try:
         slice_file.write_text(str(max(period_us // 10, 100)))  # quota handed out in pieces well below it
         for rank in range(ranks):

@@ -70,7 +70,7 @@ def test_a_rank_is_held_to_its_cpu_share_and_nothing_else_is(tmp_path: Path) -> 
     if not os.access(CPU_CGROUP / "cgroup.procs", os.W_OK):
         pytest.skip(f"needs root and cgroup v1's cpu controller at {CPU_CGROUP}")
     spin = [sys.executable, "-c", "import time\nend = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass"]
-    with rank_cpu_limits(0.3, 2, period_us=5000) as root:
+    with rank_cpu_limits(0.3, 2, period_us=5000, every=0.05) as root:
         ranked = subprocess.Popen(spin, env={**os.environ, "OMPI_COMM_WORLD_RANK": "1"})
         other = subprocess.Popen(spin, env={k: v for k, v in os.environ.items() if k != "OMPI_COMM_WORLD_RANK"})
         time.sleep(0.5)
