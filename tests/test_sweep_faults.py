@@ -161,6 +161,11 @@ def test_a_resume_ends_what_an_earlier_attempt_left_running(tmp_path: Path) -> N
     stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--log-dir", str(run_dir)])
     said: list[str] = []
     try:
+        # Until the child has exec'd, its command line is this test's; an earlier attempt's process has.
+        deadline = time.monotonic() + 30
+        while (str(run_dir).encode() not in Path(f"/proc/{stray.pid}/cmdline").read_bytes()
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
         LocalExecutor(tmp_path, report=said.append).prepare(spec, run_dir)
         assert said and "1 process(es) of an earlier attempt still running here" in said[0], (
             said, Path(f"/proc/{stray.pid}/cmdline").read_bytes())
