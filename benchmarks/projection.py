@@ -15,8 +15,8 @@ What the projection is fitted from, and what it is checked against, are measured
   B  per rate: the training-pattern curves between 2 hosts (one per workload), then the training runs
      on 2, 3 and 4 hosts.
 A, the first half of the rates' B, A, the second half, A. Each A round is one more repeat of the same
-runs (the same run ids but the repeat number), so every projection takes its compute from all of them, its
-interval over the repeats, and the drift (the repeats' spread) is reported beside its error. The
+runs (its own run ids: they differ in the repeat number), so every projection takes its compute from all
+of them, its interval over the repeats, and the drift (the repeats' spread) is reported beside its error. The
 overlap is fitted once, from the 2-host runs at one rate (--fit-setting), and used at every rate and
 host count; those fitting runs are marked and left out of the held-out figures. Needs root and the test
 tools; nothing stays shaped afterwards (checked).

@@ -416,6 +416,8 @@ def _rank_of(pid: str) -> int | None:
 def _place_ranks(root: Path, ranks: int, stop: threading.Event, every: float) -> None:
     """Move every new process started as an MPI rank into its rank's cgroup (threads and children follow),
     looking every ``every`` seconds."""
+    # A process not (yet) a rank is looked at again each time: until it execs, its environment is its
+    # launcher's, without the rank.
     placed: set[str] = set()
     while not stop.wait(every):
         pids = {p.name for p in Path("/proc").iterdir() if p.name.isdigit()}
