@@ -1,13 +1,15 @@
-"""RunSpec: unknown fields are rejected with the valid ones listed; ids are stable; run.json round-trips."""
+"""RunSpec: unknown fields are rejected with the valid ones listed; ids are stable; run.json round-trips;
+status.json written by several tasks at once lands whole."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from hvdbench.suite.core.errors import SpecError
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.suite.core.spec import RunSpec, RunStatus
 
 
 def test_unknown_field_lists_valid_fields() -> None:
@@ -57,3 +59,17 @@ def test_run_file_round_trips_and_bad_files_name_the_path(tmp_path: Path) -> Non
     bad.write_text("{not json")
     with pytest.raises(SpecError, match="not a readable run description"):
         RunSpec.read(bad)
+
+
+def test_tasks_recording_one_status_at_once_never_collide(tmp_path: Path) -> None:
+    """Every SLURM task whose rank fails records the failure in the same status.json at once: each write
+    lands whole, and none fails for another's temporary file (CI once recorded "cannot write
+    status.json" as a run's failure)."""
+    def record(task: int) -> None:
+        for _ in range(300):
+            RunStatus("failed", 1, 0.5, f"task {task}: no CUDA device is visible").write(tmp_path)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(record, range(4)))  # re-raises a writer's WriteError
+    assert RunStatus.read(tmp_path).message.endswith("no CUDA device is visible")  # type: ignore[union-attr]
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]  # no temporary file left behind

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -202,9 +203,10 @@ class RunStatus:
 
 
 def _write_whole(path: Path, text: str) -> None:
-    """Write a small file whole or not at all (a temporary file renamed over it); a full disk or a read-only
-    folder is a WriteError naming the file, with nothing half-written left behind."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Write a small file whole or not at all (a temporary file of this writer's own renamed over it, so that
+    tasks recording the same status at once never take each other's); a full disk or a read-only folder is a
+    WriteError naming the file, with nothing half-written left behind."""
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
