@@ -163,16 +163,26 @@ def refresh(root: Path, run: Callable[..., Any] = subprocess.run) -> dict[Path, 
         if folder in active:
             known = queue.get(status.job_id or "")
             if known is None:
-                status = replace(status, status="lost", message=f"job {status.job_id} left the queue without "
-                                 "recording an end (cancelled before it started, or killed)")
-                status.write(folder)
+                status = _unless_recorded(folder, status, replace(
+                    status, status="lost", message=f"job {status.job_id} left the queue without "
+                    "recording an end (cancelled before it started, or killed)"))
             elif known[0] in ACTIVE:
                 status = replace(status, status=known[0], message=f"job {status.job_id} {known[0]}"
                                  + (f" ({known[1]})" if known[1] and known[1] != "None" else ""))
             else:
                 final = "failed" if known[0] == "completed" else known[0]
-                status = replace(status, status=final, message=f"job {status.job_id} ended {known[0].upper()}"
-                                 + ("" if final != "failed" else "; the run did not record an end"))
-                status.write(folder)
+                status = _unless_recorded(folder, status, replace(
+                    status, status=final, message=f"job {status.job_id} ended {known[0].upper()}"
+                    + ("" if final != "failed" else "; the run did not record an end")))
         out[folder] = status
     return out
+
+
+def _unless_recorded(folder: Path, seen: RunStatus, inferred: RunStatus) -> RunStatus:
+    """What the scheduler says of a run that ended without a record, written, unless the job recorded its
+    own end after ``seen`` was read (it wrote status.json, then left the queue): that record stands."""
+    now = RunStatus.read(folder)
+    if now is not None and now != seen and now.status not in ACTIVE:
+        return now
+    inferred.write(folder)
+    return inferred

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,22 @@ def test_scheduler_states_are_recorded_and_a_vanished_job_is_lost(tmp_path: Path
     assert RunStatus.read(runs["cancelled"]).status == "cancelled"
     assert RunStatus.read(runs["lost"]).message.startswith("job 15_3 left the queue without recording an end")
     assert RunStatus.read(runs["pending"]).status == "submitted"
+
+
+def test_an_end_the_job_records_while_squeue_is_asked_stands(tmp_path: Path) -> None:
+    """A job that writes its own end and leaves the queue between refresh's read and its squeue call keeps
+    that end: neither "lost" nor "the run did not record an end" is written over it."""
+    runs = [_run(tmp_path, str(n), RunStatus("running", None, 0.0, job_id=job)) for n, job in ((1, "31"), (2, "32"))]
+    ended = RunStatus("ok", 0, 3.0, job_id="31")
+
+    def squeue(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        for run in runs:
+            replace(ended, job_id=RunStatus.read(run).job_id).write(run)  # type: ignore[union-attr]
+        return FakeSqueue({"32": ("COMPLETED", "None")})(argv, **kwargs)  # 31 gone from the queue
+
+    states = refresh(tmp_path, run=squeue)
+    assert [states[run] for run in runs] == [ended, replace(ended, job_id="32")]
+    assert [RunStatus.read(run) for run in runs] == [ended, replace(ended, job_id="32")]
 
 
 def test_pending_array_tasks_read_as_single_ids() -> None:
