@@ -15,7 +15,7 @@ DETAILS_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
     "parameters": "Int64", "peak_memory_gb": "float64", "memory": "string", "wall_s": "float64", "setup_s": "float64",
     **{name: "float64" for name in WINDOW_MEANS}, "energy_j_per_sample": "float64", "energy_from": "string",
-    **{column.name: column.dtype for column in RUN_COLUMNS},
+    **{column.name: column.dtype for column in RUN_COLUMNS}, "nvlink_gbs": "float64",
 }
 
 
@@ -49,6 +49,18 @@ def _energy(samples: pd.DataFrame, seconds: float) -> tuple[float, str]:
     return float("nan"), "no power telemetry in the timed window"
 
 
+def _counter_rate(samples: pd.DataFrame, columns: tuple[str, ...], scale: float) -> float:
+    """Per rank, the rate of counters that only grow (their sum's last minus first sample over the time between,
+    times ``scale``), averaged over ranks; NaN where no rank has two samples of them."""
+    rates = []
+    for _, mine in samples.dropna(subset=list(columns)).sort_values("t_s").groupby("rank"):
+        seconds = mine["t_s"].iloc[-1] - mine["t_s"].iloc[0] if len(mine) >= 2 else 0.0
+        if seconds > 0:
+            total = mine[list(columns)].sum(axis=1)
+            rates.append(float(total.iloc[-1] - total.iloc[0]) * scale / seconds)
+    return float(np.mean(rates)) if rates else float("nan")
+
+
 def details_table(collection: Collection) -> pd.DataFrame:
     """One row per complete run."""
     runs = collection.runs[collection.runs["status"] == "ok"]
@@ -73,7 +85,8 @@ def details_table(collection: Collection) -> pd.DataFrame:
                      "memory": "device" if device is not None else "host RSS", "wall_s": run.wall_s,
                      "setup_s": run.setup_s, **means,
                      "energy_j_per_sample": energy / done if done and not np.isnan(energy) else np.nan,
-                     "energy_from": source, **{column.name: getattr(run, column.name) for column in RUN_COLUMNS}})
+                     "energy_from": source, **{column.name: getattr(run, column.name) for column in RUN_COLUMNS},
+                     "nvlink_gbs": _counter_rate(samples, ("nvlink_tx_kib", "nvlink_rx_kib"), 1024 / 1e9)})
     return pd.DataFrame(rows, columns=list(DETAILS_SCHEMA)).astype(DETAILS_SCHEMA)
 
 

@@ -338,17 +338,21 @@ def best_rows(best: pd.DataFrame, describe: Any) -> Rows:
 DETAILS_TEXT = ("Per run: trainable parameters, peak device memory (GPU) or peak resident set (CPU), wall time and "
                 "its set-up part (start to the first timed step: imports, model build, compile, warm-up), and the "
                 "timed window's means of GPU utilisation, power (summed over ranks) and clocks; energy per sample "
-                "from NVML's energy counter where it exists, else power × time, timed window only.")
+                "from NVML's energy counter where it exists, else power × time, timed window only; where GPUs have "
+                "NVLink, its payload sent and received per GPU (NVML's counters over the timed window).")
 
 
 def details_rows(details: pd.DataFrame) -> Rows:
+    nvlink = bool(details["nvlink_gbs"].notna().any()) if "nvlink_gbs" in details else False  # where a GPU has it
     return (["run", "GPUs", "parameters", "peak memory (GB)", "wall (s)", "set-up (s)", "GPU util (%)", "power (W)",
-             "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)", "cuDNN autotune"],
+             "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)", "cuDNN autotune",
+             *(["NVLink per GPU (GB/s, sent + received)"] if nvlink else [])],
             [[r.run_id, str(r.np), fmt(r.parameters, 0), f"{fmt(r.peak_memory_gb, 2)} {r.memory}", fmt(r.wall_s),
               fmt(r.setup_s), fmt(r.gpu_util_pct, 0), fmt(r.power_w, 0), fmt(r.sm_clock_mhz, 0),
               fmt(r.memory_clock_mhz, 0),
               fmt(r.energy_j_per_sample, 4) if not missing(r.energy_j_per_sample) else f"n/a ({r.energy_from})",
-              "-" if missing(r.cudnn_autotune) else "on" if r.cudnn_autotune else "off"]
+              "-" if missing(r.cudnn_autotune) else "on" if r.cudnn_autotune else "off",
+              *([fmt(r.nvlink_gbs, 2)] if nvlink else [])]
              for r in details.itertuples()])
 
 

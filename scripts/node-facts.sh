@@ -2,7 +2,7 @@
 # A GPU node's facts, one file each, beside a result that was measured on it:
 #   scripts/node-facts.sh DIR
 # nvidia-smi's full query, topology matrix and clocks; the driver, CUDA, NCCL and cuDNN versions PyTorch
-# sees; CPUs and memory. Where a tool is missing its file says so; nothing here fails.
+# sees and the NCCL Horovod was built with; CPUs and memory. Where a tool is missing its file says so; nothing here fails.
 set -uo pipefail
 dir=${1:?usage: scripts/node-facts.sh DIR}
 mkdir -p "$dir"
@@ -26,6 +26,12 @@ print("python", platform.python_version())
 print("torch", torch.__version__, "cuda", torch.version.cuda)
 print("cudnn", torch.backends.cudnn.version())
 print("nccl", ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else "no CUDA device")
+try:
+    import horovod, horovod.torch as hvd
+    code = hvd.nccl_built()
+    print("horovod", horovod.__version__, "nccl", f"{code // 10000}.{code % 10000 // 100}.{code % 100}" if code else "none")
+except ImportError as exc:
+    print("horovod: not importable", exc)
 for i in range(torch.cuda.device_count()):
     p = torch.cuda.get_device_properties(i)
     print(f"gpu {i}", p.name, f"capability {p.major}.{p.minor}", f"{p.total_memory / 2**30:.1f} GiB", f"{p.multi_processor_count} SMs")

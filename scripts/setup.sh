@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh            set up, or find the environment current
 #   scripts/setup.sh --stamp    print the settings that enter the build and their stamp; change nothing
+#   scripts/setup.sh --venv-only   make (or find) the virtual environment and say how pip reaches it; no installs
 #
 # Settings (environment variables), all optional. Each enters the build (changing it makes the next run
 # redo the installs, and Horovod's build where it enters that) unless marked "not in the build":
@@ -52,7 +53,7 @@ on_error() {
 trap 'on_error $? $LINENO "$BASH_COMMAND"' ERR
 started=$(date +%s)
 mode=${1:-}
-case "$mode" in ""|--stamp) ;; *) die "unknown argument $mode (valid: --stamp)" ;; esac
+case "$mode" in ""|--stamp|--venv-only) ;; *) die "unknown argument $mode (valid: --stamp, --venv-only)" ;; esac
 
 # --- The lock: constraints.txt, or HVDBENCH_LOCK. Its [frameworks] lines are the frameworks' defaults.
 LOCK=${HVDBENCH_LOCK:-$REPO_LOCK}
@@ -157,12 +158,14 @@ ls -1t "$CACHE"/logs/setup-*.log | tail -n +21 | xargs -r rm -f  # the newest 20
 # --- 1. MPI and a compiler: the cluster's own where present, Debian's packages where root and missing.
 # A build tool: make, or ninja where make is missing (CMake then generates for ninja).
 need_pkgs=()
-if ((WITH_MPI)); then
+if ((WITH_MPI)) && [[ "$mode" != --venv-only ]]; then
     command -v mpirun >/dev/null 2>&1 || need_pkgs+=(openmpi-bin)
     command -v mpicxx >/dev/null 2>&1 || command -v mpic++ >/dev/null 2>&1 || need_pkgs+=(libopenmpi-dev)
 fi
-command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++)
-command -v make >/dev/null 2>&1 || command -v ninja >/dev/null 2>&1 || need_pkgs+=(make)
+if [[ "$mode" != --venv-only ]]; then
+    command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++)
+    command -v make >/dev/null 2>&1 || command -v ninja >/dev/null 2>&1 || need_pkgs+=(make)
+fi
 if ((${#need_pkgs[@]})); then
     hint="load your MPI and compiler (e.g. 'module load openmpi gcc') or install them, then run again"
     ((WITH_MPI)) && hint="$hint; or set HVDBENCH_MPI=none for Horovod with Gloo alone"
@@ -175,7 +178,9 @@ if ((${#need_pkgs[@]})); then
         die "missing ${need_pkgs[*]}: $hint"
     fi
 fi
-if ((WITH_MPI)); then
+if [[ "$mode" == --venv-only ]]; then
+    :
+elif ((WITH_MPI)); then
     log "MPI: $(command -v mpirun) ($(mpi_version_line))"
 else
     log "MPI: none (HVDBENCH_MPI=none): Horovod with Gloo alone, no mpi4py"
@@ -192,7 +197,16 @@ if [[ ! -x "$VENV/bin/python" ]]; then
     log "creating virtual environment $VENV"
     venv_flags=()
     [[ "$system_site" == 1 ]] && venv_flags+=(--system-site-packages)
-    "$PYTHON" -m venv "${venv_flags[@]}" "$VENV"
+    if ! "$PYTHON" -m venv "${venv_flags[@]}" "$VENV" >> "$LOG" 2>&1; then
+        # no ensurepip (Debian's and Ubuntu's python3 without its python3-venv package): the environment without
+        # pip, and this interpreter's own pip installs into it (pip --python, pip 22.3 and newer)
+        rm -rf "$VENV"
+        "$PYTHON" -m pip --python "$PYTHON" --version >> "$LOG" 2>&1 \
+            || die "HVDBENCH_PYTHON=$PYTHON cannot make a virtual environment with pip: it has no ensurepip, and no pip of 22.3 or newer to install into one (install its venv package, e.g. python3-venv, or give another interpreter); log: $LOG"
+        "$PYTHON" -m venv --without-pip "${venv_flags[@]}" "$VENV"
+        "$PYTHON" -c 'import sys; print(sys.executable)' > "$VENV/.hvdbench-outer-pip"
+        log "$PYTHON has no ensurepip: $VENV made without pip; set-up installs into it with $PYTHON's own pip"
+    fi
     echo "$venv_from" > "$VENV/.hvdbench-venv"
     if [[ "$system_site" == 1 ]]; then
         # --system-site-packages sees the base interpreter's packages only: where HVDBENCH_PYTHON is itself a
@@ -211,6 +225,14 @@ PYEOF
     fi
 fi
 PY=$VENV/bin/python
+# How pip reaches the environment: its own, or (made without ensurepip) the interpreter's pip aimed at it
+PIP=("$PY" -m pip)
+[[ -s "$VENV/.hvdbench-outer-pip" ]] && PIP=("$(cat "$VENV/.hvdbench-outer-pip")" -m pip --python "$PY")
+if [[ "$mode" == --venv-only ]]; then
+    log "environment $VENV; pip: $("${PIP[@]}" --version 2>&1 | head -n 1)"
+    log "installs with: ${PIP[*]} install"
+    exit 0
+fi
 # What pip is held to: written beside the environment (the tests compare the installs with it).
 echo "$constraints" > "$VENV/.hvdbench-constraints.txt"
 if [[ "$LOCK" != none ]]; then
@@ -230,7 +252,7 @@ fi
 # pip's output goes to the log; pip_install's failure is one line with pip's own first error
 pip_try() {
     echo "+ pip install $*" >> "$LOG"
-    "$PY" -m pip install --disable-pip-version-check -q "$@" >> "$LOG" 2>&1
+    "${PIP[@]}" install --disable-pip-version-check -q "$@" >> "$LOG" 2>&1
 }
 pip_install() {
     local before why; before=$(wc -l < "$LOG")
@@ -335,7 +357,7 @@ install_all() {
             build_started=$(date +%s)
             work=$(mktemp -d)
             trap 'rm -rf "$work"' EXIT
-            "$PY" -m pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work" >> "$LOG" 2>&1 \
+            "${PIP[@]}" download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work" >> "$LOG" 2>&1 \
                 || die "could not fetch Horovod $HOROVOD_VERSION's source release (log: $LOG; a node without network: HVDBENCH_WHEELS, scripts/bundle.sh)"
             tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
             src=$work/horovod-$HOROVOD_VERSION
@@ -377,7 +399,7 @@ install_all() {
             fi
             export MAKEFLAGS=${MAKEFLAGS:--j$(( $(nproc) > 8 ? $(nproc) : 8 ))}  # Horovod alone asks for -j8
             export PATH=$VENV/bin:$PATH
-            (cd "$src" && "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$work/dist" .) \
+            (cd "$src" && "${PIP[@]}" wheel -q --no-build-isolation --no-deps -w "$work/dist" .) \
                 > "$work/build.log" 2>&1 || {
                     mkdir -p "$CACHE" && cp "$work/build.log" "$CACHE/horovod-build-$key.log"
                     # the first errors say why; pip's traceback at the end does not
@@ -429,7 +451,7 @@ install_mpi4py() {
     wheels=$CACHE/wheels/mpi4py_${py_ver}_mpi-$key
     if ! compgen -G "$wheels/mpi4py-*.whl" >/dev/null; then
         local started; started=$(date +%s)
-        "$PY" -m pip wheel -q --no-deps --no-binary mpi4py 'mpi4py>=3.1' -w "$wheels" >> "$LOG" 2>&1 \
+        "${PIP[@]}" wheel -q --no-deps --no-binary mpi4py 'mpi4py>=3.1' -w "$wheels" >> "$LOG" 2>&1 \
             || die "mpi4py could not be built against $(command -v mpicc || echo 'the MPI on PATH') (log: $LOG)"
         log "mpi4py built against $(mpi_version_line) in $(( $(date +%s) - started )) s; cache: $wheels"
     fi

@@ -138,6 +138,7 @@ def horovod_info(hvd: Any) -> dict[str, Any]:
         "version": horovod.__version__,
         "frameworks": frameworks,
         "built": {name: flag(f"{name}_built") for name in ("mpi", "gloo", "nccl", "cuda", "rocm", "ddl", "ccl")},
+        "nccl_version": nccl_version_text(_call(hvd, "nccl_built")),
         "controller": "mpi" if flag("mpi_enabled") else "gloo" if flag("gloo_enabled") else None,
         "mpi_threads_supported": flag("mpi_threads_supported"),
         "layout": {name: _call(hvd, name) for name in ("local_size", "cross_rank", "cross_size")},
@@ -150,6 +151,15 @@ def _call(hvd: Any, name: str) -> int | None:
         return int(getattr(hvd, name)())
     except Exception:  # absent in this version, or not initialised
         return None
+
+
+def nccl_version_text(code: int | None) -> str | None:
+    """NCCL's version code as Horovod reports it (``hvd.nccl_built()``: NCCL_VERSION_CODE, 0 without NCCL) in
+    words: 22809 is 2.28.9 (major x 10000 + minor x 100 + patch since NCCL 2.9), 2708 is 2.7.8 (x 1000 before)."""
+    if not code or code < 0:
+        return None
+    major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
 
 
 def error_line(exc: BaseException) -> str:

@@ -92,8 +92,20 @@ def math_settings(flags: argparse.Namespace, device: torch.device) -> dict[str, 
     if device.type != "cuda":
         return None
     torch.backends.cudnn.benchmark = bool(flags.cudnn_autotune)
-    return {"cudnn_autotune": torch.backends.cudnn.benchmark, "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-            "tf32_convolution": torch.backends.cudnn.allow_tf32,
+    return {"cudnn_autotune": torch.backends.cudnn.benchmark, **tf32_settings()}
+
+
+def tf32_settings() -> dict[str, Any]:
+    """Whether fp32 matrix products and convolutions may run as TF32, read so that it never raises: PyTorch 2.9
+    and newer keep it as ``fp32_precision`` ("tf32", "ieee"; "none" where nothing asked for TF32), and their
+    legacy ``allow_tf32`` getters raise once anything has set the new API; older releases have only the legacy
+    flags. ``fp32_precision`` records the new API's own words where it exists."""
+    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv if hasattr(torch.backends.cudnn, "conv") else None
+    if hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision"):
+        said = {"matmul": str(matmul.fp32_precision), "convolution": str(conv.fp32_precision)}
+        return {"tf32_matmul": said["matmul"] == "tf32", "tf32_convolution": said["convolution"] == "tf32",
+                "fp32_precision": said}
+    return {"tf32_matmul": bool(matmul.allow_tf32), "tf32_convolution": bool(torch.backends.cudnn.allow_tf32),
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 

@@ -58,6 +58,8 @@ class GpuState:
     mig: bool = False
     ecc_uncorrected: int = 0
     retired_pages: int = 0
+    nvlink_kib_per_sample: int = 0  # NVLink payload each link moves between two telemetry samples, each way
+    nvlink_samples: int = 0
 
 
 @dataclass
@@ -82,6 +84,8 @@ class StandInNvml:
     NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
+    NVML_SUCCESS = 0
+    NVML_ERROR_NOT_SUPPORTED = 3
 
     def __post_init__(self) -> None:
         count = len(self.topo.gpus)
@@ -246,3 +250,20 @@ class StandInNvml:
 
     def nvmlDeviceGetRetiredPages(self, handle: int, cause: int) -> list[int]:
         return list(range(self.states[handle].retired_pages))
+
+    def nvmlDeviceGetFieldValues(self, handle: int, fields: list[tuple[int, int]]) -> list[Any]:
+        """The NVLink link count (field 91, an unsigned int) and each link's payload counters (138 sent, 139
+        received, KiB, unsigned long long, growing by ``nvlink_kib_per_sample`` at every call); any other field,
+        or a link the GPU lacks, answers NOT_SUPPORTED in its own value, as NVML does."""
+        state, links = self.states[handle], len(self.links[handle])
+        state.nvlink_samples += 1
+        out = []
+        for field_id, scope in fields:
+            if field_id == 91:
+                out.append(SimpleNamespace(nvmlReturn=0, valueType=1, value=SimpleNamespace(uiVal=links)))
+            elif field_id in (138, 139) and 0 <= scope < links:
+                kib = state.nvlink_samples * state.nvlink_kib_per_sample
+                out.append(SimpleNamespace(nvmlReturn=0, valueType=3, value=SimpleNamespace(ullVal=kib)))
+            else:
+                out.append(SimpleNamespace(nvmlReturn=self.NVML_ERROR_NOT_SUPPORTED, valueType=0, value=None))
+        return out

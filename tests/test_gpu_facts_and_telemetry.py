@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from conftest import REPO
@@ -189,3 +190,56 @@ def test_the_tuning_column_keeps_what_tunes_the_exchange_and_not_the_launchers_p
                  "I_MPI_INFO_BRAND": "Intel(R) Xeon(R)", "I_MPI_PIN_MAPPING": "1:0 0", "I_MPI_HYDRA_TOPOLIB": "ipl2"}
     assert tuning(variables) == ("FI_PROVIDER=tcp; I_MPI_FABRICS=shm:ofi; MPIR_CVAR_CH4_NETMOD=ucx; NCCL_ALGO=Ring; "
                                  "OMPI_MCA_btl_tcp_if_include=eth1; OMPI_MCA_pml=ob1")
+
+
+def test_nvlink_payload_is_sampled_from_nvml_field_values_where_the_gpu_has_nvlink() -> None:
+    from nvml_standin import StandInNvml
+
+    from hvdbench.suite.core.topology import parse_topo_text
+
+    fixtures = REPO / "tests" / "fixtures" / "topology"
+    hgx = StandInNvml(parse_topo_text((fixtures / "hgx-a100-nv12-mlx5.txt").read_text()))
+    hgx.states[0].nvlink_kib_per_sample = 1000
+    nvml = Nvml(hgx)
+    first, second = nvml.sample(0), nvml.sample(0)
+    assert nvml.nvlink_links(0) == 12
+    assert second["nvlink_tx_kib"] - first["nvlink_tx_kib"] == 12 * 1000  # every link's counter, summed
+    assert second["nvlink_rx_kib"] == second["nvlink_tx_kib"]
+    pcie = Nvml(StandInNvml(parse_topo_text((fixtures / "pcie-8gpu-pix-phb-sys.txt").read_text())))
+    assert pcie.sample(0)["nvlink_tx_kib"] is None and pcie.nvlink_links(0) == 0  # no NVLink: null, not 0
+    assert Nvml(H100Nvml()).sample("h")["nvlink_tx_kib"] is None  # an NVML without field values: null
+
+
+def test_nvlink_rate_in_the_run_details_comes_from_the_counters_difference() -> None:
+    import pandas as pd
+
+    from hvdbench.analysis.details import _counter_rate
+
+    samples = pd.DataFrame({"rank": [0, 0, 0, 1, 1], "t_s": [0.0, 1.0, 2.0, 0.0, 4.0],
+                            "nvlink_tx_kib": [0.0, 1e6, 2e6, 5.0, 5.0 + 4e6], "nvlink_rx_kib": [0.0, 1e6, 2e6, 0, 0]})
+    assert _counter_rate(samples, ("nvlink_tx_kib", "nvlink_rx_kib"), 1024 / 1e9) == pytest.approx(
+        (4e6 * 1024 / 1e9 / 2 + 4e6 * 1024 / 1e9 / 4) / 2)
+    assert np.isnan(_counter_rate(samples.iloc[:1], ("nvlink_tx_kib", "nvlink_rx_kib"), 1.0))
+
+
+@pytest.mark.parametrize("code, text", [(22809, "2.28.9"), (21805, "2.18.5"), (2708, "2.7.8"), (0, None),
+                                        (None, None)])
+def test_horovods_own_nccl_version_is_read_from_its_version_code(code: int | None, text: str | None) -> None:
+    from hvdbench.suite.harness import nccl_version_text
+
+    assert nccl_version_text(code) == text
+
+
+@pytest.mark.slow  # a fresh interpreter per case: PyTorch's TF32 switches are process-wide
+@pytest.mark.parametrize("before, matmul, conv", [
+    ("", False, True),  # PyTorch's defaults: TF32 convolutions, IEEE matrix products
+    ("torch.backends.cuda.matmul.fp32_precision = 'tf32'", True, True),  # the new API: the legacy getter raises
+    ("torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = False", True, False),
+])
+def test_tf32_settings_are_read_without_raising_whichever_api_set_them(before: str, matmul: bool, conv: bool) -> None:
+    code = (f"import json, torch; {before}\nfrom hvdbench.suite.pytorch import tf32_settings\n"
+            "print(json.dumps(tf32_settings()))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    found = __import__("json").loads(proc.stdout.splitlines()[-1])
+    assert (found["tf32_matmul"], found["tf32_convolution"]) == (matmul, conv)

@@ -23,6 +23,13 @@ CLOCK_EVENTS = {
 }
 
 
+# NVML field ids (nvml.h's NVML_FI_DEV_*; stable across drivers) and the c_nvmlValue_t member of each value type
+NVLINK_LINK_COUNT = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
+NVLINK_DATA_TX = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: KiB of payload sent on one link (scope: the link)
+NVLINK_DATA_RX = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+_FIELD_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
 def clock_event_names(mask: int) -> list[str]:
     """The named reasons set in an NVML clock-event (throttle) bit mask."""
     return [name for bit, name in CLOCK_EVENTS.items() if mask & bit]
@@ -34,6 +41,7 @@ class Nvml:
     def __init__(self, module: Any = None) -> None:
         self.nv: Any = None
         self.reason: str | None = None
+        self._links: dict[str, int] = {}  # NVLinks per GPU, by bus id
         try:
             if module is None:
                 import pynvml as module  # noqa: N813
@@ -47,6 +55,40 @@ class Nvml:
     @property
     def available(self) -> bool:
         return self.nv is not None
+
+    def field_values(self, handle: Any, fields: list[tuple[int, int]]) -> list[int | float | None]:
+        """NVML field values (``nvmlDeviceGetFieldValues``), one per (field id, scope id): the number, or None
+        where this GPU or driver does not have the field (or NVML has no such call)."""
+        values = self.query("nvmlDeviceGetFieldValues", handle, fields)
+        if values is None:
+            return [None] * len(fields)
+        out: list[int | float | None] = []
+        for value in values:
+            member = _FIELD_MEMBERS.get(getattr(value, "valueType", None))
+            ok = getattr(value, "nvmlReturn", 1) == 0 and member is not None
+            out.append(getattr(value.value, member, None) if ok else None)  # type: ignore[arg-type]
+        return out
+
+    def nvlink_links(self, handle: Any) -> int:
+        """How many NVLinks the GPU has (NVML's link-count field, asked once per GPU); 0 without NVLink."""
+        key = self.bus_id(handle) or str(handle)
+        if key not in self._links:
+            count = self.field_values(handle, [(NVLINK_LINK_COUNT, 0)])[0]
+            self._links[key] = int(count) if isinstance(count, (int, float)) and 0 < count <= 64 else 0
+        return self._links[key]
+
+    def nvlink_counters(self, handle: Any) -> dict[str, int | None]:
+        """NVLink data sent and received since the driver loaded, KiB summed over the GPU's links (NVML's
+        NVLINK_THROUGHPUT_DATA_TX/RX field values, payload without protocol overhead); None where the GPU has
+        no NVLink or the driver no such field. Rates come from two samples' difference (as energy's)."""
+        links = self.nvlink_links(handle)
+        if not links:
+            return {"nvlink_tx_kib": None, "nvlink_rx_kib": None}
+        fields = [(field, link) for field in (NVLINK_DATA_TX, NVLINK_DATA_RX) for link in range(links)]
+        values = self.field_values(handle, fields)
+        tx, rx = values[:links], values[links:]
+        return {"nvlink_tx_kib": None if None in tx else int(sum(tx)),  # type: ignore[arg-type]
+                "nvlink_rx_kib": None if None in rx else int(sum(rx))}  # type: ignore[arg-type]
 
     def query(self, name: str, *args: Any) -> Any:
         """One NVML query; None where this GPU or driver does not support it."""
@@ -134,6 +176,7 @@ class Nvml:
             "pcie_gen": self.query("nvmlDeviceGetCurrPcieLinkGeneration", handle),
             "pcie_width": self.query("nvmlDeviceGetCurrPcieLinkWidth", handle),
             "clock_events": None if events is None else clock_event_names(int(events)),
+            **self.nvlink_counters(handle),
         }
 
 

@@ -100,6 +100,10 @@ TELEMETRY = (
     Field("pcie_width", "int", "current PCIe link width", "float64"),
     Field("clock_events", "list", "clock-event (throttle) reasons set now, by name; a column of names joined by ,",
           "string"),
+    Field("nvlink_tx_kib", "int", "NVLink payload sent since the driver loaded, KiB summed over the GPU's links (NVML "
+                              "field NVLINK_THROUGHPUT_DATA_TX); null without NVLink", "float64"),
+    Field("nvlink_rx_kib", "int", "NVLink payload received since the driver loaded, KiB over all links (DATA_RX)",
+          "float64"),
     Field("process_cpu_pct", "float", "this process's CPU use since the last sample (% of one core)", "float64"),
     Field("rss_bytes", "int", "this process's resident memory", "float64"),
     Field("note", "str", "once, on the first sample: why GPU telemetry is off"),
@@ -125,13 +129,14 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("tensorflow", "dict", "TensorFlow only: dtype policy, image layout, XLA"),
         Field("math", "dict", "on a GPU: cudnn_autotune (cuDNN timed its convolution algorithms and kept the fastest), "
                               "tf32_matmul and tf32_convolution (fp32 products allowed to run as TF32 on tensor "
-                              "cores); null on the CPU"),
+                              "cores), PyTorch's own fp32_precision words where it has them; null on the CPU"),
         Field("device", "dict", "the framework's view of the device: type, name, capability, bus id, versions"),
         Field("nvml", "dict", "driver and CUDA driver versions, or why NVML is absent"),
         Field("gpu", "dict", "NVML facts of this rank's GPU (GPU_FACTS), null on the CPU"),
         Field("gpu_choice", "dict", "the GPU this rank was given and why (suite/core/gpu_choice.py): cuda_index, physical "
                                     "id, how, CUDA_VISIBLE_DEVICES, SLURM's grant, placement; or the problem"),
-        Field("horovod", "dict", "Horovod version, build, controller, rank layout"),
+        Field("horovod", "dict", "Horovod version, build, controller, rank layout, the NCCL version it was built "
+                                 "with (nccl_version; the framework's own is device.nccl)"),
         Field("pid", "int", "process id"),
         Field("os", "str", "platform string"),
         Field("cpu_model", "str", "CPU model name"),
@@ -274,6 +279,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("cuda", "env", ("device", "cuda"), "string", "the CUDA the framework was built with"),
     RunColumn("cudnn", "env", ("device", "cudnn"), "Int64", "the cuDNN version PyTorch loaded"),
     RunColumn("nccl", "env", ("device", "nccl"), "string", "the NCCL version PyTorch loaded"),
+    RunColumn("horovod_nccl", "env", ("horovod", "nccl_version"), "string",
+              "the NCCL version Horovod was built with (hvd.nccl_built()), which its GPU collectives use"),
     RunColumn("torch", "env", ("device", "torch"), "string", "PyTorch's version"),
     RunColumn("tensorflow", "env", ("device", "tensorflow"), "string", "TensorFlow's version"),
     RunColumn("horovod_version", "env", ("horovod", "version"), "string", "Horovod's version"),
