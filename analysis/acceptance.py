@@ -11,8 +11,7 @@ where no run matches (with the nearest that exist). Exit status: 0 all pass, 1 a
 from __future__ import annotations
 
 import math
-import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,6 +22,7 @@ from hvdbench.suite.core.collective_ops import OPS, bus_factor, slowest_per_iter
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.flags import byte_size
 from hvdbench.suite.core.metrics import percentile_interval
+from hvdbench.suite.core.validate import inert, read_toml
 
 from .collect import Collection
 from .comm import iteration_times
@@ -41,13 +41,25 @@ METRICS: dict[str, tuple[str, str, bool]] = {
     "algbw": ("collectives", "algorithm bandwidth, GB/s", True),
     "screen_relative": ("screening", "each GPU or node against the fleet's median", True),
 }
-TRAINING_KEYS = ("system", "framework", "benchmark", "model", "args", "launcher", "controller", "placement", "knobs",
-                 "precision", "batch_size", "independent", "channels_last", "compile", "data", "fp16_allreduce",
-                 "threads")
-COLLECTIVE_KEYS = ("system", "placement", "launcher", "controller", "op", "dtype", "bytes", "path")
-SCREENING_KEYS = ("system", "framework", "benchmark", "model", "level")
-KEYS = ("name", "metric", "min", "max", "gpus", "nodes", *dict.fromkeys(TRAINING_KEYS + COLLECTIVE_KEYS
-                                                                          + SCREENING_KEYS))
+# Each selector a criterion may give, with the type of its value (bool and int exact: 32.0 is no batch size) and
+# the metrics' tables it applies to. A selector that does not apply to its criterion's metric is refused.
+_TEXT, _WHOLE, _SWITCH = str, int, bool
+TRAINING_KEYS: dict[str, type] = {
+    "system": _TEXT, "framework": _TEXT, "benchmark": _TEXT, "model": _TEXT, "args": _TEXT, "launcher": _TEXT,
+    "controller": _TEXT, "placement": _TEXT, "knobs": _TEXT, "precision": _TEXT, "batch_size": _WHOLE,
+    "independent": _SWITCH, "channels_last": _SWITCH, "compile": _SWITCH, "data": _TEXT, "fp16_allreduce": _SWITCH,
+    "threads": _WHOLE}
+COLLECTIVE_KEYS: dict[str, type] = {"system": _TEXT, "placement": _TEXT, "launcher": _TEXT, "controller": _TEXT,
+                                    "op": _TEXT, "dtype": _TEXT, "bytes": _WHOLE, "path": _TEXT, "pattern": _TEXT}
+SCREENING_KEYS: dict[str, type] = {"system": _TEXT, "framework": _TEXT, "benchmark": _TEXT, "model": _TEXT,
+                                   "level": _TEXT}
+SELECTORS = {"scaling": TRAINING_KEYS, "details": TRAINING_KEYS, "collectives": COLLECTIVE_KEYS,
+             "screening": SCREENING_KEYS}
+SIZES = ("gpus", "nodes")  # of every table but screening's (each GPU or node of a screen is one unit)
+CHOICES = {"op": tuple(OPS), "dtype": ("fp32", "fp16", "bf16"), "level": ("gpu", "node"),
+           "pattern": ("isolated", "training")}
+KEYS = ("name", "metric", "min", "max", *SIZES, *dict.fromkeys([*TRAINING_KEYS, *COLLECTIVE_KEYS, *SCREENING_KEYS]))
+NOT_JUDGED = 4  # exit status: a verdict could not be reached (inconclusive, not measured); 2 is a usage error
 ACCEPTANCE_SCHEMA: dict[str, str] = {
     "criterion": "string", "metric": "string", "bound": "string", "threshold": "float64", "value": "float64",
     "low": "float64", "high": "float64", "verdict": "string", "why": "string", "runs": "string",
@@ -74,9 +86,9 @@ class Criterion:
 def load_criteria(path: Path) -> list[Criterion]:
     """The criteria of a TOML file; a malformed one is a UsageError in one line naming the file and entry."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable criteria file ({exc})") from None
+        data = read_toml(Path(path), "a criteria file")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     entries = data.get("criterion")
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         raise UsageError(f"{path}: expected [[criterion]] tables (name, metric, min or max, selectors)")
@@ -96,29 +108,54 @@ def _criterion(path: Path, index: int, entry: dict[str, Any]) -> Criterion:
     name, metric = entry.get("name"), entry.get("metric")
     if not isinstance(name, str) or not name.strip():
         raise UsageError(f"{where}: give it a name")
+    where = f"{where} ({name})"
     if metric not in METRICS:
-        raise UsageError(f"{where} ({name}): metric {metric!r} is unknown; valid: {', '.join(METRICS)}")
+        raise UsageError(f"{where}: metric {metric!r} is unknown; valid: {', '.join(METRICS)}")
     bounds = [b for b in ("min", "max") if b in entry]
     if len(bounds) != 1:
-        raise UsageError(f"{where} ({name}): give exactly one of min or max")
+        raise UsageError(f"{where}: give exactly one of min or max")
     threshold = entry[bounds[0]]
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
-        raise UsageError(f"{where} ({name}): {bounds[0]} must be a finite number, got {threshold!r}")
-    sizes = {key: entry.get(key) for key in ("gpus", "nodes")}
-    for key, value in sizes.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise UsageError(f"{where} ({name}): {key} must be a positive integer, got {value!r}")
-    selectors = {k: v for k, v in entry.items() if k not in ("name", "metric", "min", "max", "gpus", "nodes")}
+        raise UsageError(f"{where}: {bounds[0]} must be a finite number, got {threshold!r}")
+    if metric in FRACTIONS and not -1.0 <= threshold <= 2.0:
+        raise UsageError(f"{where}: {metric} is a fraction (0.8 is 80%), got {bounds[0]} = {threshold:g}")
+    table = METRICS[metric][0]
+    allowed = SELECTORS[table]
+    selectors = {k: v for k, v in entry.items() if k not in ("name", "metric", "min", "max", *SIZES)}
+    for key, value in {**selectors, **{k: entry[k] for k in SIZES if k in entry}}.items():
+        if key not in allowed and not (key in SIZES and table != "screening"):
+            valid = ", ".join([*allowed, *(SIZES if table != "screening" else ())])
+            raise UsageError(f"{where}: {key} does not select what metric {metric} reads (the {table} table); "
+                             f"its selectors: {valid}")
+        _check_value(where, key, value, int if key in SIZES else allowed[key])
     if "bytes" in selectors:
-        selectors["bytes"] = _bytes(selectors["bytes"], where, name)
-    return Criterion(name, metric, bounds[0], float(threshold), selectors, sizes["gpus"], sizes["nodes"])
+        selectors["bytes"] = _bytes(selectors["bytes"], where)
+    return Criterion(name, metric, bounds[0], float(threshold), selectors, entry.get("gpus"), entry.get("nodes"))
 
 
-def _bytes(value: Any, where: str, name: str) -> int:
+FRACTIONS = ("efficiency", "comm_cost", "screen_relative")  # written as fractions (0.8), as the tables hold them
+
+
+def _check_value(where: str, key: str, value: Any, kind: type) -> None:
+    """A selector's value of its type: text, a whole number (no 32.0, no "32"), true or false; one of the
+    choices where it has them; a size also as text (1G)."""
+    if key == "bytes" and isinstance(value, str):
+        return  # a size such as 1G: _bytes reads it
+    ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+    if kind is int and ok and (value < 1 if key in (*SIZES, "batch_size", "threads", "bytes") else False):
+        ok = False
+    if not ok:
+        said = {str: "text", int: "a whole number, 1 or more", bool: "true or false"}[kind]
+        raise UsageError(f"{where}: {key} must be {said}, got {value!r}")
+    if key in CHOICES and value not in CHOICES[key]:
+        raise UsageError(f"{where}: {key} {value!r} is not one of {', '.join(CHOICES[key])}")
+
+
+def _bytes(value: Any, where: str) -> int:
     try:
         return value if isinstance(value, int) and not isinstance(value, bool) else byte_size(str(value))
     except Exception:  # noqa: BLE001 - argparse's type error: one line below
-        raise UsageError(f"{where} ({name}): bytes must be a size such as 1G or 1073741824, got {value!r}") from None
+        raise UsageError(f"{where}: bytes must be a size such as 1G or 1073741824, got {value!r}") from None
 
 
 @dataclass
@@ -159,19 +196,25 @@ def verdict(criterion: Criterion, m: Measured) -> dict[str, Any]:
     return {**row, "verdict": "inconclusive", "why": more_needed(m, criterion.threshold)}
 
 
+MAX_ADVISED = 100  # times the measurement taken: beyond it, no practical amount of measurement decides it
+
+
 def more_needed(m: Measured, threshold: float) -> str:
     """How much more measurement would likely decide an interval that holds the threshold: the half-width
-    shrinks as 1/sqrt(n), so n must grow by (half-width / distance to the threshold)^2."""
+    shrinks as 1/sqrt(n), so n must grow by (half-width / distance to the threshold)^2; where that is more
+    than MAX_ADVISED times what was measured, the estimate sits too close to the threshold to advise."""
     distance, half = abs(m.value - threshold), (m.high - m.low) / 2
-    if distance == 0 or m.count < 1:
-        return "the estimate sits on the threshold: no amount of measurement decides it"
-    total = math.ceil(m.count * (half / distance) ** 2)
+    total = math.ceil(m.count * (half / distance) ** 2) if distance > 0 and m.count >= 1 else math.inf
+    if not math.isfinite(total) or total > MAX_ADVISED * max(m.count, 1):
+        return (f"the estimate sits within {distance / abs(threshold):.2%} of the threshold: no practical amount of "
+                "measurement decides it" if threshold else "the estimate sits on the threshold")
     return (f"the interval holds the threshold; about {max(total - m.count, 1):,} more {m.unit} "
             f"({total:,} in all) would likely decide it")
 
 
-def _select(table: pd.DataFrame, criterion: Criterion, keys: tuple[str, ...]) -> pd.DataFrame:
-    """The rows the criterion's selectors, gpus and nodes name (independent replicas only when asked)."""
+def _select(table: pd.DataFrame, criterion: Criterion, keys: dict[str, type]) -> pd.DataFrame:
+    """The rows the criterion's selectors, gpus and nodes name (independent replicas only when asked); every
+    selector was checked to apply to this table when the criteria were read."""
     picked = table
     selectors = {"independent": False, **criterion.selectors} if "independent" in table else criterion.selectors
     for key, value in selectors.items():
@@ -184,20 +227,29 @@ def _select(table: pd.DataFrame, criterion: Criterion, keys: tuple[str, ...]) ->
     return picked
 
 
-def _one(picked: pd.DataFrame, table: pd.DataFrame, criterion: Criterion, keys: tuple[str, ...]) -> pd.Series | str:
+def _nearest(table: pd.DataFrame, criterion: Criterion) -> str:
+    """Why no row matches, with the nearest rows that exist."""
+    near = table[table["benchmark"] == criterion.selectors["benchmark"]] if "benchmark" in criterion.selectors \
+        and "benchmark" in table else table
+    sizes = sorted({f"{r.get('model', r.get('op', ''))} at {r.get('np', '?')} GPU(s)" for _, r in near.head(50).iterrows()})
+    return "no run matches" + (f"; measured: {', '.join(sizes[:4])}" if sizes else "")
+
+
+def _refuse_several(picked: pd.DataFrame, criterion: Criterion, keys: list[str]) -> None:
+    """A UsageError naming the configurations a criterion matches where it matches more than one."""
+    differ = [k for k in keys if k in picked and picked[k].astype(str).nunique() > 1]
+    shown = "; ".join(", ".join(f"{k}={inert(r[k])}" for k in differ) for _, r in picked.head(4).iterrows())
+    raise UsageError(f"criterion {criterion.name!r} matches {len(picked)} configurations ({shown}): add a "
+                     f"selector ({', '.join(differ)}) to name one")
+
+
+def _one(picked: pd.DataFrame, table: pd.DataFrame, criterion: Criterion, keys: dict[str, type]) -> pd.Series | str:
     """The single row a criterion names, or why none (with the nearest rows that exist); several
     configurations are a UsageError asking for a narrower selector."""
     if picked.empty:
-        near = table[table["benchmark"] == criterion.selectors["benchmark"]] if "benchmark" in criterion.selectors \
-            and "benchmark" in table else table
-        sizes = sorted({f"{r.get('model', r.get('op', ''))} at {r.get('np', '?')} GPU(s)" for _, r in near.head(50).iterrows()})
-        return "no run matches" + (f"; measured: {', '.join(sizes[:4])}" if sizes else "")
+        return _nearest(table, criterion)
     if len(picked) > 1:
-        differ = [k for k in keys if k in picked and picked[k].astype(str).nunique() > 1] + \
-            [k for k in ("np", "nodes") if k in picked and picked[k].nunique() > 1]
-        shown = "; ".join(", ".join(f"{k}={r[k]}" for k in differ) for _, r in picked.head(4).iterrows())
-        raise UsageError(f"criterion {criterion.name!r} matches {len(picked)} configurations ({shown}): add a "
-                         f"selector ({', '.join(differ)}) to name one")
+        _refuse_several(picked, criterion, [*keys, "np", "nodes"])
     return picked.iloc[0]
 
 
@@ -240,25 +292,35 @@ def _why_missing(metric: str) -> str:
             "energy_per_sample": "no power telemetry in the timed window"}.get(metric, "not recorded")
 
 
+# what makes a collectives row one configuration: everything but the size and the run (repeats are one)
+COLLECTIVE_CONFIG = ["system", "placement", "np", "nodes", "launcher", "controller", "op", "backend", "path", "dtype",
+                     "pattern"]
+
+
 def _collective(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:
+    """A bandwidth criterion judged on exactly the runs of the one configuration it names (every repeat of
+    it, and nothing else: not another launcher's, controller's, node count's or pattern's runs), at the size it
+    names or, where it names none, the largest that configuration measured."""
     table = tables.get("collectives", pd.DataFrame())
     if table.empty:
         return "no collectives run in the results"
     selectors = {"op": "allreduce", "dtype": "fp32", **criterion.selectors}
-    picked = _select(table, Criterion(criterion.name, criterion.metric, criterion.bound, criterion.threshold,
-                                      selectors, criterion.gpus, criterion.nodes), COLLECTIVE_KEYS)
-    if "bytes" not in criterion.selectors and len(picked):
+    picked = _select(table, replace(criterion, selectors=selectors), COLLECTIVE_KEYS)
+    if picked.empty:
+        return _nearest(table, criterion)
+    configurations = picked.drop_duplicates(COLLECTIVE_CONFIG)
+    if len(configurations) > 1:
+        _refuse_several(configurations, criterion, COLLECTIVE_CONFIG)
+    if "bytes" not in criterion.selectors:
         picked = picked[picked["bytes"] == picked["bytes"].max()]  # the largest message measured
-    row = _one(picked, table, criterion, COLLECTIVE_KEYS)
-    if isinstance(row, str):
-        return row
-    runs = collection.runs[(collection.runs["system"] == row["system"]) & (collection.runs["np"] == row["np"])
-                           & (collection.runs["placement"] == row["placement"])]["run_id"]
+    row = picked.iloc[0]
+    runs = sorted(set(picked["run_id"]))
     comm = collection.comm
     case = comm[comm["run_id"].isin(runs) & (comm["op"] == row["op"]) & (comm["dtype"] == row["dtype"])
-                & (comm["bytes"] == row["bytes"]) & (comm["backend"] == ("horovod" if "Horovod" in str(row["path"])
-                                                                         else "mpi"))]
-    times = slowest_per_iteration(iteration_times(case)) if len(case) else np.array([])
+                & (comm["bytes"] == row["bytes"]) & (comm["backend"] == row["backend"])
+                & (comm["pattern"] == row["pattern"])]
+    times = np.concatenate([slowest_per_iteration(iteration_times(one)) for _, one in case.groupby("run_id")]
+                           or [np.array([])])
     if len(times) < 2:
         return "too few timed iterations for an interval"
     rng = np.random.default_rng(0)
@@ -267,7 +329,7 @@ def _collective(criterion: Criterion, tables: dict[str, pd.DataFrame], collectio
     value = int(row["bytes"]) / float(times.mean()) / 1e9 * factor
     slow, fast = percentile_interval(means)
     return Measured(value, int(row["bytes"]) / fast / 1e9 * factor, int(row["bytes"]) / slow / 1e9 * factor,
-                    len(times), "timed iterations", ",".join(sorted(set(case["run_id"]))))
+                    len(times), "timed iterations", ",".join(runs))
 
 
 def _screening(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:
@@ -275,8 +337,7 @@ def _screening(criterion: Criterion, tables: dict[str, pd.DataFrame], collection
     table = tables.get("screening", pd.DataFrame())
     if table.empty:
         return "no screening runs in the results (hvdbench screen)"
-    picked = _select(table, Criterion(criterion.name, criterion.metric, criterion.bound, criterion.threshold,
-                                      {"level": "gpu", **criterion.selectors}, None, None), SCREENING_KEYS)
+    picked = _select(table, replace(criterion, selectors={"level": "gpu", **criterion.selectors}), SCREENING_KEYS)
     if picked.empty:
         return "no screened unit matches"
     lows, highs = picked["ci_low"] / picked["fleet_high"], picked["ci_high"] / picked["fleet_low"]
@@ -295,9 +356,10 @@ MEASURE: dict[str, Callable[[Criterion, dict[str, pd.DataFrame], Collection], Me
 
 
 def exit_status(table: pd.DataFrame) -> int:
-    """0 when every criterion passes, 1 when any fails, 2 when only inconclusive or unmeasured ones remain."""
+    """0 when every criterion passes, 1 when any fails, NOT_JUDGED (4) when only inconclusive or unmeasured
+    ones remain besides passes (2 stays a usage error's, as for every command)."""
     verdicts = set(table["verdict"])
-    return 0 if verdicts == {"pass"} else 1 if "fail" in verdicts else 2
+    return 0 if verdicts == {"pass"} else 1 if "fail" in verdicts else NOT_JUDGED
 
 
 def rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
@@ -323,7 +385,7 @@ def facts(collection: Collection) -> list[str]:
     env = collection.env
 
     def values(column: pd.Series) -> str:
-        found = sorted({str(v) for v in column.dropna() if str(v)})
+        found = sorted({inert(v) for v in column.dropna() if str(v)})
         return ", ".join(found[:6]) + (f" (+{len(found) - 6} more)" if len(found) > 6 else "") if found else "-"
 
     started = runs["started"].dropna()
@@ -340,12 +402,12 @@ def facts(collection: Collection) -> list[str]:
 def protocol(path: Path, table: pd.DataFrame, collection: Collection, today: str) -> str:
     """A short text a buyer can paste into an acceptance protocol: criteria, verdicts, the system's facts."""
     counts = table["verdict"].value_counts()
-    lines = [f"Acceptance against {path.name}, judged {today} by hvdbench accept",
+    lines = [f"Acceptance against {inert(path.name)}, judged {today} by hvdbench accept",
              "Verdicts: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "inconclusive",
                                                                           "not measured")), ""]
     for r in table.itertuples():
         measured = "not measured" if math.isnan(r.value) else \
             f"{r.value:,.4g} [{r.low:,.4g}, {r.high:,.4g}]" if not math.isnan(r.low) else f"{r.value:,.4g}"
-        lines.append(f"- {r.criterion}: {r.metric} {'≥' if r.bound == 'min' else '≤'} {r.threshold:,.4g}; "
-                     f"measured {measured}: {r.verdict.upper()} ({r.why})")
+        lines.append(f"- {inert(r.criterion)}: {r.metric} {'≥' if r.bound == 'min' else '≤'} {r.threshold:,.4g}; "
+                     f"measured {measured}: {r.verdict.upper()} ({inert(r.why)})")
     return "\n".join([*lines, "", "System as the runs recorded it:", *[f"- {f}" for f in facts(collection)], ""])

@@ -63,6 +63,11 @@ class Link:
         return float(np.exp(np.interp(math.log(nbytes), np.log(sizes), np.log(times))))
 
 
+# What any link between or within nodes does (a 100 Mbit/s link is 0.0125 GB/s, NVLink 4 is 900 GB/s per GPU):
+# a fit outside these says the curve measured something else (noise, a stalled rank, a clock), and a --link
+# outside them is a slip of units.
+PLAUSIBLE_GBS = (1e-4, 1e4)
+PLAUSIBLE_ALPHA_S = 0.1
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
@@ -78,8 +83,10 @@ def parse_link(text: str, software: Link | None = None) -> Link:
         gbs, lat = float(rate), float(latency) * UNITS[unit or "us"]
     except ValueError:
         raise UsageError(f"--link {text!r}: {rate!r} or {latency!r} is not a number") from None
-    if not (gbs > 0 and math.isfinite(gbs)) or not (lat >= 0 and math.isfinite(lat)):
-        raise UsageError(f"--link {text!r}: bandwidth must be > 0 GB/s and latency >= 0")
+    low, high = PLAUSIBLE_GBS
+    if not (low <= gbs <= high) or not (0 <= lat <= PLAUSIBLE_ALPHA_S):
+        raise UsageError(f"--link {text!r}: a link has {low:g} to {high:g} GB/s and a latency of 0 to "
+                         f"{PLAUSIBLE_ALPHA_S * 1e3:g} ms; got {gbs:g} GB/s and {lat * 1e6:g} µs")
     base = software.alpha_s if software else 0.0
     return Link(name, base + lat, 1.0 / (gbs * 1e9),
                 f"--link {name}: {gbs:g} GB/s per node, {lat * 1e6:g} µs + {base * 1e6:.1f} µs measured "
@@ -167,10 +174,6 @@ def fit_link(sizes: Sequence[float], times: Sequence[float], ranks: int, name: s
                 ranks, stream)
 
 
-# What any link between or within nodes does (a 100 Mbit/s link is 0.0125 GB/s, NVLink 4 is 900 GB/s per GPU):
-# a fit outside these says the curve measured something else (noise, a stalled rank, a clock).
-PLAUSIBLE_GBS = (1e-4, 1e4)
-PLAUSIBLE_ALPHA_S = 0.1
 MIN_SIZES = 3
 
 

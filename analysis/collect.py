@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -466,6 +467,22 @@ def _run_row(root: Path, run_dir: Path, run: _Run, recorded: RunStatus | None, l
     }
 
 
+def _copied_repeats(runs: list[dict[str, Any]], prints: list[str | None]) -> None:
+    """Repeats of one configuration whose step times are identical to the last digit (no two measurements are: a
+    folder copied under a new repeat number) are left out as inconsistent, naming the run they copy: they would
+    narrow the interval over repeats to nothing."""
+    first: dict[str, str] = {}
+    for row, fingerprint in sorted(zip(runs, prints), key=lambda pair: (pair[0]["repeat"], pair[0]["run_id"])):
+        if fingerprint is None or row["status"] != "ok":
+            continue
+        if fingerprint in first:
+            row["status"] = "inconsistent"
+            row["reason"] = (f"inconsistent: its step times are those of run {first[fingerprint]} to the last digit: "
+                             "a copy under another repeat number, not a measurement of its own")
+        else:
+            first[fingerprint] = row["run_id"]
+
+
 def collect(roots: Iterable[Path]) -> Collection:
     """Read every run under the roots: specs, rank logs, statuses. Never fails on a bad line."""
     roots = [Path(r) for r in roots]
@@ -478,9 +495,11 @@ def collect(roots: Iterable[Path]) -> Collection:
     specs, spec_errors = _read_specs(roots)
     logs_of = {run_dir: sorted(run_dir.glob("rank-*.jsonl")) for _, run_dir, _ in specs}
     read = iter(read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
+    prints: list[str | None] = []  # each run's step times, fingerprinted: a repeat copied from another is told
     for root, run_dir, spec in specs:
         run = _Run(spec, tables, skipped)
         logged = 0
+        steps_seen = hashlib.sha256(replace(spec, repeat=0).id.encode())
         for path in logs_of[run_dir]:
             log = next(read)
             run.check_ranks(path, log.ranks)
@@ -490,6 +509,7 @@ def collect(roots: Iterable[Path]) -> Collection:
             logged += 1
             if len(log.steps.get("step", ())):
                 step_parts.append((spec.id, log.steps))
+                steps_seen.update(np.ascontiguousarray(log.steps["duration"], dtype=float).tobytes())
             run.start = log.start
             for rec in log.others:
                 if rec.get("rank") == 0:
@@ -505,6 +525,8 @@ def collect(roots: Iterable[Path]) -> Collection:
             issues.append(FileIssue(str(run_dir / STATUS_FILE), 1, ["unreadable status.json: the run is judged by "
                                                                      "its rank logs"]))
         runs.append(_run_row(root, run_dir, run, recorded, logged))
+        prints.append(steps_seen.hexdigest() if run.timed_steps >= 2 else None)
+    _copied_repeats(runs, prints)
     steps = _steps_frame(step_parts)
     return Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
                       frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),

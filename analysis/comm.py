@@ -19,7 +19,7 @@ COMM_TABLE_SCHEMA: dict[str, str] = {
     "system": "string", "placement": "string", "np": "int64", "nodes": "int64", "launcher": "string",
     "controller": "string", "op": "string", "backend": "string", "path": "string", "dtype": "string", "bytes": "int64",
     "time_mean_us": "float64", "time_min_us": "float64", "algbw_gbs": "float64", "busbw_gbs": "float64",
-    "busbw_peak_gbs": "float64", "link_gbs": "float64", "link": "string",
+    "busbw_peak_gbs": "float64", "link_gbs": "float64", "link": "string", "pattern": "string", "run_id": "string",
 }
 RATIO_BYTES = 64 * 2**20
 PATTERN_PATH = ", training pattern of "  # a training-pattern curve's path: "Horovod (mpi), training pattern of ..."
@@ -31,7 +31,8 @@ def iteration_times(case: pd.DataFrame) -> np.ndarray:
 
 
 def comm_table(collection: Collection) -> pd.DataFrame:
-    """One row per run and case: per iteration the slowest rank's time; mean and min over iterations."""
+    """One row per run and case: per iteration the slowest rank's time; mean and min over iterations; the run
+    and its pattern (isolated calls, or a training run's) kept with each row."""
     rows: list[dict[str, Any]] = []
     runs = collection.runs.set_index("run_id")
     pcie = collection.env.groupby("run_id")[["pcie_max_gen", "pcie_max_width"]].min() if len(collection.env) else None
@@ -50,7 +51,7 @@ def comm_table(collection: Collection) -> pd.DataFrame:
         rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS[:4], case)), "path": path,
                      "time_mean_us": s["time_mean_s"] * 1e6, "time_min_us": s["time_min_s"] * 1e6,
                      "algbw_gbs": s["algbw_gbs"], "busbw_gbs": s["busbw_gbs"], "busbw_peak_gbs": s["busbw_peak_gbs"],
-                     "link_gbs": link[0], "link": link[1]})
+                     "link_gbs": link[0], "link": link[1], "pattern": pattern, "run_id": run_id})
     return pd.DataFrame(rows, columns=list(COMM_TABLE_SCHEMA)).astype(COMM_TABLE_SCHEMA)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from hvdbench.suite.core.validate import spreadsheet_safe
+from hvdbench.suite.core.validate import inert, spreadsheet_safe
 
 
 @dataclass
@@ -37,24 +37,24 @@ class Report:
 
 
 def csv_safe(table: pd.DataFrame) -> pd.DataFrame:
-    """A table for CSV: its text cells that a spreadsheet would run as a formula neutralised (Parquet keeps
-    them as they are)."""
+    """A table for CSV: its text cells made inert (control characters as escapes) and those a spreadsheet
+    would run as a formula neutralised (Parquet keeps them as they are)."""
     out = table.copy()
     for column in out.columns:
         if out[column].dtype == object or isinstance(out[column].dtype, pd.StringDtype):
-            out[column] = out[column].map(lambda v: spreadsheet_safe(v) if isinstance(v, str) else v)
+            out[column] = out[column].map(lambda v: spreadsheet_safe(inert(v)) if isinstance(v, str) else v)
     return out
 
 
 def md_text(text: object) -> str:
-    """Text from logs made inert in Markdown: HTML (``<script>``, ``<img onerror>``) as entities, pipes
-    escaped, one line."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+    """Text from logs made inert in Markdown: one line, control characters as escapes (``inert``), HTML
+    (``<script>``, ``<img onerror>``) as entities, pipes escaped."""
+    return html.escape(inert(text), quote=False).replace("|", "\\|")
 
 
 def md_code(text: object) -> str:
     """Text as a Markdown code span, fenced with more backticks than it holds (nothing inside is rendered)."""
-    value = str(text).replace("\n", " ")
+    value = inert(text)
     fence = "`" * (1 + max((len(r) for r in re.findall(r"`+", value)), default=0))
     pad = " " if value.startswith("`") or value.endswith("`") else ""
     return f"{fence}{pad}{value}{pad}{fence}"
@@ -69,7 +69,9 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def text_table(header: list[str], rows: list[list[str]]) -> str:
-    """Aligned plain-text table for the terminal."""
+    """Aligned plain-text table for the terminal; every cell one line, made inert (a newline from a run's
+    files would otherwise start a forged row)."""
+    header, rows = [inert(x) for x in header], [[inert(x) for x in row] for row in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     fmt = "  ".join(f"{{:>{w}}}" for w in widths)
     return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths))]

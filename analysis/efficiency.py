@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -15,12 +14,14 @@ from typing import Any, Iterable
 import pandas as pd
 
 from hvdbench.suite.core.errors import ReportError
+from hvdbench.suite.core.validate import read_toml
 
 BUILTIN = Path(__file__).with_name("peaks.toml")
 PRECISION_COLUMN = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "amp": "fp16", "mixed_float16": "fp16",
                     "bf16": "bf16", "mixed_bfloat16": "bf16"}
 COLUMNS = ("fp32", "tf32", "fp16", "bf16")
 MAX_TFLOPS = 100_000.0  # far above any accelerator's dense peak: a larger figure is a unit slip
+MIN_TFLOPS = 0.001  # one GFLOP/s, below any device worth a peak: a smaller figure is a unit slip too
 NVLINK_GBS_PER_LINK = 25.0  # per direction; NVLink 2, 3 and 4 alike (V100, A100, H100)
 PCIE_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}  # per direction, after encoding
 
@@ -42,9 +43,9 @@ def load_peaks(extra: Path | None = None) -> list[Peak]:
     peaks: list[Peak] = []
     for path in files:
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ReportError(f"{path}: not a readable peak table ({exc})") from None
+            data = read_toml(path, "a peak table")
+        except ValueError as exc:
+            raise ReportError(str(exc)) from None
         devices = data.get("device")
         if not isinstance(devices, list) or not devices:
             raise ReportError(f"{path}: expected [[device]] tables (name, match, source, TFLOP/s per precision), "
@@ -77,6 +78,9 @@ def _peak(path: Path, index: int, entry: Any) -> Peak:
         if value > MAX_TFLOPS:
             raise ReportError(f"{where}: {column} {value:g} TFLOP/s is beyond any device (at most {MAX_TFLOPS:g}); "
                               "peaks are in TFLOP/s, not FLOP/s")
+        if value < MIN_TFLOPS:
+            raise ReportError(f"{where}: {column} {value:g} TFLOP/s is below any device (at least {MIN_TFLOPS:g}); "
+                              "peaks are in TFLOP/s, not PFLOP/s")
         tflops[column] = float(value)
     return Peak(entry["name"], tuple(m.lower() for m in match), tflops, str(entry.get("source", "")))
 

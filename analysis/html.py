@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import html
 
+from hvdbench.suite.core.validate import inert
+
 from .document import Report, Section
+
+
+def _h(text: object) -> str:
+    """Text from runs or files, inert (one line, control characters as escapes) and HTML-escaped."""
+    return html.escape(inert(text))
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 110em; padding: 0 1.5em; color: #222; }
@@ -46,7 +53,7 @@ def _cell(tag: str, value: str, index: int, section: Section) -> str:
     if tag == "td" and len(value) > 40:
         classes.append("text")  # long prose (evidence, reasons) wraps instead of widening the table
     attr = f' class="{" ".join(classes)}"' if classes else ""
-    return f"<{tag}{attr}>{html.escape(str(value))}</{tag}>"
+    return f"<{tag}{attr}>{_h(value)}</{tag}>"
 
 
 def _table(section: Section) -> str:
@@ -63,14 +70,14 @@ def render_html(report: Report) -> str:
              "<title>hvdbench scaling report</title>", f"<style>{STYLE}</style>", f"<script>{CHECK}</script>",
              "</head><body>", "<h1>hvdbench scaling report</h1>",
              '<input type="checkbox" id="every-column"> <label for="every-column">show every column</label>',
-             "<main>", f"<p>{html.escape(report.intro)}</p>"]
+             "<main>", f"<p>{_h(report.intro)}</p>"]
     for section in report.sections:
-        title = html.escape(section.title)
+        title = _h(section.title)
         parts.append(f"<h2><code>{title}</code></h2>" if section.code else f"<h2>{title}</h2>")
         if section.text:
-            parts.append(f"<p>{html.escape(section.text)}</p>")
+            parts.append(f"<p>{_h(section.text)}</p>")
         if section.lines:
-            parts.append('<ul class="summary">' + "".join(f"<li>{html.escape(line.strip())}</li>"
+            parts.append('<ul class="summary">' + "".join(f"<li>{_h(line.strip())}</li>"
                                                           for line in section.lines) + "</ul>")
         if section.header:
             parts.append(_table(section))
@@ -78,6 +85,6 @@ def render_html(report: Report) -> str:
         parts.append("<h2>Plots</h2>")
     for title, svg in report.plots.items():
         # matplotlib writes the SVG; text inside it comes from logs, which matplotlib escapes as XML
-        parts.append(f'<figure class="plot"><figcaption>{html.escape(title)}</figcaption>{svg}</figure>')
+        parts.append(f'<figure class="plot"><figcaption>{_h(title)}</figcaption>{svg}</figure>')
     parts.append("</main></body></html>")
     return "\n".join(parts)

@@ -16,11 +16,13 @@ from hvdbench.suite.core.errors import ReportError
 
 from .allreduce_model import Link, parse_link, step_allreduce
 from .collect import Collection, collect
+from hvdbench.suite.core.validate import inert
+
 from .document import Section, csv_safe, section_markdown, text_table
 from .projection_inputs import (DRAWS, Measured, FittedWorkload, allreduce_curves, other_curve, pick_curve,
                                 workload_inputs)
 from .scaling import run_stats_table, scaling_table
-from .target import Target
+from .target import MAX_GPUS_PER_NODE, Target
 from .stats import percentile_interval
 
 WITHIN = "within a node"
@@ -33,7 +35,7 @@ PROJECTION_SCHEMA: dict[str, str] = {
     "overlap": "float64", **{f"{name}{end}": "float64" for name in ("throughput", "speedup", "efficiency")
                              for end in ("", "_low", "_high")},
     "measured_step_ms": "float64", "measured_throughput": "float64", "error_pct": "float64",
-    "extrapolated_x": "float64",
+    "extrapolated_x": "float64", "compute_on": "string", "measured_gpus_per_node": "int64",
 }
 # Beyond 65,536 nodes no system exists to check a projection against; asked for more is refused.
 MAX_NODES = 65536
@@ -104,6 +106,7 @@ def _row(w: FittedWorkload, link: str, algorithm: str, nodes: int, per_node: int
     cells = {"throughput": (thr, thr_draws), "speedup": (speedup, speed_draws),
              "efficiency": (speedup / ranks, speed_draws / ranks)}
     out: dict[str, Any] = {
+        "compute_on": w.device, "measured_gpus_per_node": w.measured_per_node,
         "system": w.key["system"], "workload": w.label, "unit": w.unit, "link": link, "algorithm": algorithm,
         "nodes": nodes, "gpus_per_node": per_node, "np": ranks, "exchange_ms": exchange * 1e3, "step_ms": step * 1e3,
         **dict(zip(("step_low_ms", "step_high_ms"), (v * 1e3 for v in percentile_interval(steps)))),
@@ -139,16 +142,18 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
         raise ReportError(f"--nodes {','.join(map(str, below))}: below the {smallest} node(s) the runs were measured "
                           "on; the report has what was measured")
     check_nodes(nodes)
+    if gpus_per_node is not None and gpus_per_node > MAX_GPUS_PER_NODE:
+        raise ReportError(f"--gpus-per-node {gpus_per_node:,}: no node holds more than {MAX_GPUS_PER_NODE:,} GPUs")
     names = [parse_link(text).name for text in links]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise ReportError(f"--link {', '.join(twice)} given twice: each link needs its own name")
-    workloads = workload_inputs(collection, scaling, stats.attrs.get("draws", {}))
+    workloads = workload_inputs(collection, scaling, stats.attrs.get("draws", {}), gpus_per_node)
     curves = allreduce_curves(collection)
     rows, link_rows, overlap, overlap_draws = [], [], {}, {}
     fits: dict[str, tuple[Link, list[Link]]] = {}  # each curve fitted once, whichever workloads use it
     for w in workloads:
-        per_node = gpus_per_node or max([m.np for m in w.measured if m.nodes == 1] or [1])
+        per_node = w.per_node
         fitted, inter_curve = _fitted_links(w, per_node, nodes, bool(links), curves, fits, link_rows)
         given = (overlaps or {}).get(w.label)
         phi, phi_draws, how = given if given else _fit_overlap(w, fitted["intra"], fitted["inter"])
@@ -293,9 +298,11 @@ def efficiency_holds(table: pd.DataFrame, below: float) -> list[str]:
                                                                           "efficiency_high")]
         point, pessimistic, optimistic = (f"{n:,} node(s)" if n else "not even 2 nodes" for n in ends)
         never = ends[0] == int(group["nodes"].max())
+        unknown = group[["efficiency_low", "efficiency_high"]].isna().any().any()
         lines.append(f"{workload} on {link} ({algorithm}): efficiency stays at or above {below:g}% "
                      + (f"through all {ends[0]:,} nodes projected" if never else f"up to {point}")
-                     + f" (95% interval: up to {pessimistic} to {optimistic})")
+                     + (" (95% interval: not computed: too few steady steps in a measurement it rests on)" if unknown
+                        else f" (95% interval: up to {pessimistic} to {optimistic})"))
     return lines
 
 
@@ -310,20 +317,32 @@ def _last_holding(group: pd.DataFrame, column: str, floor: float) -> int:
 
 
 def _interval(value: float, low: float, high: float, fmt: str) -> str:
+    if pd.isna(low) or pd.isna(high):
+        return f"{value:{fmt}} [n/a: too few steps]"
     return f"{value:{fmt}} [{low:{fmt}}-{high:{fmt}}]"
 
 
-def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """The headline columns of the projection, as text cells."""
+def _beyond(r: Any) -> str:
+    """What a row projects beyond what its workload's runs measured: more nodes, more GPUs per node."""
+    said = [] if pd.isna(r.extrapolated_x) else [f"extrapolated ×{r.extrapolated_x:g}"]
+    if r.gpus_per_node > r.measured_gpus_per_node:
+        said.append(f"{r.gpus_per_node} GPUs per node (measured {r.measured_gpus_per_node})")
+    return "; ".join(said)
+
+
+def table_rows(table: pd.DataFrame, other_hardware: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The headline columns of the projection, as text cells; onto ``other_hardware`` (a target), each row's
+    workload says what its compute was measured on."""
     header = ["workload", "link", "algorithm", "nodes", "GPUs", "throughput [95%]", "speedup", "efficiency [95%]",
               "step ms (overlapped-serial)", "measured step ms", "error", "beyond measured"]
-    rows = [[r.workload, r.link, r.algorithm, str(r.nodes), str(r.np),
+    rows = [[f"{r.workload} (compute measured on {r.compute_on})" if other_hardware else r.workload, r.link,
+             r.algorithm, str(r.nodes), str(r.np),
              _interval(r.throughput, r.throughput_low, r.throughput_high, ",.1f"), f"{r.speedup:.2f}",
              _interval(r.efficiency * 100, r.efficiency_low * 100, r.efficiency_high * 100, ".0f") + "%",
              f"{r.step_ms:.1f} ({r.step_overlapped_ms:.1f}-{r.step_serial_ms:.1f})",
              "" if pd.isna(r.measured_step_ms) else f"{r.measured_step_ms:.1f}",
              "" if pd.isna(r.error_pct) else f"{r.error_pct:+.1f}%",
-             "" if pd.isna(r.extrapolated_x) else f"extrapolated ×{r.extrapolated_x:g}"] for r in table.itertuples()]
+             _beyond(r)] for r in table.itertuples()]
     return header, rows
 
 
@@ -378,10 +397,11 @@ def plot_projection(table: pd.DataFrame) -> str | None:
 def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | None = None,
                      gpus_per_node: int | None = None, links: Sequence[str] = (),
                      algorithms: Sequence[str] = ("ring", "hierarchical"), warmup: int | None = None,
-                     target: Target | None = None) -> tuple[str, dict[str, Path]]:
+                     target: Target | None = None, keep_measured_compute: bool = False) -> tuple[str, dict[str, Path]]:
     """Project, then write projection.md (a report section), projection.csv, links.csv and projection.svg;
     returns the text printed and the paths. A ``target`` gives the node counts, GPUs per node, the bus
-    within a node and the link between nodes, unless ``nodes``/``gpus_per_node`` are given."""
+    within a node and the link between nodes, unless ``nodes``/``gpus_per_node`` are given; its GPU model must
+    be the one the compute was measured on, unless ``keep_measured_compute`` (then every row says whose it is)."""
     if target is not None:
         nodes, gpus_per_node = nodes or target.nodes, gpus_per_node or target.gpus_per_node
         links = [target.inter_link(), *links]
@@ -391,6 +411,8 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | Non
     result = project(collect(dirs), nodes, gpus_per_node, links, algorithms, warmup,
                      target.intra_link() if target else None)
     result.target = target
+    if target is not None:
+        check_target_compute(result, target, keep_measured_compute)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -406,17 +428,43 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | Non
     paths["markdown"].write_text("\n".join([*section_markdown(section),
                                             "![projected efficiency](projection.svg)" if svg else "", ""]),
                                  encoding="utf-8")
-    text = "\n".join(["inputs:", *[f"  {line}" for line in section.lines], "", text_table(section.header, section.rows)])
+    head = onto_other_hardware(result)  # the section's first lines: said first in the terminal too
+    text = "\n".join([*map(inert, head), "inputs:", *[f"  {inert(line)}" for line in section.lines[len(head):]], "",
+                      text_table(section.header, section.rows)])
     return text, paths
+
+
+def check_target_compute(result: Projection, target: Target, keep: bool) -> None:
+    """A ReportError where a workload's compute was measured on another device than the target's GPU model: its
+    rows would be named the target's while their compute is not (unless ``keep``: asked for explicitly)."""
+    other = [w for w in result.workloads if not target.matches(w.device)]
+    if other and not keep:
+        w = other[0]
+        raise ReportError(f"--target {target.name}: its GPUs are {target.gpu}, but the compute of {w.label} was measured "
+                          f"on {w.device}: projecting it would name {w.device}'s speed {target.name}'s. Measure on a "
+                          f"{target.gpu}, or give --keep-measured-compute to project the measured compute over the "
+                          "target's links, said on every row")
+
+
+def onto_other_hardware(result: Projection) -> list[str]:
+    """The projection's first line where it runs measured compute over a target's links: whose compute it is."""
+    if result.target is None:
+        return []
+    devices = sorted({w.device for w in result.workloads})
+    same = all(result.target.matches(d) for d in devices)
+    return [f"projected onto {result.target.name}'s links with compute measured on {', '.join(devices)}"
+            + ("" if same else f", not on the target's {result.target.gpu}: its figures are not {result.target.gpu} "
+               "figures")]
 
 
 def projection_section(result: Projection) -> Section:
     """The projection as a report section: what it is, the inputs it was fitted from, the table."""
-    header, rows = table_rows(result.table)
+    other = result.target is not None and not all(result.target.matches(w.device) for w in result.workloads)
+    header, rows = table_rows(result.table, other)
     return Section("Projection", "Step time per workload between exchange fully overlapped with backward and not "
                    "overlapped, at the overlap the measured runs show; allreduce cost per link class fitted from the "
                    "collectives curves; 95% intervals from resampling the measurements, widened by "
                    f"{ERROR_PER_DOUBLING:.0%} per doubling of the node count beyond the most nodes measured (the "
                    "model's measured error at one doubling). A model, not a measurement: check it against a "
                    "measured run where one exists (the error column). Inputs below.",
-                   header, rows, lines=inputs_lines(result))
+                   header, rows, lines=[*onto_other_hardware(result), *inputs_lines(result)])

@@ -150,6 +150,9 @@ class FittedWorkload:
     baseline_draws: np.ndarray
     measured: list[Measured] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
+    per_node: int = 1  # ranks per node projected
+    device: str = ""  # what the compute was measured on (a GPU's name, or a CPU's model)
+    measured_per_node: int = 1  # the most ranks per node any of its runs had
 
 
 def label_of(row: pd.Series) -> str:
@@ -189,9 +192,11 @@ def _first(runs: pd.DataFrame, column: str) -> Any:
     return values.iloc[0] if len(values) else None
 
 
-def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[str, np.ndarray]) -> list[FittedWorkload]:
-    """Every exchanging workload with its compute, gradients, fusion, cycle and measured runs; a workload
-    without a compute source is a ReportError naming the run to add."""
+def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[str, np.ndarray],
+                    gpus_per_node: int | None = None) -> list[FittedWorkload]:
+    """Every exchanging workload with its compute, gradients, fusion, cycle and measured runs, at
+    ``gpus_per_node`` ranks per node (default: the most measured on one node); a workload without a compute
+    source is a ReportError naming the run to add."""
     exchanging = scaling[~scaling["independent"].astype(bool)]
     if exchanging.empty:
         raise ReportError("no complete training run with gradient exchange to project from")
@@ -206,7 +211,10 @@ def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[s
         facts = runs.loc[[r for r in members if r in runs.index]]
         inputs: list[str] = []
         phases = _breakdown(collection, members)
-        compute, compute_draws, rank_thr = _compute(group, _twin(twins, key_of), phases, draws, label, inputs)
+        twin = _twin(twins, key_of)
+        one_node = [int(n) for n in pd.concat([group, twin])[lambda t: t["nodes"] == 1]["np"]]
+        per_node = gpus_per_node or max([n for n in group[group["nodes"] == 1]["np"]] or [1])
+        compute, compute_draws, rank_thr = _compute(group, twin, phases, draws, label, inputs, int(per_node))
         model = _step_model(facts, first, compute, _backward_share(phases, facts, inputs), label, inputs)
         one = group[(group["np"] == 1) & (group["nodes"] == 1)]
         if len(one):
@@ -218,8 +226,9 @@ def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[s
         measured = [Measured(int(r["nodes"]), int(r["np"]), float(r["median_step_ms"]) / 1e3, _step_draws(r, draws),
                              "HOROVOD_HIERARCHICAL_ALLREDUCE=1" in str(r["knobs"]), float(r["throughput"]))
                     for _, r in group.iterrows() if int(r["np"]) >= 2]
+        device = next((str(d) for d in group["device_name"] if isinstance(d, str) and d), "an unrecorded device")
         out.append(FittedWorkload(key_of, label, str(first["unit"]), model, compute_draws, rank_thr, baseline,
-                                  baseline_draws, measured, inputs))
+                                  baseline_draws, measured, inputs, int(per_node), device, max(one_node or [1])))
     return out
 
 
@@ -236,15 +245,33 @@ def _twin(twins: pd.DataFrame, key_of: dict[str, Any]) -> pd.DataFrame:
     return one_node if len(one_node) else twin
 
 
+def _compute_row(group: pd.DataFrame, twin: pd.DataFrame, per_node: int) -> pd.Series | None:
+    """The run a step's compute comes from: an --independent twin on one node (at one rank per node, the 1-rank
+    run too: one rank exchanges nothing), at exactly the ranks per node projected where measured (a node's
+    ranks share its CPU, memory and power), else at the most ranks below it, else the fewest above; a twin
+    across nodes where none ran on one; None where neither exists."""
+    single = group[(group["np"] == 1) & (group["nodes"] == 1)] if per_node == 1 else group.iloc[0:0]
+    candidates = pd.concat([twin[twin["nodes"] == 1] if len(twin) else twin, single])
+    if candidates.empty:
+        return twin.sort_values("np").iloc[-1] if len(twin) else None
+    for pick in (candidates[candidates["np"] == per_node], candidates[candidates["np"] < per_node]):
+        if len(pick):
+            return pick.sort_values(["np", "independent"]).iloc[-1]
+    return candidates.sort_values(["np", "independent"]).iloc[0]
+
+
 def _compute(group: pd.DataFrame, twin: pd.DataFrame, phases: dict[str, float], draws: dict[str, np.ndarray],
-             label: str, inputs: list[str]) -> tuple[float, np.ndarray, float]:
-    """A step's compute time (s), its draws and the compute source's throughput per rank: from the independent
-    twin at the most ranks, else from --breakdown; a ReportError where neither exists."""
-    if len(twin):
-        row = twin.sort_values("np").iloc[-1]
+             label: str, inputs: list[str], per_node: int) -> tuple[float, np.ndarray, float]:
+    """A step's compute time (s), its draws and the compute source's throughput per rank: from the run
+    ``_compute_row`` picks for ``per_node`` ranks per node, else from --breakdown; a ReportError where neither
+    exists."""
+    row = _compute_row(group, twin, per_node)
+    if row is not None:
         compute = float(row["median_step_ms"]) / 1e3
-        inputs.append(f"compute {compute * 1e3:.1f} ms per step from the --independent twin at {int(row['np'])} "
-                      f"rank(s) ({row['runs']})")
+        source = "--independent twin" if bool(row["independent"]) else "1-rank run (no exchange)"
+        note = "" if int(row["np"]) == per_node else f"; {per_node} per node projected, its compute not measured"
+        inputs.append(f"compute {compute * 1e3:.1f} ms per step from the {source} at {int(row['np'])} rank(s) on "
+                      f"{int(row['nodes'])} node(s) ({row['runs']}){note}")
         return compute, _step_draws(row, draws), float(row["throughput"]) / int(row["np"])
     if phases and ("compute" in phases or {"forward", "backward"} <= phases.keys()):
         compute = phases.get("compute") or sum(phases.get(p, 0.0) for p in ("forward", "backward", "optimizer"))

@@ -4,7 +4,9 @@ and each pair's throughput ratio new / old gets a 95% interval from both runs' o
 whose interval lies wholly below 1 - margin is a regression, wholly above 1 + margin an improvement;
 anything else is within the noise or the margin. Beside each, what else changed between the two
 (driver, CUDA, NCCL, cuDNN, frameworks, Horovod, the exchange's tuning variables, clocks). A configuration
-measured on one side only is listed, never dropped."""
+measured on one side only is listed, never dropped. Each side's resamples are drawn on their own (the two sides of one
+sweep share run ids), and a comparison that could not judge a configuration (too few steps for an interval, a
+configuration on one side only, nothing paired) says so: it is "not judged", never a pass."""
 
 from __future__ import annotations
 
@@ -14,12 +16,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.validate import inert
+
 from .collect import Collection
 from .keys import CONFIG, SIZE
 from .ratios import config_draws, ratio_interval
 
 PAIR = [k for k in CONFIG if k != "system"] + SIZE + ["independent"]  # what two runs of one configuration share
-FACTS = ("driver", "cuda", "nccl", "cudnn", "torch", "tensorflow", "horovod_version", "mpi", "tuning")
+FACTS = ("device_name", "host", "cpu_model", "cpu_count", "driver", "cuda", "nccl", "horovod_nccl", "cudnn", "torch",
+         "tensorflow", "horovod_version", "mpi", "tuning")
+NOT_JUDGED = "not judged"  # the start of a change that is no verdict: too few steps, or one side only
 REGRESSION_SCHEMA: dict[str, str] = {
     "workload": "string", "np": "Int64", "nodes": "Int64", "old": "float64", "new": "float64", "ratio": "float64",
     "ratio_low": "float64", "ratio_high": "float64", "change": "string", "what_else_changed": "string",
@@ -32,19 +39,22 @@ def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, 
                      old_clocks: dict[str, float], new_clocks: dict[str, float], margin: float) -> pd.DataFrame:
     """One row per configuration of either side: the ratio new / old with its interval and the verdict."""
     rows = []
-    keyed_old = {tuple(str(r[k]) for k in PAIR): r for _, r in old.iterrows()}
-    keyed_new = {tuple(str(r[k]) for k in PAIR): r for _, r in new.iterrows()}
+    pair = pairing(old, new)
+    keyed_old = {tuple(str(r[k]) for k in pair): r for _, r in old.iterrows()}
+    keyed_new = {tuple(str(r[k]) for k in pair): r for _, r in new.iterrows()}
     for key in sorted(set(keyed_old) | set(keyed_new)):
         a, b = keyed_old.get(key), keyed_new.get(key)
         some = b if b is not None else a
         assert some is not None
         label = f"{some['framework']} {some['benchmark']} {some['model']} {some['args']}".strip()
+        if "system" in pair:
+            label = f"{some['system']}: {label}"
         base = {"workload": label, "np": int(some["np"]), "nodes": int(some["nodes"]),
                 "old_runs": "" if a is None else str(a["runs"]), "new_runs": "" if b is None else str(b["runs"])}
         if a is None or b is None:
             rows.append({**base, "old": math.nan if a is None else a["throughput"],
                          "new": math.nan if b is None else b["throughput"], "ratio": math.nan, "ratio_low": math.nan,
-                         "ratio_high": math.nan, "change": "only in " + ("new" if a is None else "old"),
+                         "ratio_high": math.nan, "change": f"{NOT_JUDGED}: only in " + ("new" if a is None else "old"),
                          "what_else_changed": ""})
             continue
         low, high = ratio_interval(config_draws(str(b["runs"]).split(","), new_draws),
@@ -56,9 +66,23 @@ def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, 
     return pd.DataFrame(rows, columns=list(REGRESSION_SCHEMA)).astype(REGRESSION_SCHEMA)
 
 
+def pairing(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """The columns two configurations are paired by: what they ran (PAIR), and the system label too where a
+    side holds several labels (each side's own are then paired by name); a UsageError where a side holds
+    several labels and the other other labels, which no pairing can tell apart."""
+    a, b = sorted(set(old["system"])), sorted(set(new["system"]))
+    if len(a) == 1 and len(b) == 1:
+        return PAIR
+    if a == b:
+        return ["system", *PAIR]
+    raise UsageError(f"compare --regressions: OLD holds systems {', '.join(map(inert, a))} and NEW "
+                     f"{', '.join(map(inert, b))}: with several on a side, configurations are paired by system label "
+                     "and these differ; compare one system per root, or give both sides the same labels")
+
+
 def _change(low: float, high: float, margin: float) -> str:
     if math.isnan(low) or math.isnan(high):
-        return "no interval (too few steps)"
+        return f"{NOT_JUDGED}: too few steps for an interval"
     if high < 1.0 - margin:
         return "regression"
     if low > 1.0 + margin:
@@ -121,9 +145,9 @@ def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float,
     from .scaling import run_stats_table, scaling_table
 
     sides = []
-    for root in (old_dir, new_dir):
+    for side, root in (("old", old_dir), ("new", new_dir)):
         collection = collect([Path(root)])
-        stats = run_stats_table(collection, warmup)
+        stats = run_stats_table(collection, warmup, salt=f"{side} ")  # each side resampled on its own
         table = scaling_table(collection, stats)
         if table.empty:
             raise ReportError(f"{root}: no complete training run to compare")
@@ -144,6 +168,15 @@ def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float,
         csv_safe(table).to_csv(paths["csv"], index=False)
     except OSError as exc:
         raise ReportError(f"cannot write the comparison into {out}: {exc.strerror}") from None
-    counts = table["change"].value_counts()
+    counts = table["change"].str.split(":").str[0].value_counts()
     summary = ", ".join(f"{n} {change}" for change, n in counts.items())
+    if table["change"].str.startswith(NOT_JUDGED).all():
+        summary += "; nothing could be judged: no configuration is on both sides with an interval"
     return f"{text_table(header, body)}\n\n{summary}", paths, table
+
+
+def exit_status(table: pd.DataFrame) -> int:
+    """1 on any regression; 4 (not judged) where any configuration could not be judged; else 0."""
+    if (table["change"] == "regression").any():
+        return 1
+    return 4 if table.empty or table["change"].str.startswith(NOT_JUDGED).any() else 0

@@ -13,6 +13,7 @@ import pandas as pd
 from hvdbench.suite.core.spec import RUN_FILE
 
 from hvdbench.suite.core.errors import ReportError
+from hvdbench.suite.core.validate import inert
 
 from . import views
 from .collect import Collection, collect
@@ -207,7 +208,7 @@ def _write_files(report: Report, folder: Path) -> None:
 
 def terminal_text(report: Report, collection: Collection) -> str:
     """The headline tables and what was left out, for the terminal."""
-    texts = [f"{s.title}\n{text_table(s.header, s.rows)}" for s in report.headline]
+    texts = [f"{inert(s.title)}\n{text_table(s.header, s.rows)}" for s in report.headline]
     if "collectives" in report.tables:
         peaks = peak_table(report.tables["collectives"])
         texts.append(text_table(["GPUs", "op", "through", "dtype", "peak busbw GB/s", "at bytes"],
@@ -237,7 +238,7 @@ def terminal_text(report: Report, collection: Collection) -> str:
         flagged = screen[screen["flagged"]]
         notes.append(f"screening: {len(flagged)} of {len(screen)} GPU(s)/node(s) flagged"
                      + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples()) if len(flagged) else ""))
-    return "\n\n".join(texts) + ("\n" + "; ".join(notes) if notes else "")
+    return "\n\n".join(texts) + ("\n" + inert("; ".join(notes)) if notes else "")
 
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,

@@ -49,14 +49,15 @@ def matrices(collection: Collection) -> dict[str, StepMatrix]:
     return collection.cache["matrices"]
 
 
-def run_stats_table(collection: Collection, warmup: int | None = None) -> pd.DataFrame:
+def run_stats_table(collection: Collection, warmup: int | None = None, salt: str = "") -> pd.DataFrame:
     """Statistics of every complete run (status ok), one row each; ``warmup`` overrides the detected
-    warm-up of every run."""
+    warm-up of every run; ``salt`` makes this collection's resamples independent of another's that holds the
+    same run ids (stats.run_stats)."""
     power = mean_power(collection)
     rows = []
     draws: dict[str, np.ndarray] = {}
     for run_id, matrix in matrices(collection).items():
-        stats = run_stats(matrix, warmup, draws, run_id)
+        stats = run_stats(matrix, warmup, draws, run_id, salt)
         if stats is not None:
             rows.append({"run_id": run_id, **stats.__dict__, "mean_power_w": power.get(run_id, float("nan"))})
     table = pd.DataFrame(rows, columns=list(RUN_STATS_SCHEMA)).astype(RUN_STATS_SCHEMA)

@@ -179,12 +179,14 @@ def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = B
 
 
 def run_stats(steps: pd.DataFrame | StepMatrix, warmup: int | None = None,
-              draws: dict[str, np.ndarray] | None = None, run_id: str = "") -> RunStats | None:
+              draws: dict[str, np.ndarray] | None = None, run_id: str = "", salt: str = "") -> RunStats | None:
     """Statistics of one run's step records, or None when no steady-state step is left.
 
     ``warmup`` (the report's ``--warmup N``) overrides both the asked and the detected warm-up. Where
-    ``draws`` is given, the run's bootstrap resamples of throughput are put there under ``run_id`` (seeded
-    by the run id, so two runs' resamples are independent: what intervals on their ratios need)."""
+    ``draws`` is given, the run's bootstrap resamples of throughput are put there under ``run_id``, in an
+    order seeded by ``salt`` and the run id, so two runs' resamples are independent: what intervals on their
+    ratios need. Two result sets that hold the same run ids (last month's sweep and today's) are told apart
+    by their ``salt``."""
     matrix = steps if isinstance(steps, StepMatrix) else step_matrix(steps)
     durations, samples, warm = matrix.durations, matrix.samples, matrix.warm
     if durations.size == 0:
@@ -200,7 +202,7 @@ def run_stats(steps: pd.DataFrame | StepMatrix, warmup: int | None = None,
         resamples = np.full(len(resamples), np.nan)
     low, high = percentile_interval(resamples) if durations.shape[0] >= MIN_INTERVAL_STEPS else (np.nan, np.nan)
     if draws is not None:  # the same resamples in an order of the run's own: independent of every other run's
-        draws[run_id] = resamples[np.random.default_rng(run_seed(run_id)).permutation(len(resamples))]
+        draws[run_id] = resamples[np.random.default_rng(run_seed(salt + run_id)).permutation(len(resamples))]
     means = durations.mean(axis=0)
     return RunStats(
         throughput=total_throughput(durations, samples), ci_low=low, ci_high=high,

@@ -7,6 +7,7 @@ import math
 import os
 import socket
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Iterable
 
 from hvdbench.suite.core.axes import axis_flags
@@ -185,8 +186,9 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                                    workload.precision or sweep.precision or (None,),
                                    itertools.product(*(values for _, values in sweep.knobs)), sweep.independent)
         for batch, precision, knob_values, independent in combos:
-            args = _bench_args(workload, info.framework, batch, precision, independent,
-                               dict(zip(knob_names, knob_values)), _adaptive(sweep) if info.trains else ())
+            args = info.resolved(_bench_args(workload, info.framework, batch, precision, independent,
+                                             dict(zip(knob_names, knob_values)), _adaptive(sweep) if info.trains else ()),
+                                 _base(sweep))
             twice = _given_twice(args)
             if twice:
                 raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark}): {twice} is given twice (its "
@@ -258,6 +260,12 @@ def _baselines(sweep: Sweep, run: RunSpec, topo: Topology | None) -> list[RunSpe
     compute_env = tuple((k, v) for k, v in run.env if not k.startswith(COMM_PREFIXES))
     return [replace(run, np=1, nodes=1, env=compute_env, cpus=_cpus(topo, None, 1, sweep.bind_cpus), repeat=repeat)
             for repeat in range(sweep.repeats)]
+
+
+def _base(sweep: Sweep) -> Path:
+    """What a relative path in a workload's arguments is relative to: a sweep file's folder (as its topology:),
+    else (``hvdbench run``, ``screen``) the folder the command runs in."""
+    return sweep.path.parent if sweep.path.is_file() else Path.cwd()
 
 
 def _transport(sweep: Sweep) -> str | None:

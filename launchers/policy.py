@@ -91,14 +91,15 @@ _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b:?")
 
 
 def failure_reason(log: Path, limit: int = 300) -> str:
-    """One line that says why a run failed, best first: a rank's own 'error:' line, the first exception
-    a rank raised, any error line, the last line."""
+    """One line that says why a run failed, best first: a rank's own 'error:' line (its one-line reason, or the
+    benchmark's refusal of its arguments, which peers' generic errors follow), the first exception a rank
+    raised, any error line, the last line."""
     try:
         raw = log.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return "no launcher log"
     ranked = [(line, _PREFIX.sub("", line.strip())) for line in raw if line.strip()]
-    own = [text for _, text in ranked if text.startswith("error: rank ")]
+    own = [text for _, text in ranked if text.startswith("error: ")]
     from_ranks = [text for line, text in ranked if _PREFIX.match(line.strip()) and _EXCEPTION.match(text)]
     anywhere = [text for _, text in ranked if _EXCEPTION.match(text) or "error:" in text.lower()]
     for found in (own, from_ranks):

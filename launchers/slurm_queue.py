@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -34,10 +35,10 @@ SQUEUE_STATES = {
 
 
 
-def job_fields(job: str, run: Callable[..., Any] = subprocess.run) -> dict[str, str]:
+def job_fields(job: str, run: Callable[..., Any] = subprocess.run, timeout: float = 10.0) -> dict[str, str]:
     """``scontrol show job -o JOB`` as its fields (JobState, Restarts, NodeList...); {} where it cannot say."""
     try:
-        out = run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=10)
+        out = run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.SubprocessError):
         return {}
     if out.returncode != 0:
@@ -63,35 +64,70 @@ def unhealthy_nodes(nodes: Iterable[str], run: Callable[..., Any] = subprocess.r
     return sorted(bad)
 
 
-def preempts_by_requeue(run: Callable[..., Any] = subprocess.run) -> bool:
-    """Whether this cluster preempts jobs by requeueing them (``scontrol show config``)."""
+def slurm_config(run: Callable[..., Any] = subprocess.run) -> dict[str, str]:
+    """``scontrol show config`` as its settings ({} where it cannot say)."""
     try:
         out = run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return False
-    config = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in out.stdout.splitlines())}
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in out.stdout.splitlines())}
+
+
+def preempts_by_requeue(config: dict[str, str]) -> bool:
+    """Whether a cluster of this configuration preempts jobs by requeueing them."""
     return config.get("PreemptType", "preempt/none") != "preempt/none" and "REQUEUE" in config.get("PreemptMode", "")
 
 
-def why_stopped(job: str | None, restarts: int, nodes: Iterable[str],
-                run: Callable[..., Any] = subprocess.run) -> tuple[str, str]:
+def _said(fields: dict[str, str], restarts: int) -> str | None:
+    """What SLURM's record of a job says of its attempt's end at SIGTERM: ``requeued`` (the restart count past
+    this attempt's: SLURM counts a preemption or a requeue before it signals the job), ``timeout``,
+    ``preempted`` (preempted and cancelled), else ``cancelled`` (a cancelled job shows COMPLETING with its
+    count unchanged until its tasks end); None where scontrol gave no answer."""
+    if not fields:
+        return None
+    count, state = fields.get("Restarts", ""), fields.get("JobState", "")
+    if (count.isdigit() and int(count) > restarts) or state.startswith("REQUEUE") or state == "NODE_FAIL":
+        return "requeued"
+    return {"TIMEOUT": "timeout", "DEADLINE": "timeout", "PREEMPTED": "preempted"}.get(state, "cancelled")
+
+
+def why_stopped(job: str | None, restarts: int, nodes: Iterable[str], run: Callable[..., Any] = subprocess.run,
+                wait: float | None = None, clock: Callable[[], float] = time.monotonic,
+                pause: Callable[[float], None] = time.sleep) -> tuple[str, str]:
     """How a running job's attempt ended when SLURM sent SIGTERM, as (status, message). SLURM shows a
     requeue by its restart count moving past ``restarts`` (this attempt's): the job lost a node when one of
-    ``nodes`` (this attempt's) is down or not responding, else it was preempted where the cluster preempts by requeue (SLURM
-    shows a hand-made ``scontrol requeue`` alike, and the message says so), else requeued by hand. Without
-    a requeue, the job was cancelled, or its time or deadline ran out."""
-    fields = job_fields(job, run) if job else {}
-    count = fields.get("Restarts", "")
-    if count.isdigit() and int(count) > restarts:
+    ``nodes`` (this attempt's) is down or not responding, else it was preempted where the cluster preempts by
+    requeue (SLURM shows a hand-made ``scontrol requeue`` alike, and the message says so), else requeued by hand.
+    Without a requeue, the job was cancelled, or its time or deadline ran out. A busy controller may not answer
+    at once: scontrol is asked again until it does, for at most ``wait`` seconds (default: 60% of the KillWait
+    SLURM leaves before SIGKILL, at most 20 s); without an answer the attempt is taken as cancelled, which a
+    requeued job's next attempt corrects (slurm_task: a job SLURM starts again was not cancelled)."""
+    config = slurm_config(run) if job else {}
+    if wait is None:
+        kill_wait = re.match(r"\d+", config.get("KillWait", "30"))
+        wait = min(20.0, 0.6 * int(kill_wait.group() if kill_wait else 30))
+    deadline = clock() + wait
+    fields: dict[str, str] = {}
+    while job:
+        fields = job_fields(job, run, timeout=max(1.0, min(10.0, deadline - clock())))
+        if fields or clock() >= deadline:
+            break
+        pause(0.5)
+    said = _said(fields, restarts)
+    if said == "requeued":
         lost = unhealthy_nodes(nodes, run)
         if lost:
             return "node-failure", f"job {job} lost node(s) {','.join(lost)} and SLURM requeued it"
-        if preempts_by_requeue(run):
+        if preempts_by_requeue(config or slurm_config(run)):
             return "preempted", f"job {job} was preempted and SLURM requeued it (a hand-made requeue looks alike)"
         return "requeued", f"job {job} was requeued by hand (scontrol requeue)"
-    state = fields.get("JobState", "")
-    if state in ("TIMEOUT", "DEADLINE"):
+    if said == "timeout":
+        state = fields.get("JobState", "TIMEOUT")
         return "timeout", f"job {job} reached its {state.lower().replace('timeout', 'time limit')}"
+    if said == "preempted":
+        return "cancelled", f"job {job} was preempted and cancelled (this cluster does not requeue it)"
+    if said is None and job:
+        return "cancelled", f"job {job} was stopped and scontrol did not answer within {wait:.0f} s; taken as cancelled"
     return "cancelled", f"job {job} was cancelled"
 
 

@@ -76,7 +76,7 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     scheduler_gpus = scheduler_chose_gpus()
     if first:
         spec.write(folder)
-        _keep_earlier(folder)
+        _keep_earlier(folder, job)
     refused = placement_refusal(spec, scheduler_gpus) if first or launcher.task_per_rank else None
     if refused:  # before any rank starts, and no requeue: another attempt gets the same GPUs
         raise LaunchError(refused)
@@ -131,10 +131,15 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     return returncode
 
 
-def _keep_earlier(folder: Path) -> None:
+def _keep_earlier(folder: Path, job: str | None) -> None:
     """A resubmitted or requeued run keeps its earlier attempt's files in attempt-N/, its status saying how
-    that attempt ended."""
+    that attempt ended. An attempt of this very job recorded as cancelled was not (SLURM does not start a
+    cancelled job again): its controller did not answer in time at its SIGTERM; it is kept as requeued."""
     earlier = RunStatus.read(folder)
+    if earlier is not None and earlier.status == "cancelled" and job and earlier.job_id == job and attempt_number() > 1:
+        earlier = replace(earlier, status="requeued", message=f"{earlier.message}; but SLURM started job {job} again "
+                          f"(attempt {attempt_number()}): it was requeued, not cancelled")
+        earlier.write(folder)
     if earlier is not None and as_ended(earlier) != earlier:
         as_ended(earlier).write(folder)
     keep_earlier_attempt(folder)

@@ -318,7 +318,8 @@ SET_BY_HVDBENCH = {"nodes": "its nodes", "N": "its nodes", "ntasks-per-node": "o
                    "account": "slurm.account", "A": "slurm.account", "qos": "slurm.qos", "job-name": "the sweep name",
                    "J": "the sweep name", "output": "the results directory", "o": "the results directory",
                    "error": "the results directory", "e": "the results directory", "nodelist": "a pinned run's host",
-                   "array": "slurm.array_parallelism", "exclusive": "slurm.exclusive",
+                   "w": "a pinned run's host", "array": "slurm.array_parallelism", "a": "slurm.array_parallelism",
+                   "exclusive": "slurm.exclusive",
                    "constraint": "slurm.constraint", "C": "slurm.constraint", "mem": "slurm.mem_gb",
                    "cpus-per-task": "slurm.cpus_per_task", "c": "slurm.cpus_per_task",
                    "gpus": "its GPUs per node", "G": "its GPUs per node", "gpus-per-task": "slurm.gpus_per_task",
@@ -437,7 +438,11 @@ def _check_sweep(sweep: Sweep, top: _Reader, axes: _Reader, slurm: _Reader) -> N
         top.fail("name", f"{sweep.name[:60]!r} names the results directory and the jobs: letters, digits and ._- "
                          "only, starting with a letter or digit")
     for i, directive in enumerate(sweep.slurm.directives):
-        option = directive.lstrip("-").split("=", 1)[0]
+        # --name[=value]; a short option's value may follow its letter at once (-N2, -wnode9)
+        option = directive[2:].split("=", 1)[0] if directive.startswith("--") else directive[1:2]
+        if not directive.startswith("--") and option not in SET_BY_HVDBENCH:
+            slurm.fail(f"slurm.directives[{i}]", f"{directive} is a short option: write sbatch's long form "
+                                                 "(--option=value), as each job's #SBATCH lines take it")
         if option in SET_BY_HVDBENCH:
             slurm.fail(f"slurm.directives[{i}]", f"--{option} is set by hvdbench from each run "
                                                  f"({SET_BY_HVDBENCH[option]}); remove it")

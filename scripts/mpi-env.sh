@@ -31,8 +31,16 @@ esac
 BASE=${HVDBENCH_VENV:-$ROOT/.venv}
 VENV=${HVDBENCH_MPI_VENV:-$ROOT/.venv-$name}
 [[ -x "$BASE/bin/python" ]] || die "$BASE is not set up: run 'make setup' (scripts/setup.sh) first"
-[[ "$(cd "$BASE" && pwd -P)" != "$(mkdir -p "$VENV" && cd "$VENV" && pwd -P)" ]] \
-    || die "HVDBENCH_MPI_VENV=$VENV is the first environment itself: give the $name environment its own folder"
+# Checked before anything is touched: a folder that holds files and is no environment hvdbench made (an MPI's own
+# prefix, another project's environment) would get its mpicc, mpicxx, mpirun and mpiexec replaced below.
+if [[ -e "$VENV" || -L "$VENV" ]]; then
+    [[ -d "$VENV" && ! -L "$VENV" ]] || die "HVDBENCH_MPI_VENV=$VENV is not a folder: give a new or empty one"
+    [[ "$(cd "$BASE" && pwd -P)" != "$(cd "$VENV" && pwd -P)" ]] \
+        || die "HVDBENCH_MPI_VENV=$VENV is the first environment itself: give the $name environment its own folder"
+    if [[ -n "$(ls -A "$VENV")" && ! -f "$VENV/.hvdbench-venv" && ! -f "$VENV/.hvdbench-mpi-env" ]]; then
+        die "HVDBENCH_MPI_VENV=$VENV holds files and is no environment hvdbench made (an MPI's own prefix?): give a new or empty folder; nothing in it was changed"
+    fi
+fi
 tools=(mpicc mpicxx mpirun mpiexec)
 # set-up makes the environment again where it was made from another interpreter, which would take the MPI
 # put into it below with it: that is done first, here
@@ -41,6 +49,7 @@ if [[ -f "$VENV/.hvdbench-venv" && "$(cat "$VENV/.hvdbench-venv")" != "$made_fro
     printf '[mpi-env] making %s again: it was made from %s\n' "$VENV" "$(cat "$VENV/.hvdbench-venv")"
     rm -rf "$VENV"
 fi
+mkdir -p "$VENV" && : > "$VENV/.hvdbench-mpi-env"  # this folder is hvdbench's from now on
 
 # Debian's MPICH, installed where root and missing; its tools are named *.mpich.
 debian_mpich() {

@@ -105,11 +105,13 @@ def setup_requirements() -> list[str]:
 
 def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *, samples: int = 32,
               warmup: int = 2, summary: bool = True, telemetry: dict | Sequence[dict] | None = None,
-              gpu: dict | Sequence[dict] | None = None, unit: str = "images", host: str | None = None) -> Path:
+              gpu: dict | Sequence[dict] | None = None, unit: str = "images", host: str | None = None,
+              env: dict | None = None) -> Path:
     """A run directory as the harness writes it: run.json and one log per rank.
 
     ``durations[r]`` are rank r's timed step durations; ``warmup`` slow steps come first. ``telemetry`` and
-    ``gpu`` (the env record's NVML facts) are one dict for every rank or one per rank.
+    ``gpu`` (the env record's NVML facts) are one dict for every rank or one per rank; ``env`` adds fields to
+    every rank's env record.
     """
     def of(value: dict | Sequence[dict] | None, rank: int) -> dict | None:
         return value if value is None or isinstance(value, dict) else value[rank]
@@ -119,7 +121,8 @@ def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *
     for rank, steps in enumerate(durations):
         with RecordWriter(run_dir / rank_log_name(rank), rank=rank, local_rank=rank, size=len(durations)) as w:
             where = {"host": host} if host else {}
-            w.write("env", benchmark=spec.benchmark, model="resnet20", unit=unit, gpu=of(gpu, rank), **where)
+            w.write("env", benchmark=spec.benchmark, model="resnet20", unit=unit, gpu=of(gpu, rank),
+                    **{**where, **(env or {})})
             w.write("phase", phase="warmup", steps=warmup, **where)
             for i in range(warmup):
                 w.write("step", step=i, warmup=True, duration=5.0, samples=samples, loss=2.3, **where)

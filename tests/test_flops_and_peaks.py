@@ -134,7 +134,8 @@ def test_a_peak_file_adds_a_cpu_and_comes_first(tmp_path: Path) -> None:
     ("[[device]]\nname = 'x'\nfp32 = -1\n", "device[0]: fp32 must be a positive number of TFLOP/s, got -1"),
     ("[[device]]\nname = 'x'\nfp64 = 9\n", "device[0]: unknown key(s) fp64; valid: name, match, source, fp32"),
     ("[[device]]\nmatch = ['x']\n", "device[0]: expected a table with name"),
-    ("[[device]\n", "not a readable peak table"),
+    ("[[device]\n", "not valid TOML"),
+    ("[[device]]\nname = 'x'\nfp32 = 1e-300\n", "fp32 1e-300 TFLOP/s is below any device"),  # no 300-digit % of peak
 ])
 def test_a_bad_peak_file_is_one_line_naming_the_entry(tmp_path: Path, text: str, message: str) -> None:
     extra = tmp_path / "peaks.toml"

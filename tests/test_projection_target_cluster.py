@@ -17,6 +17,7 @@ from hvdbench.suite.core.errors import UsageError
 from test_projection_model import _results
 
 GOOD = """name = "two boxes"
+gpu = "L4"
 gpus_per_node = 2
 nodes = [1, 2, 4]
 efficiency_below = 50
@@ -40,13 +41,18 @@ def test_the_shipped_targets_load_with_their_nics_as_a_nodes_bandwidth() -> None
 
 
 @pytest.mark.parametrize("edit, words", [
-    (("gpus_per_node = 2", "gpus_per_node = 2\nnics = 4"), "unknown key nics (valid: name, gpus_per_node"),
+    (("gpus_per_node = 2", "gpus_per_node = 2\nnics = 4"), "unknown key nics (valid: name, gpu, gpus_per_node"),
+    (("gpu = \"L4\"\n", ""), "missing gpu (the GPU model of its nodes"),
     (("nic_gbit = 100", "nic_gbit = 100\nspeed = 1"), "unknown key inter_node.speed (valid: nics, nic_gbit"),
     (("gbs = 10\n", ""), "missing intra_node.gbs"),
     (("gbs = 10", "gbs = -3"), "intra_node.gbs = -3: expected a number > 0"),
     (("nics = 2", "nics = 2.5"), "inter_node.nics = 2.5: expected a whole number > 0"),
     (("nodes = [1, 2, 4]", "nodes = [1, 0]"), "nodes = [1, 0]: expected a list of whole numbers > 0"),
     (("efficiency_below = 50", "efficiency_below = 120"), "efficiency_below = 120: expected a percentage"),
+    (("efficiency_below = 50", "efficiency_below = 0.8"), "a fraction such as 0.8 is refused"),  # 0.8% or 80%?
+    (("gpus_per_node = 2", "gpus_per_node = 100000"), "gpus_per_node = 100000: no cluster has that"),
+    (("gbs = 10", "gbs = 1e-300"), "intra_node.gbs = 1e-300: no cluster has that"),
+    (("latency_us = 8", "latency_us = 1e300"), "inter_node.latency_us = 1e+300: no cluster has that"),
     (("name = ", "name == "), "not TOML"),
 ])
 def test_each_bad_key_is_one_line_naming_it(edit: tuple[str, str], words: str) -> None:
@@ -59,12 +65,19 @@ def test_project_to_a_target_uses_its_nodes_bus_and_nics(tmp_path: Path, capsys:
     root = _results(tmp_path / "r")
     target = tmp_path / "cluster.toml"
     target.write_text(GOOD)
-    assert hvdbench_main(["project", str(root), "--target", str(target), "--algorithm", "ring"]) == 0
+    assert hvdbench_main(["project", str(root), "--target", str(target), "--algorithm", "ring"]) == 2
+    err = capsys.readouterr().err  # its compute was not measured on the target's L4s: refused unless asked
+    assert "its GPUs are L4, but the compute of" in err and "--keep-measured-compute" in err
+    assert hvdbench_main(["project", str(root), "--target", str(target), "--algorithm", "ring",
+                          "--keep-measured-compute"]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("projected onto two boxes's links with compute measured on an unrecorded device, not on "
+                          "the target's L4")
     table = pd.read_csv(root / "report" / "projection.csv")
     assert sorted(set(table["nodes"])) == [1, 2, 4] and set(table["gpus_per_node"]) == {2}
     assert set(table["link"]) == {"PCIe (within a node)", "measured", "two-boxes"}
     assert "target two boxes (" in out and "efficiency stays at or above 50%" in out
+    assert all("(compute measured on an unrecorded device)" in line for line in out.splitlines() if " ring " in line)
     assert hvdbench_main(["project", str(root), "--target", "no-such-cluster"]) == 2
     err = capsys.readouterr().err.strip()
     assert "no such file, nor a shipped target (dgx-h100, hgx-a100, pcie-8gpu)" in err and "\n" not in err

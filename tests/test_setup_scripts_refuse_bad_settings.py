@@ -76,3 +76,22 @@ def test_a_gpu_node_leaves_tensorflow_out_and_says_how_to_have_it(tmp_path: Path
     assert "TensorFlow left out" not in explicit.stdout
     cpu = _run("scripts/setup.sh", env=env)
     assert "TensorFlow left out" not in cpu.stdout and cpu.returncode == 1
+
+
+@pytest.mark.parametrize("what", ["an MPI prefix", "a file"])
+def test_mpi_env_touches_nothing_in_a_folder_that_is_no_environment_of_its_own(tmp_path: Path, what: str) -> None:
+    """HVDBENCH_MPI_VENV naming an MPI's own install (its bin/mpicc ...) or a file is refused in one line before
+    anything is linked, installed or made: the MPI's tools are left as they were."""
+    prefix = tmp_path / "opt-mpich"
+    if what == "a file":
+        prefix.write_text("not a folder\n")
+    else:
+        (prefix / "bin").mkdir(parents=True)
+        for tool in ("mpicc", "mpicxx", "mpirun", "mpiexec"):
+            (prefix / "bin" / tool).write_text(f"#!/bin/sh\necho the site's own {tool}\n")
+    before = {p: p.read_bytes() for p in ([prefix] if prefix.is_file() else prefix.rglob("*")) if p.is_file()}
+    proc = _run("scripts/mpi-env.sh", "mpich", env={"HVDBENCH_MPI_VENV": str(prefix)})
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
+    assert ("is no environment hvdbench made" if what != "a file" else "is not a folder") in proc.stderr
+    after = {p: p.read_bytes() for p in ([prefix] if prefix.is_file() else prefix.rglob("*")) if p.is_file()}
+    assert after == before and not any(p.is_symlink() for p in tmp_path.rglob("*"))

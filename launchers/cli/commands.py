@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import RunStatus
-from hvdbench.suite.core.validate import host_problem, text_problem
+from hvdbench.suite.core.validate import host_problem, inert, text_problem
 
 from ..hostlist import expand_hostlist
 from ..plan import Plan, plan
@@ -70,7 +70,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 def cmd_regressions(args: argparse.Namespace) -> int:
     """OLD against NEW, configuration by configuration; exit status 1 on any regression."""
-    from hvdbench.analysis.regression import compare_results
+    from hvdbench.analysis.regression import compare_results, exit_status
 
     if len(args.dirs) != 2:
         raise UsageError("hvdbench compare --regressions: give two results roots, OLD then NEW")
@@ -78,7 +78,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     text, paths, table = compare_results(args.dirs[0], args.dirs[1], out, args.margin / 100.0, args.warmup)
     print(text)
     print(f"regressions: {paths['markdown']} and {paths['csv']}")
-    return 1 if (table["change"] == "regression").any() else 0
+    return exit_status(table)
 
 
 def cmd_project(args: argparse.Namespace) -> int:
@@ -90,7 +90,7 @@ def cmd_project(args: argparse.Namespace) -> int:
     out = args.output or (Path(args.dirs[0]) / "report")
     algorithms = ("ring", "hierarchical") if args.algorithm == "both" else (args.algorithm,)
     text, paths = write_projection(args.dirs, out, args.nodes, args.gpus_per_node, args.link, algorithms, args.warmup,
-                                   target)
+                                   target, args.keep_measured_compute)
     print(text)
     print(f"projection: {paths['markdown']}, {paths['csv']} and {paths['plot']}")
     return 0
@@ -234,7 +234,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     for folder, status in states.items():
         counts[status.status] += 1
         job = f"job {status.job_id}" if status.job_id else "-"
-        print(f"{folder.name:<40} {status.status:<10} {job:<14} {status.message}")
+        print(f"{inert(folder.name):<40} {inert(status.status):<10} {inert(job):<14} {inert(status.message)}")
     print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
     return 0 if counts["ok"] == len(states) else 1
 

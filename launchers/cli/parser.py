@@ -101,7 +101,8 @@ def _reports(sub: Any) -> None:
         if name == "compare":
             report.add_argument("--regressions", action="store_true",
                                 help="OLD NEW: pair configurations and mark each change beyond --margin whose "
-                                     "interval excludes it (exit status 1 on any regression)")
+                                     "interval excludes it (exit status 1 on any regression, 4 where a "
+                                     "configuration could not be judged, 2 a usage error)")
             report.add_argument("--margin", type=percent, default=2.0, metavar="PCT",
                                 help="with --regressions: the smallest change that counts (default 2%%)")
         report.add_argument("--peaks", type=Path, default=None, metavar="FILE",
@@ -117,7 +118,8 @@ def _accept(sub: Any) -> None:
                     "against the results: pass where the whole 95%% interval meets it, fail where it misses it, "
                     "inconclusive where it holds it, not measured where no run matches. Writes the report with an "
                     "Acceptance section, acceptance.csv and acceptance.txt (for an acceptance protocol). Exit "
-                    "status: 0 all pass, 1 any fail, 2 only inconclusive or not measured left.")
+                    "status: 0 all pass, 1 any fail, 4 not judged (only inconclusive or not measured left besides "
+                    "passes), 2 a usage error (a bad criteria file, a criterion naming several configurations).")
     accept.add_argument("criteria", type=Path, help="criteria file (TOML)")
     accept.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
     accept.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
@@ -143,6 +145,9 @@ def _project(sub: Any) -> None:
     project.add_argument("--target", default=None, metavar="FILE|NAME",
                          help="a target cluster in one TOML file (nodes, GPUs per node, the bus within a node, NICs "
                               "between nodes, efficiency_below), or a shipped one: dgx-h100, hgx-a100, pcie-8gpu")
+    project.add_argument("--keep-measured-compute", action="store_true",
+                         help="with --target whose GPU model is not the one measured: project the measured compute "
+                              "over the target's links anyway (every row then says what its compute was measured on)")
     project.add_argument("--link", action="append", default=[], metavar="NAME=GB/s,latency",
                          help="a what-if interconnect: bandwidth per node in GB/s (all its NICs) and latency "
                               "(us by default; e.g. ib400x8=400,2us); repeatable")

@@ -137,6 +137,7 @@ class BenchmarkInfo:
     extra_check: Callable[[argparse.Namespace], None] | None = None
     own_parser: Callable[[], Parser] | None = None  # benchmarks that do not train (collectives)
     twin: str | None = None  # TensorFlow: the PyTorch benchmark of the same models (its FLOP counts are used)
+    paths: tuple[str, ...] = ()  # flags whose value names a file or folder: made absolute when a run is planned
     # argument sets that train it at a tiny size, one per architecture family: the workload tests train each
     # (tests/test_*_workloads_train.py parametrise over the catalog, so a new entry is tested by its smoke)
     smoke: tuple[tuple[str, ...], ...] = ()
@@ -166,6 +167,18 @@ class BenchmarkInfo:
     def trains(self) -> bool:
         """A training workload (the shared flags: --steps, --target-ci ...), not collectives or p2p."""
         return self.own_parser is None
+
+    def resolved(self, argv: Sequence[str], base: Path) -> tuple[str, ...]:
+        """The arguments with every path flag's value made absolute against ``base``: ranks start in their run's
+        folder, where a relative path would name nothing."""
+        out = list(argv)
+        for i, arg in enumerate(out):
+            name, eq, value = arg.partition("=")
+            if name in self.paths and eq and value:
+                out[i] = f"{name}={(base / Path(value).expanduser()).resolve()}"
+            elif arg in self.paths and i + 1 < len(out) and not out[i + 1].startswith("--"):
+                out[i + 1] = str((base / Path(out[i + 1]).expanduser()).resolve())
+        return tuple(out)
 
     def check(self, argv: Sequence[str]) -> argparse.Namespace:
         """Parse and check argv; a UsageError names the first problem."""
@@ -224,7 +237,7 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                               "--vocab", "64"),)),
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       "allreduce, allgather, broadcast, alltoall bandwidth through Horovod and raw MPI",
-                      own_parser=_comm_parser, extra_check=_comm_check),
+                      own_parser=_comm_parser, extra_check=_comm_check, paths=("--like",)),
         BenchmarkInfo("p2p", "pytorch", "p2p.py", ("p2p",), "p2p", "GB/s",
                       "device-to-device copies between every GPU pair and host-device copies, one process",
                       own_parser=_p2p_parser),

@@ -279,8 +279,6 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("cuda", "env", ("device", "cuda"), "string", "the CUDA the framework was built with"),
     RunColumn("cudnn", "env", ("device", "cudnn"), "Int64", "the cuDNN version PyTorch loaded"),
     RunColumn("nccl", "env", ("device", "nccl"), "string", "the NCCL version PyTorch loaded"),
-    RunColumn("horovod_nccl", "env", ("horovod", "nccl_version"), "string",
-              "the NCCL version Horovod was built with (hvd.nccl_built()), which its GPU collectives use"),
     RunColumn("torch", "env", ("device", "torch"), "string", "PyTorch's version"),
     RunColumn("tensorflow", "env", ("device", "tensorflow"), "string", "TensorFlow's version"),
     RunColumn("horovod_version", "env", ("horovod", "version"), "string", "Horovod's version"),
@@ -289,6 +287,10 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("tuning", "env", ("variables",), "string",
               "HOROVOD_*, NCCL_*, UCX_*, OMPI_MCA_*, MPIR_CVAR_*, I_MPI_* and FI_* variables of rank 0, "
               "KEY=VALUE; ...", _tuning),
+    RunColumn("cpu_model", "env", ("cpu_model",), "string", "rank 0's CPU model"),
+    RunColumn("cpu_count", "env", ("cpu_count",), "Int64", "CPUs of rank 0's host"),
+    RunColumn("horovod_nccl", "env", ("horovod", "nccl_version"), "string",
+              "the NCCL version Horovod was built with (hvd.nccl_built()), which its GPU collectives use"),
 )
 
 

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import stat
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,23 @@ def visible(text: str) -> str:
     """Text made safe to print: every control character but newline and tab shown as its escape (\\x1b),
     so a value from a run's files cannot move the cursor, recolour or retitle the terminal."""
     return _UNSEEN.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+# what may never pass from a run's files or a user's into any output as it is: C0 and C1 controls (newline, carriage
+# return, tab, escape), DEL, Unicode's line and paragraph separators, and its direction marks and overrides
+_NOT_INERT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def inert(text: object) -> str:
+    """Text from a run's records or a user's file made inert for any output (terminal, Markdown, CSV, a
+    protocol): one line, every control character shown as its escape (``\\n``, ``\\x1b``, ``\\u202e``), so a
+    value can neither start a line of its own (a forged verdict) nor act on a terminal."""
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+    return _NOT_INERT.sub(escape, str(text))
 
 
 def spreadsheet_safe(cell: str) -> str:
@@ -112,3 +130,19 @@ def read_small_text(path: Path, limit: int, what: str, *, strict: bool = True) -
         return raw.decode("utf-8", errors="strict" if strict else "replace")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+MAX_TOML = 1 << 20  # criteria, peaks, targets, costs, weights: a few kB each
+
+
+def read_toml(path: Path, what: str, limit: int = MAX_TOML) -> dict[str, Any]:
+    """A small TOML file a user gives (criteria, a peak table, a target, costs), read only where it is a regular
+    file of at most ``limit`` bytes of UTF-8 text (a FIFO would block, /dev/zero fill memory); a ValueError of
+    one line naming the file otherwise, or where it is not TOML."""
+    text = read_small_text(Path(path), limit, what)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: nested deeper than any {what} is") from None
