@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.collective_ops import OPS, bus_factor, slowest_per_iteration
+from hvdbench.suite.core.collective_ops import OPS, TIMINGS, bus_factor, figure, slowest_per_iteration
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.flags import byte_size
 from hvdbench.suite.core.metrics import percentile_interval
@@ -50,14 +50,15 @@ TRAINING_KEYS: dict[str, type] = {
     "independent": _SWITCH, "channels_last": _SWITCH, "compile": _SWITCH, "data": _TEXT, "fp16_allreduce": _SWITCH,
     "threads": _WHOLE}
 COLLECTIVE_KEYS: dict[str, type] = {"system": _TEXT, "placement": _TEXT, "launcher": _TEXT, "controller": _TEXT,
-                                    "op": _TEXT, "dtype": _TEXT, "bytes": _WHOLE, "path": _TEXT, "pattern": _TEXT}
+                                    "op": _TEXT, "dtype": _TEXT, "bytes": _WHOLE, "path": _TEXT, "pattern": _TEXT,
+                                    "timing": _TEXT}
 SCREENING_KEYS: dict[str, type] = {"system": _TEXT, "framework": _TEXT, "benchmark": _TEXT, "model": _TEXT,
                                    "level": _TEXT}
 SELECTORS = {"scaling": TRAINING_KEYS, "details": TRAINING_KEYS, "collectives": COLLECTIVE_KEYS,
              "screening": SCREENING_KEYS}
 SIZES = ("gpus", "nodes")  # of every table but screening's (each GPU or node of a screen is one unit)
 CHOICES = {"op": tuple(OPS), "dtype": ("fp32", "fp16", "bf16"), "level": ("gpu", "node"),
-           "pattern": ("isolated", "training")}
+           "pattern": ("isolated", "training"), "timing": TIMINGS}
 KEYS = ("name", "metric", "min", "max", *SIZES, *dict.fromkeys([*TRAINING_KEYS, *COLLECTIVE_KEYS, *SCREENING_KEYS]))
 NOT_JUDGED = 4  # exit status: a verdict could not be reached (inconclusive, not measured); 2 is a usage error
 ACCEPTANCE_SCHEMA: dict[str, str] = {
@@ -169,6 +170,7 @@ class Measured:
     count: int
     unit: str  # "timed steps" or "repeats": what more of would narrow the interval
     runs: str
+    how: str = ""  # how it was measured, where a verdict depends on it (a bandwidth curve's timing)
 
 
 def judge(criteria: list[Criterion], tables: dict[str, pd.DataFrame], collection: Collection) -> pd.DataFrame:
@@ -187,13 +189,19 @@ def verdict(criterion: Criterion, m: Measured) -> dict[str, Any]:
     """pass, fail or inconclusive, from where the interval lies against the threshold."""
     row = {"criterion": criterion.name, "metric": criterion.metric, "bound": criterion.bound,
            "threshold": criterion.threshold, "value": m.value, "low": m.low, "high": m.high, "runs": m.runs}
+    said = verdict_of(criterion, m)
+    return {**said, "why": said["why"] + (f"; {m.how}" if m.how else "")} | row
+
+
+def verdict_of(criterion: Criterion, m: Measured) -> dict[str, str]:
+    """The verdict and why, from where the interval lies against the threshold."""
     if math.isnan(m.low) or math.isnan(m.high):
-        return {**row, "verdict": "inconclusive", "why": "no 95% interval (too few steps): run it longer"}
+        return {"verdict": "inconclusive", "why": "no 95% interval (too few steps): run it longer"}
     if criterion.meets(m.low) and criterion.meets(m.high):
-        return {**row, "verdict": "pass", "why": "the whole 95% interval meets it"}
+        return {"verdict": "pass", "why": "the whole 95% interval meets it"}
     if not criterion.meets(m.low) and not criterion.meets(m.high):
-        return {**row, "verdict": "fail", "why": "the whole 95% interval misses it"}
-    return {**row, "verdict": "inconclusive", "why": more_needed(m, criterion.threshold)}
+        return {"verdict": "fail", "why": "the whole 95% interval misses it"}
+    return {"verdict": "inconclusive", "why": more_needed(m, criterion.threshold)}
 
 
 MAX_ADVISED = 100  # times the measurement taken: beyond it, no practical amount of measurement decides it
@@ -294,7 +302,7 @@ def _why_missing(metric: str) -> str:
 
 # what makes a collectives row one configuration: everything but the size and the run (repeats are one)
 COLLECTIVE_CONFIG = ["system", "placement", "np", "nodes", "launcher", "controller", "op", "backend", "path", "dtype",
-                     "pattern"]
+                     "pattern", "timing"]
 
 
 def _collective(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:
@@ -306,6 +314,12 @@ def _collective(criterion: Criterion, tables: dict[str, pd.DataFrame], collectio
         return "no collectives run in the results"
     selectors = {"op": "allreduce", "dtype": "fp32", **criterion.selectors}
     picked = _select(table, replace(criterion, selectors=selectors), COLLECTIVE_KEYS)
+    if "timing" not in criterion.selectors:  # nccl-tests' convention, the one vendors quote, unless named
+        each = picked[picked["timing"] == "each"]
+        picked = picked[picked["timing"] != "each"]
+        if picked.empty and len(each):
+            return ("its curve was timed call by call (--timing each), not as nccl-tests times (calls back to "
+                    "back): name timing = 'each' to judge that curve, or measure with --timing batch")
     if picked.empty:
         return _nearest(table, criterion)
     configurations = picked.drop_duplicates(COLLECTIVE_CONFIG)
@@ -318,18 +332,24 @@ def _collective(criterion: Criterion, tables: dict[str, pd.DataFrame], collectio
     comm = collection.comm
     case = comm[comm["run_id"].isin(runs) & (comm["op"] == row["op"]) & (comm["dtype"] == row["dtype"])
                 & (comm["bytes"] == row["bytes"]) & (comm["backend"] == row["backend"])
-                & (comm["pattern"] == row["pattern"])]
+                & (comm["pattern"] == row["pattern"]) & (comm["timing"] == row["timing"])]
     times = np.concatenate([slowest_per_iteration(iteration_times(one)) for _, one in case.groupby("run_id")]
                            or [np.array([])])
     if len(times) < 2:
         return "too few timed iterations for an interval"
+    timing = str(row["timing"])
     rng = np.random.default_rng(0)
-    means = times[rng.integers(0, len(times), size=(2000, len(times)))].mean(axis=1)
+    draws = times[rng.integers(0, len(times), size=(2000, len(times)))]
+    stats = np.median(draws, axis=1) if timing == "batch" else draws.mean(axis=1)  # the figure's own statistic
     factor = 1.0 if criterion.metric == "algbw" else bus_factor(str(row["op"]), int(row["np"]))
-    value = int(row["bytes"]) / float(times.mean()) / 1e9 * factor
-    slow, fast = percentile_interval(means)
+    value = int(row["bytes"]) / figure(times, timing) / 1e9 * factor
+    slow, fast = percentile_interval(stats)
+    unit = {"batch": "batches of calls back to back", "each": "calls, each timed alone"}.get(timing, "training steps")
+    how = {"batch": "timed as nccl-tests times: calls back to back, the median over batches",
+           "each": "timed call by call (--timing each: each call's cost of getting there included)"}.get(
+               timing, "timed as a training run's steps exchange")
     return Measured(value, int(row["bytes"]) / fast / 1e9 * factor, int(row["bytes"]) / slow / 1e9 * factor,
-                    len(times), "timed iterations", ",".join(runs))
+                    len(times), unit, ",".join(runs), how)
 
 
 def _screening(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:

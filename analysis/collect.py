@@ -14,6 +14,7 @@ import pandas as pd
 from hvdbench.suite.core.axes import read_axes
 from hvdbench.suite.core.errors import ReportError, SpecError
 from hvdbench.suite.core.catalog import BENCHMARKS
+from hvdbench.suite.core.collective_ops import TIMINGS
 from hvdbench.suite.core.metrics import Outcome, run_outcome
 from hvdbench.suite.core.schema import KINDS, RUN_COLUMNS, RunColumn, mpi_text
 from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus, earlier_attempts
@@ -48,6 +49,7 @@ STEPS_SCHEMA: dict[str, str] = {
 COMM_SCHEMA: dict[str, str] = {
     "run_id": "string", "rank": "int64", "op": "string", "backend": "string", "dtype": "string",
     "bytes": "int64", "pattern": "string", "like_workload": "string", "iteration": "int64", "time": "float64",
+    "timing": "string",
 }
 P2P_SCHEMA: dict[str, str] = {
     "run_id": "string", "src": "string", "dst": "string", "mode": "string", "bytes": "int64", "link": "string",
@@ -324,10 +326,12 @@ class _Run:
             return
         trained = rec.get("pattern") == "training"
         pattern = "training" if trained else "isolated"
+        # how the times were taken: a training pattern's steps back to back; batches of calls; calls one by one
+        timing = "steps" if trained else rec.get("timing") if rec.get("timing") in TIMINGS else "each"
         self.tables["comm"] += [{"run_id": self.spec.id, "rank": rec["rank"], "op": rec.get("op"),
                                  "backend": rec.get("backend"), "dtype": rec.get("dtype"), "bytes": rec.get("bytes"),
                                  "pattern": pattern, "like_workload": rec.get("like_workload") if trained else None,
-                                 "iteration": i, "time": t} for i, t in enumerate(rec.get("times") or [])]
+                                 "iteration": i, "time": t, "timing": timing} for i, t in enumerate(rec.get("times") or [])]
 
     def on_p2p(self, rec: dict[str, Any]) -> None:
         self.tables["p2p"] += [{"run_id": self.spec.id, **{k: rec.get(k) for k in ("src", "dst", "mode", "bytes", "link",

@@ -14,14 +14,16 @@ from .collect import Collection
 from .efficiency import link_rate
 
 RUN_KEYS = COLLECTIVE_RUN
-CASE_KEYS = ["op", "backend", "dtype", "bytes", "pattern"]
+CASE_KEYS = ["op", "backend", "dtype", "bytes", "pattern", "timing"]
 COMM_TABLE_SCHEMA: dict[str, str] = {
     "system": "string", "placement": "string", "np": "int64", "nodes": "int64", "launcher": "string",
     "controller": "string", "op": "string", "backend": "string", "path": "string", "dtype": "string", "bytes": "int64",
     "time_mean_us": "float64", "time_min_us": "float64", "algbw_gbs": "float64", "busbw_gbs": "float64",
     "busbw_peak_gbs": "float64", "link_gbs": "float64", "link": "string", "pattern": "string", "run_id": "string",
+    "timing": "string", "time_us": "float64", "path_cost_us": "float64",
 }
 RATIO_BYTES = 64 * 2**20
+TIMING_WORDS = {"batch": "calls back to back", "each": "each call alone", "steps": "training steps"}
 PATTERN_PATH = ", training pattern of "  # a training-pattern curve's path: "Horovod (mpi), training pattern of ..."
 
 
@@ -31,8 +33,9 @@ def iteration_times(case: pd.DataFrame) -> np.ndarray:
 
 
 def comm_table(collection: Collection) -> pd.DataFrame:
-    """One row per run and case: per iteration the slowest rank's time; mean and min over iterations; the run
-    and its pattern (isolated calls, or a training run's) kept with each row."""
+    """One row per run and case: per iteration (or batch) the slowest rank's time; the figure (a batch-timed
+    case's median over batches, else the mean over calls), mean and min over them; the run, its pattern
+    (isolated calls, or a training run's), its timing and what a call of its path costs kept with each row."""
     rows: list[dict[str, Any]] = []
     runs = collection.runs.set_index("run_id")
     pcie = collection.env.groupby("run_id")[["pcie_max_gen", "pcie_max_width"]].min() if len(collection.env) else None
@@ -41,32 +44,35 @@ def comm_table(collection: Collection) -> pd.DataFrame:
         if not per_rank.size or run_id not in runs.index:
             continue
         run = runs.loc[run_id]
-        op, backend, _, nbytes, pattern = case
-        s = summarize(op, int(nbytes), int(run["np"]), per_rank)
+        op, backend, _, nbytes, pattern, timing = case
+        s = summarize(op, int(nbytes), int(run["np"]), per_rank, timing)
         path = f"Horovod ({run['controller']})" if backend == "horovod" else "raw MPI (mpi4py)"
         if pattern != "isolated":
             path += f"{PATTERN_PATH}{group['like_workload'].iloc[0]}"
         gen, width = pcie.loc[run_id] if pcie is not None and run_id in pcie.index else (np.nan, np.nan)
         link = link_rate(run["placement"] or None, int(run["nodes"]), gen, width) or (np.nan, None)
+        cost = run["path_cost_horovod_s" if backend == "horovod" else "path_cost_mpi_s"]
         rows.append({**{k: run[k] for k in RUN_KEYS}, **dict(zip(CASE_KEYS[:4], case)), "path": path,
+                     "time_us": s["time_s"] * 1e6, "path_cost_us": cost * 1e6 if pd.notna(cost) else np.nan,
                      "time_mean_us": s["time_mean_s"] * 1e6, "time_min_us": s["time_min_s"] * 1e6,
                      "algbw_gbs": s["algbw_gbs"], "busbw_gbs": s["busbw_gbs"], "busbw_peak_gbs": s["busbw_peak_gbs"],
-                     "link_gbs": link[0], "link": link[1], "pattern": pattern, "run_id": run_id})
+                     "link_gbs": link[0], "link": link[1], "pattern": pattern, "run_id": run_id, "timing": timing})
     return pd.DataFrame(rows, columns=list(COMM_TABLE_SCHEMA)).astype(COMM_TABLE_SCHEMA)
 
 
 def peak_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The highest busbw (from mean times) of each configuration, and the size that reached it."""
-    keys = ["system", "placement", "np", "op", "path", "dtype"]
+    """The highest busbw (from each size's figure) of each configuration, the size that reached it, and the
+    cost of a call of its path (where the run measured it)."""
+    keys = ["system", "placement", "np", "op", "path", "dtype", "timing"]
     best = table.loc[table.groupby(keys, sort=True)["busbw_gbs"].idxmax()] if len(table) else table
-    return best[keys + ["busbw_gbs", "bytes", "link_gbs", "link"]].rename(
+    return best[keys + ["busbw_gbs", "bytes", "link_gbs", "link", "path_cost_us"]].rename(
         columns={"busbw_gbs": "peak_busbw_gbs", "bytes": "at_bytes"})
 
 
 def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataFrame:
     """busbw through Horovod (each controller) / through raw MPI, at the size both measured closest to nbytes;
     isolated calls only (a training pattern's step of many tensors is not one call's peer)."""
-    keys = ["system", "placement", "np", "op", "dtype"]
+    keys = ["system", "placement", "np", "op", "dtype", "timing"]
     rows = []
     table = table[~table["path"].str.contains(PATTERN_PATH, regex=False)]
     for key, group in table.groupby(keys, sort=True):
@@ -91,11 +97,11 @@ def plot_bandwidth(table: pd.DataFrame) -> str | None:
         return None
     fig, axes = figure(5 * len(ops), 4, cols=len(ops))
     for ax, op in zip(np.atleast_1d(axes), ops):
-        for key, group in table[table["op"] == op].groupby(["path", "dtype", "placement", "np"], sort=True):
-            backend, dtype, placement, np_ = key
+        for key, group in table[table["op"] == op].groupby(["path", "dtype", "placement", "np", "timing"], sort=True):
+            backend, dtype, placement, np_, timing = key
             group = group.sort_values("bytes")
             ax.plot(group["bytes"], group["busbw_gbs"], marker="o", markersize=3,
-                    label=plain(f"{backend} {dtype} {placement or ''} {np_} ranks".replace("  ", " ")))
+                    label=plain(f"{backend} {dtype} {placement or ''} {np_} ranks, {TIMING_WORDS[timing]}".replace("  ", " ")))
         ax.set_xscale("log", base=2)
         ax.set_title(op)
         ax.set_xlabel("message size (bytes)")

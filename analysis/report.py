@@ -211,9 +211,9 @@ def terminal_text(report: Report, collection: Collection) -> str:
     texts = [f"{inert(s.title)}\n{text_table(s.header, s.rows)}" for s in report.headline]
     if "collectives" in report.tables:
         peaks = peak_table(report.tables["collectives"])
-        texts.append(text_table(["GPUs", "op", "through", "dtype", "peak busbw GB/s", "at bytes"],
-                                [[str(r.np), r.op, r.path, r.dtype, f"{r.peak_busbw_gbs:.3f}", f"{r.at_bytes:,}"]
-                                 for r in peaks.itertuples()]))
+        texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
+                                [[str(r.np), r.op, r.path, r.dtype, views.TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
+                                  f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
     if "compare" in report.tables:
         texts.append("systems side by side\n" + text_table(*views.compare_rows(report.tables["compare"])))
     notes = []

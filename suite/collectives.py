@@ -1,5 +1,6 @@
 """Collective bandwidth benchmark: allreduce, allgather, broadcast, alltoall from 8 B to 1 GiB, through
-Horovod and through raw MPI (mpi4py), with nccl-tests' algbw and busbw; every result is checked.
+Horovod and through raw MPI (mpi4py), with nccl-tests' algbw and busbw, timed as nccl-tests times them
+(--timing batch, the default) or call by call (--timing each); every result is checked.
 
     mpirun -np 8 -bind-to none python suite/collectives.py --max-bytes 1G --dtypes fp32,fp16
     horovodrun -np 2 -H localhost:2 --gloo python suite/collectives.py --backends horovod --max-bytes 64M
@@ -7,80 +8,134 @@ Horovod and through raw MPI (mpi4py), with nccl-tests' algbw and busbw; every re
 
 from __future__ import annotations
 
+import functools
+import itertools
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.collective_ops import ITEM_BYTES, sizes, summarize
+from hvdbench.suite.core.collective_ops import ITEM_BYTES, OPS, sizes, summarize
 from hvdbench.suite.core.collective_ops import skip_reason as op_skip_reason
+from hvdbench.suite.core.environment import started_by_mpi
 from hvdbench.suite.core.training_pattern import pattern_totals, scaled
-from hvdbench.suite.comm import Buffers, Case, PatternBuffers, horovod_op, measure, measure_pattern, mpi_op
+from hvdbench.suite.comm import (Buffers, Case, PatternBuffers, horovod_op, measure, measure_batches, measure_pattern,
+                                 mpi_call, mpi_op, path_cost)
 from hvdbench.suite.harness import rank_session
 from hvdbench.suite.pytorch import TorchBackend
 
 
-def skip_reason(case: Case, device: torch.device, hvd: Any) -> str | None:
-    """Why a case cannot run here; the same answer on every rank, so no rank waits for another."""
-    if case.backend == "mpi":
-        if not hvd.mpi_enabled():
-            return "Horovod runs on Gloo here: launch with mpirun or horovodrun --mpi for the MPI backend"
-        if not hvd.mpi_threads_supported():
-            return "this MPI lacks MPI_THREAD_MULTIPLE, which raw MPI beside Horovod's thread needs"
-    return op_skip_reason(case.op, case.backend, case.dtype)
+NO_MPI = ("raw MPI needs an MPI launcher (mpirun, mpiexec, srun --mpi, horovodrun --mpi): this rank was not "
+          "started by one")
+
+
+def early_mpi(flags: Any) -> Any | None:
+    """mpi4py's MPI, started before Horovod where raw MPI is asked and an MPI launcher started this rank (None
+    elsewhere): Horovod then finds MPI running and leaves it running when it is shut down after its own cases,
+    so raw MPI is timed without Horovod's background thread, whose cycle slowed every raw call up to 4x on a
+    busy node (measured: Intel MPI, 2 ranks, 4 MiB allreduce, 1.4 ms alone, 6.4 ms beside Horovod)."""
+    if "mpi" not in flags.backends or not started_by_mpi():
+        return None
+    from mpi4py import MPI
+
+    return MPI
+
+
+class MpiRuntime:
+    """The raw-MPI cases' view of the job once Horovod is shut down: MPI's barrier and gather, the device's sync."""
+
+    def __init__(self, comm: Any, sync: Any) -> None:
+        self.comm, self.sync = comm, sync
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        return self.comm.allgather(obj)
 
 
 def main() -> int:
     info = get_benchmark("collectives")
     argv = sys.argv[1:]
     flags = info.parse_or_exit(argv)
+    mpi = early_mpi(flags)
     with rank_session(TorchBackend(), info, flags, argv, "collectives") as session:
-        hvd, runtime, writer, device = session.hvd, session.runtime, session.writer, session.device
+        hvd, runtime, writer = session.hvd, session.runtime, session.writer
         writer.write("env", benchmark="collectives", framework="pytorch", model="collectives", flags=vars(flags),
                      unit="GB/s", **session.environment())
         if flags.pattern == "training":
             measured = training_pattern(session, flags)
             writer.write("summary", unit="GB/s", cases=measured, skipped=0)
             return 0
-        runners: dict[str, Callable[[str], Callable[[torch.Tensor], torch.Tensor]]] = {
-            "horovod": lambda op: horovod_op(hvd, op)}
-        if "mpi" in flags.backends and hvd.mpi_enabled() and hvd.mpi_threads_supported():
-            from mpi4py import MPI
-
-            comm = MPI.COMM_WORLD.Dup()
-            runners["mpi"] = lambda op: mpi_op(comm, op, runtime.size, flags.cuda_aware_mpi)
         if runtime.rank == 0:
+            how = ("the median over batches of calls back to back" if flags.timing == "batch"
+                   else "the mean over calls each bounded by a barrier and a sync")
             print(f"{'op':>10} {'backend':>8} {'dtype':>5} {'bytes':>12} {'time(us)':>10} {'algbw':>8} "
-                  f"{'busbw':>8}  (GB/s; slowest rank per iteration, mean over iterations)", flush=True)
-        measured = skipped = 0
-        for op in flags.ops:
-            for backend in flags.backends:
-                for dtype in flags.dtypes:
-                    reason = skip_reason(Case(op, backend, dtype, 0), device, hvd)
-                    if reason:
-                        skipped += 1
-                        writer.write("comm", op=op, backend=backend, dtype=dtype, skipped=reason)
-                        if runtime.rank == 0:
-                            print(f"{op:>10} {backend:>8} {dtype:>5}  skipped: {reason}", flush=True)
-                        continue
-                    run = runners[backend](op)
-                    for nbytes in sizes(flags.min_bytes, flags.max_bytes, flags.factor):
-                        case = Case(op, backend, dtype, nbytes)
-                        buffers = Buffers(case, runtime.rank, runtime.size, device,
-                                          corrupt=flags.corrupt_rank == runtime.rank)
-                        times = measure(run, buffers, case, rank=runtime.rank, iters=flags.iters,
-                                        warmup=flags.warmup_iters, barrier=runtime.barrier, sync=runtime.sync)
-                        writer.write("comm", op=op, backend=backend, dtype=dtype, bytes=buffers.bytes,
-                                     elements=buffers.count, times=times, correct=True)
-                        measured += 1
-                        everyone = runtime.allgather_object(times)
-                        if runtime.rank == 0:
-                            s = summarize(op, buffers.bytes, runtime.size, everyone)
-                            print(f"{op:>10} {backend:>8} {dtype:>5} {buffers.bytes:>12} {s['time_mean_s'] * 1e6:>10.1f} "
-                                  f"{s['algbw_gbs']:>8.3f} {s['busbw_gbs']:>8.3f}", flush=True)
-        writer.write("summary", unit="GB/s", cases=measured, skipped=skipped)
+                  f"{'busbw':>8}  (GB/s; slowest rank, {how})", flush=True)
+        counts, costs = [0, 0], {}
+        if "horovod" in flags.backends:  # Horovod's cases first; raw MPI's once Horovod is shut down
+            counts = backend_cases(session, flags, "horovod", runtime, None, counts)
+            one = torch.ones(1, device=session.device)
+            costs["horovod"] = path_cost(lambda: hvd.allreduce(one, op=hvd.Sum), calls=200, barrier=runtime.barrier,
+                                         sync=runtime.sync)
+        if "mpi" in flags.backends:
+            if mpi is not None:
+                hvd.shutdown()
+                runtime = MpiRuntime(mpi.COMM_WORLD.Dup(), runtime.sync)
+                costs["mpi"] = path_cost(mpi_call(mpi.COMM_SELF, "allreduce", 1, flags.cuda_aware_mpi,
+                                                  torch.ones(1, device=session.device)),
+                                         calls=2000, barrier=runtime.barrier, sync=runtime.sync)
+            counts = backend_cases(session, flags, "mpi", runtime, None if mpi is None else runtime.comm, counts)
+        if runtime.rank == 0 and costs:
+            print("a call's own cost before any byte moves: "
+                  + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in costs.items()), flush=True)
+        writer.write("summary", unit="GB/s", cases=counts[0], skipped=counts[1], path_cost_s=costs)
     return 0
+
+
+def backend_cases(session: Any, flags: Any, backend: str, runtime: Any, comm: Any, counts: list[int]) -> list[int]:
+    """Every op, dtype and size of one backend (each case that cannot run here recorded with why); the
+    [measured, skipped] counts so far, added to."""
+    measured, skipped = counts
+    for op, dtype in itertools.product(flags.ops, flags.dtypes):
+        reason = NO_MPI if backend == "mpi" and comm is None else op_skip_reason(op, backend, dtype)
+        if reason:
+            skipped += 1
+            session.writer.write("comm", op=op, backend=backend, dtype=dtype, skipped=reason)
+            if runtime.rank == 0:
+                print(f"{op:>10} {backend:>8} {dtype:>5}  skipped: {reason}", flush=True)
+            continue
+        for nbytes in sizes(flags.min_bytes, flags.max_bytes, flags.factor):
+            one_case(session, flags, runtime, comm, Case(op, backend, dtype, nbytes))
+            measured += 1
+    return [measured, skipped]
+
+
+def one_case(session: Any, flags: Any, runtime: Any, comm: Any, case: Case) -> None:
+    """One operation, backend, dtype and size: timed as --timing says, recorded, its figure printed by rank 0."""
+    hvd, device = session.hvd, session.device
+    buffers = Buffers(case, runtime.rank, runtime.size, device, corrupt=flags.corrupt_rank == runtime.rank)
+    if flags.timing == "batch":
+        call = (mpi_call(comm, case.op, runtime.size, flags.cuda_aware_mpi, buffers.input) if case.backend == "mpi"
+                else functools.partial(OPS[case.op].horovod, hvd, buffers.input))
+        times = measure_batches(call, buffers, case, rank=runtime.rank, iters=flags.iters, batches=flags.batches,
+                                warmup=flags.warmup_iters, barrier=runtime.barrier, sync=runtime.sync)
+    else:
+        run = mpi_op(comm, case.op, runtime.size, flags.cuda_aware_mpi) if case.backend == "mpi" \
+            else horovod_op(hvd, case.op)
+        times = measure(run, buffers, case, rank=runtime.rank, iters=flags.iters, warmup=flags.warmup_iters,
+                        barrier=runtime.barrier, sync=runtime.sync)
+    session.writer.write("comm", op=case.op, backend=case.backend, dtype=case.dtype, bytes=buffers.bytes,
+                         elements=buffers.count, times=times, correct=True, timing=flags.timing,
+                         calls=flags.iters if flags.timing == "batch" else 1)
+    everyone = runtime.allgather_object(times)
+    if runtime.rank == 0:
+        s = summarize(case.op, buffers.bytes, runtime.size, everyone, flags.timing)
+        print(f"{case.op:>10} {case.backend:>8} {case.dtype:>5} {buffers.bytes:>12} {s['time_s'] * 1e6:>10.1f} "
+              f"{s['algbw_gbs']:>8.3f} {s['busbw_gbs']:>8.3f}", flush=True)
+
 
 def training_pattern(session: Any, flags: Any) -> int:
     """The --like run's gradients allreduced as its steps do, at its own total and at each curve size; returns
@@ -106,7 +161,7 @@ def training_pattern(session: Any, flags: Any) -> int:
             everyone = runtime.allgather_object(times)
             if runtime.rank == 0:
                 s = summarize("allreduce", buffers.bytes, runtime.size, everyone)
-                print(f"{'training':>10} {'horovod':>8} {dtype:>5} {buffers.bytes:>12} {s['time_mean_s'] * 1e6:>10.1f} "
+                print(f"{'training':>10} {'horovod':>8} {dtype:>5} {buffers.bytes:>12} {s['time_s'] * 1e6:>10.1f} "
                       f"{s['algbw_gbs']:>8.3f} {s['busbw_gbs']:>8.3f}  ({len(counts)} tensors)", flush=True)
     return measured
 

@@ -1,9 +1,11 @@
 """Collective bandwidth in the field's terms (nccl-tests' algbw and busbw), through Horovod and raw MPI.
 
-For each operation, backend, dtype and message size: warm-up iterations, then timed iterations, each
-bounded by a barrier and a device sync; every rank records its own per-iteration times, and the
-result of every iteration is checked against values known in advance. The training pattern instead
-times a training step's allreduces (its gradient tensors, back to back) several steps in a row.
+For each operation, backend, dtype and message size: warm-up calls, then the timed ones. Batch timing
+(nccl-tests' and IMB's way): after a barrier and a device sync, calls back to back, one sync, time / calls,
+several such batches; each timing: every call bounded by a barrier and a device sync. Every rank records its
+own times, and results are checked against values known in advance (each batch's last, every timed call).
+The training pattern instead times a training step's allreduces (its gradient tensors, back to back) several
+steps in a row. What a call of each path costs before any byte moves is measured beside (``path_cost``).
 """
 
 from __future__ import annotations
@@ -93,6 +95,35 @@ def mpi_op(comm: Any, op: str, size: int, cuda_aware: bool) -> Callable[[torch.T
     return run
 
 
+def mpi_call(comm: Any, op: str, size: int, cuda_aware: bool, tensor: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """One mpi4py collective on ``tensor``, prepared (its output and MPI's buffer specifications made once,
+    outside the timing, as nccl-tests and IMB prepare theirs), so that a call is the loop's only work; a GPU
+    tensor handed to an MPI that is not CUDA-aware is staged through host memory on every call."""
+    from mpi4py import MPI
+
+    descriptor = OPS[op]
+    staged = not cuda_aware and tensor.device.type != "cpu"
+    src = tensor.cpu() if staged else tensor
+    out = src if descriptor.in_place else torch.empty(descriptor.output_count(src.numel(), size), dtype=src.dtype,
+                                                      device=src.device)
+
+    def spec(t: torch.Tensor) -> Any:
+        return _typed(t) if descriptor.reduces else [_raw(t), MPI.BYTE]
+
+    send, recv, mpi = spec(src), None if descriptor.in_place else spec(out), descriptor.mpi
+    if not staged:
+        def call() -> torch.Tensor:
+            mpi(comm, MPI, send, recv)
+            return out
+        return call
+
+    def staged_call() -> torch.Tensor:
+        src.copy_(tensor)
+        mpi(comm, MPI, send, recv)
+        return out.to(tensor.device)
+    return staged_call
+
+
 def _typed(t: torch.Tensor) -> Any:
     """A buffer MPI reduces as its element type (fp32)."""
     return t if t.device.type == "cuda" else t.numpy()
@@ -101,6 +132,44 @@ def _typed(t: torch.Tensor) -> Any:
 def _raw(t: torch.Tensor) -> Any:
     """The tensor's bytes, for collectives that move data without reducing it (any dtype)."""
     return t.view(torch.uint8) if t.device.type == "cuda" else t.view(torch.uint8).numpy()
+
+
+def measure_batches(call: Callable[[], torch.Tensor], buffers: Buffers, case: Case, *, rank: int, iters: int,
+                    batches: int, warmup: int, barrier: Callable[[], None], sync: Callable[[], None]) -> list[float]:
+    """Warm-up calls, then ``batches`` batches of ``iters`` calls each, as nccl-tests and IMB time: after a
+    barrier and a device sync, the calls back to back, one sync, the batch's time / ``iters``; each batch's last
+    result checked after its clock stops. Returns each batch's time per call on this rank."""
+    out = None
+    for _ in range(warmup):
+        out = call()
+    sync()
+    if out is not None:
+        buffers.check(out, case, rank)
+    times: list[float] = []
+    for _ in range(batches):
+        barrier()
+        sync()
+        start = time.perf_counter()
+        for _ in range(iters):
+            out = call()
+        sync()
+        times.append((time.perf_counter() - start) / iters)
+        buffers.check(out, case, rank)  # type: ignore[arg-type]
+    return times
+
+
+def path_cost(call: Callable[[], Any], *, calls: int, barrier: Callable[[], None], sync: Callable[[], None]) -> float:
+    """Seconds one call of a path costs when it moves (almost) nothing: ``calls`` calls back to back after a
+    barrier, divided; the floor every small message's time stands on."""
+    for _ in range(max(1, calls // 10)):
+        call()
+    barrier()
+    sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    sync()
+    return (time.perf_counter() - start) / calls
 
 
 def measure(run: Callable[[torch.Tensor], torch.Tensor], buffers: Buffers, case: Case, *, rank: int, iters: int,

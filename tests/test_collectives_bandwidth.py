@@ -82,7 +82,10 @@ def test_two_ranks_both_backends_correct_and_reported(tmp_path: Path, hvd_env: d
     measured = {(r["op"], r["backend"], r["dtype"]) for r in records if "times" in r}
     assert {("allreduce", "horovod", "fp32"), ("allreduce", "mpi", "fp32"), ("alltoall", "mpi", "fp16"),
             ("broadcast", "horovod", "fp16")} <= measured
-    assert all(r["correct"] and len(r["times"]) == 3 for r in records if "times" in r)
+    assert all(r["correct"] and len(r["times"]) == 5 and r["timing"] == "batch" and r["calls"] == 3
+               for r in records if "times" in r)  # nccl-tests' way by default: 5 batches of --iters calls
+    summary = next(r for r in read_records(run_dir / "rank-0.jsonl") if r["kind"] == "summary")
+    assert set(summary["path_cost_s"]) == {"horovod", "mpi"} and 0 < summary["path_cost_s"]["mpi"] < 0.01
     assert any("16-bit float type to reduce" in r.get("skipped", "") for r in records)  # mpi allreduce fp16
     table = pd.read_csv(out / "report" / "collectives.csv")
     assert set(table["op"]) == {"allreduce", "allgather", "broadcast", "alltoall"}
@@ -93,19 +96,71 @@ def test_two_ranks_both_backends_correct_and_reported(tmp_path: Path, hvd_env: d
     assert "## Collectives" in report and "## Horovod against raw MPI" in report
     assert "![Collective bus bandwidth against message size](plot-1.svg)" in report
     assert (out / "report" / "plot-1.svg").stat().st_size > 1000
-    assert "peak busbw GB/s" in proc.stdout
+    assert "peak busbw GB/s" in proc.stdout and "back to back" in proc.stdout
+    assert "a call's own cost (µs)" in report
 
 
 @pytest.mark.slow
 def test_gloo_run_skips_the_mpi_backend_and_says_why(tmp_path: Path, hvd_env: dict) -> None:
     proc = subprocess.run(["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
-                           str(REPO / "suite" / "collectives.py"), "--ops", "allreduce", *SMALL,
+                           str(REPO / "suite" / "collectives.py"), "--ops", "allreduce", *SMALL, "--timing", "each",
                            "--log-dir", str(tmp_path)], capture_output=True, text=True, env=hvd_env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:]
     records = [r for r in read_records(tmp_path / "rank-0.jsonl") if r["kind"] == "comm"]
     assert [r["skipped"] for r in records if r["backend"] == "mpi"] == [
-        "Horovod runs on Gloo here: launch with mpirun or horovodrun --mpi for the MPI backend"]
-    assert sum(1 for r in records if r["backend"] == "horovod") == len(sizes(8, 65536, 8))
+        "raw MPI needs an MPI launcher (mpirun, mpiexec, srun --mpi, horovodrun --mpi): this rank was not started by one"]
+    horovod = [r for r in records if r["backend"] == "horovod"]
+    assert len(horovod) == len(sizes(8, 65536, 8)) and all(r["timing"] == "each" and len(r["times"]) == 3
+                                                            for r in horovod)  # each call timed alone
+
+
+def test_a_slow_call_moves_the_call_by_call_figure_but_not_the_batch_figure() -> None:
+    """One call 100 times slower than the others among 5 batches of 20: the figure of calls timed one by one
+    (their mean) moves by about 6x; the batches' median does not move beyond jitter (nccl-tests' timing)."""
+    import time as clock
+
+    from hvdbench.suite.comm import Buffers, Case, measure, measure_batches
+    from hvdbench.suite.core.collective_ops import figure
+    import torch
+
+    case = Case("allreduce", "horovod", "fp32", 64)
+    buffers = Buffers(case, 0, 1, torch.device("cpu"), corrupt=False)
+    result = buffers.expected.clone()
+
+    def calls(slow_at: int | None) -> Callable[[], torch.Tensor]:
+        count = [0]
+
+        def call() -> torch.Tensor:
+            count[0] += 1
+            clock.sleep(0.050 if count[0] == slow_at else 0.0005)
+            return result
+        return call
+
+    def nothing() -> None:
+        return None
+
+    def each_figure(call: Callable[[], torch.Tensor]) -> float:
+        return figure(np.array(measure(lambda _t: call(), buffers, case, rank=0, iters=100, warmup=0,
+                                       barrier=nothing, sync=nothing)), "each")
+
+    each = {slow: each_figure(calls(slow)) for slow in (None, 50)}
+    batch = {slow: figure(np.array(measure_batches(calls(slow), buffers, case, rank=0, iters=20, batches=5,
+                                                   warmup=0, barrier=nothing, sync=nothing)), "batch")
+             for slow in (None, 50)}
+    assert each[50] / each[None] > 1.5
+    assert batch[50] / batch[None] < 1.2
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["--timing", "each", "--batches", "3"], "--batches applies to --timing batch"),
+    (["--pattern", "training", "--like", "x", "--timing", "each"], "the training pattern times whole steps"),
+])
+def test_timing_flags_that_do_not_go_together_are_refused(args: list[str], problem: str) -> None:
+    from hvdbench.suite.core.catalog import get_benchmark
+    from hvdbench.suite.core.errors import UsageError
+
+    with pytest.raises(UsageError, match=problem):
+        get_benchmark("collectives").check(args)
 
 
 @pytest.mark.mpi

@@ -22,7 +22,8 @@ TABLES = ("runs.csv", "run_stats.csv", "scaling.csv", "stragglers.csv", "profile
 GROWN = {"Stragglers": "evidence columns (power, clock events, what differs from the other ranks and the GPU's limits)",
          "By node count": "speedups and efficiencies with their 95% intervals",
          "Cost of communication": "the cost with its 95% interval",
-         "Collectives": "busbw as a share of the link's nominal rate"}
+         "Collectives": "busbw as a share of the link's nominal rate; how the curve was timed; a call's own cost",
+         "Horovod against raw MPI": "how the curves were timed (calls back to back, or each call alone)"}
 HEADLINE = "| framework | benchmark | model |"
 # table columns whose meaning was corrected on purpose since, and why
 CORRECTED = {"mean_power_w": "GPU power averaged over the timed window only (it took warm-up and set-up samples too)"}  # headline tables: speedup and efficiency with 95% intervals

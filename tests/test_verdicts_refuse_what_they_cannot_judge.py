@@ -55,8 +55,9 @@ def _curve(root: Path, seconds: float, *, pattern: bool = False, launcher: str =
             w.write("env", benchmark="collectives", model="collectives", unit="GB/s")
             extra = {"pattern": "training", "tensors": 3, "like": "x", "like_workload": "cifar10 resnet20 batch 32"} \
                 if pattern else {}
+            timing = {} if pattern else {"timing": "batch", "calls": 20}
             w.write("comm", op="allreduce", backend="horovod", dtype="fp32", bytes=2**20, elements=2**18,
-                    times=_lognormal(rng, seconds, 20), correct=True, **extra)
+                    times=_lognormal(rng, seconds, 20), correct=True, **extra, **timing)
             w.write("summary", cases=1, skipped=0)
     return spec
 

@@ -22,6 +22,11 @@ from .training_pattern import PATTERNS, check_pattern_flags
 
 ITEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}  # the element types measured
 BACKENDS = ("horovod", "mpi")
+# How a case is timed: batch, nccl-tests' and IMB's way (after a barrier and a device sync, --iters calls back to
+# back, one sync, time / --iters; --batches batches, their median the figure, the batches its interval), or each
+# (every call bounded by a barrier and a device sync, the slowest rank per call, their mean: a call's own time).
+TIMINGS = ("batch", "each")
+DEFAULT_BATCHES = 5
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,16 @@ def comm_parser() -> Parser:
     parser.add_argument("--min-bytes", type=byte_size, default=8)
     parser.add_argument("--max-bytes", type=byte_size, default=2**30)
     parser.add_argument("--factor", type=positive_int, default=2)
-    parser.add_argument("--iters", type=positive_int, default=20, help="timed iterations per size")
+    parser.add_argument("--timing", choices=TIMINGS, default="batch",
+                        help="batch (default, nccl-tests' way): --iters calls back to back after a barrier and a "
+                             "device sync, one sync at the end, time / --iters, in --batches batches; each: every "
+                             "call bounded by a barrier and a device sync (a call's own time, with the cost of "
+                             "getting there)")
+    parser.add_argument("--iters", type=positive_int, default=20,
+                        help="timed calls per batch (--timing batch) or per size (--timing each)")
+    parser.add_argument("--batches", type=positive_int, default=None,
+                        help=f"with --timing batch: batches per size (default {DEFAULT_BATCHES}); their median per-call "
+                             "time is the figure and they give its interval")
     parser.add_argument("--warmup-iters", type=non_negative_int, default=5)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--cuda-aware-mpi", action="store_true",
@@ -130,7 +144,12 @@ def comm_parser() -> Parser:
 
 
 def check_comm_flags(flags: argparse.Namespace) -> None:
-    """Cases that can run, and sizes that make sense together; fills in the default ops and backends."""
+    """Cases that can run, and sizes that make sense together; fills in the default ops, backends and batches."""
+    if flags.batches is not None and flags.timing != "batch":
+        raise UsageError("--batches applies to --timing batch (--timing each times --iters calls one by one)")
+    if flags.pattern == "training" and flags.timing == "each":
+        raise UsageError("--timing each: the training pattern times whole steps back to back, as training runs them")
+    flags.batches = flags.batches or DEFAULT_BATCHES
     check_pattern_flags(flags, list(OPS), list(BACKENDS))
     if "bf16" in flags.dtypes and "horovod" in flags.backends:
         raise UsageError("--dtypes bf16: Horovod 0.28 has no bfloat16 collectives on any device; measure bf16 "
@@ -165,11 +184,19 @@ def slowest_per_iteration(per_rank_times: Sequence[Sequence[float]]) -> np.ndarr
     return np.max(np.asarray(per_rank_times, dtype=float), axis=0)  # type: ignore[no-any-return]
 
 
-def summarize(op: str, nbytes: int, size: int, per_rank_times: Sequence[Sequence[float]]) -> dict[str, float]:
-    """Per iteration the slowest rank's time; mean and min over iterations; algbw and busbw (GB/s)."""
+def figure(slowest: np.ndarray, timing: str = "each") -> float:
+    """A case's time per call from its slowest-rank times: the median of its batches' per-call times (batch:
+    a stray slow call moves one batch, not the figure), or the mean of its calls' own times (each)."""
+    return float(np.median(slowest) if timing == "batch" else slowest.mean())
+
+
+def summarize(op: str, nbytes: int, size: int, per_rank_times: Sequence[Sequence[float]],
+              timing: str = "each") -> dict[str, float]:
+    """Per iteration (or batch) the slowest rank's time; the figure (``figure``), mean and min over them; algbw
+    and busbw (GB/s) from the figure."""
     slowest = slowest_per_iteration(per_rank_times)
-    mean, best = float(slowest.mean()), float(slowest.min())
-    algbw = nbytes / mean / 1e9
+    time_s, mean, best = figure(slowest, timing), float(slowest.mean()), float(slowest.min())
+    algbw = nbytes / time_s / 1e9
     factor = bus_factor(op, size)
-    return {"time_mean_s": mean, "time_min_s": best, "algbw_gbs": algbw, "busbw_gbs": algbw * factor,
+    return {"time_s": time_s, "time_mean_s": mean, "time_min_s": best, "algbw_gbs": algbw, "busbw_gbs": algbw * factor,
             "algbw_peak_gbs": nbytes / best / 1e9, "busbw_peak_gbs": nbytes / best / 1e9 * factor}

@@ -26,6 +26,16 @@ _WORLD_SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PM
                          "SLURM_STEP_NUM_TASKS")
 
 
+# What an MPI launcher (Open MPI's mpirun, hydra's mpiexec, srun's PMI-2 or PMIx) sets for each rank it starts.
+_MPI_LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "MPI_LOCALNRANKS")
+
+
+def started_by_mpi(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether an MPI launcher started this process (so MPI may be started in it before Horovod)."""
+    environ = os.environ if environ is None else environ
+    return any(environ.get(name) for name in _MPI_LAUNCHER_VARIABLES)
+
+
 def gloo_on_loopback(environ: dict[str, str] | None = None) -> bool:
     """Before Horovod starts: a process that is the whole job (started directly, or one rank of any launcher)
     gets HOROVOD_GLOO_IFACE=lo where it is unset, as horovodrun gives its local ranks. Without it Gloo finds

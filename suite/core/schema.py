@@ -167,7 +167,10 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("dtype", "str", "fp32, fp16 or bf16"),
         Field("bytes", "int", "message size as nccl-tests counts it"),
         Field("elements", "int", "elements per rank's buffer"),
-        Field("times", "list", "seconds of each timed iteration on this rank"),
+        Field("times", "list", "seconds per call on this rank: of each batch (timing batch), or of each call (each)"),
+        Field("timing", "str", "batch: after a barrier and a device sync, calls back to back, one sync, time / calls "
+                               "(nccl-tests' way); each: every call bounded by a barrier and a sync; absent: each"),
+        Field("calls", "int", "calls per batch (timing batch; 1 for each)"),
         Field("correct", "bool", "every result matched the values known in advance"),
         Field("skipped", "str", "why the case could not run here (no other field then)"),
         Field("pattern", "str", "training: a training run's gradient tensors allreduced back to back as its steps "
@@ -215,6 +218,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("peak_rss_bytes", "int", "peak resident set of the process (CPU)"),
         Field("param_checksum", "float", "sum of every parameter: equal on all ranks when gradients are exchanged"),
         Field("cases", "int", "collectives and p2p: cases measured"),
+        Field("path_cost_s", "dict", "collectives: seconds one call of each backend's path costs before any byte moves "
+                                     "(mpi: a one-element allreduce on MPI_COMM_SELF through the same prepared call; "
+                                     "horovod: a one-element allreduce across the ranks)"),
         Field("skipped", "int", "collectives: cases skipped"),
     )),
     Kind("error", "why the rank stopped (it exits 1 right after)", (
@@ -291,6 +297,10 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("cpu_count", "env", ("cpu_count",), "Int64", "CPUs of rank 0's host"),
     RunColumn("horovod_nccl", "env", ("horovod", "nccl_version"), "string",
               "the NCCL version Horovod was built with (hvd.nccl_built()), which its GPU collectives use"),
+    RunColumn("path_cost_mpi_s", "summary", ("path_cost_s", "mpi"), "float64",
+              "collectives: a raw-MPI call's cost before any byte moves (rank 0)"),
+    RunColumn("path_cost_horovod_s", "summary", ("path_cost_s", "horovod"), "float64",
+              "collectives: a Horovod call's cost before any byte moves (rank 0)"),
 )
 
 
