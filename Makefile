@@ -7,7 +7,7 @@ export HVDBENCH_VENV := $(abspath $(VENV))
 BIN := $(HVDBENCH_VENV)/bin
 DEMO_OUT ?= results/demo
 
-.PHONY: setup demo test quick lock clean mpich impi
+.PHONY: setup demo test quick lint lock clean mpich impi
 
 setup:
 	bash scripts/setup.sh
@@ -20,6 +20,10 @@ test: setup
 	bash scripts/mpi-env.sh mpich || echo "make test: no MPICH environment (above why): its other_mpi tests will skip" >&2
 	bash scripts/mpi-env.sh impi || echo "make test: no Intel MPI environment (above why): its other_mpi tests will skip" >&2
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+
+# the style and type gate (ruff, mypy; scripts/lint.sh), which CI runs before the tests
+lint: setup
+	bash scripts/lint.sh
 
 # the quick loop: every test that starts no process
 quick: setup

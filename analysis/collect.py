@@ -11,35 +11,19 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.axes import read_axes
-from hvdbench.suite.core.errors import ReportError, SpecError
 from hvdbench.suite.core.catalog import BENCHMARKS
 from hvdbench.suite.core.collective_ops import TIMINGS
+from hvdbench.suite.core.errors import ReportError, SpecError
 from hvdbench.suite.core.metrics import Outcome, run_outcome
-from hvdbench.suite.core.schema import KINDS, RUN_COLUMNS, RunColumn, mpi_text
-from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, STATUS_FILE, RunSpec, RunStatus, earlier_attempts
+from hvdbench.suite.core.records import RANK_LOGS, rank_of_log
+from hvdbench.suite.core.run_table import RUNS_SCHEMA, RunFacts, mpi_text, run_row
+from hvdbench.suite.core.schema import KINDS
+from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, RunFolder, RunSpec
 
 from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
 
 PER_ITEM_UNITS = ("images", "samples", "utterances")  # units a step counts one of per batch item
 MAX_CASE_BYTES = 1 << 50  # a collective case of more than a pebibyte was never measured
-
-RUNS_SCHEMA: dict[str, str] = {
-    "run_id": "string", "root": "string", "system": "string", "framework": "string",
-    "benchmark": "string", "model": "string", "args": "string", "np": "int64", "nodes": "int64",
-    "launcher": "string", "controller": "string", "placement": "string", "knobs": "string", "repeat": "int64",
-    "unit": "string", "status": "string", "reason": "string", "ranks_logged": "int64",
-    "batch_size": "Int64", "precision": "string", "independent": "bool", "base_args": "string",
-    "channels_last": "bool", "compile": "bool", "data": "string", "fp16_allreduce": "bool", "threads": "Int64",
-    "parameters": "Int64", "peak_device_bytes": "float64", "peak_rss_bytes": "float64", "wall_s": "float64",
-    "setup_s": "float64", "timed_steps": "Int64", "target_ci_pct": "float64", "ci_reached_pct": "float64",
-    "stopped_by": "string", "flops_per_sample": "float64", "flops_counted": "string", "device_name": "string",
-    "tf32": "boolean",
-    "attempts": "int64", "earlier_attempts": "string", "gradient_tensors": "Int64", "forward_share": "float64",
-    "fusion_bytes": "float64", "cycle_s": "float64",
-    **{column.name: column.dtype for column in RUN_COLUMNS},
-}
-ADAPTIVE_FIELDS = ("target_ci_pct", "ci_reached_pct", "stopped_by")  # rank 0's summary of an adaptive run
 # Each rank's timed window, in seconds from the rank log's first record (as telemetry's t_s), and its samples.
 WINDOWS_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "start_s": "float64", "end_s": "float64",
                                   "samples": "float64"}
@@ -56,7 +40,8 @@ P2P_SCHEMA: dict[str, str] = {
     "peer_access": "boolean", "iteration": "int64", "time": "float64",
 }
 TELEMETRY_FIELDS = tuple(KINDS["telemetry"].columns())
-TELEMETRY_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "t_s": "float64", **KINDS["telemetry"].columns()}
+TELEMETRY_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "t_s": "float64",
+                                    **KINDS["telemetry"].columns()}
 GPU_LIMITS = ("max_sm_clock_mhz", "max_memory_clock_mhz", "power_limit_w", "pcie_max_gen", "pcie_max_width",
               "ecc_uncorrected", "retired_pages")  # env.gpu facts that telemetry is judged against
 ENV_SCHEMA: dict[str, str] = {
@@ -121,109 +106,18 @@ def find_runs(roots: Iterable[Path]) -> list[tuple[Path, Path]]:
     return list(found.values())
 
 
-def arg_value(args: Iterable[str], name: str) -> str | None:
-    """The value of ``--name V`` or ``--name=V`` in an argument list (the last one given)."""
-    args, found = list(args), None
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            found = args[i + 1]
-        elif arg.startswith(name + "="):
-            found = arg.split("=", 1)[1]
-    return found
-
-
-def _model(spec: RunSpec, env: dict[str, Any] | None) -> str:
-    if env and env.get("model"):
-        return str(env["model"])
-    return arg_value(spec.args, "--model") or ""
-
-
-def _compute(env: dict[str, Any] | None) -> dict[str, Any]:
-    """What achieved FLOP/s is judged by: the FLOPs per sample rank 0 recorded, and the device that did the
-    work (the GPU's NVML name, or on a CPU run the CPU's model name)."""
-    env = env or {}
-    flops = env.get("flops_per_sample")
-    gpu, device = env.get("gpu") or {}, env.get("device") or {}
-    on_gpu = device.get("type") in ("cuda", "GPU", "gpu") or bool(gpu)
-    name = (gpu.get("name") or device.get("name")) if on_gpu else env.get("cpu_model")
-    return {"flops_per_sample": flops if isinstance(flops, (int, float)) and not isinstance(flops, bool) else None,
-            "flops_counted": env.get("flops_counted") if isinstance(env.get("flops_counted"), str) else None,
-            "device_name": name if isinstance(name, str) else None, "tf32": _tf32(env)}
-
-
-def _tf32(env: dict[str, Any]) -> bool | None:
-    """Whether fp32 products could run as TF32: allowed (env.math, and NVIDIA_TF32_OVERRIDE not 0) on a GPU of
-    compute capability 8.0 or newer, which has TF32 tensor cores; None where the run did not record it (a CPU
-    run, an older log)."""
-    math, device = env.get("math"), env.get("device") or {}
-    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
-    if not isinstance(math, dict) or not isinstance(device, dict):
-        return None
-    try:
-        major = int(str(device.get("capability", "")).split(".")[0])
-    except ValueError:
-        return None
-    allowed = bool(math.get("tf32_matmul") or math.get("tf32_convolution"))
-    return allowed and variables.get("NVIDIA_TF32_OVERRIDE") != "0" and major >= 8
-
-
-_COLUMN_TYPES = {"boolean": (bool,), "Int64": (int,), "float64": (int, float), "string": (str,)}
-
-
 def _trains(benchmark: str) -> bool:
     """Whether a run of that benchmark times training steps (collectives and p2p time other things)."""
     info = BENCHMARKS.get(benchmark)
     return info is None or info.trains
 
 
-def _recorded(column: RunColumn, first: dict[str, dict[str, Any]]) -> Any:
-    """A RUN_COLUMNS value from rank 0's first record of its kind: null where absent or of another type."""
-    value: Any = first.get(column.kind)
-    for key in column.path:
-        value = value.get(key) if isinstance(value, dict) else None
-    if column.render is not None:
-        value = column.render(value)
-    ok = isinstance(value, _COLUMN_TYPES[column.dtype]) and (column.dtype == "boolean" or not isinstance(value, bool))
-    return value if ok else None
-
-
-def _float(text: Any) -> float | None:
-    """A recorded variable as a number (None where it is not one)."""
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
-
-
-def _exchange(env: dict[str, Any] | None) -> dict[str, Any]:
-    """What the step-time projection needs of a run's exchange: gradient tensors, the forward pass's share of
-    the FLOPs, and the fusion threshold and cycle time its ranks ran with (None: Horovod's default)."""
-    env = env or {}
-    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
-    tensors, total, forward = env.get("gradient_tensors"), env.get("flops_per_sample"), env.get("flops_forward_per_sample")
-    share = forward / total if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-                                   for v in (total, forward)) else None
-    cycle_ms = _float(variables.get("HOROVOD_CYCLE_TIME"))
-    return {"gradient_tensors": tensors if isinstance(tensors, int) and not isinstance(tensors, bool) else None,
-            "forward_share": share, "fusion_bytes": _float(variables.get("HOROVOD_FUSION_THRESHOLD")),
-            "cycle_s": None if cycle_ms is None else cycle_ms / 1e3}
-
-
-def _axes(spec: RunSpec, env: dict[str, Any] | None) -> dict[str, Any]:
-    """The swept axes the report groups by (suite/core/axes.py: batch size, precision, layout, compiler, data,
-    fp16 exchange, threads), exchange or not, and the arguments without --independent (which pairs an
-    exchanging run with its independent twin)."""
-    flags = (env or {}).get("flags") or {}
-    values = read_axes(flags, spec.args, spec.framework)
-    return {**values, "precision": str(values["precision"]), "independent": "--independent" in spec.args,
-            "base_args": " ".join(a for a in spec.args if a != "--independent")}
-
-
 def _env_row(run_id: str, rec: dict[str, Any]) -> dict[str, Any]:
     device, gpu = rec.get("device") or {}, rec.get("gpu") or {}
     mpi = rec.get("mpi") or {}
     return {"run_id": run_id, "rank": rec["rank"], "host": rec.get("host"), "device": device.get("type"),
-            "gpu_name": gpu.get("name") or device.get("name"), "gpu_bus_id": gpu.get("pci_bus_id") or device.get("pci_bus_id"),
+            "gpu_name": gpu.get("name") or device.get("name"),
+            "gpu_bus_id": gpu.get("pci_bus_id") or device.get("pci_bus_id"),
             **{name: gpu.get(name) for name in GPU_LIMITS},
             "framework_version": device.get("torch") or device.get("tensorflow"),
             "horovod": (rec.get("horovod") or {}).get("version"),
@@ -246,11 +140,9 @@ class _Run:
         self.summary_ranks: set[int] = set()
         self.errors: list[str] = []
         self.start: float | None = None  # the current log's first monotonic time
-        self.peaks: dict[str, float] = {}
-        self.adaptive: dict[str, Any] = {}
         self.foreign: list[str] = []
         self.timed: dict[int, float] = {}  # rank -> seconds from its log's start to its timed phase
-        self.first: dict[str, dict[str, Any]] = {}  # rank 0's first record of each kind (RUN_COLUMNS)
+        self.records: dict[str, dict[int, dict[str, Any]]] = {}  # kind -> rank -> its first record (run_table)
         self.timed_steps = 0  # valid timed step records read, every rank
         self.last: float = 0.0             # the latest record, seconds from its log's start (any rank)
 
@@ -262,8 +154,7 @@ class _Run:
     def check_ranks(self, path: Path, ranks: set[tuple[int, int]]) -> None:
         """Records of a file must be of its own rank and of this run's size: anything else came from
         another run (a copied log) and makes the run inconsistent."""
-        name = path.name.removeprefix("rank-").removesuffix(".jsonl")
-        own = int(name) if name.isdigit() else None
+        own = rank_of_log(path)
         alien = sorted((r, n) for r, n in ranks if r != own or n != self.spec.np)
         if alien or own is None or own >= self.spec.np:
             self.foreign.append(f"{path.name} holds records of rank {alien[0][0]} of {alien[0][1]}" if alien
@@ -304,11 +195,6 @@ class _Run:
 
     def on_summary(self, rec: dict[str, Any]) -> None:
         self.summary_ranks.add(rec["rank"])
-        if rec["rank"] == 0:
-            self.adaptive = {"timed_steps": rec.get("steps"), **{name: rec.get(name) for name in ADAPTIVE_FIELDS}}
-        for key in ("peak_device_bytes", "peak_rss_bytes"):
-            if isinstance(rec.get(key), (int, float)):
-                self.peaks[key] = max(self.peaks.get(key, 0.0), float(rec[key]))
         end, start = self._t(rec), self.timed.get(rec["rank"])
         if end is not None and start is not None:
             self.tables["windows"].append({"run_id": self.spec.id, "rank": rec["rank"], "start_s": start, "end_s": end,
@@ -331,10 +217,12 @@ class _Run:
         self.tables["comm"] += [{"run_id": self.spec.id, "rank": rec["rank"], "op": rec.get("op"),
                                  "backend": rec.get("backend"), "dtype": rec.get("dtype"), "bytes": rec.get("bytes"),
                                  "pattern": pattern, "like_workload": rec.get("like_workload") if trained else None,
-                                 "iteration": i, "time": t, "timing": timing} for i, t in enumerate(rec.get("times") or [])]
+                                 "iteration": i, "time": t, "timing": timing}
+                                for i, t in enumerate(rec.get("times") or [])]
 
     def on_p2p(self, rec: dict[str, Any]) -> None:
-        self.tables["p2p"] += [{"run_id": self.spec.id, **{k: rec.get(k) for k in ("src", "dst", "mode", "bytes", "link",
+        self.tables["p2p"] += [{"run_id": self.spec.id,
+                                **{k: rec.get(k) for k in ("src", "dst", "mode", "bytes", "link",
                                                                                  "peer_access")},
                                 "iteration": i, "time": t} for i, t in enumerate(rec.get("times") or [])]
 
@@ -352,16 +240,6 @@ class _Run:
         if rec.get("phase") == "timed" and (t := self._t(rec)) is not None:
             self.timed[rec["rank"]] = t
 
-    def details(self, recorded: RunStatus | None) -> dict[str, Any]:
-        """Per-run facts beyond the steps: parameters, peak memory, wall time and its set-up part (from the
-        first record to the timed steps, rank 0)."""
-        parameters = (self.env or {}).get("parameters")
-        wall = recorded.seconds if recorded is not None and recorded.seconds else (self.last or None)
-        return {"parameters": parameters if isinstance(parameters, int) else None,
-                "peak_device_bytes": self.peaks.get("peak_device_bytes"), "peak_rss_bytes": self.peaks.get("peak_rss_bytes"),
-                "wall_s": wall, "setup_s": self.timed.get(0), **self.adaptive}
-
-
 # Each record kind (schema.KINDS) and what the collector does with it; steps are read column-wise in read_log.
 PARSERS: dict[str, Callable[[_Run, dict[str, Any]], None]] = {
     "env": _Run.on_env, "telemetry": _Run.on_telemetry, "summary": _Run.on_summary, "comm": _Run.on_comm,
@@ -369,12 +247,43 @@ PARSERS: dict[str, Callable[[_Run, dict[str, Any]], None]] = {
 }
 
 
+def _run_ids(run_ids: list[str], lengths: list[int]) -> Any:
+    """The run_id column: each log's run id repeated over its steps, built by Arrow from one copy of each id
+    (a Python string per step costs seconds at 10M records)."""
+    if pd.StringDtype().storage != "pyarrow":
+        return pd.array(np.repeat(np.array(run_ids, dtype=object), lengths), dtype="string")
+    import pyarrow as pa
+
+    codes = pa.array(np.repeat(np.arange(len(run_ids), dtype=np.int32), lengths))
+    column = pa.DictionaryArray.from_arrays(codes, pa.array(run_ids, pa.large_string())).cast(pa.large_string())
+    return pd.arrays.ArrowStringArray(pa.chunked_array([column]))
+
+
+def _part_rows(parts: list[tuple[str, dict[str, np.ndarray]]]) -> dict[str, np.ndarray]:
+    """Each run's rows of the steps frame that ``parts`` make (its logs' steps lie in one block each)."""
+    blocks: dict[str, list[np.ndarray]] = {}
+    start = 0
+    for run_id, columns in parts:
+        count = len(columns["step"])
+        blocks.setdefault(run_id, []).append(np.arange(start, start + count))
+        start += count
+    return {run_id: np.concatenate(found) for run_id, found in blocks.items()}
+
+
+def step_rows(collection: Collection) -> dict[str, np.ndarray]:
+    """Each run's rows of ``collection.steps`` (positions), grouped once per collection."""
+    if "step_rows" not in collection.cache:
+        steps = collection.steps
+        collection.cache["step_rows"] = {str(run_id): rows for run_id, rows in
+                                         steps.groupby("run_id", sort=False).indices.items()} if len(steps) else {}
+    return collection.cache["step_rows"]
+
+
 def _steps_frame(parts: list[tuple[str, dict[str, np.ndarray]]]) -> pd.DataFrame:
     """The steps DataFrame (STEPS_SCHEMA) of every log's step columns, each column concatenated once (a
     DataFrame per log and a concat of them cost seconds and twice the memory at 10M records)."""
     lengths = [len(columns["step"]) for _, columns in parts]
-    data: dict[str, Any] = {"run_id": pd.array(np.repeat(np.array([run_id for run_id, _ in parts], dtype=object),
-                                                         lengths), dtype="string")}
+    data: dict[str, Any] = {"run_id": _run_ids([run_id for run_id, _ in parts], lengths)}
     for name, dtype in list(STEPS_SCHEMA.items())[1:]:
         arrays = [columns.get(name) for _, columns in parts]
         if any(a is not None for a in arrays):
@@ -385,15 +294,13 @@ def _steps_frame(parts: list[tuple[str, dict[str, np.ndarray]]]) -> pd.DataFrame
     return pd.DataFrame(data, copy=False)
 
 
-def _attempts(run_dir: Path) -> dict[str, Any]:
+def _attempts(folder: RunFolder) -> dict[str, Any]:
     """How many times the run was started (its earlier attempts are kept in attempt-N/) and how each
     earlier one ended, by its own status.json: ``attempt-1: failed (reason); ...``."""
-    earlier = earlier_attempts(run_dir)
-    said = []
-    for folder in earlier:
-        status = RunStatus.read(folder)
-        said.append(f"{folder.name}: " + ("no status recorded" if status is None else
-                                          status.status + (f" ({status.message})" if status.message else "")))
+    earlier = folder.attempts()
+    said = [f"{attempt.path.name}: " + ("no status recorded" if attempt.status is None else attempt.status.status
+                                        + (f" ({attempt.status.message})" if attempt.status.message else ""))
+            for attempt in earlier]
     return {"attempts": len(earlier) + 1, "earlier_attempts": "; ".join(said)}
 
 
@@ -404,7 +311,7 @@ def _read_specs(roots: list[Path]) -> tuple[list[tuple[Path, Path, RunSpec]], li
     described = {run_dir.resolve() for _, run_dir in found}
     errors: list[str] = []
     for root in roots:
-        orphans = sorted({log.parent for log in root.rglob("rank-*.jsonl")
+        orphans = sorted({log.parent for log in root.rglob(RANK_LOGS)
                           if log.parent.resolve() not in described
                           and not any(part.startswith(ATTEMPT_PREFIX) for part in log.relative_to(root).parts)})
         errors += [f"{orphan}: rank logs without a {RUN_FILE} (not a run hvdbench or its scripts wrote "
@@ -438,37 +345,31 @@ def _one_copy_each(specs: list[tuple[Path, Path, RunSpec]],
 def _copy_rank(run_dir: Path, run_id: str) -> tuple[int, int, int, str]:
     """How good a copy of a run is, best first: the folder the executors name it by, complete by its own
     status, with the most rank logs, then by path (stable)."""
-    status = RunStatus.read(run_dir)
-    return (run_dir.name != run_id, not (status is not None and status.status == "ok"),
-            -len(list(run_dir.glob("rank-*.jsonl"))), str(run_dir))
+    folder = RunFolder(run_dir)
+    status = folder.status
+    return (run_dir.name != run_id, not (status is not None and status.status == "ok"), -len(folder.rank_logs()),
+            str(run_dir))
 
 
 def _copy_why(run_dir: Path, run_id: str) -> str:
-    status = RunStatus.read(run_dir)
+    folder = RunFolder(run_dir)
     reasons = ["its folder is named by the run id"] if run_dir.name == run_id else []
-    if status is not None and status.status == "ok":
+    if folder.status is not None and folder.status.status == "ok":
         reasons.append("it recorded its end as ok")
-    reasons.append(f"it holds {len(list(run_dir.glob('rank-*.jsonl')))} rank log(s)")
+    reasons.append(f"it holds {len(folder.rank_logs())} rank log(s)")
     return ", ".join(reasons)
 
 
-def _run_row(root: Path, run_dir: Path, run: _Run, recorded: RunStatus | None, logged: int) -> dict[str, Any]:
-    """One row of the run table (RUNS_SCHEMA): the spec, how the run ended, and what its records say."""
-    spec = run.spec
+def _run_row(root: Path, folder: RunFolder, run: _Run, logged: int) -> dict[str, Any]:
+    """One row of the run table (core/run_table.py): the spec, how the run ended, and what its records say."""
+    spec, recorded = run.spec, folder.status
     outcome = run_outcome(spec.np, run.summary_ranks, run.errors, recorded, run.foreign)
     if outcome.ok and run.timed_steps == 0 and _trains(spec.benchmark):
         outcome = Outcome("incomplete", "incomplete: no valid timed step in its logs (see Malformed log lines)")
-    return {
-        "run_id": spec.id, "root": str(root), "system": spec.system, "framework": spec.framework,
-        "benchmark": spec.benchmark, "model": _model(spec, run.env), "args": " ".join(spec.args),
-        "np": spec.np, "nodes": spec.nodes, "launcher": spec.launcher, "controller": spec.controller,
-        "placement": spec.placement or "", "knobs": " ".join(f"{k}={v}" for k, v in spec.env),
-        "repeat": spec.repeat,
-        "unit": (run.env or {}).get("unit", "samples"), "status": outcome.status, "reason": outcome.reason,
-        "ranks_logged": logged, **_axes(spec, run.env), **run.details(recorded), **_compute(run.env),
-        **_exchange(run.env),
-        **_attempts(run_dir), **{column.name: _recorded(column, run.first) for column in RUN_COLUMNS},
-    }
+    wall = recorded.seconds if recorded is not None and recorded.seconds else (run.last or None)
+    judged = {"root": str(root), "status": outcome.status, "reason": outcome.reason, "ranks_logged": logged,
+              "wall_s": wall, "setup_s": run.timed.get(0), **_attempts(folder)}
+    return run_row(RunFacts(spec, run.records, judged))
 
 
 def _copied_repeats(runs: list[dict[str, Any]], prints: list[str | None]) -> None:
@@ -497,7 +398,8 @@ def collect(roots: Iterable[Path]) -> Collection:
     skipped: set[str] = set()
     issues: list[FileIssue] = []
     specs, spec_errors = _read_specs(roots)
-    logs_of = {run_dir: sorted(run_dir.glob("rank-*.jsonl")) for _, run_dir, _ in specs}
+    folders = {run_dir: RunFolder(run_dir) for _, run_dir, _ in specs}
+    logs_of = {run_dir: folders[run_dir].rank_logs() for run_dir in folders}
     read = iter(read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
     prints: list[str | None] = []  # each run's step times, fingerprinted: a repeat copied from another is told
     for root, run_dir, spec in specs:
@@ -516,23 +418,24 @@ def collect(roots: Iterable[Path]) -> Collection:
                 steps_seen.update(np.ascontiguousarray(log.steps["duration"], dtype=float).tobytes())
             run.start = log.start
             for rec in log.others:
-                if rec.get("rank") == 0:
-                    run.first.setdefault(rec["kind"], rec)
+                run.records.setdefault(rec["kind"], {}).setdefault(rec["rank"], rec)
                 PARSERS[rec["kind"]](run, rec)
             run.check_steps(path, log)
             if log.end is not None and log.start is not None:
                 run.last = max(run.last, log.end - log.start)
             if log.malformed:
                 issues.append(FileIssue(log.path, log.malformed, log.examples))
-        recorded = RunStatus.read(run_dir)
-        if recorded is None and (run_dir / STATUS_FILE).exists():
-            issues.append(FileIssue(str(run_dir / STATUS_FILE), 1, ["unreadable status.json: the run is judged by "
-                                                                     "its rank logs"]))
-        runs.append(_run_row(root, run_dir, run, recorded, logged))
+        folder = folders[run_dir]
+        if folder.status is None and folder.status_file.exists():
+            issues.append(FileIssue(str(folder.status_file), 1, ["unreadable status.json: the run is judged by "
+                                                                  "its rank logs"]))
+        runs.append(_run_row(root, folder, run, logged))
         prints.append(steps_seen.hexdigest() if run.timed_steps >= 2 else None)
     _copied_repeats(runs, prints)
     steps = _steps_frame(step_parts)
-    return Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
+    collection = Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
                       frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),
                       frame(tables["profile"], PROFILE_SCHEMA), frame(tables["p2p"], P2P_SCHEMA),
                       frame(tables["windows"], WINDOWS_SCHEMA), issues, spec_errors, sorted(skipped))
+    collection.cache["step_rows"] = _part_rows(step_parts)
+    return collection

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import msgspec
 import numpy as np
@@ -48,7 +48,7 @@ class RankLog:
 
 # The typed pass: the header every record has, a step's fields with their schema types (None where the careful
 # way reads an absent value the same), and the known phases; unknown fields are skipped, an unknown kind fails.
-_HEADER = [("hvdbench", int), ("rank", int), ("size", int), ("mono", Any, None)]
+_HEADER: list[Any] = [("hvdbench", int), ("rank", int), ("size", int), ("mono", Any, None)]
 _Phases = msgspec.defstruct("Phases", [(p, Optional[float], None) for p in PHASES], gc=False)
 _Step = msgspec.defstruct("Step", [*_HEADER, ("step", int), ("duration", float), ("samples", float),
                                    ("loss", Optional[float], None), ("warmup", Optional[bool], None),
@@ -57,6 +57,7 @@ _Step = msgspec.defstruct("Step", [*_HEADER, ("step", int), ("duration", float),
 _Other = tuple(msgspec.defstruct(f"Header_{kind}", _HEADER, tag_field="kind", tag=kind, gc=False, kw_only=True)
                for kind in KINDS if kind != "step")
 _typed_decoder = msgspec.json.Decoder(list[Union[(_Step, *_Other)]])  # type: ignore[valid-type]
+_line_decoder = msgspec.json.Decoder(Union[(_Step, *_Other)])
 _attr = {name: operator.attrgetter(name) for name in ("hvdbench", "rank", "size", "mono", "step", "duration",
                                                        "samples", "loss", "warmup", "phases", *PHASES)}
 _NUMBERS = {int, float}
@@ -149,7 +150,7 @@ def _phase_column(values: list[Any]) -> np.ndarray:
                                                     dtype=float)
 
 
-def _columns(good: list[Any], get: dict[str, Callable[[Any], Any]], step: np.ndarray, duration: np.ndarray,
+def _columns(good: list[Any], get: Mapping[str, Callable[[Any], Any]], step: np.ndarray, duration: np.ndarray,
              samples: np.ndarray, phases: list[Any]) -> dict[str, np.ndarray]:
     """The step columns of the kept records (``get``: each field's accessor), with a column for each phase
     (``--breakdown``) some record has (NaN where a record lacks it or holds a non-number)."""
@@ -165,25 +166,67 @@ def _columns(good: list[Any], get: dict[str, Callable[[Any], Any]], step: np.nda
     return columns
 
 
-def _record_lines(data: bytes) -> tuple[list[bytes], int]:
-    """The record lines of a log's bytes (from the marker on) and how many other non-blank lines it has.
-    A log that is all records (the harness writes one record per line) is split without a look at a line."""
-    body = data.rstrip(b"\r\n")
-    if body.startswith(_MARKER) and body.count(b"\n") == body.count(b"\n" + _MARKER):
-        return body.split(b"\n"), 0
+def _record_count(data: bytes) -> int | None:
+    """How many lines a log has where every line is one record from its first byte (as the harness writes
+    them), found without splitting it; else None."""
+    if not data.startswith(_MARKER):
+        return None
+    starts, newlines = data.count(b"\n" + _MARKER), data.count(b"\n")
+    return starts + 1 if starts == newlines - data.endswith(b"\n") else None
+
+
+def _lines_at(data: bytes, indices: list[int], count: int) -> list[bytes]:
+    """Lines ``indices`` of a log of ``count`` lines: each walked to from the nearer end where that is cheaper
+    than splitting the log (the few records that are not steps sit at its start and end)."""
+    if sum(min(i, count - 1 - i) for i in indices) > count:
+        lines = data.split(b"\n")
+        return [lines[i] for i in indices]
+    found = []
+    for i in indices:
+        if i <= count - 1 - i:
+            start = 0
+            for _ in range(i):
+                start = data.index(b"\n", start) + 1
+            stop = data.find(b"\n", start)
+        else:
+            stop = len(data) - data.endswith(b"\n")
+            for _ in range(count - 1 - i):
+                stop = data.rindex(b"\n", 0, stop)
+            start = data.rfind(b"\n", 0, stop) + 1
+        found.append(data[start:stop if stop >= 0 else len(data)])
+    return found
+
+
+def _prefixed_lines(data: bytes) -> tuple[list[bytes], int]:
+    """The record lines of a log's bytes (from the marker on: a launcher may prefix them) and how many other
+    non-blank lines it has."""
     lines = data.splitlines()
     payload = [line[start:] for line, start in zip(lines, map(_find_marker, lines)) if start >= 0]
     return payload, sum(1 for line in lines if line.strip()) - len(payload)
 
 
-def _typed_pass(path: Path, data: bytes, stats: ParseStats) -> RankLog | None:
-    """A log of well-formed records of this schema version in one typed pass, else None."""
-    payload, other = _record_lines(data)
+def _typed_items(data: bytes) -> tuple[list[Any], Callable[[list[int]], list[bytes]], int] | None:
+    """The records of a log decoded in one typed pass, a way to the lines of some of them, and how many other
+    non-blank lines it has; None where a record is malformed, of an unknown kind or of a wrong type."""
+    count = _record_count(data)
     try:
+        if count is not None:  # the usual case: decoded as it lies, no line split off
+            items = _line_decoder.decode_lines(data)
+            return (items, lambda at: _lines_at(data, at, count), 0) if len(items) == count else None
+        payload, other = _prefixed_lines(data)
         items = _typed_decoder.decode(b"[" + b",".join(payload) + b"]")
     except (msgspec.DecodeError, RecursionError):  # malformed JSON or UTF-8, an unknown kind, a wrong type, depth
         return None
-    if len(items) != len(payload) or set(map(_attr["hvdbench"], items)) - {SCHEMA_VERSION}:
+    return (items, lambda at: [payload[i] for i in at], other) if len(items) == len(payload) else None
+
+
+def _typed_pass(path: Path, data: bytes, stats: ParseStats) -> RankLog | None:
+    """A log of well-formed records of this schema version in one typed pass, else None."""
+    typed = _typed_items(data)
+    if typed is None:
+        return None
+    items, lines_at, other = typed
+    if set(map(_attr["hvdbench"], items)) - {SCHEMA_VERSION}:
         return None
     stats.records += len(items)
     stats.other_lines += other
@@ -196,12 +239,14 @@ def _typed_pass(path: Path, data: bytes, stats: ParseStats) -> RankLog | None:
     good = list(compress(steps, keep))
     phases = list(map(_attr["phases"], good)) if b'"phases"' in data else []
     columns = _columns(good, _attr, step[keep], duration[keep], samples[keep], phases)
-    others = _others([decode_json(line) for line in compress(payload, map(operator.not_, is_step))], stats)
+    others = _others([decode_json(line) for line in lines_at(list(compress(range(len(items)),
+                                                                              map(operator.not_, is_step))))], stats)
     ranks, sizes = set(map(_attr["rank"], items)), set(map(_attr["size"], items))
     return RankLog(str(path), columns, others, stats.malformed, stats.examples[:3],
                    ranks={(r, n) for r, n in zip(ranks, sizes)} if len(ranks) == len(sizes) == 1
                    else set(zip(map(_attr["rank"], items), map(_attr["size"], items))),
-                   start=_mono(items[0].mono if items else None), end=_mono(items[-1].mono if items else None),
+                   start=_mono(_attr["mono"](items[0]) if items else None),
+                   end=_mono(_attr["mono"](items[-1]) if items else None),
                    repeated=check.repeated, too_short=check.too_short)
 
 
@@ -246,6 +291,50 @@ def read_log(path: Path) -> RankLog:
                    repeated=check.repeated, too_short=check.too_short)
 
 
+@dataclass(frozen=True)
+class _Packed:
+    """A step column that is one value throughout, or evenly spaced (a rank's step indices 0, 1, 2 ...), as
+    its first value, spacing and length: what a reader process sends back instead of the array."""
+
+    first: Any
+    spacing: Any
+    length: int
+    dtype: str
+
+    def unpacked(self) -> np.ndarray:
+        if self.spacing == 0:
+            return np.full(self.length, self.first, dtype=self.dtype)
+        return (self.first + self.spacing * np.arange(self.length)).astype(self.dtype, copy=False)
+
+
+def _packed(values: np.ndarray) -> np.ndarray | _Packed:
+    """``values``, or a _Packed that unpacks to exactly them: integers evenly spaced, booleans one value,
+    floats one bit pattern (a float spacing would not give back the same bits)."""
+    if len(values) < 2 or values.dtype.kind not in "iubf":
+        return values
+    if values.dtype.kind == "i":
+        spacing = int(values[1] - values[0])
+        same = bool((np.diff(values) == spacing).all())
+    else:
+        spacing, bits = 0, values.view(np.uint8 if values.dtype.kind == "b" else f"u{values.dtype.itemsize}")
+        same = bool((bits == bits[0]).all())
+    return _Packed(values[0].item(), spacing, len(values), values.dtype.str) if same else values
+
+
+def _read_packed(path: Path) -> RankLog:
+    """read_log in a reader process: its constant and evenly spaced step columns packed for the way back
+    (at 10M records, sending the arrays back cost a third of the reading)."""
+    log = read_log(path)
+    log.steps = {name: _packed(values) for name, values in log.steps.items()}
+    return log
+
+
+def _unpacked(log: RankLog) -> RankLog:
+    log.steps = {name: values.unpacked() if isinstance(values, _Packed) else values
+                 for name, values in log.steps.items()}
+    return log
+
+
 def read_all(paths: list[Path]) -> list[RankLog]:
     """Every log; from PARALLEL_FROM logs on, in up to 8 worker processes (parsing JSON is the cost at
     cluster scale)."""
@@ -255,4 +344,6 @@ def read_all(paths: list[Path]) -> list[RankLog]:
 
     workers = min(os.cpu_count() or 2, 8)
     with ProcessPoolExecutor(workers) as pool:
-        return list(pool.map(read_log, paths, chunksize=max(1, len(paths) // (workers * 4))))
+        # small chunks: results come back while the workers read on, not in a few large lumps at the end
+        return [_unpacked(log) for log in pool.map(_read_packed, paths,
+                                                    chunksize=max(1, min(32, len(paths) // (workers * 4))))]

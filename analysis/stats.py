@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -126,7 +126,7 @@ def step_matrix(steps: pd.DataFrame) -> StepMatrix:
         full = {name: values[complete] for name, values in full.items()}
         indices = indices[complete]
     return StepMatrix(full["duration"], full["samples"], full["exchange"], indices,
-                      (full["warmup"] > 0).any(axis=1), ranks)
+                      np.asarray((full["warmup"] > 0).any(axis=1)), ranks)
 
 
 def _rank_blocks(rank: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -145,10 +145,13 @@ def _rank_blocks(rank: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, int] |
     return np.argsort(heads), count
 
 
-def step_matrices(steps: pd.DataFrame, run_ids: Iterable[str]) -> dict[str, StepMatrix]:
-    """The matrices of each of these runs (those with steps), from one grouping of the steps."""
+def step_matrices(steps: pd.DataFrame, run_ids: Iterable[str],
+                  rows: Mapping[str, np.ndarray] | None = None) -> dict[str, StepMatrix]:
+    """The matrices of each of these runs (those with steps), from one grouping of the steps (``rows``: each
+    run's positions in ``steps``, where the caller has them)."""
     wanted = set(run_ids)
-    rows = steps.groupby("run_id", sort=False).indices if len(steps) else {}
+    if rows is None:
+        rows = steps.groupby("run_id", sort=False).indices if len(steps) else {}
     return {str(run_id): step_matrix(steps.iloc[index]) for run_id, index in rows.items() if run_id in wanted}
 
 

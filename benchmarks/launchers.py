@@ -71,7 +71,8 @@ def main() -> int:
             (scratch / name).write_text(text)
         for name in ("local.yaml", "two-hosts.yaml", "mpi-two-hosts.yaml"):
             start = time.monotonic()
-            subprocess.run([hvdbench, "sweep", str(scratch / name), "-o", str(root), "--no-report"], env=env, check=False)
+            subprocess.run([hvdbench, "sweep", str(scratch / name), "-o", str(root), "--no-report"], env=env,
+                           check=False)
             timings.append(f"{name}: {time.monotonic() - start:.0f} s")
         start = time.monotonic()
         job = subprocess.run(["sbatch", "--parsable", "--nodes=1", "--ntasks=2", f"--output={out}/srun-job.out",

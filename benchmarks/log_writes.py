@@ -65,7 +65,8 @@ def main() -> int:
     median, p99, worst = statistics.median(costs), costs[int(len(costs) * 0.99)], costs[-1]
     print(f"{args.ranks} ranks x {args.steps} steps of {args.step_ms:g} ms, one shared directory: "
           f"{len(costs):,} step records, {'buffered' if args.buffered else 'each flushed'}")
-    print(f"{'write' if args.buffered else 'write + flush'} per record: median {median * 1e6:.0f} us, 99th percentile {p99 * 1e6:.0f} us, "
+    print(f"{'write' if args.buffered else 'write + flush'} per record: median {median * 1e6:.0f} us, "
+          f"99th percentile {p99 * 1e6:.0f} us, "
           f"worst {worst * 1e3:.1f} ms; median share of a step {median / (args.step_ms / 1e3) * 100:.3f}%")
     return 0
 

@@ -3,9 +3,9 @@ allreduce curve (through Horovod and through mpi4py) on each MPI, measured in al
 MPICH, Intel MPI, Open MPI, ...) so that drift of the machine falls on all alike.
 
 Open MPI runs from .venv (`launcher: mpirun`), MPICH from .venv-mpich and Intel MPI from .venv-impi
-(`scripts/mpi-env.sh mpich|impi`; `launcher: mpiexec`, hydra), each with transport tcp over the link to a second host with its own name and
-address (a network namespace joined by a veth pair, tests/cluster.py, as the tests use). One results root,
-one report; every rank records the MPI library it loaded. Needs root and the test tools.
+(`scripts/mpi-env.sh mpich|impi`; `launcher: mpiexec`, hydra), each with transport tcp over the link to a second
+host with its own name and address (a network namespace joined by a veth pair, tests/cluster.py, as the tests
+use). One results root, one report; every rank records the MPI library it loaded. Needs root and the test tools.
 
     python benchmarks/mpi_implementations.py --out docs/results/mpi-implementations [--rounds 3]
 """

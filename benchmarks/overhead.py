@@ -88,7 +88,8 @@ def main() -> int:
                 sampler.stop()
 
         if args.compare == "harness":
-            sides, labels = (through_harness, bare_loop(workload, flags, device, ctx, runtime)), ("harness", "bare loop")
+            sides = (through_harness, bare_loop(workload, flags, device, ctx, runtime))
+            labels = ("harness", "bare loop")
         else:
             sides, labels = (lambda n: through_harness(n, True), through_harness), ("telemetry on", "telemetry off")
         ratios = alternate(sides, labels, args.rounds, args.steps)
@@ -142,7 +143,8 @@ def null_cost(runtime: TorchRuntime, writer: Any, args: argparse.Namespace, devi
     summary = timing.timed_loop(runtime, writer, lambda: nothing, lambda t: float(t.item()), warmup_steps=0,
                                 steps=steps)
     nvml = Nvml()
-    sample, _ = telemetry_for(nvml, nvml.handle(None, visible_device(hvd.local_rank())) if device.type == "cuda" else None)
+    handle = nvml.handle(None, visible_device(hvd.local_rank())) if device.type == "cuda" else None
+    sample, _ = telemetry_for(nvml, handle)
     start = time.perf_counter()
     for _ in range(1000):
         writer.write("telemetry", **sample())

@@ -48,8 +48,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from cluster import NamespaceHost, link_qdiscs, namespace_hosts, rank_cpu_limits, shaped_links  # noqa: E402
 
 from hvdbench.analysis.collect import Collection, collect  # noqa: E402
-from hvdbench.analysis.projection import project  # noqa: E402
-from hvdbench.analysis.scaling import scaling_table  # noqa: E402
+from hvdbench.analysis.projection.project import project  # noqa: E402
+from hvdbench.analysis.tables.scaling import scaling_table  # noqa: E402
 from hvdbench.launchers.slurm_queue import run_dirs  # noqa: E402
 from hvdbench.suite.core.spec import RUN_FILE, RunSpec  # noqa: E402
 
@@ -91,13 +91,15 @@ def compute_round(root: Path, ranks: list[int], round_: int) -> None:
                      "--independent")
 
 
-def sweep(path: Path, out: Path, hosts: list[NamespaceHost], nodes: int, workloads: list[tuple[str, list[str]]]) -> None:
+def sweep(path: Path, out: Path, hosts: list[NamespaceHost], nodes: int,
+          workloads: list[tuple[str, list[str]]]) -> None:
     """One sweep over this host and the first nodes-1 namespace hosts, one rank each."""
     addresses = [hosts[0].local_address] + [h.address for h in hosts[: nodes - 1]]
     listed = "\n".join(f"  - {{benchmark: {b}, args: [{', '.join(repr(x) for x in a)}]}}" for b, a in workloads)
     path.write_text(f"name: {out.parent.name}-{out.name}\nsystem: {SYSTEM}\nlauncher: mpirun\n"
                     f"hosts: [{', '.join(addresses)}]\nssh_port: {hosts[0].port}\nssh_identity_file: {hosts[0].key}\n"
-                    f"timeout: 900\nbaseline: false\naxes: {{nodes: [{nodes}], gpus_per_node: [1]}}\nworkloads:\n{listed}\n")
+                    f"timeout: 900\nbaseline: false\naxes: {{nodes: [{nodes}], gpus_per_node: [1]}}\n"
+                    f"workloads:\n{listed}\n")
     hvdbench("sweep", str(path), "-o", str(out), "--no-report")
 
 

@@ -13,7 +13,7 @@ NVLink rate). Batch 256 per GPU, the script's default, is assumed; FP32 on a 16 
 
 from __future__ import annotations
 
-from hvdbench.analysis.allreduce_model import Link, StepModel, ring_allreduce_s
+from hvdbench.analysis.projection.allreduce_model import Link, StepModel, ring_allreduce_s
 
 RESNET50_PARAMETERS, RESNET50_TENSORS = 25_557_032, 161
 BATCH = 256

@@ -5,7 +5,7 @@ stage, with the peak resident memory of the report's whole process tree (its rea
     python benchmarks/report_scale.py                      # 1M (1,024 x 977) and 10M (4,096 x 2,442) records
     python benchmarks/report_scale.py --sizes 16x625,128x780 --out /tmp/scale
 
-Goals on a 2-core machine: 1,000,000 records in <= 5 s; 10,000,000 in <= 60 s within 6 GiB.
+Goals on a 2-core machine: 1,000,000 records in <= 5 s; 10,000,000 in <= 15 s within 6 GiB (not reached: 21.5 s).
 The logs are written once per size (the 10M set is 2.1 GB) and kept for a rerun with --keep.
 """
 
@@ -112,7 +112,7 @@ def measure(root: Path) -> str:
     """Collect, build and write the report of one size in a fresh process (no memory left from writing)."""
     code = (
         "import sys, time\nfrom pathlib import Path\n"
-        "from hvdbench.analysis.collect import collect\nfrom hvdbench.analysis.report import build, write\n"
+        "from hvdbench.analysis.collect import collect\nfrom hvdbench.analysis.report.build import build, write\n"
         "root = Path(sys.argv[1])\nt0 = time.perf_counter()\ncollection = collect([root])\n"
         "t1 = time.perf_counter()\nreport = build(collection)\nt2 = time.perf_counter()\n"
         "write(report, root / 'report')\nt3 = time.perf_counter()\n"

@@ -110,7 +110,8 @@ def main() -> int:
                         help="Horovod's examples/pytorch/pytorch_synthetic_benchmark.py (omitted: no horovod variant)")
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS)")
     parser.add_argument("--warmup", type=int, default=10, help="warm-up batches of every variant")
     parser.add_argument("--iters", type=int, default=5, help="timed batches = 10 x this, for every variant")
     parser.add_argument("--rounds", type=int, default=5)

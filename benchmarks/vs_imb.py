@@ -18,7 +18,6 @@ nccl-tests') the gathered output for allgather: hvdbench's allgather at B bytes 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -34,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from hvdbench.analysis.collect import collect  # noqa: E402
-from hvdbench.analysis.comm import comm_table  # noqa: E402
+from hvdbench.analysis.tables.comm import comm_table  # noqa: E402
 from hvdbench.launchers import builtin  # noqa: E402,F401 - registers the launchers
 from hvdbench.launchers.base import LaunchContext, get_launcher  # noqa: E402
 from hvdbench.launchers.executor import launch_environment  # noqa: E402
@@ -154,7 +153,8 @@ def markdown(table: pd.DataFrame, args: argparse.Namespace, seconds: float) -> s
              "t_avg. Ratio = hvdbench's time per call / IMB's: median over rounds [95% bootstrap interval].", ""]
     for (hosts, op, path), group in table.groupby(["hosts", "op", "path"], sort=True):
         cost = group["path_cost_us"].dropna()
-        lines += [f"## {op}, {path}, {hosts} host(s)" + (f" — a call's own cost {cost.median():.1f} µs" if len(cost) else ""),
+        own = f" — a call's own cost {cost.median():.1f} µs" if len(cost) else ""
+        lines += [f"## {op}, {path}, {hosts} host(s)" + own,
                   "", "| bytes | IMB µs | hvdbench µs | hvdbench / IMB [95%] |", "|---:|---:|---:|---|"]
         lines += [f"| {r.bytes:,} | {r.imb_us:.1f} | {r.hvdbench_us:.1f} | {r.ratio:.2f} [{r.ratio_low:.2f}–"
                   f"{r.ratio_high:.2f}] |" for r in group.itertuples()]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar, Sequence, TypeVar
 
 from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core import bind as binder
 from hvdbench.suite.core.environment import parse_mpi_version
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.gpu_choice import PLACEMENT_VARIABLE
@@ -124,7 +125,7 @@ def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
     """What each rank runs: the benchmark script, its arguments and where to log; behind the CPU binder
     when the spec binds each local rank to its GPU's CPUs."""
     script = get_benchmark(spec.benchmark).path
-    bind = ["-m", "hvdbench.suite.bind", ";".join(spec.cpus), "--"] if spec.cpus else []
+    bind = ["-m", binder.__name__, ";".join(spec.cpus), "--"] if spec.cpus else []
     return [ctx.python, *bind, str(script), *spec.args, "--log-dir", str(ctx.run_dir)]
 
 

@@ -1,7 +1,8 @@
 """The executor interface both ways of running share (submitit's shape: one base, what differs per
 scheduler a named hook): a results root, what is left to do on resume, each run's folder prepared alike
 (its run.json written, an earlier attempt moved aside, never deleted), a placement the scheduler's grant
-cannot hold refused alike, the retry policy (launchers/policy.py), and a dry-run description. The local
+cannot hold refused alike, the retry policy (launchers/policy.py), one attempt's body (launchers/attempt.py), and
+a dry-run description. The local
 executor runs here, one run at a time (launchers/local.py); the SLURM one submits jobs (launchers/slurm.py)."""
 
 from __future__ import annotations
@@ -14,18 +15,19 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from hvdbench.suite.core.errors import LaunchError
 from hvdbench.suite.core.gpu_choice import granted, placement_problem
-from hvdbench.suite.core.spec import RunSpec, keep_earlier_attempt
+from hvdbench.suite.core.job_env import job_env
+from hvdbench.suite.core.spec import RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import Launcher
 
 
 class Executor:
-    """Runs or submits RunSpecs under one results root. Hooks: ``describe`` (what running one would do),
-    ``finished`` (whether resume leaves a run out)."""
+    """Runs or submits RunSpecs under one results root. The verb is ``execute``; hooks: ``describe`` (what running
+    one would do), ``finished`` (whether resume leaves a run out). One attempt's body is launchers/attempt.py."""
 
     def __init__(self, root: Path, *, python: str = sys.executable, resume: bool = True, retries: int = 0,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
@@ -37,6 +39,10 @@ class Executor:
 
     def finished(self, spec: RunSpec) -> bool:
         """Whether resume leaves ``spec`` out (complete; under a scheduler also queued or running)."""
+        raise NotImplementedError
+
+    def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
+        """Run (here) or submit (a scheduler) every spec; each one's status: how it ended, or its submission."""
         raise NotImplementedError
 
     def todo(self, specs: Iterable[RunSpec]) -> list[RunSpec]:
@@ -129,9 +135,9 @@ def _alive(pid: int) -> bool:
 
 
 def scheduler_chose_gpus(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether this process runs in a SLURM job that was granted GPUs (then SLURM's CUDA_VISIBLE_DEVICES stands)."""
+    """Whether this process runs in a scheduler's job that was granted GPUs (then its CUDA_VISIBLE_DEVICES stands)."""
     environ = os.environ if environ is None else environ
-    return bool(environ.get("SLURM_JOB_ID")) and granted(environ) is not None
+    return job_env(environ).job_id is not None and granted(environ) is not None
 
 
 def placement_refusal(spec: RunSpec, scheduler_gpus: bool) -> str | None:

@@ -1,5 +1,5 @@
 """SLURM host-list expressions expanded in Python, as ``scontrol show hostnames`` does, so that
-``--hosts 'node[01-16]'`` and an allocation's SLURM_JOB_NODELIST work where no SLURM client is installed.
+``--hosts 'node[01-16]'`` and an allocation's node list work where no SLURM client is installed.
 
     node[01-04,07]      node01 node02 node03 node04 node07
     gpu[1-2]-ib[0-1]    gpu1-ib0 gpu1-ib1 gpu2-ib0 gpu2-ib1

@@ -9,18 +9,18 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from hvdbench.suite.core.metrics import logged_outcome
-from hvdbench.suite.core.spec import RunSpec, RunStatus
+from hvdbench.suite.core.job_env import job_env
+from hvdbench.suite.core.spec import RunFolder, RunSpec, RunStatus
 
-from .base import LaunchContext, Launcher, get_launcher
+from .attempt import Attempt
+from .base import LaunchContext, get_launcher
 from .executor import Executor, launch_environment, placement_refusal, results_lock, scheduler_chose_gpus
-from .policy import LAUNCHER_LOG, completed, failure_reason, retry_left, tail
+from .policy import completed, retry_left, tail
 
 class Stopped(BaseException):
     """The executor was told to stop (SIGTERM, or SIGUSR2 ahead of a SLURM time limit)."""
@@ -34,7 +34,7 @@ class Stopped(BaseException):
 def stop_signals() -> Iterator[None]:
     """SIGTERM (a cancelled job, a killed sweep) and SIGUSR2 (SLURM's warning before its time limit)
     stop the run in flight cleanly, as SIGINT (Ctrl-C) does; the previous handlers come back afterwards."""
-    in_job = bool(os.environ.get("SLURM_JOB_ID"))
+    in_job = job_env().job_id is not None
 
     def on_term(signum: int, _frame: object) -> None:
         raise Stopped("cancelled" if in_job else "interrupted", "job cancelled (SIGTERM)" if in_job else "SIGTERM",
@@ -71,7 +71,8 @@ class LocalExecutor(Executor):
 
     def __init__(self, root: Path, *, python: str = sys.executable, timeout: float = 1800.0, resume: bool = True,
                  hosts: tuple[str, ...] = ("localhost",), ssh_port: int | None = None,
-                 ssh_identity_file: Path | None = None, pmi: str = "pmix", retries: int = 0, scheduler_gpus: bool | None = None,
+                 ssh_identity_file: Path | None = None, pmi: str = "pmix", retries: int = 0,
+                 scheduler_gpus: bool | None = None,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         super().__init__(root, python=python, resume=resume, retries=retries, report=report)
         self.timeout = timeout
@@ -96,6 +97,10 @@ class LocalExecutor(Executor):
                        for k, v in sorted(launcher.environment(spec, self.scheduler_gpus).items()))
         return f"{env + ' ' if env else ''}{shlex.join(argv)}"
 
+    def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
+        """Run every spec here, one at a time."""
+        return self.run_all(specs)
+
     def run_all(self, specs: Iterable[RunSpec]) -> list[RunStatus]:
         """Run every spec; SIGTERM/SIGUSR2 stop the one in flight (recorded) and end the sweep."""
         specs = list(specs)
@@ -103,7 +108,8 @@ class LocalExecutor(Executor):
         done: Counter[str] = Counter()
         with results_lock(self.root), stop_signals():
             for index, spec in enumerate(specs, 1):
-                self.report(progress_line(index, len(specs), done, f"{spec.id} ({spec.np} rank(s) via {spec.launcher})"))
+                now = f"{spec.id} ({spec.np} rank(s) via {spec.launcher})"
+                self.report(progress_line(index, len(specs), done, now))
                 status = self.run(spec)
                 done[status.status] += 1
                 self.report(f"[{index}/{len(specs)}] {spec.id}: {status.status}"
@@ -134,49 +140,46 @@ class LocalExecutor(Executor):
         """One attempt: what an earlier one left moved aside, then the command run (or, where the
         placement was refused, nothing run) and its status written."""
         self.prepare(spec, run_dir)  # a rerun moves what was there aside, never deletes it
+        folder = RunFolder(run_dir)
         if refused:
-            status = RunStatus("failed", None, 0.0, refused, job_id=os.environ.get("SLURM_JOB_ID"))
-            status.write(run_dir)
+            status = RunStatus("failed", None, 0.0, refused, job_id=job_env().job_id)
+            folder.write_status(status)
             return status
         launcher = get_launcher(spec.launcher)
         argv = launcher.command(spec, self.context(run_dir.resolve()))
-        (run_dir / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
-        status = self._execute(argv, launcher, spec, run_dir)
-        status.write(run_dir)
-        return status
-
-    def _execute(self, argv: list[str], launcher: Launcher, spec: RunSpec, run_dir: Path) -> RunStatus:
         env = launch_environment(launcher, spec, self.python, self.scheduler_gpus)
-        start = time.monotonic()
-        log_path = run_dir / LAUNCHER_LOG
-        job = os.environ.get("SLURM_JOB_ID")
-        with open(log_path, "w", encoding="utf-8") as log:
-            try:
-                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=env, cwd=run_dir, start_new_session=True, preexec_fn=_die_with_parent)
-            except OSError as exc:
-                return RunStatus("failed", None, 0.0, f"could not start {argv[0]}: {exc.strerror}", job_id=job)
-            try:
-                returncode = proc.wait(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                return RunStatus("timeout", None, time.monotonic() - start,
-                                 f"no end after {self.timeout:g} s; every rank was killed", tail(log_path), job)
-            except KeyboardInterrupt:  # recorded first: a scheduler may kill us soon after its signal
-                RunStatus("interrupted", None, time.monotonic() - start, "stopped by Ctrl-C", job_id=job).write(run_dir)
-                _kill_group(proc)
-                raise
-            except Stopped as stop:
-                RunStatus(stop.status, None, time.monotonic() - start, stop.message, tail(log_path), job).write(run_dir)
-                _kill_group(proc)
-                raise
-        seconds = time.monotonic() - start
-        if returncode != 0:
-            return RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job)
-        outcome = logged_outcome(run_dir, spec.np)
-        if not outcome.ok:
-            return RunStatus("failed", returncode, seconds, outcome.reason, tail(log_path), job)
-        return RunStatus("ok", returncode, seconds, job_id=job)
+        return LocalAttempt(spec, folder, job_env().job_id, self.timeout).run(argv, env, folder.launcher_log)
+
+
+class LocalAttempt(Attempt):
+    """An attempt run here: the launcher in a session of its own that ends with this process, killed with every
+    rank after the run's timeout, and stopped (recorded first) by Ctrl-C, SIGTERM or SIGUSR2."""
+
+    def __init__(self, spec: RunSpec, folder: RunFolder, job: str | None, timeout: float) -> None:
+        super().__init__(spec, folder, job)
+        self.timeout = timeout
+
+    def popen_options(self, env: Mapping[str, str]) -> dict[str, Any]:
+        return {"start_new_session": True, "preexec_fn": _die_with_parent}
+
+    def wait(self, proc: subprocess.Popen[bytes]) -> RunStatus | None:
+        try:
+            self.returncode = proc.wait(timeout=self.timeout)
+            return None
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return RunStatus("timeout", None, self.seconds(), f"no end after {self.timeout:g} s; every rank was killed",
+                             tail(self.log), self.job)
+        except KeyboardInterrupt:  # recorded first: a scheduler may kill us soon after its signal
+            self.folder.write_status(RunStatus("interrupted", None, self.seconds(), "stopped by Ctrl-C",
+                                               job_id=self.job))
+            _kill_group(proc)
+            raise
+        except Stopped as stop:
+            self.folder.write_status(RunStatus(stop.status, None, self.seconds(), stop.message, tail(self.log),
+                                               self.job))
+            _kill_group(proc)
+            raise
 
 
 def _die_with_parent() -> None:

@@ -98,12 +98,7 @@ def check_placements(sweep: Sweep, topo: Topology) -> None:
 
 def _bench_args(workload: Workload, framework: str, batch: int | None, precision: str | None, independent: bool,
                 knobs: dict[str, Any], adaptive: tuple[str, ...] = ()) -> tuple[str, ...]:
-    args = [*workload.args, *adaptive]
-    if batch is not None:
-        args += ["--batch-size", str(batch)]
-    if precision is not None:
-        args += ["--precision", precision]
-    args += axis_flags(framework, knobs)
+    args = [*workload.args, *adaptive, *axis_flags(framework, {"batch_size": batch, "precision": precision, **knobs})]
     if independent:
         args.append("--independent")
     return tuple(args)
@@ -151,7 +146,8 @@ def _check_size(sweep: Sweep, placed: dict[int, list[Placement | None]]) -> None
     per_workload = sum(len(w.batch_size or sweep.batch_size or (None,)) * len(w.precision or sweep.precision or (None,))
                        for w in sweep.workloads)
     runs = (per_workload * math.prod(len(v) for _, v in sweep.knobs) * len(sweep.independent) * len(sweep.launchers)
-            * math.prod(len(v) for _, v in sweep.env) * sum(len(placed[per]) for _, per in sizes(sweep)) * sweep.repeats)
+            * math.prod(len(v) for _, v in sweep.env) * sum(len(placed[per]) for _, per in sizes(sweep))
+            * sweep.repeats)
     if runs > sweep.max_runs:
         raise SweepError(f"{sweep.path}: the plan would hold {runs:,} runs, more than max_runs ({sweep.max_runs:,}); "
                          "shrink the axes or repeats, or raise max_runs in the sweep file")
@@ -187,11 +183,13 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                                    itertools.product(*(values for _, values in sweep.knobs)), sweep.independent)
         for batch, precision, knob_values, independent in combos:
             args = info.resolved(_bench_args(workload, info.framework, batch, precision, independent,
-                                             dict(zip(knob_names, knob_values)), _adaptive(sweep) if info.trains else ()),
+                                             dict(zip(knob_names, knob_values)),
+                                             _adaptive(sweep) if info.trains else ()),
                                  _base(sweep))
             twice = _given_twice(args)
             if twice:
-                raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark}): {twice} is given twice (its "
+                raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark}): {twice} is given "
+                                 "twice (its "
                                  "args and the sweep's axes or target_ci/max_steps); keep one")
             try:
                 flags = info.check(args)

@@ -24,7 +24,6 @@ RETRIED = ("failed", "timeout")  # how an attempt may end and be started again
 MAX_RETRIES = 10  # more would retry a broken run for ever
 NEVER_RETRIED = {"cancelled": "stopped by a person or the scheduler", "interrupted": "stopped by Ctrl-C or SIGTERM",
                  "refused": "the scheduler's grant cannot hold its placement; another attempt gets the same GPUs"}
-LAUNCHER_LOG = "launcher.log"
 
 
 def retry_count(text: str) -> int:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.job_env import job_env
 from hvdbench.suite.core.spec import RunSpec
 
 from .base import default_controllers, get_launcher, launcher_class
@@ -156,6 +157,6 @@ def check_launchers(names: Iterable[str], run: Callable[..., Any] = subprocess.r
 
 def fits_allocation(spec: RunSpec) -> bool:
     """Whether a run fits the SLURM allocation this process runs in (nodes, and tasks where SLURM says)."""
-    nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or 1)
-    tasks = os.environ.get("SLURM_NTASKS")
-    return spec.nodes <= nodes and (tasks is None or not tasks.isdigit() or spec.np <= int(tasks))
+    job = job_env()
+    nodes, tasks = job.number("num_nodes") or 1, job.number("num_tasks")
+    return spec.nodes <= nodes and (tasks is None or spec.np <= tasks)

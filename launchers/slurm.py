@@ -53,6 +53,10 @@ class SlurmExecutor(Executor):
         self._states = None
         return self.todo(specs)
 
+    def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
+        """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""
+        return [RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job) for _, job in self.submit(specs)]
+
     def submit(self, specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
         """Submit each spec, one submitit executor per set of job parameters (as job arrays where
         array_parallelism is set); each job asks SLURM for exactly what ``describe`` shows for its run."""

@@ -7,7 +7,6 @@ job while it is queued or running and for ``MinJobAge`` seconds after it ends. A
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from hvdbench.suite.core.errors import HvdbenchError, LaunchError
+from hvdbench.suite.core.job_env import job_env
 from hvdbench.suite.core.spec import RUN_FILE, RunSpec, RunStatus
 
 from .hostlist import expand_hostlist
@@ -133,7 +133,7 @@ def why_stopped(job: str | None, restarts: int, nodes: Iterable[str], run: Calla
 
 def allocation_hosts() -> tuple[str, ...]:
     """The allocation's node names, expanded from SLURM_JOB_NODELIST (launchers/hostlist.py)."""
-    nodelist = os.environ.get("SLURM_JOB_NODELIST")
+    nodelist = job_env().get("nodelist")
     if not nodelist:
         raise LaunchError("not inside a SLURM allocation: SLURM_JOB_NODELIST is not set")
     return expand_hostlist(nodelist)

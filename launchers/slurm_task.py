@@ -14,20 +14,17 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from hvdbench.suite.core.errors import HvdbenchError, LaunchError
-from hvdbench.suite.core.metrics import Outcome, logged_outcome
-from hvdbench.suite.core.spec import RunSpec, RunStatus, keep_earlier_attempt
+from hvdbench.suite.core.job_env import job_env
+from hvdbench.suite.core.spec import RunFolder, RunSpec, RunStatus, keep_earlier_attempt
 
+from .attempt import Attempt
 from .base import LaunchContext, get_launcher, rank_command
 from .executor import launch_environment, placement_refusal, scheduler_chose_gpus
-from .policy import LAUNCHER_LOG, as_ended, failed_attempts, failure_reason, requeued, retry_left, tail
+from .policy import as_ended, failed_attempts, requeued, retry_left, tail
 from .slurm_queue import REQUEUED_BY_SLURM, allocation_hosts, why_stopped
-
-def _job_id() -> str | None:
-    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
 
 
 def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0) -> int:
@@ -35,7 +32,7 @@ def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequen
     first task only, horovodrun/mpirun over the allocation's hosts. The first task records how the run
     ended in status.json; SIGTERM (scancel, preemption) and SIGUSR2 (the time limit ahead) are recorded.
     A failed attempt with retries left requeues the job (SLURM_RESTART_COUNT counts the attempts)."""
-    folder, first, job = Path(run_dir), os.environ.get("SLURM_PROCID", "0") == "0", _job_id()
+    folder, first, job = Path(run_dir), _task_rank() == 0, job_env().job_id
     try:
         return _run_task(RunSpec.from_dict(spec_data), folder, python, tuple(hosts), first, job, retries)
     except HvdbenchError as exc:  # a run that cannot start says why in its status, in one line
@@ -46,8 +43,12 @@ def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequen
 
 def attempt_number() -> int:
     """This job's attempt of its run, from 1 (SLURM counts restarts: requeues, node failures, preemptions)."""
-    restarts = os.environ.get("SLURM_RESTART_COUNT", "0")
-    return int(restarts) + 1 if restarts.isdigit() else 1
+    return (job_env().number("restarts") or 0) + 1
+
+
+def _task_rank() -> int:
+    """This task's rank in its job step (0: the first task)."""
+    return job_env().number("task_rank") or 0
 
 
 def _record_failure(folder: Path, job: str | None, retries: int, status: RunStatus) -> None:
@@ -71,7 +72,6 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
 
 def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None,
               retries: int) -> int:
-    start = time.monotonic()
     launcher = get_launcher(spec.launcher)
     scheduler_gpus = scheduler_chose_gpus()
     if first:
@@ -90,45 +90,59 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
     else:
         return 0  # the launcher on the first node starts every rank
     env = launch_environment(launcher, spec, python, scheduler_gpus)
+    attempt = TaskAttempt(spec, RunFolder(folder), job, first, retries)
     if first:
-        (folder / "command.sh").write_text(shlex.join(argv) + "\n", encoding="utf-8")
-        RunStatus("running", None, 0.0, _started(job), job_id=job).write(folder)
-    task_log = f"task-{os.environ.get('SLURM_PROCID', '0')}.log" if launcher.task_per_rank else LAUNCHER_LOG
-    log = open(folder / task_log, "w")
-    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder,
-                            pass_fds=inherited_fds(env))
-    ending: list[tuple[str, str]] = []
+        attempt.folder.command_file.write_text(shlex.join(argv) + "\n", encoding="utf-8")
+        attempt.folder.write_status(RunStatus("running", None, 0.0, _started(job), job_id=job))
+    log = attempt.folder.task_log(_task_rank()) if launcher.task_per_rank else attempt.folder.launcher_log
+    status = attempt.run(argv, env, log, write_command=False)
+    returncode = attempt.returncode if attempt.returncode is not None else 0 if status.status == "ok" else 1
+    return _end_task(returncode) if status.status != "ok" else returncode
 
-    def stop(signum: int, _frame: object) -> None:
-        if signum == signal.SIGUSR2:
-            ending.append(("timeout", f"job {job} neared its time limit"))
-        elif not ending:
-            ending.append(why_stopped(job, attempt_number() - 1, allocation_hosts()))
-        recorded = RunStatus.read(folder)
-        if first and (recorded is None or recorded.status not in ("failed", "requeued")):  # a task's failure stands
-            now = RunStatus(ending[0][0], None, time.monotonic() - start, ending[0][1], job_id=job)
-            (requeued(now, attempt_number()) if now.status in REQUEUED_BY_SLURM else now).write(folder)
-        end_process(proc)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGUSR2, stop)
-    returncode = proc.wait()
-    log.close()
-    seconds, log_path = time.monotonic() - start, Path(log.name)
-    if ending and ending[0][0] == "timeout" and first:  # the job's time limit: retried as a local timeout is
-        _record_failure(folder, job, retries, RunStatus("timeout", None, seconds, ending[0][1], tail(log_path), job))
-    if ending or (returncode == 0 and not first):
-        return _end_task(returncode)
-    if returncode != 0:  # any task: the first one may be killed by srun before it can say why
-        _record_failure(folder, job, retries,
-                        RunStatus("failed", returncode, seconds, failure_reason(log_path), tail(log_path), job))
-        return _end_task(returncode)
-    outcome = _await_outcome(folder, spec.np)
-    if outcome.ok:
-        RunStatus("ok", returncode, seconds, job_id=job).write(folder)
-    else:
-        _record_failure(folder, job, retries, RunStatus("failed", returncode, seconds, outcome.reason, job_id=job))
-    return returncode
+class TaskAttempt(Attempt):
+    """A SLURM task's attempt: its rank (or the first task's launcher) started with srun's PMI descriptor; SIGTERM
+    (scancel, preemption) and SIGUSR2 (the time limit ahead) recorded at once by the first task, with SLURM's
+    word on why; a failed or timed-out attempt requeued while retries are left; the rank logs judged by the first
+    task only, after the others have had a minute to write their last record."""
+
+    settle_s = 60.0
+
+    def __init__(self, spec: RunSpec, folder: RunFolder, job: str | None, first: bool, retries: int) -> None:
+        super().__init__(spec, folder, job)
+        self.first, self.retries, self.judges_logs = first, retries, first
+        self.ending: list[tuple[str, str]] = []
+
+    def popen_options(self, env: Mapping[str, str]) -> dict[str, Any]:
+        return {"pass_fds": inherited_fds(env)}
+
+    def wait(self, proc: subprocess.Popen[bytes]) -> RunStatus | None:
+        def stop(signum: int, _frame: object) -> None:
+            if signum == signal.SIGUSR2:
+                self.ending.append(("timeout", f"job {self.job} neared its time limit"))
+            elif not self.ending:
+                self.ending.append(why_stopped(self.job, attempt_number() - 1, allocation_hosts()))
+            recorded = self.folder.status_now()
+            if self.first and (recorded is None or recorded.status not in ("failed", "requeued")):  # a failure stands
+                now = RunStatus(self.ending[0][0], None, self.seconds(), self.ending[0][1], job_id=self.job)
+                self.folder.write_status(requeued(now, attempt_number()) if now.status in REQUEUED_BY_SLURM else now)
+            end_process(proc)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGUSR2, stop)
+        self.returncode = proc.wait()
+        if not self.ending:
+            return None
+        status, message = self.ending[0]
+        return RunStatus(status, None, self.seconds(), message, tail(self.log), self.job)
+
+    def record(self, status: RunStatus) -> None:
+        """The first task keeps a complete run and a timeout; any task a failure (the first may be killed by srun
+        before it can say why). A signal's ending was recorded when it came."""
+        if status.status == "ok" and self.first:
+            self.folder.write_status(status)
+        elif status.status == "failed" or (status.status == "timeout" and self.first):
+            _record_failure(self.folder.path, self.job, self.retries, status)
 
 
 def _keep_earlier(folder: Path, job: str | None) -> None:
@@ -193,13 +207,3 @@ def _end_task(returncode: int) -> int:
         sys.stderr.flush()
         os._exit(returncode if 0 < returncode < 256 else 1)
     return returncode
-
-
-def _await_outcome(folder: Path, np: int, grace: float = 60.0) -> Outcome:
-    """The first task may end before the others have written their last record: wait a little."""
-    deadline = time.monotonic() + grace
-    outcome = logged_outcome(folder, np)
-    while outcome.status == "incomplete" and time.monotonic() < deadline:
-        time.sleep(1.0)
-        outcome = logged_outcome(folder, np)
-    return outcome

@@ -18,7 +18,8 @@ from typing import Any, Callable, Mapping, TypeVar
 from hvdbench.suite.core.axes import AXES
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
-from hvdbench.suite.core.validate import (CONSTRAINT, GRES_TYPE, DIRECTIVE, HOST, NAME, PATH, SLURM_WORD, grammar_problem,
+from hvdbench.suite.core.validate import (CONSTRAINT, GRES_TYPE, DIRECTIVE, HOST, NAME, PATH, QUEUE_WORD,
+                                          grammar_problem,
                                      number_problem, text_problem)
 
 from .base import PMI_PLUGINS, default_controllers, launcher_class, launcher_names
@@ -239,7 +240,8 @@ class _Reader:
 
     def plain_path(self, value: Any, key: str) -> Path:
         """A path that reaches a command line unquoted (ssh's identity file through horovodrun)."""
-        return self.path_value(self.grammar(PATH, "a plain path (letters, digits and ._/~+@%,=- only)")(value, key), key)
+        plain = self.grammar(PATH, "a plain path (letters, digits and ._/~+@%,=- only)")
+        return self.path_value(plain(value, key), key)
 
     def choice(self, choices: tuple[str, ...]) -> Callable[[Any, str], str]:
         def convert(value: Any, key: str) -> str:
@@ -339,7 +341,8 @@ _SLURM = ("partition", "account", "qos", "time", "constraint", "exclusive", "dir
           "array_parallelism", "gpus", "mpi", "cpus_per_task", "mem_gb", "gpus_per_task", "gpu_type")
 
 
-def launcher_pairs(reader: _Reader, launchers: tuple[str, ...], controllers: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def launcher_pairs(reader: _Reader, launchers: tuple[str, ...],
+                   controllers: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """(launcher, controller) for every launcher and each named controller it starts; with none named,
     the one controller all of them start (launchers compared in one sweep run alike), else each one's own."""
     if not controllers:
@@ -374,7 +377,8 @@ def load_sweep(path: Path) -> Sweep:
         placements=axes.many("placements", axes.placement), batch_size=axes.many("batch_size", axes.positive),
         precision=axes.many("precision", axes.text), independent=axes.many("independent", axes.flag, (False,)),
         knobs=tuple((name, values) for name in KNOB_AXES
-                    if (values := axes.many(name, {bool: axes.flag, int: axes.positive}.get(AXES[name].kind, axes.text)))),
+                    if (values := axes.many(name, {bool: axes.flag, int: axes.positive}.get(AXES[name].kind,
+                                                                                              axes.text)))),
         env=env, baseline=top.get("baseline", top.flag, True), bind_cpus=top.get("bind_cpus", top.flag, True),
         node_gpus=top.get("node_gpus", top.positive, None), cpu_slots=top.get("cpu_slots", top.positive, None),
         topology=top.get("topology", top.path_value, None),
@@ -408,16 +412,17 @@ def _workloads(top: _Reader) -> tuple[Workload, ...]:
 def _env(axes: _Reader) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """axes.env: each variable's values, sorted by name."""
     reader = _Reader(axes.path, axes.data.get("env") or {}, "axes.env", tuple(axes.data.get("env") or {}))
-    return tuple(sorted((reader.knob(str(name), reader.key(str(name))), reader.many(str(name), reader.knob_value(str(name))))
+    return tuple(sorted((reader.knob(str(name), reader.key(str(name))),
+                         reader.many(str(name), reader.knob_value(str(name))))
                         for name in reader.data))
 
 
 def _slurm_options(slurm: _Reader) -> SlurmOptions:
     """The slurm: table."""
     return SlurmOptions(
-        partition=slurm.get("partition", slurm.grammar(SLURM_WORD, "a SLURM partition name"), None),
-        account=slurm.get("account", slurm.grammar(SLURM_WORD, "a SLURM account name"), None),
-        qos=slurm.get("qos", slurm.grammar(SLURM_WORD, "a SLURM QOS name"), None),
+        partition=slurm.get("partition", slurm.grammar(QUEUE_WORD, "a SLURM partition name"), None),
+        account=slurm.get("account", slurm.grammar(QUEUE_WORD, "a SLURM account name"), None),
+        qos=slurm.get("qos", slurm.grammar(QUEUE_WORD, "a SLURM QOS name"), None),
         time_min=slurm.get("time", slurm.minutes, 60),
         constraint=slurm.get("constraint", slurm.grammar(CONSTRAINT, "a SLURM constraint expression"), None),
         exclusive=slurm.get("exclusive", slurm.flag, False),

@@ -32,7 +32,7 @@ for line in open(sys.argv[3]):
         name, version = line.strip().split("==", 1)
         pins[re.sub(r"[-_.]+", "-", name).lower()] = version
 lines = cfg["options"]["install_requires"].splitlines()
-for extra in ("mpi", "slurm", "gpu", "report", "test"):
+for extra in ("mpi", "slurm", "gpu", "report", "test", "lint"):
     lines += cfg["options.extras_require"][extra].splitlines()
 lines += open(sys.argv[2]).read().splitlines()
 frameworks = {"torch", "tensorflow", "horovod"}

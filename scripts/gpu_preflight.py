@@ -51,7 +51,8 @@ def interpreter() -> list[Row]:
         pip = None
     pip_python = pip is not None and tuple(int(x) for x in re.findall(r"\d+", pip)[:2]) >= (22, 3)
     rows = [("python", f"{sys.executable} {platform.python_version()}"
-             + (" (itself a virtual environment)" if sys.prefix != sys.base_prefix else ""), "ok" if venv_ok else "FAIL")]
+             + (" (itself a virtual environment)" if sys.prefix != sys.base_prefix else ""),
+             "ok" if venv_ok else "FAIL")]
     if ensurepip:
         rows.append(("ensurepip", "present: set-up's environment gets its own pip", "ok"))
     elif pip_python:
@@ -71,7 +72,8 @@ def toolchain() -> list[Row]:
         found = first_line(argv)
         rows.append((name, found or "not found", "ok" if found else "FAIL"))
     make, ninja = first_line(["make", "--version"]), first_line(["ninja", "--version"])
-    rows.append(("make or ninja", make or (f"ninja {ninja}" if ninja else "neither"), "ok" if make or ninja else "FAIL"))
+    rows.append(("make or ninja", make or (f"ninja {ninja}" if ninja else "neither"),
+                 "ok" if make or ninja else "FAIL"))
     nvcc = first_line(["nvcc", "--version"], last=True)
     rows.append(("nvcc", nvcc or "not found: Horovod gets no NCCL operations", "ok" if nvcc else "FAIL"))
     roots = [os.environ.get(v) for v in ("HOROVOD_CUDA_HOME", "CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]

@@ -4,12 +4,13 @@ checks that folder against them:
     python3 scripts/proof_pack.py PART_DIR RETURN_DIR [--files 8] [--file-mib 16] [--depth 2]
 
 PART_DIR (the part's log, summary, run folders and facts) becomes RETURN_DIR/<name>.tar.gz, and its summary
-(<name>-summary.md) is copied beside it; files already in RETURN_DIR are left as they are. Wheels, caches and archives are never packed; where the archive would
-still be over the size limit, the largest files are left out one by one until it fits, and the summary says
-which. Then RETURN_DIR is checked: at most --files files, each at most --file-mib MiB, none more than --depth
-folders down, names of letters, digits, '.', '_' and '-' only. One line says what came to be there, or what
-of this part breaks a limit (exit status 2); a folder holding more than this part's files (an earlier part's,
-where it is not emptied between parts) is a note. Standard library only: it runs before set-up, with any python3.
+(<name>-summary.md) is copied beside it; files already in RETURN_DIR are left as they are. Wheels, caches and
+archives are never packed; where the archive would still be over the size limit, the largest files are left out
+one by one until it fits, and the summary says which. Then RETURN_DIR is checked: at most --files files, each at
+most --file-mib MiB, none more than --depth folders down, names of letters, digits, '.', '_' and '-' only. One
+line says what came to be there, or what of this part breaks a limit (exit status 2); a folder holding more than
+this part's files (an earlier part's, where it is not emptied between parts) is a note. Standard library only: it
+runs before set-up, with any python3.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Collective bandwidth benchmark: allreduce, allgather, broadcast, alltoall from 8 B to 1 GiB, through
+"""Collective bandwidth benchmark: each operation of core/collective_ops.py from 8 B to 1 GiB, through
 Horovod and through raw MPI (mpi4py), with nccl-tests' algbw and busbw, timed as nccl-tests times them
 (--timing batch, the default) or call by call (--timing each); every result is checked.
 
@@ -18,7 +18,7 @@ import torch
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.collective_ops import ITEM_BYTES, OPS, sizes, summarize
 from hvdbench.suite.core.collective_ops import skip_reason as op_skip_reason
-from hvdbench.suite.core.environment import started_by_mpi
+from hvdbench.suite.core.job_env import job_env
 from hvdbench.suite.core.training_pattern import pattern_totals, scaled
 from hvdbench.suite.comm import (Buffers, Case, PatternBuffers, horovod_op, measure, measure_batches, measure_pattern,
                                  mpi_call, mpi_op, path_cost)
@@ -35,7 +35,7 @@ def early_mpi(flags: Any) -> Any | None:
     elsewhere): Horovod then finds MPI running and leaves it running when it is shut down after its own cases,
     so raw MPI is timed without Horovod's background thread, whose cycle slowed every raw call up to 4x on a
     busy node (measured: Intel MPI, 2 ranks, 4 MiB allreduce, 1.4 ms alone, 6.4 ms beside Horovod)."""
-    if "mpi" not in flags.backends or not started_by_mpi():
+    if "mpi" not in flags.backends or not job_env().mpi_launched:
         return None
     from mpi4py import MPI
 
@@ -142,7 +142,8 @@ def training_pattern(session: Any, flags: Any) -> int:
     the cases measured."""
     hvd, runtime, writer, device = session.hvd, session.runtime, session.writer, session.device
     if runtime.rank == 0:
-        print(f"training pattern of {flags.like_run} ({flags.like_workload}): {len(flags.gradient_sizes)} gradient tensors per step, "
+        print(f"training pattern of {flags.like_run} ({flags.like_workload}): {len(flags.gradient_sizes)} "
+              "gradient tensors per step, "
               f"{sum(flags.gradient_sizes):,} elements; {flags.iters} steps in a row per size", flush=True)
     measured = 0
     for dtype in flags.dtypes:

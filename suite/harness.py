@@ -91,7 +91,8 @@ def open_writer(runtime: Runtime, log_dir: Path, echo: bool) -> RecordWriter:
 
 @contextlib.contextmanager
 def rank_logging(runtime: Runtime, *, benchmark: str, framework: str, controller: str,
-                 flags: argparse.Namespace, argv: Sequence[str], label: str) -> Iterator[tuple[Path, RecordWriter, str]]:
+                 flags: argparse.Namespace, argv: Sequence[str],
+                 label: str) -> Iterator[tuple[Path, RecordWriter, str]]:
     """The run directory, run.json and this rank's log, for any framework.
 
     Any failure inside becomes an error record and one line on stderr, and the process exits 1 at

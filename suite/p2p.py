@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         writer.write("env", benchmark="p2p", framework="pytorch", model="p2p", flags=vars(flags), unit="GB/s",
                      device={"type": "cuda", "torch": torch.__version__, "cuda": torch.version.cuda,
                              "gpus": [torch.cuda.get_device_name(d) for d in devices]},
-                     nvml=nvml.driver(), gpu=nvml.static(nvml.handle(_bus(torch, devices[0]), visible_device(devices[0]))),
+                     nvml=nvml.driver(),
+                     gpu=nvml.static(nvml.handle(_bus(torch, devices[0]), visible_device(devices[0]))),
                      **base_environment())
         cases = measure(torch, writer, flags.bytes, flags.iters, flags.warmup_iters, devices)
         writer.write("summary", unit="GB/s", cases=cases)

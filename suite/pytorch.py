@@ -100,7 +100,8 @@ def tf32_settings() -> dict[str, Any]:
     and newer keep it as ``fp32_precision`` ("tf32", "ieee"; "none" where nothing asked for TF32), and their
     legacy ``allow_tf32`` getters raise once anything has set the new API; older releases have only the legacy
     flags. ``fp32_precision`` records the new API's own words where it exists."""
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv if hasattr(torch.backends.cudnn, "conv") else None
+    matmul = torch.backends.cuda.matmul
+    conv = torch.backends.cudnn.conv if hasattr(torch.backends.cudnn, "conv") else None
     if hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision"):
         said = {"matmul": str(matmul.fp32_precision), "convolution": str(conv.fp32_precision)}
         return {"tf32_matmul": said["matmul"] == "tf32", "tf32_convolution": said["convolution"] == "tf32",

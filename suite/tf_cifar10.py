@@ -19,7 +19,8 @@ def build(ctx: TFBuildContext) -> KerasWorkload:
     ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     return KerasWorkload(
         model=cifar_resnet(int(ctx.flags.model.removeprefix("resnet")), shape),
-        make_batch=lambda g: (g.standard_normal((batch, *shape), dtype="float32"), g.integers(0, 10, batch, dtype="int32")),
+        make_batch=lambda g: (g.standard_normal((batch, *shape), dtype="float32"),
+                              g.integers(0, 10, batch, dtype="int32")),
         loss=lambda model, b: ce(b[1], model(b[0], training=True)),
     )
 

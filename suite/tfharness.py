@@ -124,7 +124,8 @@ def device_info(device: str) -> dict[str, Any]:
     if "GPU" in device:
         gpu = tf.config.get_visible_devices("GPU")[0]
         details = tf.config.experimental.get_device_details(gpu)
-        info.update(name=details.get("device_name"), capability=".".join(map(str, details.get("compute_capability", ()))))
+        info.update(name=details.get("device_name"),
+                    capability=".".join(map(str, details.get("compute_capability", ()))))
     return info
 
 
@@ -211,10 +212,12 @@ class KerasTrainer:
     def _broadcast(self, variables: list[Any]) -> None:
         for i, var in enumerate(variables):
             value = var.value
-            var.assign(from_wire(self.hvd.broadcast(to_wire(value), root_rank=0, name=f"hvdbench.init.{i}"), value.dtype))
+            var.assign(from_wire(self.hvd.broadcast(to_wire(value), root_rank=0, name=f"hvdbench.init.{i}"),
+                                 value.dtype))
 
     def _exchange(self, grads: list[tf.Tensor]) -> list[tf.Tensor]:
-        summed = self.hvd.grouped_allreduce([to_wire(g) for g in grads], op=self.hvd.Average, compression=self.compression)
+        summed = self.hvd.grouped_allreduce([to_wire(g) for g in grads], op=self.hvd.Average,
+                                            compression=self.compression)
         return [from_wire(s, g.dtype) for s, g in zip(summed, grads)]
 
     def _apply(self, grads: list[tf.Tensor]) -> None:

@@ -301,7 +301,8 @@ def start_namespace_host(root: Path, name: str = "hvdbench-node2", index: int = 
 
     def answers() -> bool:
         out = subprocess.run(["ssh", "-p", str(port), "-i", str(key), "-o", "BatchMode=yes",
-                              "-o", "StrictHostKeyChecking=accept-new", remote, "hostname"], capture_output=True, text=True)
+                              "-o", "StrictHostKeyChecking=accept-new", remote, "hostname"],
+                             capture_output=True, text=True)
         return out.returncode == 0 and out.stdout.strip() == name
 
     try:

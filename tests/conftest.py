@@ -97,7 +97,7 @@ def setup_requirements() -> list[str]:
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
     lines = cfg["options"]["install_requires"].splitlines() + [
-        line for extra in ("mpi", "slurm", "gpu", "report", "test")
+        line for extra in ("mpi", "slurm", "gpu", "report", "test", "lint")
         for line in cfg["options.extras_require"][extra].splitlines()]
     lines += (REPO / "scripts" / "horovod-requirements.txt").read_text().splitlines()
     return [kept for line in lines if (kept := line.split("#")[0].strip())]
@@ -143,7 +143,8 @@ class ScriptLauncher(Launcher):
 
     name = "script"
     SNIPPETS = {
-        "hang": "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']);"
+        "hang": "import subprocess, sys, time; "
+                "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']);"
                 " time.sleep(120)",
         "crash": "import sys; print('[1,1]<stderr>:ValueError: rank 1 exploded', flush=True); sys.exit(3)",
         "quiet": "pass",

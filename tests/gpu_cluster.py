@@ -137,7 +137,8 @@ def start_gpu_cluster(root: Path, nodes: int = 2, gpus_per_node: int = 4) -> Gpu
     steps = [["ip", "link", "add", bridge, "type", "bridge"], ["ip", "addr", "add", f"{here}/24", "dev", bridge],
              ["ip", "link", "set", bridge, "up"]]
     for netns, link, address in zip(namespaces, links[1:], addresses):
-        steps += [["ip", "netns", "add", netns], ["ip", "link", "add", link, "type", "veth", "peer", "name", link + "p"],
+        steps += [["ip", "netns", "add", netns],
+                  ["ip", "link", "add", link, "type", "veth", "peer", "name", link + "p"],
                   ["ip", "link", "set", link, "master", bridge], ["ip", "link", "set", link, "up"],
                   ["ip", "link", "set", link + "p", "netns", netns],
                   ["ip", "netns", "exec", netns, "ip", "link", "set", link + "p", "name", NODE_IFACE],

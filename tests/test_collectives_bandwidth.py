@@ -108,7 +108,8 @@ def test_gloo_run_skips_the_mpi_backend_and_says_why(tmp_path: Path, hvd_env: di
     assert proc.returncode == 0, proc.stdout[-2000:]
     records = [r for r in read_records(tmp_path / "rank-0.jsonl") if r["kind"] == "comm"]
     assert [r["skipped"] for r in records if r["backend"] == "mpi"] == [
-        "raw MPI needs an MPI launcher (mpirun, mpiexec, srun --mpi, horovodrun --mpi): this rank was not started by one"]
+        "raw MPI needs an MPI launcher (mpirun, mpiexec, srun --mpi, horovodrun --mpi): "
+        "this rank was not started by one"]
     horovod = [r for r in records if r["backend"] == "horovod"]
     assert len(horovod) == len(sizes(8, 65536, 8)) and all(r["timing"] == "each" and len(r["times"]) == 3
                                                             for r in horovod)  # each call timed alone

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from hvdbench.analysis.collect import _tf32
 from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.run_table import BY_NAME, RunFacts
+from hvdbench.suite.core.spec import RunSpec
 
 
 @pytest.mark.parametrize("extra, autotune", [((), True), (("--no-cudnn-autotune",), False)])
@@ -52,4 +53,5 @@ def test_tensorflow_sets_and_records_autotune_and_tf32(monkeypatch: pytest.Monke
     ({"math": None, "device": {"type": "cpu"}}, None), ({}, None),
 ])
 def test_the_collector_reads_whether_tf32_ran(env: dict, tf32: bool | None) -> None:
-    assert _tf32(env) is tf32
+    facts = RunFacts(RunSpec(benchmark="imagenet", np=1), records={"env": {0: env}} if env else {})
+    assert BY_NAME["tf32"].value(facts) is tf32

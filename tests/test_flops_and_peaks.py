@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hvdbench.analysis.efficiency import find_peak, link_rate, load_peaks, peak_cell, with_peaks
-from hvdbench.analysis.views import headline_rows, headline_titles
+from hvdbench.analysis.tables.efficiency import find_peak, link_rate, load_peaks, peak_cell, with_peaks
+from hvdbench.analysis.report.views import headline_rows, headline_titles
 from hvdbench.suite import flops
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.errors import ReportError
@@ -75,7 +75,8 @@ def test_tensorflow_workloads_use_the_count_of_the_same_pytorch_model(tmp_path: 
     torch_count = counted("mlp", "--mlp-widths", "256,128", "--batch-size", "16")
     assert result["flops_per_sample"] == torch_count["flops_per_sample"]
     assert result["flops_counted"].endswith("on PyTorch mlp (the same model and sizes)")
-    proc = subprocess.run([sys.executable, "-m", "hvdbench.suite.flops", "nosuch", "{}"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "hvdbench.suite.flops", "nosuch", "{}"], capture_output=True,
+                          text=True)
     assert proc.returncode != 0 and "unknown benchmark 'nosuch'" in proc.stderr
 
 
@@ -111,7 +112,8 @@ def test_known_gpus_get_a_share_of_their_dense_peak_and_unknown_ones_say_so() ->
     ("NVIDIA H100 80GB HBM3", False, "fp32", 66.9), ("NVIDIA A100-SXM4-80GB", True, "tf32", 156.0),
     ("Tesla V100-SXM2-32GB", None, "fp32", 15.7),  # no TF32 on Volta
 ])
-def test_fp32_is_judged_against_the_precision_that_ran(device: str, tf32: bool | None, column: str, peak: float) -> None:
+def test_fp32_is_judged_against_the_precision_that_ran(device: str, tf32: bool | None, column: str,
+                                                       peak: float) -> None:
     """An fp32 ResNet-50 on an H100 at 100 TFLOP/s (its convolutions in TF32) is 20% of the TF32 peak, never
     150% of the fp32 one; a run that recorded TF32 off is judged against fp32."""
     row = {"precision": "fp32", "device_name": device, "tf32": tf32, "tflops_per_gpu": 10.0}

@@ -91,7 +91,8 @@ def test_clock_event_mask_decoding() -> None:
 def test_sampler_writes_records_on_time_and_stops(tmp_path: Path) -> None:
     path = tmp_path / "rank-0.jsonl"
     with RecordWriter(path, rank=0, local_rank=0, size=1) as writer:
-        sampler = TelemetrySampler(writer, 0.05, lambda: {"process_cpu_pct": 1.0}, note="GPU telemetry off: test").start()
+        sampler = TelemetrySampler(writer, 0.05, lambda: {"process_cpu_pct": 1.0},
+                                   note="GPU telemetry off: test").start()
         time.sleep(0.5)
         sampler.stop()
         count = len(read_records(path))
@@ -145,7 +146,8 @@ def test_variable_capture_and_mpi_parsing() -> None:
 
 
 @pytest.mark.parametrize("text, implementation, version, device", [
-    ("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022", "Open MPI", "4.1.4", None),
+    ("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022", "Open MPI", "4.1.4",
+     None),
     ("MPICH Version:\t4.0.2\nMPICH Release date:\tThu Apr  7 2022\nMPICH ABI:\t14:2:2\nMPICH Device:\tch4:ucx\n",
      "MPICH", "4.0.2", "ch4:ucx"),
     ("Intel(R) MPI Library 2021.19 for Linux* OS\n", "Intel MPI", "2021.19", None),
@@ -179,7 +181,7 @@ def test_a_gpu_is_found_by_bus_id_then_by_what_cuda_visible_devices_names_it() -
 
 
 def test_the_tuning_column_keeps_what_tunes_the_exchange_and_not_the_launchers_per_job_plumbing() -> None:
-    from hvdbench.suite.core.schema import RUN_COLUMNS
+    from hvdbench.suite.core.run_table import RUN_COLUMNS
 
     tuning = next(c for c in RUN_COLUMNS if c.name == "tuning").render
     assert tuning is not None
@@ -213,7 +215,7 @@ def test_nvlink_payload_is_sampled_from_nvml_field_values_where_the_gpu_has_nvli
 def test_nvlink_rate_in_the_run_details_comes_from_the_counters_difference() -> None:
     import pandas as pd
 
-    from hvdbench.analysis.details import _counter_rate
+    from hvdbench.analysis.tables.details import _counter_rate
 
     samples = pd.DataFrame({"rank": [0, 0, 0, 1, 1], "t_s": [0.0, 1.0, 2.0, 0.0, 4.0],
                             "nvlink_tx_kib": [0.0, 1e6, 2e6, 5.0, 5.0 + 4e6], "nvlink_rx_kib": [0.0, 1e6, 2e6, 0, 0]})

@@ -122,7 +122,8 @@ def test_set_up_makes_its_environment_from_an_interpreter_without_ensurepip(tmp_
                                                       "Tag: py3-none-any\n")
         wheel.writestr("tinypkg-1.0.dist-info/RECORD", "")
     venv = tmp_path / "env"
-    env = {**os.environ, "HVDBENCH_VENV": str(venv), "HVDBENCH_PYTHON": python, "HVDBENCH_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "HVDBENCH_VENV": str(venv), "HVDBENCH_PYTHON": python,
+           "HVDBENCH_CACHE": str(tmp_path / "cache")}
     assert subprocess.run([python, "-c", "import ensurepip"], env=env, capture_output=True).returncode != 0
     proc = subprocess.run(["bash", str(REPO / "scripts" / "setup.sh"), "--venv-only"], env=env, capture_output=True,
                           text=True, timeout=300)

@@ -1,7 +1,7 @@
-"""The README's GPU section runs as written: every command line of its code blocks is run here in dry mode
-(the proof's five parts with their planned minutes, bundle check and what each returns, set-up's stamp, the sweeps' and
-runs' plans, the scripts' own --dry-run, pytest's collection); and the pieces a GPU node meets first:
-``--`` ends hvdbench's options, bf16 collectives are refused through Horovod on any device, and a single
+"""The GPU-node section of docs/clusters.md runs as written: every command line of its code blocks is run here in
+dry mode (the proof's five parts with their planned minutes, bundle check and what each returns, set-up's stamp,
+the sweeps' and runs' plans, the scripts' own --dry-run, pytest's collection); and the pieces a GPU node meets
+first: ``--`` ends hvdbench's options, bf16 collectives are refused through Horovod on any device, and a single
 process puts Gloo on the loopback interface."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from hvdbench.suite.core.environment import gloo_on_loopback
 from hvdbench.suite.core.errors import UsageError
 
 def gpu_section_commands() -> list[str]:
-    """Every command of the README's GPU section's code blocks, continuation lines joined, comments dropped."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """Every command of the GPU-node section's code blocks, continuation lines joined, comments dropped."""
+    text = (REPO / "docs" / "clusters.md").read_text(encoding="utf-8")
     section = text.split("## On a GPU node", 1)[1].split("\n## ", 1)[0]
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", section, re.S):
@@ -102,7 +102,8 @@ def test_each_proof_part_checks_its_bundle_and_its_inputs(tmp_path: Path) -> Non
 @pytest.mark.slow  # starts the scripts, no ranks
 def test_double_dash_ends_hvdbench_options(tmp_path: Path) -> None:
     proc = subprocess.run([hvdbench_exe(), "run", "collectives", "--np", "1", "--dry-run", "-o", str(tmp_path),
-                           "--", "--backends", "horovod", "--device", "cpu"], capture_output=True, text=True, timeout=120)
+                           "--", "--backends", "horovod", "--device", "cpu"], capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "collectives.py --backends horovod --device cpu --log-dir" in proc.stdout
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.views import problems
+from hvdbench.analysis.report.views import problems
 from hvdbench.launchers.local import LocalExecutor
 from hvdbench.launchers.slurm_jobs import job_parameters, partition_problem
 from hvdbench.launchers.sweep import SlurmOptions

@@ -61,7 +61,8 @@ def test_horovodrun_two_ranks_complete_logs_and_report(tmp_path: Path, hvd_env: 
     assert (table["ci_low"] <= table["throughput"]).all() and (table["throughput"] <= table["ci_high"]).all()
     # ResNet-20: 41M multiply-adds forward (He et al. 2016), 2 FLOPs each, forward + backward 3x forward
     assert env["flops_per_sample"] == pytest.approx(3 * 2 * 40.6e6, rel=0.02)
-    assert table["tflops_per_gpu"].to_numpy() == pytest.approx((table["per_rank"] * env["flops_per_sample"] / 1e12).to_numpy())
+    assert table["tflops_per_gpu"].to_numpy() == pytest.approx(
+        (table["per_rank"] * env["flops_per_sample"] / 1e12).to_numpy())
     assert table["peak"].str.startswith("no peak").all()  # a CPU without an entry in the peak table
     assert " 2 " in proc.stdout.split("images/s")[1]  # the table printed to the terminal has the 2-rank row
 
@@ -76,7 +77,8 @@ def test_mpirun_standalone_with_tagged_output(tmp_path: Path, hvd_env: dict) -> 
     stats = ParseStats()
     echoed = list(parse_lines(proc.stdout.splitlines(), stats))
     assert stats.malformed == 0
-    assert sorted({(r["rank"], r["kind"]) for r in echoed if r["kind"] == "summary"}) == [(0, "summary"), (1, "summary")]
+    assert sorted({(r["rank"], r["kind"]) for r in echoed if r["kind"] == "summary"}) == [(0, "summary"),
+                                                                                           (1, "summary")]
     assert "[1,0]<stdout>:hvdbench cifar10-resnet20" in proc.stdout  # rank 0's human summary, one line
     _assert_complete(log_dir, 2)
     spec = json.loads((log_dir / "run.json").read_text())["spec"]  # a standalone run describes itself
@@ -89,7 +91,8 @@ def test_a_script_started_by_hand_names_one_directory_and_a_rerun_keeps_the_firs
                                                                                  hvd_env: dict) -> None:
     """No --log-dir: rank 0 names the directory for every rank (a broadcast where only rank 0 holds the
     name: the collective is named alike on both ranks, or they would wait on two different ones)."""
-    command = ["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, str(REPO / "suite" / "cifar10.py"),
+    command = ["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
+               str(REPO / "suite" / "cifar10.py"),
                *TINY]
     proc = subprocess.run(command, capture_output=True, text=True, env=hvd_env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]

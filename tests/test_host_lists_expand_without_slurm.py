@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hvdbench.launchers.cli.commands import hosts_of
+from hvdbench.cli.commands import hosts_of
 from hvdbench.launchers.hostlist import expand_hostlist
 from hvdbench.suite.core.errors import UsageError
 

@@ -68,7 +68,7 @@ def test_a_line_nested_beyond_reason_is_one_malformed_line(tmp_path: Path) -> No
     ("[[device]]\nname = 'x'\nmatch = [['a']]\n", "match must be a non-empty list"),
 ])
 def test_a_peak_table_of_the_wrong_shape_is_one_line(tmp_path: Path, text: str, problem: str) -> None:
-    from hvdbench.analysis.efficiency import load_peaks
+    from hvdbench.analysis.tables.efficiency import load_peaks
     from hvdbench.suite.core.errors import ReportError
 
     (tmp_path / "peaks.toml").write_text(text)

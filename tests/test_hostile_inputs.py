@@ -14,8 +14,8 @@ import pytest
 
 from conftest import write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.report import build_report
-from hvdbench.launchers.cli import main
+from hvdbench.analysis.report.build import build_report
+from hvdbench.cli import main
 from hvdbench.suite.core.records import RecordWriter, rank_log_name
 from hvdbench.suite.core.spec import RunSpec
 
@@ -199,7 +199,8 @@ def test_sweep_values_must_be_finite_typed_and_said_once(tmp_path: Path, capsys:
 def test_open_mpi_parameters_keep_their_lower_case_names(tmp_path: Path) -> None:
     from hvdbench.launchers.sweep import load_sweep
 
-    sweep = load_sweep(_sweep(tmp_path, "workloads: [cifar10]\naxes: {np: [1], env: {OMPI_MCA_mpi_yield_when_idle: ['1']}}\n"))
+    sweep = load_sweep(_sweep(tmp_path, "workloads: [cifar10]\n"
+                                        "axes: {np: [1], env: {OMPI_MCA_mpi_yield_when_idle: ['1']}}\n"))
     assert "OMPI_MCA_mpi_yield_when_idle" in str(sweep)
 
 
@@ -342,7 +343,7 @@ def test_a_failing_squeue_is_one_line() -> None:
 
 def test_an_unexpected_error_is_one_line_and_a_traceback_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import hvdbench.launchers.cli.commands as commands
+    import hvdbench.cli.commands as commands
 
 
     def broken(*_: Any, **__: Any) -> int:

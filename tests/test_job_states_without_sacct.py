@@ -35,7 +35,8 @@ class FakeSqueue:
         self.calls.append(argv)
         wanted = argv[argv.index("-j") + 1].split(",")
         lines = [f"{j}|{s}|{r}" for j, (s, r) in self.known.items() if self.every or j in wanted]
-        return subprocess.CompletedProcess(argv, self.returncode, "\n".join(lines), "" if not self.returncode else "boom")
+        return subprocess.CompletedProcess(argv, self.returncode, "\n".join(lines),
+                                           "" if not self.returncode else "boom")
 
 
 def _run(root: Path, name: str, status: RunStatus) -> Path:

@@ -85,7 +85,7 @@ def _options(argv: list[str], end: int) -> set[tuple[str, ...]]:
     return out
 
 
-RANK = [PY, "-m", "hvdbench.suite.bind", ";".join(["0-19"] * 4 + ["20-39"] * 4), "--", IMAGENET,
+RANK = [PY, "-m", "hvdbench.suite.core.bind", ";".join(["0-19"] * 4 + ["20-39"] * 4), "--", IMAGENET,
         "--model", "resnet50", "--batch-size", "64", "--log-dir", str(RUN_DIR)]
 
 
@@ -169,7 +169,8 @@ def test_mpiexec_speaks_hydra_with_ssh_and_tcp() -> None:
     argv = launcher.command(_dgx_spec("mpiexec", transport="tcp"), ctx)
     assert argv[:-len(RANK)] == [
         "env", "HVDBENCH_SSH_ARGS=-p 2222 -i /keys/id", "mpiexec", "-n", "16", "-ppn", "8", "-hosts", "node1,node2",
-        "-bootstrap", "ssh", "-bootstrap-exec", str(Path(PY).parent / "hvdbench-ssh"), "-genvlist", "CUDA_VISIBLE_DEVICES,FI_PROVIDER,HOROVOD_CYCLE_TIME,"
+        "-bootstrap", "ssh", "-bootstrap-exec", str(Path(PY).parent / "hvdbench-ssh"), "-genvlist",
+        "CUDA_VISIBLE_DEVICES,FI_PROVIDER,HOROVOD_CYCLE_TIME,"
         "HOROVOD_FUSION_THRESHOLD,HOROVOD_HIERARCHICAL_ALLREDUCE,HOROVOD_TIMELINE,HVDBENCH_DEVICES,LD_LIBRARY_PATH,"
         "NCCL_ALGO,NCCL_SOCKET_IFNAME,PATH,PYTHONPATH,UCX_TLS"]
     assert argv[-len(RANK):] == RANK
@@ -206,4 +207,4 @@ def test_srun_refuses_gloo_and_unknown_pmi() -> None:
 def test_no_binding_without_cpu_lists() -> None:
     spec = RunSpec(benchmark="cifar10", np=2, launcher="srun", controller="mpi")
     argv = get_launcher("srun").command(spec, LaunchContext(python=PY, run_dir=RUN_DIR))
-    assert "hvdbench.suite.bind" not in argv and argv[-4:-2] == [PY, str(get_benchmark("cifar10").path)]
+    assert "hvdbench.suite.core.bind" not in argv and argv[-4:-2] == [PY, str(get_benchmark("cifar10").path)]

@@ -17,7 +17,8 @@ import pytest
 from hvdbench.suite.core import schema
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = {"suite": "hvdbench.suite", "launchers": "hvdbench.launchers", "analysis": "hvdbench.analysis"}
+PACKAGES = {"suite": "hvdbench.suite", "launchers": "hvdbench.launchers", "analysis": "hvdbench.analysis",
+            "cli": "hvdbench.cli"}
 MAX_LINES = 600
 
 
@@ -76,8 +77,6 @@ def layer(module: str) -> str:
         return "core"
     if module.startswith("hvdbench.suite"):
         return "rank"
-    if module.startswith("hvdbench.launchers.cli"):
-        return "cli"
     return module.split(".")[1]
 
 
@@ -101,6 +100,43 @@ def test_layers_import_only_what_they_may() -> None:
     assert not frameworks, frameworks
 
 
+ROOMS = ("tables", "verdicts", "projection", "report")  # analysis/'s rooms, each importing only those before it
+
+
+def room(module: str) -> str | None:
+    """The room of an analysis module (None: the ground floor), as analysis/__init__.py lists them."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[2] in ROOMS else None
+
+
+def test_analysis_rooms_import_only_the_ground_floor_and_the_rooms_before_them() -> None:
+    modules = _modules()
+    analysis = {name: path for name, path in modules.items() if layer(name) == "analysis"}
+    wrong = []
+    for name, path in sorted(analysis.items()):
+        mine = room(name)
+        for other in sorted(_imports(name, path, modules)):
+            theirs = room(other) if layer(other) == "analysis" else None
+            if layer(other) != "analysis" or theirs is None or theirs == mine:
+                continue
+            if mine is None or ROOMS.index(theirs) > ROOMS.index(mine) or mine in ("verdicts", "projection") and \
+                    theirs in ("verdicts", "projection"):
+                wrong.append(f"{name} ({mine or 'ground floor'}) imports {other} ({theirs})")
+    assert not wrong, "\n".join(wrong)
+    for folder in ROOMS:
+        doc = ast.get_docstring(ast.parse((REPO / "analysis" / folder / "__init__.py").read_text()))
+        assert doc and "Imports" in doc, f"analysis/{folder} says what it answers and what it may import"
+
+
+def test_scheduler_variables_are_read_through_one_table() -> None:
+    """SLURM's in-job variables are named in its own modules and the job environment table alone (a second
+    scheduler is one row there, not a hunt through the tree)."""
+    own = {"suite/core/job_env.py"} | {f"launchers/{p.name}" for p in (REPO / "launchers").glob("slurm*.py")}
+    named = sorted(str(p.relative_to(REPO)) for folder in PACKAGES for p in (REPO / folder).rglob("*.py")
+                   if "SLURM_" in p.read_text(encoding="utf-8") and str(p.relative_to(REPO)) not in own)
+    assert len(named) <= 2, named
+
+
 def test_no_function_over_60_lines() -> None:
     long = {f"{path.relative_to(REPO)}:{node.name}": node.end_lineno - node.lineno + 1  # type: ignore[operator]
             for path in (p for folder in PACKAGES for p in (REPO / folder).rglob("*.py"))
@@ -111,7 +147,8 @@ def test_no_function_over_60_lines() -> None:
 
 def test_no_file_over_600_lines() -> None:
     files = [p for folder in (*PACKAGES, "tests", "benchmarks") for p in (REPO / folder).rglob("*.py")]
-    long = {str(p.relative_to(REPO)): n for p in files if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {str(p.relative_to(REPO)): n for p in files
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"files over {MAX_LINES} lines: {long}"
 
 
@@ -119,7 +156,7 @@ def test_report_and_its_command_import_no_training_framework(tmp_path: Path) -> 
     with tarfile.open(REPO / "tests" / "fixtures" / "runs-v1.tar.xz") as archive:
         archive.extractall(tmp_path, filter="data")
     code = ("import sys\n"
-            "from hvdbench.launchers.cli import main\n"
+            "from hvdbench.cli import main\n"
             f"assert main(['report', {str(tmp_path)!r}, '-o', {str(tmp_path / 'out')!r}]) == 0\n"
             "loaded = [m for m in ('torch', 'tensorflow', 'keras', 'horovod') if m in sys.modules]\n"
             "assert not loaded, loaded\n")
@@ -133,8 +170,10 @@ def test_every_record_kind_declares_its_fields_once() -> None:
         names = kind.names()
         assert len(names) == len(set(names)), kind.name
         assert not set(names) & set(schema.HEADER_NAMES), kind.name
-    assert (REPO / "docs" / "records.md").read_text(encoding="utf-8") == schema.markdown(), \
-        "docs/records.md is stale: python -m hvdbench.suite.core.schema > docs/records.md"
+    from hvdbench.suite.core import run_table
+
+    assert (REPO / "docs" / "records.md").read_text(encoding="utf-8") == run_table.markdown(), \
+        "docs/records.md is stale: python -m hvdbench.suite.core.run_table > docs/records.md"
 
 
 def test_every_catalog_entry_names_a_script_that_exists() -> None:

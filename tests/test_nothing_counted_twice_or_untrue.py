@@ -15,7 +15,7 @@ import pytest
 
 from conftest import write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.report import build_report
+from hvdbench.analysis.report.build import build_report
 from hvdbench.analysis.stats import MIN_INTERVAL_STEPS
 from hvdbench.suite.core.records import RecordWriter, rank_log_name
 from hvdbench.suite.core.spec import RunSpec, RunStatus
@@ -118,7 +118,7 @@ def test_two_repeats_give_the_union_of_their_intervals_not_a_bootstrap_of_two_va
     for repeat, mean in ((0, 0.10), (1, 0.11)):
         spec = RunSpec(benchmark="cifar10", np=1, repeat=repeat)
         write_run(tmp_path, spec, [list(rng.normal(mean, 0.002, 30))])
-    from hvdbench.analysis.scaling import run_stats_table, scaling_table
+    from hvdbench.analysis.tables.scaling import run_stats_table, scaling_table
 
     collection = collect([tmp_path])
     stats = run_stats_table(collection)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from report_text import REL_TOL, table_differences, text_differences
 
-from hvdbench.analysis.report import build_report
+from hvdbench.analysis.report.build import build_report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TABLES = ("runs.csv", "run_stats.csv", "scaling.csv", "stragglers.csv", "profile.csv", "collectives.csv")
@@ -26,7 +26,7 @@ GROWN = {"Stragglers": "evidence columns (power, clock events, what differs from
          "Horovod against raw MPI": "how the curves were timed (calls back to back, or each call alone)"}
 HEADLINE = "| framework | benchmark | model |"
 # table columns whose meaning was corrected on purpose since, and why
-CORRECTED = {"mean_power_w": "GPU power averaged over the timed window only (it took warm-up and set-up samples too)"}  # headline tables: speedup and efficiency with 95% intervals
+CORRECTED = {"mean_power_w": "GPU power averaged over the timed window only (it took warm-up and set-up samples too)"}
 
 
 @pytest.fixture(scope="module")

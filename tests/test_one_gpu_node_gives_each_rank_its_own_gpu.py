@@ -77,8 +77,8 @@ def test_the_demo_sweep_keeps_its_baseline_on_a_one_gpu_node() -> None:
 
 def test_the_cli_says_what_it_leaves_out(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                          tmp_path: Path) -> None:
-    from hvdbench.launchers import cli
-    from hvdbench.launchers.cli import commands
+    from hvdbench import cli
+    from hvdbench.cli import commands
 
     monkeypatch.setattr(commands, "here_gpus", lambda: 1)
     status = cli.main(["run", "cifar10", "--np", "1,2", "--dry-run", "-o", str(tmp_path), "--", "--model", "resnet20"])

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import REPO
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.p2p import bandwidth_gbs, host_rows, matrix_rows, p2p_table
-from hvdbench.analysis.report import build_report
+from hvdbench.analysis.tables.p2p import bandwidth_gbs, host_rows, matrix_rows, p2p_table
+from hvdbench.analysis.report.build import build_report
 from hvdbench.suite.core.records import RecordWriter, rank_log_name
 from hvdbench.suite.core.spec import RunSpec
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from conftest import write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.plots import SERIES, series, throughput_plot
-from hvdbench.analysis.scaling import scaling_table
+from hvdbench.analysis.report.plots import SERIES, series, throughput_plot
+from hvdbench.analysis.tables.scaling import scaling_table
 from hvdbench.suite.core.spec import RunSpec
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hvdbench.analysis.allreduce_model import (Link, StepModel, curve_problem, fit_link, flat_allreduce_s,
+from hvdbench.analysis.projection.allreduce_model import (Link, StepModel, curve_problem, fit_link, flat_allreduce_s,
                                                fusion_schedule, hierarchical_allreduce_s, parse_link, ring_allreduce_s)
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.projection import ERROR_PER_DOUBLING, project, table_rows, write_projection
-from hvdbench.launchers.cli import main as hvdbench_main
+from hvdbench.analysis.projection.project import ERROR_PER_DOUBLING, project, table_rows, write_projection
+from hvdbench.cli import main as hvdbench_main
 from hvdbench.suite.core.errors import ReportError, UsageError
 from hvdbench.suite.core.records import RecordWriter, rank_log_name
 from hvdbench.suite.core.spec import RunSpec
@@ -111,7 +111,8 @@ def _training(root: Path, np_: int, step_s: float, *, independent: bool = False,
     rng = np.random.default_rng(np_ + 10 * independent)
     for rank in range(np_):
         with RecordWriter(run_dir / rank_log_name(rank), rank=rank, local_rank=rank, size=np_) as w:
-            w.write("env", benchmark="cifar10", model="resnet20", unit="images", parameters=PARAMS, gradient_tensors=tensors,
+            w.write("env", benchmark="cifar10", model="resnet20", unit="images", parameters=PARAMS,
+                    gradient_tensors=tensors,
                     flags={"batch_size": 32})
             w.write("phase", phase="timed", steps=30)
             for i in range(30):

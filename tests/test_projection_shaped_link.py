@@ -16,7 +16,7 @@ from cluster import find, link_qdiscs, shaped_link
 from conftest import hvdbench_exe
 
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.projection_inputs import allreduce_curves
+from hvdbench.analysis.projection.inputs import allreduce_curves
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi]
 

@@ -27,6 +27,10 @@ def line(rec: dict[str, Any]) -> str:
 
 ENV = line(make_record("env", **HEAD, mono=9.0, benchmark="mlp", unit="samples"))
 SUMMARY = line(make_record("summary", **HEAD, mono=30.0, steps=8, samples=256.0, window_s=2.0))
+def TELEMETRY(i: int) -> str:  # noqa: N802 - a record maker beside the constants it is used among
+    return line(make_record("telemetry", **HEAD, mono=10.5 + i, rss_bytes=1000 + i))
+
+
 WELL_FORMED = [ENV, *(line(step(i)) for i in range(10)), SUMMARY]
 
 LOGS: dict[str, list[str]] = {
@@ -52,7 +56,11 @@ LOGS: dict[str, list[str]] = {
     "summary of the wrong type": [ENV, line(step(0)), line({**make_record("summary", **HEAD, mono=1.0), "steps": "8"})],
     "extra step counts": [line(step(0, sentences=12)), line(step(1, sentences=13))],
     "empty": [],
+    "telemetry among the steps": [ENV, *(x for i in range(12) for x in (line(step(i)), TELEMETRY(i))), SUMMARY],
+    "one telemetry in the middle": [ENV, *(line(step(i)) for i in range(6)), TELEMETRY(6),
+                                    *(line(step(i)) for i in range(6, 12)), SUMMARY],
 }
+ENDINGS = {"\\n": "\n", "\\r\\n": "\r\n", "no final newline": ""}
 
 
 def read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[rank_logs.RankLog, rank_logs.RankLog, bool]:
@@ -64,10 +72,12 @@ def read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[rank_logs.Ra
     return fast, careful, fast_used
 
 
+@pytest.mark.parametrize("ending", list(ENDINGS))
 @pytest.mark.parametrize("name", list(LOGS))
-def test_fast_and_careful_reads_agree(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_and_careful_reads_agree(name: str, ending: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "rank-1.jsonl"
-    path.write_text("".join(x + "\n" for x in LOGS[name]))
+    end = ENDINGS[ending]
+    path.write_bytes(("".join(x + (end or "\n") for x in LOGS[name]) if end else "\n".join(LOGS[name])).encode())
     fast, careful, fast_used = read_both(path, monkeypatch)
     assert fast.steps.keys() == careful.steps.keys()
     for column in fast.steps:
@@ -77,7 +87,8 @@ def test_fast_and_careful_reads_agree(name: str, tmp_path: Path, monkeypatch: py
         (careful.others, careful.malformed, careful.examples, careful.ranks, careful.start, careful.end)
     well_formed = name in {"harness", "mpirun prefixes and other output", "breakdown phases", "loss absent and null",
                            "integer duration", "repeated step", "non-positive duration", "extra step counts",
-                           "summary of the wrong type", "empty"}
+                           "summary of the wrong type", "empty", "telemetry among the steps",
+                           "one telemetry in the middle"}
     assert fast_used == well_formed  # the usual logs take the fast way; anything odd the careful one
 
 
@@ -86,6 +97,7 @@ def test_the_fast_way_counts_what_it_keeps_out(tmp_path: Path) -> None:
     path.write_text("".join(x + "\n" for x in LOGS["repeated step"] + LOGS["non-positive duration"][:2]))
     log = rank_logs.read_log(path)
     assert log.steps["step"].tolist() == [0, 1]
-    assert log.malformed == 2 and log.repeated == 1  # a repeated index is no malformed line: it makes the run inconsistent
+    # a repeated index is no malformed line: it makes the run inconsistent
+    assert log.malformed == 2 and log.repeated == 1
     assert log.examples == ["2 step record(s) without an integer step, a finite positive duration, numeric samples "
                             "and loss and a true/false warm-up flag"]

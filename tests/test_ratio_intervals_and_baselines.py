@@ -11,7 +11,7 @@ import numpy as np
 from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.ratios import ratio_interval
-from hvdbench.analysis.scaling import scaling_table
+from hvdbench.analysis.tables.scaling import scaling_table
 from hvdbench.analysis.stats import run_seed, throughput_draws
 from hvdbench.suite.core.spec import RunSpec
 
@@ -73,8 +73,8 @@ def test_without_its_own_baseline_an_independent_row_says_it_fell_back(tmp_path:
 
 
 def test_system_against_system_carries_an_interval(tmp_path: Path) -> None:
-    from hvdbench.analysis.compare import compare_table
-    from hvdbench.analysis.scaling import run_stats_table
+    from hvdbench.analysis.verdicts.compare import compare_table
+    from hvdbench.analysis.tables.scaling import run_stats_table
 
     rng = np.random.default_rng(21)
     for system, mean in (("a100", 0.10), ("h100", 0.05)):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.core.records import ParseStats, RecordWriter, encode, make_record, parse_line, parse_lines, read_records
+from hvdbench.suite.core.records import (ParseStats, RecordWriter, encode, make_record, parse_line, parse_lines,
+                                         read_records)
 
 
 def _record(step: int) -> str:

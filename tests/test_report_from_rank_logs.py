@@ -9,8 +9,8 @@ import pytest
 
 from conftest import write_run
 from hvdbench.analysis.collect import RUNS_SCHEMA, STEPS_SCHEMA, collect
-from hvdbench.analysis.report import build_report
-from hvdbench.analysis.scaling import scaling_table
+from hvdbench.analysis.report.build import build_report
+from hvdbench.analysis.tables.scaling import scaling_table
 from hvdbench.suite.core.errors import ReportError
 from hvdbench.suite.core.spec import RunSpec
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import write_run
-from hvdbench.analysis.report import build_report
+from hvdbench.analysis.report.build import build_report
 from hvdbench.launchers.plan import plan
 from hvdbench.launchers.sweep import load_sweep
 from hvdbench.suite.core.records import RecordWriter, rank_log_name
@@ -59,7 +59,7 @@ def test_run_details_breakdown_and_profile_reach_md_html_and_csv(tmp_path: Path)
         assert needle in markdown and needle.replace("## ", "") in page, needle
     assert markdown.index("## Executive summary") < markdown.index("## `local:")
     details = pd.read_csv(tmp_path / "out" / "details.csv").set_index("np")
-    # a rank field (schema RUN_COLUMNS) reaches the run table and the Run details section
+    # a rank field (a core/run_table.py column) reaches the run table and the Run details section
     assert bool(details.loc[1, "cudnn_autotune"]) is True and bool(details.loc[2, "cudnn_autotune"]) is False
     assert "| cuDNN autotune |" in markdown and " | on |" in markdown and " | off |" in markdown
     assert details.loc[1, "power_w"] == 650.0 and details.loc[2, "power_w"] == 1280.0  # summed over ranks

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.report import build_report
-from hvdbench.analysis.scaling import scaling_table
+from hvdbench.analysis.report.build import build_report
+from hvdbench.analysis.tables.scaling import scaling_table
 from hvdbench.suite.core.records import RecordWriter
 from hvdbench.suite.core.spec import RunSpec
 
@@ -73,7 +73,7 @@ def test_placements_batch_sizes_precisions_and_communication_cost(tmp_path: Path
 
 
 def test_systems_side_by_side_per_gpu_per_watt_per_dollar(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from hvdbench.launchers.cli import main
+    from hvdbench.cli import main
 
     for system, per_gpu, watts in (("dgx-a100", 700.0, 300.0), ("pcie-v100", 350.0, 250.0)):
         for n in (1, 2):
@@ -130,7 +130,8 @@ def test_html_is_self_contained_escaped_and_renders_in_chromium(tmp_path: Path) 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium is not installed (scripts/setup.sh installs it where it can)")
-    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking",
              "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'chromium'}",
              "--window-size=1366,900", "--virtual-time-budget=5000"]
     proc = subprocess.run([*flags, "--dump-dom", paths["html"].as_uri()], capture_output=True, text=True, timeout=120)

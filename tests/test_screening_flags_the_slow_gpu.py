@@ -15,8 +15,8 @@ import pytest
 
 from conftest import REPO, hvdbench_exe, write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.scaling import run_stats_table
-from hvdbench.analysis.screening import screening_table
+from hvdbench.analysis.tables.scaling import run_stats_table
+from hvdbench.analysis.tables.screening import screening_table
 from hvdbench.launchers.runs import screen_sweep
 from hvdbench.suite.core.topology import parse_topo_text
 from hvdbench.suite.core.gpu import Nvml
@@ -87,7 +87,8 @@ def test_screen_on_cpu_slots_flags_the_slot_a_busy_process_shares(tmp_path: Path
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs 2 CPUs")
-    busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpus[-1]}}})\nwhile True: pass"])
+    busy = subprocess.Popen([sys.executable, "-c",
+                             f"import os; os.sched_setaffinity(0, {{{cpus[-1]}}})\nwhile True: pass"])
     try:
         out = tmp_path / "screen"
         proc = subprocess.run([hvdbench_exe(), "screen", "--cpu-slots", "2", "-o", str(out), "--steps", "40"],

@@ -175,9 +175,11 @@ def test_horovodrun_inside_the_allocation_takes_its_hosts_from_slurm(slurm_clust
     assert f"horovodrun -np 2 -H {slurm_cluster.node}:2 --gloo" in (run_dir / "command.sh").read_text()
 
 
-def test_a_cancelled_sbatch_job_records_its_run_in_flight_and_keeps_the_rest(slurm_cluster: Any, tmp_path: Path) -> None:
+def test_a_cancelled_sbatch_job_records_its_run_in_flight_and_keeps_the_rest(slurm_cluster: Any,
+                                                                             tmp_path: Path) -> None:
     long_args = "[--mlp-input, '32', --mlp-widths, '32', --steps, '1000000', --warmup-steps, '1', --threads, '1']"
-    sweep = _sweep(tmp_path, "sbatch-cancel", f"[{{benchmark: mlp, args: {TINY}}}, {{benchmark: mlp, args: {long_args}}}]",
+    sweep = _sweep(tmp_path, "sbatch-cancel",
+                   f"[{{benchmark: mlp, args: {TINY}}}, {{benchmark: mlp, args: {long_args}}}]",
                    np="[1]")
     root = tmp_path / "results"
     out = subprocess.run(["sbatch", "--parsable", "--ntasks=1", f"--output={tmp_path}/job-%j.out",
@@ -186,11 +188,13 @@ def test_a_cancelled_sbatch_job_records_its_run_in_flight_and_keeps_the_rest(slu
     assert out.returncode == 0, out.stderr
     job = out.stdout.strip()
     long_dir = _wait("the long run to start", lambda: next(
-        (p.parent for p in root.glob("*/run.json") if "1000000" in p.read_text() and (p.parent / rank_log_name(0)).exists()),
+        (p.parent for p in root.glob("*/run.json")
+         if "1000000" in p.read_text() and (p.parent / rank_log_name(0)).exists()),
         None), cluster=slurm_cluster)
     subprocess.run(["scancel", job], check=True)
     _wait("the job to end", lambda: subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
-                                                   text=True).stdout.strip() in ("", "CANCELLED"), cluster=slurm_cluster)
+                                                   text=True).stdout.strip() in ("", "CANCELLED"),
+          cluster=slurm_cluster)
     status = json.loads((long_dir / "status.json").read_text())
     assert status["status"] == "cancelled" and status["job_id"] == job, status
     assert sorted(_states(root).values()) == ["cancelled", "ok"]

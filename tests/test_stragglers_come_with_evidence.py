@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.scaling import run_stats_table, straggler_table
+from hvdbench.analysis.tables.scaling import run_stats_table, straggler_table
 from hvdbench.suite.core.spec import RunSpec
 
 FACTS = {"name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:19:00.0", "max_sm_clock_mhz": 1980,
@@ -41,7 +41,8 @@ def test_a_slow_gpu_is_named_with_what_differs(tmp_path: Path) -> None:
 def test_a_slow_rank_without_telemetry_differences_says_so(tmp_path: Path) -> None:
     write_run(tmp_path, RunSpec(benchmark="imagenet", np=2), [[0.1] * 30, [0.12] * 30], telemetry=NORMAL, gpu=FACTS)
     collection = collect([tmp_path])
-    assert list(straggler_table(collection, run_stats_table(collection))["evidence"]) == ["telemetry shows no difference"]
+    assert list(straggler_table(collection, run_stats_table(collection))["evidence"]) == [
+        "telemetry shows no difference"]
     bare = tmp_path / "bare"
     write_run(bare, RunSpec(benchmark="imagenet", np=2), [[0.1] * 30, [0.12] * 30])
     collection = collect([bare])

@@ -25,7 +25,8 @@ STEPS = "[--mlp-input, '32', --mlp-widths, '32', --warmup-steps, '1', --threads,
 def _sweep(tmp_path: Path, name: str, steps: list[int], timeout: int, np: str = "[2]") -> Path:
     path = tmp_path / f"{name}.yaml"
     workloads = ", ".join(f"{{benchmark: mlp, args: {STEPS.format(steps=s)}}}" for s in steps)
-    path.write_text(f"name: {name}\ntimeout: {timeout}\nbaseline: false\nworkloads: [{workloads}]\naxes: {{np: {np}}}\n")
+    path.write_text(f"name: {name}\ntimeout: {timeout}\nbaseline: false\nworkloads: [{workloads}]\n"
+                    f"axes: {{np: {np}}}\n")
     return path
 
 

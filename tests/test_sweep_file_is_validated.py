@@ -50,7 +50,8 @@ def _write(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
 
 def test_a_sweep_expands_into_every_combination_with_baselines_first(tmp_path: Path) -> None:
     sweep = load_sweep(_write(tmp_path, DGX_SWEEP))
-    assert sweep.slurm.time_min == 90 and sweep.launchers == (("mpirun", "mpi"),) and sweep.slurm.setup == ("module load cuda/12.4",)
+    assert sweep.slurm.time_min == 90 and sweep.launchers == (("mpirun", "mpi"),)
+    assert sweep.slurm.setup == ("module load cuda/12.4",)
     planned = plan(sweep, read_topology_file(PCIE))
     # per workload, precision and fusion threshold: 2 GPUs on PIX, PHB, SYS; 4 on PHB, SYS; 8 on all = 6 sizes
     assert len(planned.specs) == 2 * 2 * 2 * 6 * 2 + len(planned.baselines)
@@ -110,12 +111,15 @@ HOROVOD_CYCLE_TIME = [1, 5]
      r"axes.precisions: unknown key \(did you mean 'precision'\?\); valid: np, nodes, gpus_per_node"),
     ("workloads: [cifar10]\naxes: {np: [two]}\n", r"axes.np\[0\]: expected a positive integer, got 'two'"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nrepeats: true\n", r"repeats: expected a positive integer, got True"),
-    ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: pbsdsh\n", r"launcher: 'pbsdsh' is not one of horovodrun, mpiexec, mpirun, srun"),
+    ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: pbsdsh\n",
+     r"launcher: 'pbsdsh' is not one of horovodrun, mpiexec, mpirun, srun"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: srun\ncontroller: gloo\n",
-     r"controller: launcher srun runs Horovod.s mpi controller only \(SLURM starts the ranks through PMI\): add controller mpi"),
+     r"controller: launcher srun runs Horovod.s mpi controller only \(SLURM starts the ranks through PMI\): "
+     r"add controller mpi"),
     ("workloads: [cifar10]\naxes: {np: [2], env: {HOROVOD_FUSION_TRESHOLD: [1]}}\n",
      r"axes.env.HOROVOD_FUSION_TRESHOLD: .*did you mean HOROVOD_FUSION_THRESHOLD"),
-    ("workloads: [cifar10]\naxes: {np: [2]}\nslurm: {time: soon}\n", r"slurm.time: expected minutes or sbatch's time format"),
+    ("workloads: [cifar10]\naxes: {np: [2]}\nslurm: {time: soon}\n",
+     r"slurm.time: expected minutes or sbatch's time format"),
     ("workloads: [cifar10]\naxes: {np: [2]}\ntransport: ucx\n",
      r"transport: launcher horovodrun selects transport auto only \(with --mpi it passes Open MPI its own flags"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nlauncher: srun\ntransport: verbs\n",
@@ -180,5 +184,6 @@ def test_submit_dry_run_shows_each_jobs_resources_and_what_its_tasks_run(tmp_pat
     assert len(lines) == 5 and lines[2].startswith("mlp-np2-")
     assert lines[4].startswith("2 run(s), 1 of them 1-GPU baselines added for speedup")
     assert "nodes=1 tasks_per_node=2 slurm_srun_args=['--mpi=pmi2', '--kill-on-bad-exit=1'] gpus_per_node=2" in lines[2]
-    assert lines[3].startswith("    each task runs: ") and lines[3].endswith(f"--log-dir {tmp_path / 'r'}/{lines[2].split(':')[0]}")
+    assert lines[3].startswith("    each task runs: ")
+    assert lines[3].endswith(f"--log-dir {tmp_path / 'r'}/{lines[2].split(':')[0]}")
     assert not (tmp_path / "r").exists()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hvdbench.suite.core.node_topology import topology_from_nvml_values
-from hvdbench.suite.core.topology import Topology, TopologyError, parse_topo_text, read_topology_file, topology_from_json
+from hvdbench.suite.core.topology import (Topology, TopologyError, parse_topo_text, read_topology_file,
+                                          topology_from_json)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "topology"
 DGX1 = (FIXTURES / "dgx1-v100-nv1-nv2.txt").read_text()
@@ -79,7 +80,8 @@ def test_old_soc_code_reads_as_sys() -> None:
      r"line 3: not symmetric: GPU1-GPU3 is PIX but GPU3-GPU1 is NV1"),
     (lambda t: t.replace("GPU6    SYS     SYS     NV1", "GPU6    SYS     SYS     QPI"),
      r"line 8: GPU6-GPU2: unknown link code 'QPI'"),
-    (lambda t: t.replace("GPU5    SYS     NV2     SYS     SYS     NV1      X", "GPU5    SYS     NV2     SYS     SYS     NV1     NV1"),
+    (lambda t: t.replace("GPU5    SYS     NV2     SYS     SYS     NV1      X",
+                         "GPU5    SYS     NV2     SYS     SYS     NV1     NV1"),
      r"line 7: GPU5 to itself is 'NV1', expected X"),
     (lambda t: "\n".join(line for line in t.splitlines() if not line.startswith("GPU7")),
      r"no row for GPU7"),

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import hvdbench_exe, run_folders
-from hvdbench.analysis.allreduce_model import Link, fit_link, ring_allreduce_s, step_allreduce
+from hvdbench.analysis.projection.allreduce_model import Link, fit_link, ring_allreduce_s, step_allreduce
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.comm import comm_table
-from hvdbench.analysis.projection import project
+from hvdbench.analysis.tables.comm import comm_table
+from hvdbench.analysis.projection.project import project
 from hvdbench.suite.core.collective_ops import comm_parser, check_comm_flags
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.records import RecordWriter, rank_log_name, read_records

@@ -60,13 +60,15 @@ axes:
                            {"local_size": 1, "cross_rank": 1, "cross_size": 2}]
     scaling = pd.read_csv(root / "report" / "scaling.csv")
     two = scaling[scaling["nodes"] == 2]
-    assert len(two) == 2 and set(two["knobs"]) == {"HOROVOD_HIERARCHICAL_ALLREDUCE=0", "HOROVOD_HIERARCHICAL_ALLREDUCE=1"}
+    assert len(two) == 2
+    assert set(two["knobs"]) == {"HOROVOD_HIERARCHICAL_ALLREDUCE=0", "HOROVOD_HIERARCHICAL_ALLREDUCE=1"}
     assert two["node_speedup"].notna().all() and two["speedup"].notna().all()
     assert "By node count" in (root / "report" / "report.md").read_text()
 
 
 @pytest.mark.mpi
-def test_mpirun_across_a_namespace_host_spans_two_named_nodes(namespace_host: Any, tmp_path: Path, hvd_env: dict) -> None:
+def test_mpirun_across_a_namespace_host_spans_two_named_nodes(namespace_host: Any, tmp_path: Path,
+                                                              hvd_env: dict) -> None:
     host = namespace_host
     sweep = tmp_path / "mpi-two-hosts.yaml"
     sweep.write_text(f"""

@@ -108,7 +108,8 @@ def test_the_sbatch_template_runs_srun_and_mpirun_across_two_nodes(gpu_cluster: 
 def test_a_rank_killed_on_node2_is_retried_and_nothing_measured_is_lost(gpu_cluster: Any, tmp_path: Path) -> None:
     started = time.monotonic()
     sweep = sweep_file(tmp_path, "retried", f"launcher: srun\nretries: 1\nworkloads: [{{benchmark: mlp, args: "
-                                            f"{mlp_args(400)}}}]\naxes: {{nodes: [2], gpus_per_node: [1]}}\nslurm: {{time: 10}}")
+                                            f"{mlp_args(400)}}}]\naxes: {{nodes: [2], gpus_per_node: [1]}}\n"
+                                            f"slurm: {{time: 10}}")
     root = tmp_path / "results"
     assert cli("submit", str(sweep), "-o", str(root)).returncode == 0
     run_dir, pid = running_run(root, 1)

@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, write_run
-from hvdbench.analysis.acceptance import Measured, load_criteria, more_needed
+from hvdbench.analysis.verdicts.acceptance import Measured, load_criteria, more_needed
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.projection import efficiency_holds
-from hvdbench.launchers.cli import main
+from hvdbench.analysis.projection.project import efficiency_holds
+from hvdbench.cli import main
 from hvdbench.launchers.policy import failure_reason
 from hvdbench.launchers.slurm_queue import why_stopped
 from hvdbench.launchers.sweep import load_sweep
@@ -63,8 +63,8 @@ def _curve(root: Path, seconds: float, *, pattern: bool = False, launcher: str =
 
 
 # 1. accept judged a bandwidth criterion on every run of its system, rank count and placement at once
-def test_a_bandwidth_criterion_is_judged_on_exactly_the_runs_of_the_row_it_names(tmp_path: Path,
-                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bandwidth_criterion_is_judged_on_exactly_the_runs_of_the_row_it_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "r"
     _curve(root, 0.010)  # isolated calls: 1 MiB in 10 ms
     fast = _curve(root, 0.001, pattern=True)  # the training pattern: 1 MiB in 1 ms
@@ -138,16 +138,19 @@ def test_a_regression_gate_that_could_not_judge_says_so_and_does_not_pass(tmp_pa
     for side in ("old", "new"):  # two systems in each root: every configuration paired by system
         _sweep_root(tmp_path / side, "dgx", seed=1)
         _sweep_root(tmp_path / side, "l40s", seed=2)
-    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--regressions", "-o", str(tmp_path / "a")]) == 0
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--regressions",
+                 "-o", str(tmp_path / "a")]) == 0
     assert len(pd.read_csv(tmp_path / "a" / "regressions.csv")) == 4  # none dropped
     _sweep_root(tmp_path / "other", "h100", seed=3)
-    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "other"), "--regressions", "-o", str(tmp_path / "b")]) == 2
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "other"), "--regressions",
+                 "-o", str(tmp_path / "b")]) == 2
     assert "OLD holds systems dgx, l40s and NEW h100" in capsys.readouterr().err
     _sweep_root(tmp_path / "short-old", "x", steps=3)
     _sweep_root(tmp_path / "short-new", "x", scale=2.0, steps=3)  # twice as slow, but no interval: not judged
     assert main(["compare", str(tmp_path / "short-old"), str(tmp_path / "short-new"), "--regressions",
                  "-o", str(tmp_path / "c")]) == 4
-    assert set(pd.read_csv(tmp_path / "c" / "regressions.csv")["change"]) == {"not judged: too few steps for an interval"}
+    assert set(pd.read_csv(tmp_path / "c" / "regressions.csv")["change"]) == {
+        "not judged: too few steps for an interval"}
     write_run(tmp_path / "mlp", RunSpec(benchmark="mlp", system="x"), [[0.01] * 30])  # nothing pairs
     assert main(["compare", str(tmp_path / "short-old"), str(tmp_path / "mlp"), "--regressions",
                  "-o", str(tmp_path / "d")]) == 4
@@ -156,7 +159,8 @@ def test_a_regression_gate_that_could_not_judge_says_so_and_does_not_pass(tmp_pa
 
 def test_what_else_changed_names_the_device_host_and_cpus(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
-    for side, gpu, host, cpus in (("old", "NVIDIA A100-SXM4-80GB", "a1", 64), ("new", "NVIDIA H100 80GB HBM3", "h1", 96)):
+    for side, gpu, host, cpus in (("old", "NVIDIA A100-SXM4-80GB", "a1", 64),
+                                  ("new", "NVIDIA H100 80GB HBM3", "h1", 96)):
         write_run(tmp_path / side, RunSpec(benchmark="cifar10", args=ARGS), [_lognormal(rng, 0.1, 60)],
                   gpu={"name": gpu}, host=host, env={"cpu_count": cpus, "cpu_model": "EPYC"})
     main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--regressions", "-o", str(tmp_path / "o")])
@@ -233,7 +237,7 @@ def test_a_fifo_or_device_where_a_file_belongs_is_one_line(tmp_path: Path, flag:
     write_run(root, RunSpec(benchmark="cifar10", args=ARGS), [[0.1] * 20])
     argv = {"criteria": ["accept", str(path), str(root)], "--peaks": ["report", str(root), "--peaks", str(path)],
             "--target": ["project", str(root), "--target", str(path)]}[flag]
-    proc = subprocess.run([sys.executable, "-m", "hvdbench.launchers.cli", *argv], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "hvdbench.cli", *argv], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "not a regular file" in proc.stderr or "a FIFO" in proc.stderr or "a device" in proc.stderr, proc.stderr
@@ -246,8 +250,9 @@ def test_a_relative_like_is_made_absolute_when_the_run_is_planned(tmp_path: Path
     training.mkdir(parents=True)
     with RecordWriter(training / "rank-0.jsonl", rank=0, local_rank=0, size=1) as w:
         w.write("env", benchmark="cifar10", model="resnet20", gradient_sizes=[10, 20], flags={"batch_size": 32})
-    proc = subprocess.run([sys.executable, "-m", "hvdbench.launchers.cli", "run", "collectives", "--np", "2",
-                           "--dry-run", "-o", "out", "--", "--pattern", "training", "--like", "results/cifar10-np1-r0-x"],
+    proc = subprocess.run([sys.executable, "-m", "hvdbench.cli", "run", "collectives", "--np", "2",
+                           "--dry-run", "-o", "out", "--", "--pattern", "training", "--like",
+                           "results/cifar10-np1-r0-x"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"--like {training}" in proc.stdout
@@ -280,7 +285,8 @@ def test_a_slow_controller_is_asked_again_before_a_signal_is_read_as_a_cancellat
 
 # 12. copies under new repeat numbers narrowed an interval to nothing; advice in the quadrillions; -N2 passed
 def test_copies_of_a_run_under_new_repeat_numbers_are_not_repeats(tmp_path: Path) -> None:
-    first = write_run(tmp_path, RunSpec(benchmark="cifar10", args=ARGS), [_lognormal(np.random.default_rng(1), 0.1, 30)])
+    first = write_run(tmp_path, RunSpec(benchmark="cifar10", args=ARGS),
+                      [_lognormal(np.random.default_rng(1), 0.1, 30)])
     for repeat in (1, 2, 3):
         copy = tmp_path / RunSpec(benchmark="cifar10", args=ARGS, repeat=repeat).id
         shutil.copytree(first, copy)
@@ -306,7 +312,7 @@ def test_short_sbatch_options_are_read_as_sbatch_reads_them(tmp_path: Path, dire
     assert problem in str(err.value), str(err.value)
 
 
-def test_this_file_is_named_in_the_readme_bad_input_list() -> None:
-    text = (REPO / "README.md").read_text()
+def test_this_file_is_named_in_the_bad_input_list() -> None:
+    text = (REPO / "docs" / "clusters.md").read_text()
     for command in ("hvdbench accept", "hvdbench compare --regressions", "hvdbench project"):
         assert f"**`{command}`** refuses" in text, command

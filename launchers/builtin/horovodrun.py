@@ -29,8 +29,10 @@ _HOROVODRUN_FLAGS: dict[str, Callable[[str, LaunchContext], list[str]]] = {
     "HOROVOD_FUSION_THRESHOLD": lambda v, _: ["--fusion-threshold-mb", m] if (m := _mib(v)) else [],
     "HOROVOD_CYCLE_TIME": lambda v, _: ["--cycle-time-ms", v],
     "HOROVOD_CACHE_CAPACITY": lambda v, _: ["--cache-capacity", v],
-    "HOROVOD_HIERARCHICAL_ALLREDUCE": lambda v, _: ["--hierarchical-allreduce" if _on(v) else "--no-hierarchical-allreduce"],
-    "HOROVOD_HIERARCHICAL_ALLGATHER": lambda v, _: ["--hierarchical-allgather" if _on(v) else "--no-hierarchical-allgather"],
+    "HOROVOD_HIERARCHICAL_ALLREDUCE":
+        lambda v, _: ["--hierarchical-allreduce" if _on(v) else "--no-hierarchical-allreduce"],
+    "HOROVOD_HIERARCHICAL_ALLGATHER":
+        lambda v, _: ["--hierarchical-allgather" if _on(v) else "--no-hierarchical-allgather"],
     "HOROVOD_TIMELINE": lambda v, ctx: ["--timeline-filename", _in_run_dir(v, ctx)],
     "HOROVOD_TIMELINE_MARK_CYCLES": lambda v, _: ["--timeline-mark-cycles"] if _on(v) else [],
     "HOROVOD_AUTOTUNE": lambda v, _: ["--autotune"] if _on(v) else [],

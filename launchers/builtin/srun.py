@@ -13,7 +13,8 @@ class Srun(Launcher):
     """``srun --mpi=pmix --nodes N --ntasks NP --ntasks-per-node G python script ...``.
 
     Each task sees the GPUs SLURM gives it and takes its own (suite/core/gpu_choice.py); the transport
-    reaches Open MPI as OMPI_MCA_* variables; a task that dies ends the step (``--kill-on-bad-exit``); CPU binding is the suite's.
+    reaches Open MPI as OMPI_MCA_* variables; a task that dies ends the step (``--kill-on-bad-exit``); CPU
+    binding is the suite's.
     """
 
     name = "srun"
@@ -22,7 +23,8 @@ class Srun(Launcher):
     needs_hosts = False
     task_per_rank = True
     transports = ("auto", "ucx", "tcp")
-    transport_variables = {name: tuple((f"OMPI_MCA_{k}", v) for k, v in pairs) for name, pairs in OPEN_MPI_TRANSPORT.items()}
+    transport_variables = {name: tuple((f"OMPI_MCA_{k}", v) for k, v in pairs)
+                           for name, pairs in OPEN_MPI_TRANSPORT.items()}
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .collective_ops import OPS, check_comm_flags, comm_parser
 from .errors import UsageError
 from .flags import (
     Parser,
@@ -26,7 +27,8 @@ SUITE_DIR = Path(__file__).resolve().parents[1]  # the benchmark scripts: suite/
 
 def _mlp_flags(group: Parser) -> None:
     group.add_argument("--mlp-input", type=positive_int, default=1024, help="input features")
-    group.add_argument("--mlp-widths", type=int_list("hidden widths"), default=[4096, 4096], help="hidden widths, e.g. 4096,4096")
+    group.add_argument("--mlp-widths", type=int_list("hidden widths"), default=[4096, 4096],
+                       help="hidden widths, e.g. 4096,4096")
     group.add_argument("--mlp-classes", type=positive_int, default=10, help="output classes")
 
 
@@ -99,14 +101,10 @@ def _lm_flags(group: Parser) -> None:
 
 
 def _comm_parser() -> Parser:
-    from .collective_ops import comm_parser
-
     return comm_parser()
 
 
 def _comm_check(flags: argparse.Namespace) -> None:
-    from .collective_ops import check_comm_flags
-
     check_comm_flags(flags)
 
 
@@ -227,7 +225,8 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                       "DeepSpeech2-style recognition with CTC on synthetic utterances of varying length",
                       extra_flags=_speech_flags,
                       smoke=((*_SPEECH, "--utt-seconds", "uniform:0.3:1"),
-                             (*_SPEECH, "--rnn-type", "gru", "--rnn-impl", "unrolled", "--utt-seconds", "uniform:0.3:0.6"))),
+                             (*_SPEECH, "--rnn-type", "gru", "--rnn-impl", "unrolled",
+                              "--utt-seconds", "uniform:0.3:0.6"))),
         BenchmarkInfo("translation", "pytorch", "translation.py", ("gnmt",), "gnmt", "words",
                       "GNMT-like LSTM sequence-to-sequence translation; words = target tokens",
                       extra_flags=_translation_flags, smoke=((*_TRANSLATION, "--layers", "2"),)),
@@ -236,7 +235,7 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                       smoke=(("--batch-size", "2", "--layers", "2", "--width", "32", "--heads", "4", "--context", "16",
                               "--vocab", "64"),)),
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
-                      "allreduce, allgather, broadcast, alltoall bandwidth through Horovod and raw MPI",
+                      f"{', '.join(OPS)} bandwidth through Horovod and raw MPI",
                       own_parser=_comm_parser, extra_check=_comm_check, paths=("--like",)),
         BenchmarkInfo("p2p", "pytorch", "p2p.py", ("p2p",), "p2p", "GB/s",
                       "device-to-device copies between every GPU pair and host-device copies, one process",

@@ -131,7 +131,8 @@ def comm_parser() -> Parser:
     parser.add_argument("--iters", type=positive_int, default=20,
                         help="timed calls per batch (--timing batch) or per size (--timing each)")
     parser.add_argument("--batches", type=positive_int, default=None,
-                        help=f"with --timing batch: batches per size (default {DEFAULT_BATCHES}); their median per-call "
+                        help=f"with --timing batch: batches per size (default {DEFAULT_BATCHES}); their median "
+                             "per-call "
                              "time is the figure and they give its interval")
     parser.add_argument("--warmup-iters", type=non_negative_int, default=5)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -152,8 +153,9 @@ def check_comm_flags(flags: argparse.Namespace) -> None:
     flags.batches = flags.batches or DEFAULT_BATCHES
     check_pattern_flags(flags, list(OPS), list(BACKENDS))
     if "bf16" in flags.dtypes and "horovod" in flags.backends:
+        unreduced = ", ".join(name for name, op in OPS.items() if not op.reduces)
         raise UsageError("--dtypes bf16: Horovod 0.28 has no bfloat16 collectives on any device; measure bf16 "
-                         "with --backends mpi (allgather, broadcast, alltoall) or use fp16")
+                         f"with --backends mpi ({unreduced}) or use fp16")
     if flags.min_bytes > flags.max_bytes:
         raise UsageError(f"--min-bytes {flags.min_bytes} is above --max-bytes {flags.max_bytes}")
     if flags.factor < 2:
@@ -179,9 +181,9 @@ def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return out
 
 
-def slowest_per_iteration(per_rank_times: Sequence[Sequence[float]]) -> np.ndarray:
+def slowest_per_iteration(per_rank_times: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
     """Per iteration, the slowest rank's time (ranks x iterations in): a collective ends when its last rank does."""
-    return np.max(np.asarray(per_rank_times, dtype=float), axis=0)  # type: ignore[no-any-return]
+    return np.max(np.asarray(per_rank_times, dtype=float), axis=0)
 
 
 def figure(slowest: np.ndarray, timing: str = "each") -> float:
@@ -190,7 +192,7 @@ def figure(slowest: np.ndarray, timing: str = "each") -> float:
     return float(np.median(slowest) if timing == "batch" else slowest.mean())
 
 
-def summarize(op: str, nbytes: int, size: int, per_rank_times: Sequence[Sequence[float]],
+def summarize(op: str, nbytes: int, size: int, per_rank_times: Sequence[Sequence[float]] | np.ndarray,
               timing: str = "each") -> dict[str, float]:
     """Per iteration (or batch) the slowest rank's time; the figure (``figure``), mean and min over them; algbw
     and busbw (GB/s) from the figure."""

@@ -11,37 +11,24 @@ import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, MutableMapping
+
+from .job_env import RECORDED, job_env
 
 _ENV_PATTERNS = re.compile(
-    r"^(HOROVOD_|NCCL_|OMPI_COMM_WORLD_|OMPI_MCA_|PMIX_RANK$|PMI_RANK$|PMI_SIZE$|SLURM_(JOB_|STEP_|NNODES$|"
-    r"NTASKS|PROCID$|LOCALID$|NODEID$|GPUS|CPUS_PER_TASK$|CLUSTER_NAME$|SUBMIT_HOST$)|CUDA_VISIBLE_DEVICES$|"
+    r"^(HOROVOD_|NCCL_|OMPI_COMM_WORLD_|OMPI_MCA_|PMIX_RANK$|PMI_RANK$|PMI_SIZE$|CUDA_VISIBLE_DEVICES$|"
     r"CUDA_DEVICE_ORDER$|CUDA_LAUNCH_BLOCKING$|CUBLAS_WORKSPACE_CONFIG$|NVIDIA_TF32_OVERRIDE$|TF_CUDNN_USE_AUTOTUNE$|"
     r"OMP_NUM_THREADS$|UCX_|MPIR_CVAR_|I_MPI_|FI_PROVIDER$|FI_TCP_IFACE$|HYDRA_)"
 )
 
 
-# What a launcher sets that says how many processes the job has.
-_WORLD_SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS",
-                         "SLURM_STEP_NUM_TASKS")
-
-
-# What an MPI launcher (Open MPI's mpirun, hydra's mpiexec, srun's PMI-2 or PMIx) sets for each rank it starts.
-_MPI_LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "MPI_LOCALNRANKS")
-
-
-def started_by_mpi(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether an MPI launcher started this process (so MPI may be started in it before Horovod)."""
-    environ = os.environ if environ is None else environ
-    return any(environ.get(name) for name in _MPI_LAUNCHER_VARIABLES)
-
-
-def gloo_on_loopback(environ: dict[str, str] | None = None) -> bool:
+def gloo_on_loopback(environ: MutableMapping[str, str] | None = None) -> bool:
     """Before Horovod starts: a process that is the whole job (started directly, or one rank of any launcher)
     gets HOROVOD_GLOO_IFACE=lo where it is unset, as horovodrun gives its local ranks. Without it Gloo finds
     its address by looking up the host's name, which fails on a node without DNS. True where it was set."""
-    environ = os.environ if environ is None else environ  # type: ignore[assignment]
-    sizes = [environ.get(name) for name in _WORLD_SIZE_VARIABLES if environ.get(name)]
+    environ = os.environ if environ is None else environ
+    job = job_env(environ)
+    sizes = [size for size in (job.get("world_size"), job.get("step_tasks")) if size]
     if "HOROVOD_GLOO_IFACE" in environ or any(size != "1" for size in sizes):
         return False
     environ["HOROVOD_GLOO_IFACE"] = "lo"
@@ -51,7 +38,7 @@ def gloo_on_loopback(environ: dict[str, str] | None = None) -> bool:
 def relevant_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The HOROVOD_*, NCCL_*, MPI rank, SLURM job and CUDA variables of this process, sorted."""
     environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in sorted(environ) if _ENV_PATTERNS.match(k)}
+    return {k: environ[k] for k in sorted(environ) if _ENV_PATTERNS.match(k) or RECORDED.match(k)}
 
 
 def cpu_model() -> str:

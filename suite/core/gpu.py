@@ -6,6 +6,7 @@ exception; the CPU sampler then records this process's CPU use and resident memo
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
@@ -44,7 +45,7 @@ class Nvml:
         self._links: dict[str, int] = {}  # NVLinks per GPU, by bus id
         try:
             if module is None:
-                import pynvml as module  # noqa: N813
+                module = importlib.import_module("pynvml")
             module.nvmlInit()
             self.nv = module
         except ImportError:
@@ -64,7 +65,7 @@ class Nvml:
             return [None] * len(fields)
         out: list[int | float | None] = []
         for value in values:
-            member = _FIELD_MEMBERS.get(getattr(value, "valueType", None))
+            member = _FIELD_MEMBERS.get(int(getattr(value, "valueType", -1)))
             ok = getattr(value, "nvmlReturn", 1) == 0 and member is not None
             out.append(getattr(value.value, member, None) if ok else None)  # type: ignore[arg-type]
         return out

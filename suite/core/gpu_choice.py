@@ -2,7 +2,7 @@
 
 Placements name node-physical GPU ids (what ``nvidia-smi`` shows). A launcher outside a scheduler
 makes exactly those visible (``CUDA_VISIBLE_DEVICES``); under SLURM the scheduler has already chosen
-(``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS`` hold the physical ids it granted, ``CUDA_VISIBLE_DEVICES``
+(its step's or job's GPU variables, read through ``job_env``, hold the physical ids it granted, ``CUDA_VISIBLE_DEVICES``
 the same GPUs, often renumbered from 0 by cgroups), so the placement travels as ``HVDBENCH_DEVICES``
 and each rank finds its GPU among what was granted. A rank that sees exactly one GPU uses it, whatever
 its local rank (``--gpus-per-task=1``, ``--gpu-bind``).
@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 from .errors import UsageError
+from .job_env import job_env
 
 PLACEMENT_VARIABLE = "HVDBENCH_DEVICES"
-GRANT_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 
 
 def _ids(text: str | None, name: str = PLACEMENT_VARIABLE) -> tuple[int, ...] | None:
@@ -40,12 +40,9 @@ def visible_devices(env: Mapping[str, str] | None = None) -> list[str] | None:
 
 
 def granted(env: Mapping[str, str]) -> tuple[int, ...] | None:
-    """The node-physical GPU ids SLURM granted this task (its step's, else its job's), or None."""
-    for name in GRANT_VARIABLES:
-        ids = _ids(env.get(name), name)
-        if ids is not None:
-            return ids
-    return None
+    """The node-physical GPU ids the scheduler granted this task (SLURM: its step's, else its job's), or None."""
+    found = job_env(env).named("gpus")
+    return None if found is None else _ids(found[1], found[0])
 
 
 def placement_problem(placement: Sequence[int], grant: Sequence[int] | None, where: str) -> str | None:

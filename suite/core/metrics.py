@@ -21,7 +21,7 @@ def rank_throughput(samples: N, step_seconds: N) -> N:
     """One rank's throughput: the samples of its timed steps over the sum of those steps' own durations
     (each bounded by a device sync). A run's throughput is the sum of this over its ranks, from every
     rank's own timings, never rank 0 x N; the report computes it over the steady-state steps only."""
-    return samples / step_seconds  # type: ignore[operator, no-any-return]
+    return samples / step_seconds  # type: ignore[operator]
 
 
 def total_throughput(per_rank: Iterable[Any]) -> float:
@@ -48,7 +48,7 @@ def throughput_resamples(durations: np.ndarray, samples: np.ndarray, n: int, see
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, rows, size=(n, rows)) + (np.arange(n) * rows)[:, None]
     counts = np.bincount(idx.ravel(), minlength=n * rows).reshape(n, rows).astype(float)
-    return rank_throughput(counts @ samples, counts @ durations).sum(axis=1)  # type: ignore[no-any-return]
+    return rank_throughput(counts @ samples, counts @ durations).sum(axis=1)
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ def run_outcome(np: int, summary_ranks: Iterable[int], errors: Iterable[str], re
     that belong to another run (inconsistent: never ok), then a rank's error record, then ranks without
     a summary."""
     if recorded is not None and recorded.status != "ok":
-        return Outcome(recorded.status, f"{recorded.status}: {recorded.message}" if recorded.message else recorded.status)
+        return Outcome(recorded.status,
+                       f"{recorded.status}: {recorded.message}" if recorded.message else recorded.status)
     foreign = list(foreign)
     if foreign:
         return Outcome("inconsistent", "inconsistent: " + "; ".join(foreign[:2])

@@ -126,12 +126,14 @@ def disagreements(first: Topology, second: Topology) -> list[str]:
     for a in range(len(first.gpus)):
         for b in range(a + 1, len(first.gpus)):
             if first.link(a, b) != second.link(a, b):
-                out.append(f"GPU{a}-GPU{b}: {first.link(a, b)} ({first.source}) vs {second.link(a, b)} ({second.source})")
+                out.append(f"GPU{a}-GPU{b}: {first.link(a, b)} ({first.source}) "
+                           f"vs {second.link(a, b)} ({second.source})")
     for one, two in zip(first.gpus, second.gpus):
         if one.cpus and two.cpus and one.cpus != two.cpus:
             out.append(f"GPU{one.index} CPUs differ between {first.source} and {second.source}")
         if None not in (one.numa_node, two.numa_node) and one.numa_node != two.numa_node:
-            out.append(f"GPU{one.index}: NUMA node {one.numa_node} ({first.source}) vs {two.numa_node} ({second.source})")
+            out.append(f"GPU{one.index}: NUMA node {one.numa_node} ({first.source}) "
+                       f"vs {two.numa_node} ({second.source})")
     return out
 
 
@@ -173,7 +175,8 @@ def node_topology(module: Any = None, smi_text: str | None = None) -> NodeTopolo
                                           check=True).stdout
             except (OSError, subprocess.SubprocessError) as exc:
                 reasons.append(f"'nvidia-smi topo -m' failed ({exc})")
-    from_text, unread = None, ()
+    from_text: Topology | None = None
+    unread: tuple[str, ...] = ()
     try:
         from_text = parse_topo_text(smi_text, "nvidia-smi topo -m") if smi_text else None
     except TopologyError as exc:  # a driver's new format must not cost the NVML view
@@ -185,10 +188,9 @@ def node_topology(module: Any = None, smi_text: str | None = None) -> NodeTopolo
         differ = disagreements(from_nvml, from_text)
         chosen = merge(from_nvml, from_text) if len(from_nvml.gpus) == len(from_text.gpus) else from_nvml
         return NodeTopology(chosen, from_nvml, from_text, tuple(differ), notes)
-    if from_nvml is not None or from_text is not None:
-        chosen = from_nvml or from_text
-        assert chosen is not None
-        return NodeTopology(chosen, from_nvml, from_text, (), notes)
+    only = from_nvml or from_text
+    if only is not None:
+        return NodeTopology(only, from_nvml, from_text, (), notes)
     raise TopologyError("; ".join(reasons) + "; pass a saved 'nvidia-smi topo -m' output (topo --file, run --topology)")
 
 

@@ -31,9 +31,19 @@ def _host() -> str:
     return socket.gethostname()
 
 
+RANK_LOGS = "rank-*.jsonl"  # every rank's log in a run directory (rank_log_name's pattern)
+
+
 def rank_log_name(rank: int) -> str:
     """File name of one rank's log inside a run directory."""
     return f"rank-{rank}.jsonl"
+
+
+def rank_of_log(path: Path) -> int | None:
+    """The rank a log's file name says it is (None where the name is not a rank log's)."""
+    number = path.name.removeprefix("rank-").removesuffix(".jsonl")
+    return int(number) if path.name.startswith("rank-") and path.name.endswith(".jsonl") and number.isdigit() \
+        else None
 
 
 def make_record(kind: str, *, rank: int, local_rank: int, size: int, **fields: Any) -> dict[str, Any]:

@@ -2,18 +2,14 @@
 
 Writers build records through it (``RecordWriter.write`` refuses a field a kind does not declare) and
 the collector reads through it (the DataFrame columns of steps, telemetry and summaries are declared
-here, and RUN_COLUMNS: what the run table takes from rank 0's records). A new field is one line below plus
-the code that writes it; shown in the report, one RUN_COLUMNS line and the view that shows it.
-``python -m hvdbench.suite.core.schema`` prints the list as Markdown (docs/records.md is that output).
-Importable without any framework.
+here; the run table's columns in core/run_table.py). A new field is one line below plus the code that writes
+it; shown in the report, one run_table line and the view that shows it. Importable without any framework.
 """
 
 from __future__ import annotations
 
-import re
-import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 SCHEMA_VERSION = 1
 MARKER = '{"hvdbench":'
@@ -59,7 +55,8 @@ class Kind:
 
 
 HEADER = (
-    Field("hvdbench", "int", "schema version; every record starts with this key, so a parser finds it behind any prefix"),
+    Field("hvdbench", "int", "schema version; every record starts with this key, so a parser finds it behind any "
+                             "prefix"),
     Field("kind", "str", "the record kind (below)"),
     Field("rank", "int", "Horovod rank of the writer", "int64"),
     Field("local_rank", "int", "rank on its node"),
@@ -133,8 +130,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("device", "dict", "the framework's view of the device: type, name, capability, bus id, versions"),
         Field("nvml", "dict", "driver and CUDA driver versions, or why NVML is absent"),
         Field("gpu", "dict", "NVML facts of this rank's GPU (GPU_FACTS), null on the CPU"),
-        Field("gpu_choice", "dict", "the GPU this rank was given and why (suite/core/gpu_choice.py): cuda_index, physical "
-                                    "id, how, CUDA_VISIBLE_DEVICES, SLURM's grant, placement; or the problem"),
+        Field("gpu_choice", "dict", "the GPU this rank was given and why (suite/core/gpu_choice.py): cuda_index, "
+                                    "physical id, how, CUDA_VISIBLE_DEVICES, SLURM's grant, placement; or the problem"),
         Field("horovod", "dict", "Horovod version, build, controller, rank layout, the NCCL version it was built "
                                  "with (nccl_version; the framework's own is device.nccl)"),
         Field("pid", "int", "process id"),
@@ -147,7 +144,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
               "this rank loaded (path, implementation, version, MPICH's device), as MPI_Get_library_version says"),
         Field("mpi_components", "dict", "Open MPI transport components in use by this rank (pml, btl, mtl, osc: "
                                         "what MPI init kept loaded), null where the rank runs no MPI"),
-        Field("variables", "dict", "HOROVOD_*, NCCL_*, UCX_*, OMPI_*, SLURM_*, CUDA_* variables"),
+        Field("variables", "dict", "HOROVOD_*, NCCL_*, UCX_*, OMPI_*, CUDA_* variables and the scheduler's job "
+                                   "variables (core/job_env.py)"),
     )),
     Kind("phase", "the start of warm-up or of the timed steps", (
         Field("phase", "str", "warmup or timed"),
@@ -162,7 +160,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("phases", "dict", "with --breakdown: seconds of forward, backward, exchange, optimizer (or compute)"),
     ), extra="further counts of the step beside samples (audio_s, sentences)"),
     Kind("comm", "one collective case: every timed iteration of one op, backend, dtype and size", (
-        Field("op", "str", "allreduce, allgather, broadcast or alltoall"),
+        Field("op", "str", "the collective: a name of core/collective_ops.py's OPS"),
         Field("backend", "str", "horovod or mpi"),
         Field("dtype", "str", "fp32, fp16 or bf16"),
         Field("bytes", "int", "message size as nccl-tests counts it"),
@@ -180,7 +178,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("like_workload", "str", "training pattern: that run's workload (benchmark, model, batch size)"),
     )),
     Kind("telemetry", "sampled every --telemetry-interval seconds while the steps run", TELEMETRY),
-    Kind("p2p", "one copy case of suite/p2p.py: every timed iteration between two GPUs, or a GPU and pinned host memory", (
+    Kind("p2p", "one copy case of suite/p2p.py: every timed iteration between two GPUs, or a GPU and pinned host "
+                "memory", (
         Field("src", "str", "GPU index (CUDA, in PCI bus order) or host"),
         Field("dst", "str", "GPU index or host"),
         Field("mode", "str", "uni (one direction) or bi (both directions at once; bytes count both)"),
@@ -231,79 +230,6 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
 )}
 
 
-@dataclass(frozen=True)
-class RunColumn:
-    """A column of the report's run table read from rank 0's first record of ``kind``: the value at ``path``
-    (a field, then keys into it), through ``render`` where given, null where absent or not of the column's
-    type."""
-
-    name: str
-    kind: str
-    path: tuple[str, ...]
-    dtype: str  # pandas dtype: "boolean", "Int64", "float64" or "string"
-    meaning: str
-    render: Callable[[Any], Any] | None = None
-
-
-def _tuning(variables: Any) -> str | None:
-    """The variables that tune the exchange, as KEY=VALUE; KEY=VALUE ... (Horovod's, NCCL's, UCX's, Open
-    MPI's, MPICH's, Intel MPI's and libfabric's)."""
-    if not isinstance(variables, dict):
-        return None
-    picked = sorted(f"{k}={v}" for k, v in variables.items()
-                    if str(k).startswith(("HOROVOD_", "NCCL_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "I_MPI_", "FI_"))
-                    and not _PLUMBING.match(str(k)))
-    return "; ".join(picked)
-
-
-def mpi_text(mpi: Any) -> str | None:
-    """The MPI a rank ran on, in words: the library it loaded where recorded (implementation, version, MPICH's
-    device), else what mpirun on PATH said."""
-    if not isinstance(mpi, dict):
-        return None
-    loaded = mpi.get("loaded") if isinstance(mpi.get("loaded"), dict) else {}
-    source = loaded if loaded.get("implementation") else mpi
-    words = [source.get("implementation"), source.get("version"), loaded.get("device")]
-    return " ".join(str(x) for x in words if x) or None
-
-
-# what a launcher sets for each process (its place in the job, where to meet, its session folders and ssh
-# arguments, Intel MPI's hydra's description of the node and its pinning): no tuning, and it differs run to run
-_PLUMBING = re.compile(r"HOROVOD_(HOSTNAME|RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS_RANK|CROSS_SIZE|GLOO_RENDEZVOUS_\w+|"
-                       r"GLOO_IFACE)$|OMPI_MCA_(orte_\w+|ess\w*|pmix|initial_wdir|shmem_RUNTIME_QUERY_hint|"
-                       r"plm_rsh_args)$|MPIR_CVAR_CH3_INTERFACE_HOSTNAME$|"
-                       r"I_MPI_(INFO_\w+|PIN_INFO|PIN_MAPPING|HYDRA_TOPOLIB|BIND_WIN_ALLOCATE|INTERNAL_MEM_POLICY|"
-                       r"RETURN_WIN_MEM_NUMA)$")
-
-
-RUN_COLUMNS: tuple[RunColumn, ...] = (
-    RunColumn("cudnn_autotune", "env", ("math", "cudnn_autotune"), "boolean",
-              "cuDNN timed its convolution algorithms and kept the fastest (a GPU run)"),
-    RunColumn("started", "env", ("time",), "float64", "when rank 0 recorded its environment (s since the epoch)"),
-    RunColumn("host", "env", ("host",), "string", "rank 0's host"),
-    RunColumn("driver", "env", ("nvml", "driver"), "string", "the NVIDIA driver, as NVML reports it"),
-    RunColumn("cuda", "env", ("device", "cuda"), "string", "the CUDA the framework was built with"),
-    RunColumn("cudnn", "env", ("device", "cudnn"), "Int64", "the cuDNN version PyTorch loaded"),
-    RunColumn("nccl", "env", ("device", "nccl"), "string", "the NCCL version PyTorch loaded"),
-    RunColumn("torch", "env", ("device", "torch"), "string", "PyTorch's version"),
-    RunColumn("tensorflow", "env", ("device", "tensorflow"), "string", "TensorFlow's version"),
-    RunColumn("horovod_version", "env", ("horovod", "version"), "string", "Horovod's version"),
-    RunColumn("mpi", "env", ("mpi",), "string", "the MPI rank 0 ran on: the library it loaded (implementation, "
-              "version, MPICH's device), else mpirun's on PATH", mpi_text),
-    RunColumn("tuning", "env", ("variables",), "string",
-              "HOROVOD_*, NCCL_*, UCX_*, OMPI_MCA_*, MPIR_CVAR_*, I_MPI_* and FI_* variables of rank 0, "
-              "KEY=VALUE; ...", _tuning),
-    RunColumn("cpu_model", "env", ("cpu_model",), "string", "rank 0's CPU model"),
-    RunColumn("cpu_count", "env", ("cpu_count",), "Int64", "CPUs of rank 0's host"),
-    RunColumn("horovod_nccl", "env", ("horovod", "nccl_version"), "string",
-              "the NCCL version Horovod was built with (hvd.nccl_built()), which its GPU collectives use"),
-    RunColumn("path_cost_mpi_s", "summary", ("path_cost_s", "mpi"), "float64",
-              "collectives: a raw-MPI call's cost before any byte moves (rank 0)"),
-    RunColumn("path_cost_horovod_s", "summary", ("path_cost_s", "horovod"), "float64",
-              "collectives: a Horovod call's cost before any byte moves (rank 0)"),
-)
-
-
 _TYPES: dict[str, Any] = {
     "int": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
     "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
@@ -336,8 +262,8 @@ def kind(name: str) -> Kind:
 def markdown() -> str:
     """The master list as Markdown, one table per kind."""
     out = ["# Rank-log records", "", f"Schema version {SCHEMA_VERSION}. One JSON object per line, one file per "
-           "rank (`rank-<r>.jsonl`); generated by `python -m hvdbench.suite.core.schema`.", ""]
-    sections = [("Every record starts with", "", HEADER)]
+           "rank (`rank-<r>.jsonl`); generated by `python -m hvdbench.suite.core.run_table`.", ""]
+    sections: list[tuple[str, str, tuple[Field, ...]]] = [("Every record starts with", "", HEADER)]
     sections += [(f"`{k.name}`", k.meaning + (f"; other numeric fields: {k.extra}" if k.extra else ""), k.fields)
                  for k in KINDS.values()]
     sections.append(("`env.gpu`", "NVML facts of the rank's GPU", GPU_FACTS))
@@ -345,11 +271,4 @@ def markdown() -> str:
         out += [f"## {title}", ""] + ([text, ""] if text else [])
         out += ["| field | type | meaning |", "|---|---|---|"]
         out += [f"| `{f.name}` | {f.type} | {f.meaning} |" for f in fields] + [""]
-    out += ["## Run table columns from the records", "", "What the report's run table (runs.csv) takes from rank "
-            "0's first record of a kind.", "", "| column | from | type | meaning |", "|---|---|---|---|"]
-    out += [f"| `{c.name}` | `{c.kind}.{'.'.join(c.path)}` | {c.dtype} | {c.meaning} |" for c in RUN_COLUMNS] + [""]
     return "\n".join(out)
-
-
-if __name__ == "__main__":
-    sys.stdout.write(markdown())

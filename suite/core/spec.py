@@ -1,4 +1,5 @@
-"""RunSpec: the one typed, frozen description of a run, written as run.json beside its rank logs."""
+"""A run on disk: RunSpec (the one typed, frozen description of a run, written as run.json beside its rank logs),
+RunStatus (how an attempt ended, status.json) and RunFolder (the one owner of a run folder's file names)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,26 @@ import hashlib
 import json
 import uuid
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import SpecError, WriteError
+from .records import RANK_LOGS, rank_log_name
 from .validate import read_small_text
 
 SMALL_FILE = 1 << 20  # run.json and status.json are a few kB; nothing larger is read
 
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
+LAUNCHER_LOG = "launcher.log"  # the launcher's (or, under a scheduler, the first task's) output
+COMMAND_FILE = "command.sh"  # the attempt's command, shell-quoted
+TASK_LOG = "task-{task}.log"  # a scheduler task's output where each task starts one rank
 ATTEMPT_PREFIX = "attempt-"  # earlier attempts of a run, moved aside by a rerun; never read as runs
 # what one attempt's ranks leave in its run directory, and what its launcher leaves besides (run.json stays:
 # the same run)
-RANK_FILES = ("rank-*.jsonl", "trace-rank*.json", "tf-profile-rank*")
-ATTEMPT_FILES = (*RANK_FILES, "timeline*.json", STATUS_FILE, "launcher.log", "task-*.log", "command.sh")
+RANK_FILES = (RANK_LOGS, "trace-rank*.json", "tf-profile-rank*")
+ATTEMPT_FILES = (*RANK_FILES, "timeline*.json", STATUS_FILE, LAUNCHER_LOG, TASK_LOG.format(task="*"), COMMAND_FILE)
 CONTROLLERS = ("gloo", "mpi")
 # How MPI moves bytes: auto (MPI's own choice, UCX where built in), ucx (required), tcp (Open MPI's ob1 with
 # TCP between nodes and shared memory within; no UCX, no verbs). A spec stores None for auto.
@@ -90,9 +96,10 @@ class RunSpec:
         """The environment knobs as a mapping."""
         return dict(self.env)
 
-    @property
+    @cached_property
     def id(self) -> str:
-        """Stable, readable id: benchmark, rank count and a hash of every field."""
+        """Stable, readable id: benchmark, rank count and a hash of every field (computed once: a spec is
+        frozen)."""
         fields = {k: v for k, v in self.to_dict().items() if not (k in _HASHED_WHEN_SET and v is None)}
         digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
         return f"{self.benchmark}-np{self.np}-r{self.repeat}-{digest}"
@@ -116,7 +123,8 @@ class RunSpec:
         values = dict(data)
         for name in ("args", "devices", "cpus"):
             if values.get(name) is not None and not isinstance(values[name], (list, tuple)):
-                raise SpecError(f"RunSpec.{name} must be a list, got {type(values[name]).__name__} {values[name]!r:.60}")
+                raise SpecError(f"RunSpec.{name} must be a list, got {type(values[name]).__name__} "
+                                f"{values[name]!r:.60}")
         if "args" in values:
             values["args"] = tuple(str(a) for a in values["args"])
         if values.get("devices") is not None:
@@ -197,7 +205,8 @@ class RunStatus:
         """Every field of its type (a status.json written by anything else may not be)."""
         number = (int, float)
         return (isinstance(self.status, str) and isinstance(self.message, str) and isinstance(self.tail, str)
-                and (self.returncode is None or (isinstance(self.returncode, int) and not isinstance(self.returncode, bool)))
+                and (self.returncode is None
+                     or (isinstance(self.returncode, int) and not isinstance(self.returncode, bool)))
                 and isinstance(self.seconds, number) and not isinstance(self.seconds, bool)
                 and (self.job_id is None or isinstance(self.job_id, str)))
 
@@ -245,3 +254,69 @@ def keep_earlier_attempt(run_dir: Path, patterns: tuple[str, ...] = ATTEMPT_FILE
     for path in leftovers:
         path.rename(folder / path.name)
     return folder
+
+
+_UNREAD: Any = object()
+
+
+class RunFolder:
+    """One run's folder and the name of everything in it (submitit's JobPaths): run.json, status.json (read once,
+    on first use), the rank logs, the launcher's and the tasks' output, the command, and earlier attempts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._status: RunStatus | None = _UNREAD
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    @property
+    def run_file(self) -> Path:
+        return self.path / RUN_FILE
+
+    @property
+    def status_file(self) -> Path:
+        return self.path / STATUS_FILE
+
+    @property
+    def command_file(self) -> Path:
+        return self.path / COMMAND_FILE
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.path / LAUNCHER_LOG
+
+    def task_log(self, task: int) -> Path:
+        """The output of a scheduler's task ``task`` (where each task starts one rank)."""
+        return self.path / TASK_LOG.format(task=task)
+
+    def rank_log(self, rank: int) -> Path:
+        return self.path / rank_log_name(rank)
+
+    def rank_logs(self) -> list[Path]:
+        """Every rank log in the folder, by name."""
+        return sorted(self.path.glob(RANK_LOGS))
+
+    def spec(self) -> RunSpec:
+        """The run's RunSpec (SpecError where run.json is missing or malformed)."""
+        return RunSpec.read(self.run_file)
+
+    @property
+    def status(self) -> RunStatus | None:
+        """The recorded status as it was when first asked (None: none, or unreadable)."""
+        if self._status is _UNREAD:
+            self._status = RunStatus.read(self.path)
+        return self._status
+
+    def status_now(self) -> RunStatus | None:
+        """The recorded status read again (another task may have written it since)."""
+        self._status = RunStatus.read(self.path)
+        return self._status
+
+    def write_status(self, status: RunStatus) -> None:
+        status.write(self.path)
+        self._status = status
+
+    def attempts(self) -> list["RunFolder"]:
+        """The run's earlier attempts (``attempt-N/``), in order."""
+        return [RunFolder(path) for path in earlier_attempts(self.path)]

@@ -121,7 +121,8 @@ class Topology:
         for label in labels:
             cells = ["X" if label == other else self.links[(label, other)] for other in labels]
             gpu = next((g for g in self.gpus if f"GPU{g.index}" == label), None)
-            extra = [format_cpus(gpu.cpus) or "N/A", "N/A" if gpu.numa_node is None else str(gpu.numa_node)] if gpu else []
+            extra = ([format_cpus(gpu.cpus) or "N/A", "N/A" if gpu.numa_node is None else str(gpu.numa_node)]
+                     if gpu else [])
             lines.append("\t".join([label, *cells, *extra]))
         if any(n.label != n.name for n in self.nics):
             lines += ["", "NIC Legend:", ""] + [f"  {n.label}: {n.name}" for n in self.nics]

@@ -48,8 +48,8 @@ def read_like(like: str) -> tuple[list[int], str, str]:
     if not isinstance(sizes, list) or not sizes or not all(isinstance(n, int) and n > 0 for n in sizes):
         raise UsageError(f"--like {like}: its env record has no gradient_sizes (a collectives run, or a training run "
                          "logged before they were recorded): run the workload once more and name that run")
-    flags = env.get("flags") if isinstance(env.get("flags"), dict) else {}
-    batch = f" batch {flags['batch_size']}" if flags.get("batch_size") else ""
+    flags = env.get("flags")
+    batch = f" batch {flags['batch_size']}" if isinstance(flags, dict) and flags.get("batch_size") else ""
     run_id = str(env.get("run_id") or log.resolve().parent.name)
     return sizes, run_id, f"{env.get('benchmark')} {env.get('model')}{batch}"
 

@@ -15,10 +15,11 @@ from typing import Any
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # RFC 1123 host names, IPv4 and bracketed IPv6 addresses
-HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                  r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
                   r"|\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]+:[0-9A-Fa-f:.]*)$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")       # results directories, job names
-SLURM_WORD = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+@-]*$")     # partition, account, qos
+QUEUE_WORD = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+@-]*$")     # partition, account, qos
 GRES_TYPE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")         # a GPU type in gres (a100), no count
 CONSTRAINT = re.compile(r"^[A-Za-z0-9_.,:&|!*()\[\]+-]+$")      # sbatch --constraint expressions
 DIRECTIVE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(?:=[^\s'\"`$\\;&|<>]+)?$")

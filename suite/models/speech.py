@@ -63,7 +63,8 @@ class DeepSpeech2(nn.Module):
     def __init__(self, rnn_type: str = "lstm", rnn_impl: str = "fused", layers: int = 5, hidden: int = 800) -> None:
         super().__init__()
         self.conv = nn.Sequential(
-            nn.Conv2d(1, 32, (41, TIME_KERNEL), stride=(2, TIME_STRIDE), padding=(20, TIME_PADDING)), nn.BatchNorm2d(32), nn.Hardtanh(0, 20),
+            nn.Conv2d(1, 32, (41, TIME_KERNEL), stride=(2, TIME_STRIDE), padding=(20, TIME_PADDING)),
+            nn.BatchNorm2d(32), nn.Hardtanh(0, 20),
             nn.Conv2d(32, 32, (21, 11), stride=(2, 1), padding=(10, 5)), nn.BatchNorm2d(32), nn.Hardtanh(0, 20))
         freq = (FREQ_BINS + 2 * 20 - 41) // 2 + 1
         freq = (freq + 2 * 10 - 21) // 2 + 1

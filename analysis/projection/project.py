@@ -1,0 +1,482 @@
+"""``hvdbench project``: each workload's throughput, speedup and efficiency at N nodes, projected from a
+few measurements (compute from the --independent twin or --breakdown, gradients, Horovod's fusion and
+cycle, allreduce alpha/beta fitted per link class, overlap fitted from the measured runs), for the measured
+interconnect and each what-if link, with 95% intervals carried from the measurements' resamples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hvdbench.suite.core.errors import ReportError
+
+from .allreduce_model import Link, parse_link, step_allreduce
+from ..collect import Collection, collect
+from hvdbench.suite.core.validate import inert
+
+from ..document import Section, csv_safe, section_markdown, text_table
+from .inputs import (DRAWS, Measured, FittedWorkload, allreduce_curves, other_curve, pick_curve,
+                                workload_inputs)
+from ..tables.scaling import run_stats_table, scaling_table
+from .target import MAX_GPUS_PER_NODE, Target
+from ..stats import percentile_interval
+
+WITHIN = "within a node"
+DEFAULT_NODES = (1, 2, 4, 8, 16, 32, 64)
+EFFICIENCY_BELOW = 80.0  # % where no target says otherwise
+PROJECTION_SCHEMA: dict[str, str] = {
+    "system": "string", "workload": "string", "unit": "string", "link": "string", "algorithm": "string",
+    "nodes": "int64", "gpus_per_node": "int64", "np": "int64", "exchange_ms": "float64", "step_ms": "float64",
+    "step_low_ms": "float64", "step_high_ms": "float64", "step_overlapped_ms": "float64", "step_serial_ms": "float64",
+    "overlap": "float64", **{f"{name}{end}": "float64" for name in ("throughput", "speedup", "efficiency")
+                             for end in ("", "_low", "_high")},
+    "measured_step_ms": "float64", "measured_throughput": "float64", "error_pct": "float64",
+    "extrapolated_x": "float64", "compute_on": "string", "measured_gpus_per_node": "int64",
+}
+# Beyond 65,536 nodes no system exists to check a projection against; asked for more is refused.
+MAX_NODES = 65536
+# The relative error of one doubling of the node count beyond what was measured, as docs/results/projection.md
+# measured it (4 hosts projected from 2-host fits: median |error| 15% with each rank's CPU share fixed, 26%
+# without, over 12 held-out cases each; the larger kept): each doubling
+# beyond the largest measured node count widens a row's interval by this much more on each side.
+ERROR_PER_DOUBLING = 0.25
+LINKS_SCHEMA: dict[str, str] = {"system": "string", "link": "string", "kind": "string", "alpha_us": "float64",
+                                "gbs": "float64", "source": "string"}
+
+
+@dataclass
+class Projection:
+    """The projected table, the links it used and each workload's inputs and fitted overlap."""
+
+    table: pd.DataFrame
+    links: pd.DataFrame
+    workloads: list[FittedWorkload]
+    overlap: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)
+    target: Target | None = None
+    overlap_draws: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def fitted_overlap(self) -> dict[str, tuple[float, np.ndarray, str]]:
+        """Each workload's overlap with its draws and source, as ``project(..., overlaps=)`` takes it."""
+        return {label: (phi, self.overlap_draws[label], how) for label, (phi, _, _, how) in self.overlap.items()}
+
+
+def _fit_overlap(w: FittedWorkload, intra: tuple[Link | None, list[Link | None]],
+                 inter: tuple[Link | None, list[Link | None]]
+                 ) -> tuple[float, np.ndarray, str]:
+    """The overlap fraction each measured exchanging run implies (their median), per draw as well: from the
+    runs whose exchange crosses nodes where there are any (overlap over shared memory does not carry to a
+    network), else from those within a node; where no run can be judged, 0.5 with draws across [0, 1]
+    (the interval then spans both bounds)."""
+    usable = [m for m in w.measured if (intra[0] if m.nodes == 1 else inter[0]) is not None]
+    usable = [m for m in usable if m.nodes > 1] or usable
+    if not usable:
+        rng = np.random.default_rng(0)
+        return 0.5, rng.uniform(0.0, 1.0, DRAWS), "not fitted (no exchanging run of 2+ ranks with a curve for its link)"
+
+    def fn(m: Measured, d: int | None) -> Callable[[float], float]:
+        a = intra[0] if d is None else intra[1][d]
+        e = inter[0] if d is None else inter[1][d]
+        return step_allreduce("hierarchical" if m.hierarchical else "ring", m.nodes, m.np // m.nodes, a, e,
+                              w.model.grad_bytes)
+
+    point = float(np.median([w.model.overlap_of(fn(m, None), m.step_s) for m in usable]))
+    draws = np.array([np.median([w.model.scaled(float(w.compute_draws[d])).overlap_of(fn(m, d), float(m.step_draws[d]))
+                                 for m in usable]) for d in range(DRAWS)])
+    where = "across nodes" if usable[0].nodes > 1 else "within one node (no exchanging run across nodes)"
+    how = f"fitted {where} from " + ", ".join(f"{m.np} rank(s) on {m.nodes} node(s)" for m in usable)
+    return point, draws, how
+
+
+def _row(w: FittedWorkload, link: str, algorithm: str, nodes: int, per_node: int, overlap: float,
+         overlap_draws: np.ndarray,
+         fn: Callable[[float], float], fn_draws: list[Callable[[float], float]]) -> dict[str, Any]:
+    ranks = nodes * per_node
+    exchange, full, none = w.model.bounds(fn)
+    step = none - overlap * (none - full)
+    samples = w.rank_throughput * w.model.compute_s  # samples per step per rank
+    steps = np.array([w.model.scaled(float(w.compute_draws[d])).step_s(fn_draws[d], float(overlap_draws[d]))
+                      for d in range(DRAWS)])
+    thr, thr_draws = ranks * samples / step, ranks * samples / steps
+    speedup, speed_draws = thr / w.baseline, thr_draws / w.baseline_draws[:DRAWS]
+    found = [m for m in w.measured if m.nodes == nodes and m.np == ranks
+             and (m.hierarchical == (algorithm == "hierarchical") or nodes == 1)]
+    measured = found[0] if found and link in (WITHIN, "measured") else None  # a what-if link was not measured
+    cells = {"throughput": (thr, thr_draws), "speedup": (speedup, speed_draws),
+             "efficiency": (speedup / ranks, speed_draws / ranks)}
+    out: dict[str, Any] = {
+        "compute_on": w.device, "measured_gpus_per_node": w.measured_per_node,
+        "system": w.key["system"], "workload": w.label, "unit": w.unit, "link": link, "algorithm": algorithm,
+        "nodes": nodes, "gpus_per_node": per_node, "np": ranks, "exchange_ms": exchange * 1e3, "step_ms": step * 1e3,
+        **dict(zip(("step_low_ms", "step_high_ms"), (v * 1e3 for v in percentile_interval(steps)))),
+        "step_overlapped_ms": full * 1e3, "step_serial_ms": none * 1e3, "overlap": overlap,
+        "measured_step_ms": measured.step_s * 1e3 if measured else np.nan,
+        "measured_throughput": measured.throughput if measured else np.nan,
+        "error_pct": (step / measured.step_s - 1.0) * 100 if measured else np.nan,
+    }
+    for name, (value, values) in cells.items():
+        low, high = percentile_interval(values)
+        out.update({name: value, f"{name}_low": low, f"{name}_high": high})
+    return out
+
+
+def _check_request(scaling: pd.DataFrame, nodes: Sequence[int], gpus_per_node: int | None,
+                   links: Sequence[str]) -> None:
+    """Refuse node counts below the measured ones, more GPUs per node than any node holds, a link named twice."""
+    exchanging = scaling[~scaling["independent"].astype(bool)]
+    smallest = int(exchanging["nodes"].min()) if len(exchanging) else 1
+    below = [n for n in nodes if n < smallest]
+    if below:
+        raise ReportError(f"--nodes {','.join(map(str, below))}: below the {smallest} node(s) the runs were measured "
+                          "on; the report has what was measured")
+    check_nodes(nodes)
+    if gpus_per_node is not None and gpus_per_node > MAX_GPUS_PER_NODE:
+        raise ReportError(f"--gpus-per-node {gpus_per_node:,}: no node holds more than {MAX_GPUS_PER_NODE:,} GPUs")
+    names = [parse_link(text).name for text in links]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ReportError(f"--link {', '.join(twice)} given twice: each link needs its own name")
+
+
+def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | None = None,
+            links: Sequence[str] = (), algorithms: Sequence[str] = ("ring", "hierarchical"),
+            warmup: int | None = None, intra_link: str | None = None,
+            stats: pd.DataFrame | None = None,
+            overlaps: Mapping[str, tuple[float, np.ndarray, str]] | None = None) -> Projection:
+    """The projection of every exchanging workload in the collection at each node count; ``intra_link`` (a
+    target's bus, as a link spec) replaces the measured link within a node once the overlap is fitted;
+    ``stats``: the collection's run statistics where the caller has them already (the report); ``overlaps``:
+    per workload label, an overlap fitted elsewhere (another projection's ``fitted_overlap()``: runs at one
+    link rate projecting another) used instead of fitting one from this collection."""
+    stats = run_stats_table(collection, warmup) if stats is None else stats
+    scaling = scaling_table(collection, stats)
+    if scaling.empty:
+        raise ReportError("no complete training run to project from")
+    _check_request(scaling, nodes, gpus_per_node, links)
+    workloads = workload_inputs(collection, scaling, stats.attrs.get("draws", {}), gpus_per_node)
+    curves = allreduce_curves(collection)
+    rows: list[dict[str, Any]] = []
+    link_rows: list[dict[str, Any]] = []
+    overlap: dict[str, tuple[float, float, float, str]] = {}
+    overlap_draws: dict[str, np.ndarray] = {}
+    fits: dict[str, tuple[Link, list[Link]]] = {}  # each curve fitted once, whichever workloads use it
+    for w in workloads:
+        per_node = w.per_node
+        fitted, inter_curve = _fitted_links(w, per_node, nodes, bool(links), curves, fits, link_rows)
+        given = (overlaps or {}).get(w.label)
+        phi, phi_draws, how = given if given else _fit_overlap(w, fitted["intra"], fitted["inter"])
+        low, high = percentile_interval(phi_draws)
+        overlap[w.label], overlap_draws[w.label] = (phi, low, high, how), phi_draws
+        between = _between(w, fitted, inter_curve is not None, links, link_rows)
+        intra, intra_draws = _within(w, fitted, intra_link, link_rows)
+        for count in nodes:
+            if count == 1:
+                rows.append(_row(w, f"{intra.name} ({WITHIN})" if intra_link and intra else WITHIN, "ring", 1,
+                                 per_node, phi, phi_draws,
+                                 step_allreduce("ring", 1, per_node, intra, None, w.model.grad_bytes),
+                                 [step_allreduce("ring", 1, per_node, a, None, w.model.grad_bytes)
+                                  for a in intra_draws]))
+                continue
+            for name, link, link_draws in between:
+                for algorithm in algorithms:
+                    if algorithm == "hierarchical" and per_node == 1:
+                        continue  # the same as a ring with one rank per node
+                    rows.append(_row(w, name, algorithm, count, per_node, phi, phi_draws,
+                                     step_allreduce(algorithm, count, per_node, intra, link, w.model.grad_bytes),
+                                     [step_allreduce(algorithm, count, per_node, a, e, w.model.grad_bytes)
+                                      for a, e in zip(intra_draws, link_draws)]))
+    table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
+    table = widened(table, {w.label: max(m.nodes for m in w.measured) if w.measured else 1 for w in workloads})
+    links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
+    return Projection(table, links_table, workloads, overlap, overlap_draws=overlap_draws)
+
+
+Fitted = dict[str, tuple[Link | None, list[Link | None]]]
+
+
+def check_nodes(nodes: Sequence[int]) -> None:
+    """A ReportError for node counts no projection can speak for (beyond MAX_NODES)."""
+    huge = [n for n in nodes if n > MAX_NODES]
+    if huge:
+        raise ReportError(f"--nodes {','.join(f'{n:,}' for n in huge)}: beyond {MAX_NODES:,} nodes there is no "
+                          "system to check a projection against; project at most that")
+
+
+def widened(table: pd.DataFrame, measured_nodes: dict[str, int]) -> pd.DataFrame:
+    """Rows beyond the most nodes a workload's exchanging runs were measured on: ``extrapolated_x`` (how many
+    times beyond) and intervals widened by ERROR_PER_DOUBLING per doubling, on each side."""
+    out = table.copy()
+    most = out["workload"].map(measured_nodes).astype("float64")
+    factor = (out["nodes"] / most).where(out["nodes"] > most)
+    out["extrapolated_x"] = factor
+    spread = (ERROR_PER_DOUBLING * np.log2(factor)).fillna(0.0)
+    for name in ("throughput", "speedup", "efficiency"):
+        out[f"{name}_low"] = out[f"{name}_low"] / (1 + spread)
+        out[f"{name}_high"] = out[f"{name}_high"] * (1 + spread)
+    out["step_low_ms"] = out["step_low_ms"] / (1 + spread)
+    out["step_high_ms"] = out["step_high_ms"] * (1 + spread)
+    return out
+
+
+def _fitted_links(w: FittedWorkload, per_node: int, nodes: Sequence[int], what_if: bool, curves: list[Any],
+                  fits: dict[str, tuple[Link, list[Link]]], link_rows: list[dict[str, Any]]) -> tuple[Fitted, Any]:
+    """The workload's system's links within and between nodes, fitted from its allreduce curves (each curve
+    once, in ``fits``; each a row of ``link_rows``); a curve the projection needs and lacks is one line."""
+    system, controller = str(w.key["system"]), str(w.key["controller"])
+    intra_curve = pick_curve(curves, system, controller, "intra", w.label)
+    inter_curve = pick_curve(curves, system, controller, "inter", w.label)
+    if (per_node > 1 or any(m.nodes == 1 for m in w.measured)) and intra_curve is None:
+        raise ReportError(f"{w.label}: no allreduce curve within a node on system {system}: add "
+                          f"`hvdbench run collectives --np {max(per_node, 2)} --system {system} -- --ops allreduce "
+                          "--backends horovod`")
+    if max(nodes) > 1 and inter_curve is None and not what_if:
+        raise ReportError(f"{w.label}: no allreduce curve across nodes on system {system}: add a collectives run "
+                          "over 2 nodes (sweep: benchmark collectives, axes nodes: [2], gpus_per_node: [1]; args "
+                          "--ops allreduce --backends horovod), or give a what-if --link NAME=GB/s,latency")
+    fitted: Fitted = {}
+    for kind, curve in (("intra", intra_curve), ("inter", inter_curve)):
+        if curve and curve.run_id not in fits:
+            fits[curve.run_id] = (curve.link(), curve.draws())
+        fitted[kind] = fits[curve.run_id] if curve else (None, [None] * DRAWS)  # type: ignore[assignment]
+        if curve:
+            link = fitted[kind][0]
+            assert link is not None
+            name = "measured " + ("within a node" if kind == "intra" else "between nodes")
+            link_rows.append(_link_row(system, name, kind, link, curve.describe()))
+            link_rows += _shown_beside(curves, curve, controller, name)
+    return fitted, inter_curve
+
+
+def _shown_beside(curves: list[Any], chosen: Any, controller: str, name: str) -> list[dict[str, Any]]:
+    """The link the other pattern's curve gives (isolated calls beside a training pattern, or the reverse),
+    as a row marked not used: both curves stay in the report."""
+    other = other_curve(curves, chosen, controller)
+    if other is None:
+        return []
+    try:
+        link, source = other.link(), other.describe()
+    except ReportError as exc:
+        link, source = None, str(exc)
+    return [_link_row(chosen.system, f"{name} (not used)", chosen.kind, link, source)]
+
+
+def _link_row(system: str, name: str, kind: str, link: Link | None, source: str) -> dict[str, Any]:
+    """One row of the links table (LINKS_SCHEMA); a link that could not be fitted has no terms."""
+    return {"system": system, "link": name, "kind": kind, "alpha_us": link.alpha_s * 1e6 if link else np.nan,
+            "gbs": link.gbs if link else np.nan, "source": source}
+
+
+def _between(w: FittedWorkload, fitted: Fitted, measured: bool, links: Sequence[str],
+             link_rows: list[dict[str, Any]]) -> list[tuple[str, Link, list[Link]]]:
+    """The links between nodes a workload is projected over: the measured one, then each what-if --link (with
+    the software latency of the measured links)."""
+    between: list[tuple[str, Link, list[Link]]] = []
+    if measured:
+        between.append(("measured", fitted["inter"][0], fitted["inter"][1]))  # type: ignore[arg-type]
+    software = fitted["intra"][0] or fitted["inter"][0]
+    for text in links:
+        spec = parse_link(text, software)
+        base = fitted["intra"][1] if fitted["intra"][0] else fitted["inter"][1]
+        between.append((spec.name, spec, [parse_link(text, b) for b in base]))
+        link_rows.append(_link_row(str(w.key["system"]), spec.name, "what-if", spec, spec.source))
+    return between
+
+
+def _within(w: FittedWorkload, fitted: Fitted, spec: str | None,
+            link_rows: list[dict[str, Any]]) -> tuple[Link | None, list[Link | None]]:
+    """The link within a node the rows use: the measured one, or the target's bus (``spec``) with the
+    measured software latency added, as for a what-if link between nodes."""
+    if spec is None:
+        return fitted["intra"]
+    point, draws = fitted["intra"]
+    link = parse_link(spec, point)
+    link_rows.append(_link_row(str(w.key["system"]), link.name, "what-if within a node", link, link.source))
+    return link, [parse_link(spec, d) for d in draws]
+
+
+def efficiency_holds(table: pd.DataFrame, below: float) -> list[str]:
+    """Per workload, link and algorithm across nodes: the most nodes at which projected efficiency stays at or
+    above ``below`` % (point, and by the 95% interval's low and high ends), or that it never falls below in the
+    node counts projected."""
+    lines = []
+    across = table[table["nodes"] > 1]
+    for (workload, link, algorithm), group in across.groupby(["workload", "link", "algorithm"], sort=False):
+        group = group.sort_values("nodes")
+        ends = [_last_holding(group, column, below / 100) for column in ("efficiency", "efficiency_low",
+                                                                          "efficiency_high")]
+        point, pessimistic, optimistic = (f"{n:,} node(s)" if n else "not even 2 nodes" for n in ends)
+        never = ends[0] == int(group["nodes"].max())
+        unknown = group[["efficiency_low", "efficiency_high"]].isna().any().any()
+        lines.append(f"{workload} on {link} ({algorithm}): efficiency stays at or above {below:g}% "
+                     + (f"through all {ends[0]:,} nodes projected" if never else f"up to {point}")
+                     + (" (95% interval: not computed: too few steady steps in a measurement it rests on)" if unknown
+                        else f" (95% interval: up to {pessimistic} to {optimistic})"))
+    return lines
+
+
+def _last_holding(group: pd.DataFrame, column: str, floor: float) -> int:
+    """The largest node count before the first one whose ``column`` falls below ``floor`` (0: the first does)."""
+    last = 0
+    for nodes, value in zip(group["nodes"], group[column]):
+        if value < floor:
+            break
+        last = int(nodes)
+    return last
+
+
+def _interval(value: float, low: float, high: float, fmt: str) -> str:
+    if pd.isna(low) or pd.isna(high):
+        return f"{value:{fmt}} [n/a: too few steps]"
+    return f"{value:{fmt}} [{low:{fmt}}-{high:{fmt}}]"
+
+
+def _beyond(r: Any) -> str:
+    """What a row projects beyond what its workload's runs measured: more nodes, more GPUs per node."""
+    said = [] if pd.isna(r.extrapolated_x) else [f"extrapolated ×{r.extrapolated_x:g}"]
+    if r.gpus_per_node > r.measured_gpus_per_node:
+        said.append(f"{r.gpus_per_node} GPUs per node (measured {r.measured_gpus_per_node})")
+    return "; ".join(said)
+
+
+def table_rows(table: pd.DataFrame, other_hardware: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The headline columns of the projection, as text cells; onto ``other_hardware`` (a target), each row's
+    workload says what its compute was measured on."""
+    header = ["workload", "link", "algorithm", "nodes", "GPUs", "throughput [95%]", "speedup", "efficiency [95%]",
+              "step ms (overlapped-serial)", "measured step ms", "error", "beyond measured"]
+    rows = [[f"{r.workload} (compute measured on {r.compute_on})" if other_hardware else r.workload, r.link,
+             r.algorithm, str(r.nodes), str(r.np),
+             _interval(r.throughput, r.throughput_low, r.throughput_high, ",.1f"), f"{r.speedup:.2f}",
+             _interval(r.efficiency * 100, r.efficiency_low * 100, r.efficiency_high * 100, ".0f") + "%",
+             f"{r.step_ms:.1f} ({r.step_overlapped_ms:.1f}-{r.step_serial_ms:.1f})",
+             "" if pd.isna(r.measured_step_ms) else f"{r.measured_step_ms:.1f}",
+             "" if pd.isna(r.error_pct) else f"{r.error_pct:+.1f}%",
+             _beyond(r)] for r in table.itertuples()]
+    return header, rows
+
+
+def inputs_lines(p: Projection) -> list[str]:
+    """What every number came from: per workload its inputs and overlap, then each link's terms."""
+    lines = []
+    for w in p.workloads:
+        phi, low, high, how = p.overlap[w.label]
+        lines.append(f"{w.label} ({w.unit}/s): " + "; ".join(w.inputs)
+                     + f"; overlap {phi:.2f} [{low:.2f}-{high:.2f}] {how}")
+    for link in p.links.itertuples():
+        lines.append(f"{link.link} ({link.system}): alpha {link.alpha_us:.1f} µs, {link.gbs:.3g} GB/s "
+                     f"({link.source})")
+    if p.target is not None:
+        lines.append(p.target.describe())
+    below = p.target.efficiency_below if p.target else EFFICIENCY_BELOW
+    return lines + efficiency_holds(p.table, below)
+
+
+def plot_projection(table: pd.DataFrame) -> str | None:
+    """Projected efficiency against GPUs: a panel per workload, a line per link and algorithm, the 95%
+    interval shaded, measured runs as points."""
+    from ..drawing import figure, integer_log_axis, plain, svg_text
+
+    workloads = list(dict.fromkeys(table["workload"]))
+    if not workloads:
+        return None
+    fig, axes = figure(5.5 * len(workloads), 4, cols=len(workloads))
+    for ax, name in zip(np.atleast_1d(axes), workloads):
+        mine = table[table["workload"] == name]
+        single = mine[mine["nodes"] == 1]
+        for (link, algorithm), group in mine[mine["nodes"] > 1].groupby(["link", "algorithm"], sort=True):
+            group = pd.concat([single, group]).sort_values("np")
+            ax.plot(group["np"], group["efficiency"] * 100, marker="o", markersize=3,
+                    label=plain(f"{link} {algorithm}"))
+            ax.fill_between(group["np"], group["efficiency_low"] * 100, group["efficiency_high"] * 100, alpha=0.15)
+        measured = mine.dropna(subset=["measured_throughput"])
+        if len(measured):
+            speed = measured["throughput"] / measured["speedup"]  # the baseline each row used
+            ax.scatter(measured["np"], measured["measured_throughput"] / speed / measured["np"] * 100, color="black",
+                       marker="x", zorder=3, label="measured")
+        integer_log_axis(ax, sorted(set(int(n) for n in mine["np"])))
+        ax.set_title(plain(name), fontsize=9)
+        ax.set_xlabel("GPUs (ranks)")
+        ax.set_ylabel("projected efficiency (%)")
+        ax.set_ylim(0, 110)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return svg_text(fig)
+
+
+def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | None = None,
+                     gpus_per_node: int | None = None, links: Sequence[str] = (),
+                     algorithms: Sequence[str] = ("ring", "hierarchical"), warmup: int | None = None,
+                     target: Target | None = None, keep_measured_compute: bool = False) -> tuple[str, dict[str, Path]]:
+    """Project, then write projection.md (a report section), projection.csv, links.csv and projection.svg;
+    returns the text printed and the paths. A ``target`` gives the node counts, GPUs per node, the bus
+    within a node and the link between nodes, unless ``nodes``/``gpus_per_node`` are given; its GPU model must
+    be the one the compute was measured on, unless ``keep_measured_compute`` (then every row says whose it is)."""
+    if target is not None:
+        nodes, gpus_per_node = nodes or target.nodes, gpus_per_node or target.gpus_per_node
+        links = [target.inter_link(), *links]
+    nodes = nodes or DEFAULT_NODES
+    for text in links:
+        parse_link(text)  # a bad spec is one line before any results are read
+    result = project(collect(dirs), nodes, gpus_per_node, links, algorithms, warmup,
+                     target.intra_link() if target else None)
+    result.target = target
+    if target is not None:
+        check_target_compute(result, target, keep_measured_compute)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create the projection's directory {out}: {exc.strerror}") from None
+    paths = {"markdown": out / "projection.md", "csv": out / "projection.csv", "links": out / "projection-links.csv",
+             "plot": out / "projection.svg"}
+    csv_safe(result.table).to_csv(paths["csv"], index=False)
+    csv_safe(result.links).to_csv(paths["links"], index=False)
+    svg = plot_projection(result.table)
+    if svg:
+        paths["plot"].write_text(svg, encoding="utf-8")
+    section = projection_section(result)
+    paths["markdown"].write_text("\n".join([*section_markdown(section),
+                                            "![projected efficiency](projection.svg)" if svg else "", ""]),
+                                 encoding="utf-8")
+    head = onto_other_hardware(result)  # the section's first lines: said first in the terminal too
+    text = "\n".join([*map(inert, head), "inputs:", *[f"  {inert(line)}" for line in section.lines[len(head):]], "",
+                      text_table(section.header, section.rows)])
+    return text, paths
+
+
+def check_target_compute(result: Projection, target: Target, keep: bool) -> None:
+    """A ReportError where a workload's compute was measured on another device than the target's GPU model: its
+    rows would be named the target's while their compute is not (unless ``keep``: asked for explicitly)."""
+    other = [w for w in result.workloads if not target.matches(w.device)]
+    if other and not keep:
+        w = other[0]
+        raise ReportError(f"--target {target.name}: its GPUs are {target.gpu}, but the compute of {w.label} "
+                          "was measured "
+                          f"on {w.device}: projecting it would name {w.device}'s speed {target.name}'s. Measure on a "
+                          f"{target.gpu}, or give --keep-measured-compute to project the measured compute over the "
+                          "target's links, said on every row")
+
+
+def onto_other_hardware(result: Projection) -> list[str]:
+    """The projection's first line where it runs measured compute over a target's links: whose compute it is."""
+    if result.target is None:
+        return []
+    devices = sorted({w.device for w in result.workloads})
+    same = all(result.target.matches(d) for d in devices)
+    return [f"projected onto {result.target.name}'s links with compute measured on {', '.join(devices)}"
+            + ("" if same else f", not on the target's {result.target.gpu}: its figures are not {result.target.gpu} "
+               "figures")]
+
+
+def projection_section(result: Projection) -> Section:
+    """The projection as a report section: what it is, the inputs it was fitted from, the table."""
+    other = result.target is not None and not all(result.target.matches(w.device) for w in result.workloads)
+    header, rows = table_rows(result.table, other)
+    return Section("Projection", "Step time per workload between exchange fully overlapped with backward and not "
+                   "overlapped, at the overlap the measured runs show; allreduce cost per link class fitted from the "
+                   "collectives curves; 95% intervals from resampling the measurements, widened by "
+                   f"{ERROR_PER_DOUBLING:.0%} per doubling of the node count beyond the most nodes measured (the "
+                   "model's measured error at one doubling). A model, not a measurement: check it against a "
+                   "measured run where one exists (the error column). Inputs below.",
+                   header, rows, lines=[*onto_other_hardware(result), *inputs_lines(result)])

@@ -1,0 +1,261 @@
+"""Report: sections of tables built once from the DataFrames, rendered as Markdown, self-contained HTML
+(plots inline as SVG) and terminal text; every table also as CSV and Parquet."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from hvdbench.suite.core.spec import RUN_FILE
+
+from hvdbench.suite.core.errors import ReportError
+from hvdbench.suite.core.validate import inert
+
+from . import views
+from ..collect import Collection, collect
+from ..tables.comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
+from ..verdicts.compare import compare_table
+from ..tables.details import breakdown_table, details_table
+from ..tables.efficiency import Peak, load_peaks, with_peaks
+from ..document import Report, Section, csv_safe, render_markdown, text_table
+from .html import render_html
+from ..tables.p2p import host_rows, matrix_rows, p2p_table
+from .plots import all_plots, breakdown_plot
+from ..projection.project import DEFAULT_NODES, Projection, project, projection_section
+from ..tables.scaling import matrices, run_stats_table, scaling_table, straggler_table
+from ..tables.screening import THRESHOLD, screening_table
+from ..tables.summary import best_configurations, cross_model, describe, executive_lines, knob_table
+from ..stats import STRAGGLER_THRESHOLD
+
+
+def _intro(collection: Collection, warmup: int | None) -> str:
+    runs = collection.runs
+    rule = (f"the first {warmup} steps of every run (--warmup {warmup})" if warmup is not None else
+            "the steps each benchmark ran as warm-up, or more where the step times show a longer initial "
+            "transient (see Warm-up)")
+    return (f"{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete. Throughput is the sum "
+            "over ranks of each rank's samples divided by its own steady-state step time (never rank 0 × N); "
+            f"left out: {rule}. The 95% interval is a percentile bootstrap over whole steps, or over repeats "
+            "where a configuration was repeated. Speedup = throughput(N) / throughput(1 GPU, same workload, "
+            "arguments and system); efficiency = speedup / N.")
+
+
+def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
+          threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None) -> Report:
+    """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in)."""
+    stats = run_stats_table(collection, warmup)
+    table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
+    comm = comm_table(collection)
+    if table.empty and comm.empty and collection.p2p.empty:
+        reasons = "; ".join(sorted(set(collection.runs["reason"]) - {""})[:3])
+        longest = int(collection.steps.groupby("run_id")["step"].nunique().max()) if len(collection.steps) else 0
+        if not reasons and warmup is not None and warmup >= longest:
+            reasons = f"--warmup {warmup} leaves no steps: the longest run has {longest}"
+        raise ReportError(f"no complete run to report: {reasons or 'no timed steps'}")
+    slow = straggler_table(collection, stats, threshold)
+    screen = screening_table(collection, stats)
+    compared = compare_table(table, prices or {}, stats.attrs.get("draws"))
+    headline = [Section(f"{system}: {args or '(defaults)'}", views.headline_text(group), views.headline_titles(group),
+                        views.headline_rows(group), code=True, folded=views.HEADLINE_FOLDED)
+                for (system, args), group in table.groupby(["system", "args"], sort=True)]
+    summary = executive_lines(table, screen, slow) if len(table) else []
+    sections = [Section("Executive summary", "", lines=summary)] if summary else []
+    sections += headline
+    for title, text, (header, rows) in views.axis_views(table):
+        sections.append(Section(title, text, header, rows))
+    tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow}
+    sections += _buyer_sections(collection, table, stats, tables)
+    if not compared.empty:
+        sections.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared)))
+    if len(screen):
+        sections.append(Section("Screening", views.screening_text(THRESHOLD), *views.screening_rows(screen)))
+    sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
+    sections += _recorded_sections(collection, table, tables)
+    sections.append(Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats)))
+    if collection.runs["target_ci_pct"].notna().any():
+        sections.append(Section("Adaptive run length", views.ADAPTIVE_TEXT,
+                                *views.adaptive_rows(collection.runs, stats)))
+    sections += [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
+    if not compared.empty:
+        tables["compare"] = compared
+    if len(screen):
+        tables["screening"] = screen
+    if len(collection.profile):
+        tables["profile"] = collection.profile
+    sections += _bandwidth_sections(collection, comm, table, tables)
+    projected = _projection(collection, warmup, stats)
+    if projected is not None:
+        sections.append(projection_section(projected))
+    plots = all_plots(table, matrices(collection), collection.runs, stats, collection.telemetry)
+    for title, svg in (("Where a step's time goes (--breakdown)",
+                        breakdown_plot(tables["breakdown"]) if "breakdown" in tables else None),
+                       ("Collective bus bandwidth against message size", plot_bandwidth(comm) if len(comm) else None)):
+        if svg:
+            plots[title] = svg
+    return Report(_intro(collection, warmup), sections, tables, plots, headline)
+
+
+def _projection(collection: Collection, warmup: int | None, stats: pd.DataFrame) -> Projection | None:
+    """The projection to 1-64 nodes where the results allow one (training runs with their independent
+    twin and allreduce curves within and across nodes); None where they do not (``hvdbench project`` says
+    what is missing)."""
+    if collection.comm.empty or not (collection.runs["nodes"] > 1).any():
+        return None
+    try:
+        return project(collection, DEFAULT_NODES, warmup=warmup, stats=stats)
+    except ReportError:
+        return None
+
+
+def _bandwidth_sections(collection: Collection, comm: pd.DataFrame, table: pd.DataFrame,
+                        tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """The collectives' peaks and Horovod against raw MPI; each host's peer-to-peer and host-GPU matrices."""
+    out: list[Section] = []
+    if len(comm):
+        tables["collectives"] = comm
+        out.append(Section("Collectives", views.COMM_TEXT, *views.peak_rows(peak_table(comm), table)))
+        ratio = horovod_over_mpi(comm)
+        if len(ratio):
+            out.append(Section("Horovod against raw MPI", "busbw through Horovod / through mpi4py, near 64 MiB.",
+                               *views.ratio_rows(ratio)))
+    p2p = p2p_table(collection)
+    if len(p2p):
+        tables["p2p"] = p2p
+        for (run_id, host), cases in p2p.groupby(["run_id", "host"], sort=True, dropna=False):
+            where = f"{host} ({run_id})"
+            out.append(Section(f"Peer-to-peer bandwidth, {where}", views.P2P_TEXT, *matrix_rows(cases, "uni")))
+            if (cases["mode"] == "bi").any():
+                out.append(Section(f"Both directions at once, {where}", "", *matrix_rows(cases, "bi")))
+            out.append(Section(f"Host and GPU, {where}", "Pinned host memory.", *host_rows(cases)))
+    return out
+
+
+def _tabled(out: list[Section], tables: dict[str, pd.DataFrame], name: str, table: pd.DataFrame, title: str,
+            text: str, rows: Callable[[pd.DataFrame], Any]) -> None:
+    """A table the report writes as ``name`` and shows as a section, where it has rows."""
+    if len(table):
+        tables[name] = table
+        out.append(Section(title, text, *rows(table)))
+
+
+def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
+                    tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Every knob side by side, the cross-model summary and the best configuration of each workload."""
+    out: list[Section] = []
+    _tabled(out, tables, "knobs", knob_table(table, stats.attrs.get("draws", {})), "Every knob side by side",
+            views.KNOB_TEXT, views.knob_rows)
+    _tabled(out, tables, "cross_model", cross_model(table), "Across workloads", views.CROSS_TEXT, views.cross_rows)
+    best = best_configurations(table)
+    if len(best) and (best["np"] > 1).any():
+        out.append(Section("Best configuration per workload", "At the largest GPU count each workload was measured.",
+                           *views.best_rows(best, describe)))
+    return out
+
+
+def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Everything else the runs recorded: the --breakdown phases, run details, the profiles' top operators."""
+    out: list[Section] = []
+    _tabled(out, tables, "breakdown", breakdown_table(collection, table), "Step breakdown", views.BREAKDOWN_TEXT,
+            views.breakdown_rows)
+    _tabled(out, tables, "details", details_table(collection), "Run details", views.DETAILS_TEXT, views.details_rows)
+    if len(collection.profile):
+        out.append(Section("Top operators (--profile)", "Rank 0's five most expensive operators per profiled run; "
+                           "every rank's in profile.csv, the traces beside the logs.",
+                           *views.profile_rows(collection.profile)))
+    return out
+
+
+def write(report: Report, out_dir: Path) -> dict[str, Path]:
+    """report.md, report.html, plot-N.svg, and every table as CSV and Parquet: written whole into a folder
+    beside ``out_dir``, which then takes its place, so a full disk leaves the earlier report (or none), never
+    half of one. A folder that is not an earlier report (it holds runs, or other files) is never replaced."""
+    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / "report.md").is_file())
+                             or next(out_dir.rglob(RUN_FILE), None) is not None):
+        raise ReportError(f"cannot create the report directory {out_dir}: it exists and is not an earlier report "
+                          "(it holds other files or runs); give -o an empty or new folder")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    except OSError as exc:
+        raise ReportError(f"cannot create the report directory {out_dir}: {exc.strerror}") from None
+    try:
+        _write_files(report, staging)
+        if out_dir.is_dir():
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise ReportError(f"cannot write the report into {out_dir}: {exc.strerror}{where}") from None
+    paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}
+    paths.update({name: out_dir / f"{name}.csv" for name in report.tables})
+    return paths
+
+
+def _write_files(report: Report, folder: Path) -> None:
+    (folder / "report.md").write_text(render_markdown(report) + "\n", encoding="utf-8")
+    (folder / "report.html").write_text(render_html(report), encoding="utf-8")
+    for i, svg in enumerate(report.plots.values()):
+        (folder / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
+    for name, data in report.tables.items():
+        data = data.copy()
+        data.attrs = {}  # in-memory companions (bootstrap resamples) are not part of the files
+        csv_safe(data).to_csv(folder / f"{name}.csv", index=False)
+        data.to_parquet(folder / f"{name}.parquet", index=False)
+
+
+def terminal_text(report: Report, collection: Collection) -> str:
+    """The headline tables and what was left out, for the terminal."""
+    texts = [f"{inert(s.title)}\n{text_table(s.header, s.rows)}" for s in report.headline]
+    if "collectives" in report.tables:
+        peaks = peak_table(report.tables["collectives"])
+        texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
+                                [[str(r.np), r.op, r.path, r.dtype, views.TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
+                                  f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
+    if "compare" in report.tables:
+        texts.append("systems side by side\n" + text_table(*views.compare_rows(report.tables["compare"])))
+    notes = []
+    left_out = collection.runs[collection.runs["status"] != "ok"]
+    if len(left_out):
+        notes.append(f"{len(left_out)} run(s) left out (see report.md)")
+    if collection.spec_errors:
+        notes.append(f"{len(collection.spec_errors)} run director(y/ies) left out, unreadable: "
+                     f"{collection.spec_errors[0][:200]}"
+                     + (" (more in report.md)" if len(collection.spec_errors) > 1 else ""))
+    inconsistent = collection.runs[collection.runs["status"] == "inconsistent"]
+    if len(inconsistent):
+        notes.append(f"{len(inconsistent)} run(s) hold another run's records and were left out: "
+                     f"{inconsistent['reason'].iloc[0][:200]}")
+    malformed = sum(i.malformed for i in collection.file_issues)
+    if malformed:
+        notes.append(f"{malformed} malformed log line(s) in {len(collection.file_issues)} file(s)")
+    slow = report.tables["stragglers"]
+    if len(slow):
+        notes.append(f"{len(slow)} straggling rank(s) (see report.md)")
+    if "screening" in report.tables:
+        screen = report.tables["screening"]
+        flagged = screen[screen["flagged"]]
+        notes.append(f"screening: {len(flagged)} of {len(screen)} GPU(s)/node(s) flagged"
+                     + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples()) if len(flagged) else ""))
+    return "\n\n".join(texts) + ("\n" + inert("; ".join(notes)) if notes else "")
+
+
+def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
+                 prices: dict[str, float] | None = None, peaks: Path | None = None,
+                 extend: Callable[[Report, Collection], str] | None = None) -> tuple[str, dict[str, Path]]:
+    """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
+    adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
+    to print besides."""
+    peak_list = load_peaks(peaks)  # a bad peak file is named before anything is read
+    collection = collect(roots)
+    if collection.runs.empty:
+        where = ", ".join(map(str, roots))
+        raise ReportError(f"no runs found under {where} (no run.json)"
+                          + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
+    report = build(collection, warmup=warmup, prices=prices, peaks=peak_list)
+    extra = extend(report, collection) if extend is not None else ""
+    return terminal_text(report, collection) + extra, write(report, out_dir)

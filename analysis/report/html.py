@@ -1,0 +1,91 @@
+"""The report as one self-contained HTML file: no network, plots inline as SVG, every string escaped.
+
+Made to read on a laptop: a table wider than the page scrolls inside its own box, and the columns a
+reader rarely needs (a section's ``folded`` ones) are folded away until "show every column" is ticked
+(CSS only, no script needed)."""
+
+from __future__ import annotations
+
+import html
+
+from hvdbench.suite.core.validate import inert
+
+from ..document import Report, Section
+
+
+def _h(text: object) -> str:
+    """Text from runs or files, inert (one line, control characters as escapes) and HTML-escaped."""
+    return html.escape(inert(text))
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 110em; padding: 0 1.5em; color: #222; }
+table { border-collapse: collapse; margin: 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: right; white-space: nowrap; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+td.text { white-space: normal; min-width: 16em; text-align: left; }
+.scroll { overflow-x: auto; margin: .5em 0 1.5em; max-width: 100%; }
+.more { display: none; }
+#every-column:checked ~ main .more { display: table-cell; }
+label[for=every-column] { font-size: 13px; color: #555; }
+code { background: #f3f3f3; padding: 0 .2em; } figure { margin: 1em 0 2em; } figcaption { font-weight: 600; }
+figure svg { max-width: 100%; height: auto; }
+ul.summary { background: #f7f7f2; border: 1px solid #ddd; padding: .6em 1em .6em 2em; }
+"""
+
+# Marks the page as rendered: how many plots hold an SVG, any script error, and whether the page is wider
+# than the window (read by the tests).
+CHECK = """
+window.addEventListener('error', function (e) { document.body.dataset.errors = \
+(document.body.dataset.errors || '') + e.message + ';'; });
+document.addEventListener('DOMContentLoaded', function () {
+  var figures = document.querySelectorAll('figure.plot');
+  var drawn = 0;
+  figures.forEach(function (f) { var s = f.querySelector('svg'); if (s && s.getBBox().width > 0) { drawn += 1; } });
+  document.body.dataset.plots = String(figures.length);
+  document.body.dataset.plotsDrawn = String(drawn);
+  document.body.dataset.pageWidth = String(document.documentElement.scrollWidth);
+  document.body.dataset.windowWidth = String(window.innerWidth);
+});
+"""
+
+
+def _cell(tag: str, value: str, index: int, section: Section) -> str:
+    classes = ["more"] if index in section.folded else []
+    if tag == "td" and len(value) > 40:
+        classes.append("text")  # long prose (evidence, reasons) wraps instead of widening the table
+    attr = f' class="{" ".join(classes)}"' if classes else ""
+    return f"<{tag}{attr}>{_h(value)}</{tag}>"
+
+
+def _table(section: Section) -> str:
+    head = "".join(_cell("th", h, i, section) for i, h in enumerate(section.header))
+    body = "".join("<tr>" + "".join(_cell("td", c, i, section) for i, c in enumerate(row)) + "</tr>"
+                   for row in section.rows)
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def render_html(report: Report) -> str:
+    """The whole page."""
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             "<title>hvdbench scaling report</title>", f"<style>{STYLE}</style>", f"<script>{CHECK}</script>",
+             "</head><body>", "<h1>hvdbench scaling report</h1>",
+             '<input type="checkbox" id="every-column"> <label for="every-column">show every column</label>',
+             "<main>", f"<p>{_h(report.intro)}</p>"]
+    for section in report.sections:
+        title = _h(section.title)
+        parts.append(f"<h2><code>{title}</code></h2>" if section.code else f"<h2>{title}</h2>")
+        if section.text:
+            parts.append(f"<p>{_h(section.text)}</p>")
+        if section.lines:
+            parts.append('<ul class="summary">' + "".join(f"<li>{_h(line.strip())}</li>"
+                                                          for line in section.lines) + "</ul>")
+        if section.header:
+            parts.append(_table(section))
+    if report.plots:
+        parts.append("<h2>Plots</h2>")
+    for title, svg in report.plots.items():
+        # matplotlib writes the SVG; text inside it comes from logs, which matplotlib escapes as XML
+        parts.append(f'<figure class="plot"><figcaption>{_h(title)}</figcaption>{svg}</figure>')
+    parts.append("</main></body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,237 @@
+"""Scaling: one row per configuration and rank count, with speedup and efficiency against 1 rank."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..collect import Collection, step_rows
+from .details import mean_power
+from ..keys import BASELINE, CONFIG, SHARED, SIZE, TWIN
+from .evidence import evidence, rank_telemetry
+from ..ratios import config_draws, ratio_interval
+from ..stats import STRAGGLER_THRESHOLD, StepMatrix, median_interval, run_stats, step_matrices, stragglers
+
+RUN_STATS_SCHEMA: dict[str, str] = {
+    "run_id": "string", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
+    "median_rate": "float64", "median_step_s": "float64", "cv": "float64", "steps": "int64",
+    "warmup_asked": "int64", "warmup_used": "int64", "warmup_detected": "int64", "mean_power_w": "float64",
+}
+SCALING_SCHEMA: dict[str, str] = {
+    **{name: "string" for name in CONFIG}, "batch_size": "Int64", "precision": "string", "independent": "bool",
+    "base_args": "string", "nodes": "int64", "np": "int64", "unit": "string",
+    "repeats": "int64", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
+    "ci_method": "string", "repeat_min": "float64", "repeat_max": "float64", "median_rate": "float64",
+    "per_rank": "float64", "median_step_ms": "float64", "cv": "float64", "warmup_used": "float64",
+    "mean_power_w": "float64", "speedup": "float64", "efficiency": "float64",
+    "node_speedup": "float64", "node_efficiency": "float64", "comm_cost": "float64",
+    **{f"{name}_{end}": "float64" for name in ("speedup", "efficiency", "node_speedup", "node_efficiency", "comm_cost")
+       for end in ("low", "high")},
+    "baseline": "string", "channels_last": "bool", "compile": "bool", "data": "string", "fp16_allreduce": "bool",
+    "threads": "Int64", "runs": "string", "device_name": "string", "tf32": "boolean", "flops_per_sample": "float64",
+    "tflops_per_gpu": "float64", "peak_tflops": "float64", "pct_of_peak": "float64", "peak": "string",
+}
+STRAGGLER_SCHEMA: dict[str, str] = {
+    "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
+    "rank": "int64", "host": "string", "gpu": "string", "median_work_ms": "float64", "run_median_ms": "float64",
+    "excess": "float64", "sm_clock_mhz": "float64", "memory_clock_mhz": "float64", "temperature_c": "float64",
+    "power_w": "float64", "clock_events": "string", "evidence": "string",
+}
+
+
+def matrices(collection: Collection) -> dict[str, StepMatrix]:
+    """The step matrices of every complete run (status ok), made once per collection."""
+    if "matrices" not in collection.cache:
+        ok = collection.runs.loc[collection.runs["status"] == "ok", "run_id"]
+        collection.cache["matrices"] = step_matrices(collection.steps, ok, step_rows(collection))
+    return collection.cache["matrices"]
+
+
+def run_stats_table(collection: Collection, warmup: int | None = None, salt: str = "") -> pd.DataFrame:
+    """Statistics of every complete run (status ok), one row each; ``warmup`` overrides the detected
+    warm-up of every run; ``salt`` makes this collection's resamples independent of another's that holds the
+    same run ids (stats.run_stats)."""
+    power = mean_power(collection)
+    rows = []
+    draws: dict[str, np.ndarray] = {}
+    for run_id, matrix in matrices(collection).items():
+        stats = run_stats(matrix, warmup, draws, run_id, salt)
+        if stats is not None:
+            rows.append({"run_id": run_id, **stats.__dict__, "mean_power_w": power.get(run_id, float("nan"))})
+    table = pd.DataFrame(rows, columns=list(RUN_STATS_SCHEMA)).astype(RUN_STATS_SCHEMA)
+    table.attrs["draws"] = draws  # each run's bootstrap resamples, for intervals on ratios (scaling_table)
+    return table
+
+
+def straggler_table(collection: Collection, stats: pd.DataFrame,
+                    threshold: float = STRAGGLER_THRESHOLD) -> pd.DataFrame:
+    """Every straggling rank of every complete run, with its host, GPU, mean clocks, power and temperature,
+    and the evidence: where its telemetry differs from the other ranks' and from its GPU's own limits."""
+    runs = collection.runs.set_index("run_id")
+    used = stats.set_index("run_id")["warmup_used"]
+    env = collection.env.drop_duplicates(["run_id", "rank"]).set_index(["run_id", "rank"])
+    tele = rank_telemetry(collection.telemetry).set_index(["run_id", "rank"])
+    rows = []
+    for run_id, matrix in matrices(collection).items():
+        if run_id not in used.index:
+            continue
+        for slow in stragglers(matrix, int(used[run_id]), threshold).itertuples():
+            key = (run_id, int(slow.rank))
+            facts = env.loc[key] if key in env.index else None
+            clocks = tele.loc[key] if key in tele.index else None
+            peers = tele.xs(run_id, level="run_id").drop(index=int(slow.rank), errors="ignore") \
+                if run_id in tele.index.get_level_values(0) else tele.iloc[0:0]
+            run = runs.loc[run_id]
+            rows.append({"run_id": run_id, "system": run["system"], "benchmark": run["benchmark"],
+                         "model": run["model"],
+                         "np": run["np"], "rank": int(slow.rank),
+                         "host": None if facts is None else facts["host"],
+                         "gpu": None if facts is None else " ".join(str(x) for x in
+                                                                    (facts["gpu_name"], facts["gpu_bus_id"])
+                                                                    if isinstance(x, str)) or None,
+                         "median_work_ms": slow.median_work_s * 1e3, "run_median_ms": slow.run_median_s * 1e3,
+                         "excess": slow.excess,
+                         **{k: (None if clocks is None else clocks[k])
+                            for k in ("sm_clock_mhz", "memory_clock_mhz", "temperature_c", "power_w", "clock_events")},
+                         "evidence": evidence(clocks, peers, facts)})
+    return pd.DataFrame(rows, columns=list(STRAGGLER_SCHEMA)).astype(STRAGGLER_SCHEMA)
+
+
+MIN_REPEATS = 3  # repeats an interval over repeats needs
+
+
+def _combine(group: pd.DataFrame) -> dict[str, Any]:
+    """Repeats of one configuration: the median throughput; the interval over steps, or over repeats."""
+    if len(group) == 1:
+        row = group.iloc[0]
+        low, high, method = row["ci_low"], row["ci_high"], "steps"
+    elif len(group) < MIN_REPEATS:  # two repeats bootstrap to nothing: the runs' own intervals, together
+        low, high, method = group["ci_low"].min(), group["ci_high"].max(), f"steps of {len(group)} repeats"
+    else:
+        low, high = median_interval(group["throughput"].to_numpy())
+        method = "repeats"
+    np_ = int(group["np"].iloc[0])
+    throughput = float(group["throughput"].median())
+    first = group.iloc[0]
+    return {
+        **{axis: first[axis] for axis in SHARED}, "runs": ",".join(group["run_id"]),
+        "unit": first["unit"], "repeats": len(group), "throughput": throughput,
+        "ci_low": float(low), "ci_high": float(high), "ci_method": method,
+        "repeat_min": float(group["throughput"].min()), "repeat_max": float(group["throughput"].max()),
+        "median_rate": float(group["median_rate"].median()), "per_rank": throughput / np_,
+        "median_step_ms": float(group["median_step_s"].median() * 1e3), "cv": float(group["cv"].median()),
+        "warmup_used": float(group["warmup_used"].median()), "mean_power_w": float(group["mean_power_w"].median()),
+        **_achieved(group, throughput / np_),
+    }
+
+
+def _achieved(group: pd.DataFrame, per_gpu: float) -> dict[str, Any]:
+    """Achieved TFLOP/s per GPU: throughput per GPU x the FLOPs per sample the runs counted (peaks are
+    judged later, efficiency.with_peaks)."""
+    flops = group["flops_per_sample"].dropna()
+    names, tf32 = group["device_name"].dropna(), group["tf32"].dropna()
+    value = float(flops.median()) if len(flops) else np.nan
+    return {"device_name": names.iloc[0] if len(names) else None, "tf32": bool(tf32.any()) if len(tf32) else None,
+            "flops_per_sample": value,
+            "tflops_per_gpu": per_gpu * value / 1e12, "peak_tflops": np.nan, "pct_of_peak": np.nan, "peak": None}
+
+
+def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per configuration and size: throughput, interval, speedup = thr(N)/thr(1 rank) and efficiency =
+    speedup/N; for multi-node rows the same against 1 node; the cost of communication against the
+    --independent twin where both were run. Every ratio carries a 95% interval (``ratios.py``) and each
+    row names the 1-GPU baseline it used."""
+    stats = run_stats_table(collection) if stats is None else stats
+    runs = collection.runs.merge(stats, on="run_id", how="inner")
+    rows, members = [], []
+    for key, group in runs.groupby(CONFIG + SIZE, sort=True, dropna=False):
+        rows.append({**dict(zip(CONFIG + SIZE, key)), **_combine(group)})
+        members.append(list(group["run_id"]))
+    table = pd.DataFrame(rows, columns=[c for c in SCALING_SCHEMA if c in BASE_COLUMNS])
+    draws = [config_draws(ids, stats.attrs.get("draws", {})) for ids in members]
+    derived: dict[str, list[Any]] = {name: [] for name in SCALING_SCHEMA if name not in BASE_COLUMNS}
+    for i in range(len(table)):
+        base, label = _baseline(table, i)
+        _ratio(derived, "speedup", table, draws, i, base)
+        node_base = _node_baseline(table, i, base)
+        _ratio(derived, "node_speedup", table, draws, i, node_base)
+        twin = _twin(table, i)
+        _ratio(derived, "comm_cost", table, draws, i, twin)
+        derived["baseline"].append(label)
+    for name in ("speedup", "node_speedup"):
+        per = table["np"] if name == "speedup" else table["nodes"]
+        efficiency = name.replace("speedup", "efficiency")
+        for end in ("", "_low", "_high"):
+            derived[f"{efficiency}{end}"] = list(np.asarray(derived[f"{name}{end}"], dtype=float) / per)
+    ratio_of = {end: derived[f"comm_cost{end}"] for end in ("", "_low", "_high")}  # exchanged / independent
+    for end, source in (("", ""), ("_low", "_high"), ("_high", "_low")):  # cost = 1 - ratio: the interval turns around
+        derived[f"comm_cost{end}"] = [1.0 - v for v in ratio_of[source]]
+    for name, values in derived.items():
+        table[name] = values
+    return table[list(SCALING_SCHEMA)].astype(SCALING_SCHEMA).sort_values(CONFIG + SIZE, ignore_index=True)
+
+
+BASE_COLUMNS = [c for c in SCALING_SCHEMA if not c.startswith(("speedup", "efficiency", "node_", "comm_cost"))
+                and c != "baseline"]
+
+
+def _ratio(out: dict[str, list[Any]], name: str, table: pd.DataFrame, draws: list[np.ndarray | None], i: int,
+           base: int | None) -> None:
+    """Row i's throughput over row base's, with its interval, appended to out[name], out[name_low/_high]."""
+    if base is None or not table.at[base, "throughput"] > 0:
+        value, (low, high) = float("nan"), (float("nan"), float("nan"))
+    else:
+        value = float(table.at[i, "throughput"] / table.at[base, "throughput"])
+        low, high = (1.0, 1.0) if base == i else ratio_interval(draws[i], draws[base])
+    out[name].append(value)
+    out[f"{name}_low"].append(low)
+    out[f"{name}_high"].append(high)
+
+
+def _same(table: pd.DataFrame, row: pd.Series, keys: list[str]) -> np.ndarray:
+    return np.logical_and.reduce([table[k] == row[k] for k in keys])
+
+
+def _baseline(table: pd.DataFrame, i: int) -> tuple[int | None, str]:
+    """The 1-rank configuration row i's speedup is against, and what it is: the same workload, system and
+    arguments (an --independent row: its own independent 1-GPU run), else the exchanging 1-GPU run of the
+    same arguments; among several, the same launcher, controller and knobs."""
+    row = table.iloc[i]
+    candidates = table[_same(table, row, BASELINE) & (table["np"] == 1)].sort_values("independent", kind="stable")
+    if candidates.empty:
+        return None, "no 1-GPU run"
+    own = candidates[candidates["args"] == row["args"]]
+    pool = own if len(own) else candidates
+    launch = pool[(pool["launcher"] == row["launcher"]) & (pool["controller"] == row["controller"])]
+    exact = launch[launch["knobs"] == row["knobs"]]
+    chosen = next(c for c in (exact, launch, pool) if not c.empty)
+    base = chosen.iloc[0]
+    label = f"{base['launcher']}/{base['controller']}" + (f" {base['knobs']}" if base["knobs"] else "") + \
+        (" --independent" if base["independent"] else "")
+    if not len(own):
+        label += " (exchanging: no --independent 1-GPU run)" if row["independent"] else " (other arguments)"
+    if len(chosen) > 1:
+        label += f" (first of {len(chosen)} matching)"
+    return int(chosen.index[0]), label
+
+
+def _node_baseline(table: pd.DataFrame, i: int, gpu_base: int | None) -> int | None:
+    """1 node with as many ranks per node (None for single-node rows); with 1 GPU per node, the 1-GPU run."""
+    row = table.iloc[i]
+    if row["nodes"] <= 1 or row["np"] % row["nodes"]:
+        return None
+    base = table[_same(table, row, CONFIG) & (table["nodes"] == 1) & (table["np"] == row["np"] // row["nodes"])]
+    if len(base):
+        return int(base.index[0])
+    return gpu_base if row["np"] == row["nodes"] else None
+
+
+def _twin(table: pd.DataFrame, i: int) -> int | None:
+    """The --independent twin of an exchanging row (same arguments otherwise, same size)."""
+    row = table.iloc[i]
+    if row["independent"]:
+        return None
+    twin = table[_same(table, row, TWIN) & table["independent"]]
+    return int(twin.index[0]) if len(twin) else None

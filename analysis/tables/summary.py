@@ -1,0 +1,142 @@
+"""What a buyer reads first: every knob side by side with its ratio and interval, the cross-model summary
+per GPU count, the best configuration of each workload, and the executive summary of each system."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hvdbench.suite.core.axes import AXES, without
+
+from .efficiency import on_gpu_name
+from ..keys import ONE_KNOB, WORKLOAD
+from ..ratios import config_draws, ratio_interval
+
+# What must match for two configurations to differ in one knob only (besides the knob's own flags).
+MATCH = ONE_KNOB
+KNOB_SCHEMA: dict[str, str] = {
+    "system": "string", "framework": "string", "benchmark": "string", "model": "string", "np": "int64",
+    "knob": "string", "base_value": "string", "value": "string", "base_throughput": "float64", "throughput": "float64",
+    "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64",
+}
+
+
+def _draws(row: pd.Series, draws: dict[str, np.ndarray]) -> np.ndarray | None:
+    return config_draws(str(row["runs"]).split(","), draws)
+
+
+def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray]) -> pd.DataFrame:
+    """For every knob (suite/core/axes.py), configurations that differ in it alone, each against the one at the
+    knob's default (or its first value): throughput ratio with a 95% interval from both runs' resamples."""
+    rows: list[dict[str, Any]] = []
+    if table.empty:
+        return pd.DataFrame(columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA)
+    for name, axis in AXES.items():
+        rest = table["args"].map(lambda a, f=axis.flags: " ".join(without(str(a).split(), f)))
+        for _, group in table.assign(_rest=rest).groupby(MATCH + ["_rest"], sort=True, dropna=False):
+            values = group[name].astype(object).where(group[name].notna(), None)
+            if values.nunique(dropna=False) < 2 or len(group) != values.nunique(dropna=False):
+                continue
+            ordered = sorted(range(len(group)), key=lambda i: (values.iloc[i] != axis.default, str(values.iloc[i])))
+            base = group.iloc[ordered[0]]
+            for i in ordered[1:]:
+                other = group.iloc[i]
+                low, high = ratio_interval(_draws(other, draws), _draws(base, draws))
+                rows.append({**{k: base[k] for k in (*WORKLOAD, "np")},
+                             "knob": name, "base_value": axis.label(values.iloc[ordered[0]]),
+                             "value": axis.label(values.iloc[i]),
+                             "base_throughput": base["throughput"], "throughput": other["throughput"],
+                             "ratio": other["throughput"] / base["throughput"], "ratio_low": low, "ratio_high": high})
+    return pd.DataFrame(rows, columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA)
+
+
+def cross_model(table: pd.DataFrame) -> pd.DataFrame:
+    """Per system and GPU count: over workloads (exchanging runs), the median speedup and efficiency and the
+    range of efficiencies, as published multi-GPU studies tabulate."""
+    exchanged = table[~table["independent"] & table["efficiency"].notna() & (table["np"] > 1)]
+    if exchanged.empty:
+        return pd.DataFrame(columns=["system", "np", "workloads", "median_speedup", "median_efficiency",
+                                     "min_efficiency", "max_efficiency"])
+    grouped = exchanged.groupby(["system", "np"], sort=True)
+    return grouped.agg(workloads=("model", "size"), median_speedup=("speedup", "median"),
+                       median_efficiency=("efficiency", "median"), min_efficiency=("efficiency", "min"),
+                       max_efficiency=("efficiency", "max")).reset_index()
+
+
+def best_configurations(table: pd.DataFrame) -> pd.DataFrame:
+    """Per system and workload: at the largest GPU count measured, the exchanging configuration with the
+    highest throughput (launcher, controller, placement, knobs and every swept knob)."""
+    exchanged = table[~table["independent"]]
+    if exchanged.empty:
+        return exchanged
+    largest = exchanged.groupby(WORKLOAD)["np"].transform("max")
+    top = exchanged[exchanged["np"] == largest].sort_values("throughput", ascending=False)
+    return top.drop_duplicates(WORKLOAD).sort_values(WORKLOAD, ignore_index=True)
+
+
+def describe(row: pd.Series) -> str:
+    """A configuration in a few words: launcher/controller, placement, knobs and the knobs not at default."""
+    parts = [f"{row['launcher']}/{row['controller']}"]
+    if row.get("placement"):
+        parts.append(str(row["placement"]))
+    for name, axis in AXES.items():
+        value = row.get(name)
+        if value is not None and not (isinstance(value, float) and np.isnan(value)) and value is not pd.NA \
+                and value != axis.default:
+            parts.append(f"{name.replace('_', ' ')} {axis.label(value)}")
+    if row.get("knobs"):
+        parts.append(str(row["knobs"]))
+    return ", ".join(parts)
+
+
+MOST_WORKLOADS = 3  # per line of the executive summary; more are counted
+
+
+def _some(items: list[str]) -> str:
+    shown = "; ".join(items[:MOST_WORKLOADS])
+    return shown + (f"; and {len(items) - MOST_WORKLOADS} more" if len(items) > MOST_WORKLOADS else "")
+
+
+def _interval(row: pd.Series, name: str) -> str:
+    low, high = row[f"{name}_low"], row[f"{name}_high"]
+    return "" if pd.isna(low) or np.isclose(low, high) else f" [{low:.0%}–{high:.0%}]"
+
+
+def _ranks(row: pd.Series) -> str:
+    """What a row's ranks trained on, in words: GPU(s), or CPU rank(s)."""
+    return "GPU(s)" if on_gpu_name(row.get("device_name")) else "CPU rank(s)"
+
+
+def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers: pd.DataFrame) -> list[str]:
+    """Per system, up to five lines a buyer can paste: each workload's throughput at its largest scale with
+    its efficiency and interval, the interconnect's cost, the best configuration, and any flagged GPU or node."""
+    out: list[str] = []
+    best = best_configurations(table)
+    for system, rows in best.groupby("system", sort=True):
+        head = [f"{r['model']} ({r['benchmark']}) on {r['np']} {_ranks(r)}, {r['nodes']} node(s): "
+                f"{r['throughput']:,.1f} "
+                + (f"{r['unit']}/s [{r['ci_low']:,.1f}–{r['ci_high']:,.1f}]" if not pd.isna(r["ci_low"])
+                   else f"{r['unit']}/s [interval n/a: too few steps]")
+                + (f", efficiency {r['efficiency']:.0%}{_interval(r, 'efficiency')}" if not pd.isna(r["efficiency"])
+                   else ", no 1-GPU baseline") for _, r in rows.iterrows()]
+        out.append(f"{system}: " + _some(head) + ".")
+        costs = table[(table["system"] == system) & table["comm_cost"].notna()].sort_values("np")
+        costs = costs.drop_duplicates(WORKLOAD[1:], keep="last")
+        out.append("  Interconnect: " + (_some([f"exchanging gradients costs {r['comm_cost']:.0%}"
+                                                f"{_interval(r, 'comm_cost')} of the no-exchange throughput for "
+                                                f"{r['model']} at {r['np']} {_ranks(r)}" for _, r in costs.iterrows()])
+                                         if len(costs) else "not measured (add `independent: [false, true]`)") + ".")
+        out.append("  Best configuration: " + _some([f"{r['model']}: {describe(r)}" for _, r in rows.iterrows()]) + ".")
+        flagged = [] if screen is None or screen.empty else \
+            [f"{r.host} {r.unit}" for r in screen[(screen["system"] == system) & screen["flagged"]].itertuples()]
+        slow = stragglers[stragglers["system"] == system]
+        if flagged:
+            out.append("  Flagged: " + ", ".join(flagged) + " (see Screening).")
+        elif len(slow):
+            out.append(f"  Stragglers: {len(slow)} rank(s) slower than their run's median (see Stragglers).")
+        else:
+            out.append("  No GPU or node flagged" + (" by screening." if screen is not None and len(screen) else
+                                                      "; no screening run (hvdbench screen)."))
+    return out

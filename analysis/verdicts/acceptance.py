@@ -1,0 +1,436 @@
+"""``hvdbench accept``: a buyer's criteria judged against measured runs, each with its 95% interval.
+
+A criteria file holds ``[[criterion]]`` tables: a name, a metric, ``min`` or ``max``, and selectors naming
+the runs (benchmark, model, precision, batch size, launcher ... ``gpus`` or ``nodes``; for bandwidth the
+collective's op, dtype and bytes; for screening the level). A criterion passes where the whole interval
+meets its threshold, fails where the whole interval misses it, is inconclusive where the interval holds the
+threshold (with how much more measurement would decide it, from the spread observed), and is not measured
+where no run matches (with the nearest that exist). Exit status: 0 all pass, 1 any fail, 2 otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from hvdbench.suite.core.collective_ops import OPS, TIMINGS, bus_factor, figure, slowest_per_iteration
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.flags import byte_size
+from hvdbench.suite.core.metrics import percentile_interval
+from hvdbench.suite.core.run_table import PYTHON_TYPES, RUNS_SCHEMA
+from hvdbench.suite.core.validate import inert, read_toml
+
+from .. import keys
+from ..collect import Collection
+from ..tables.comm import iteration_times
+
+# metric -> (table it is read from, what it is, a higher value is better)
+METRICS: dict[str, tuple[str, str, bool]] = {
+    "throughput": ("scaling", "samples/s, all ranks", True),
+    "throughput_per_gpu": ("scaling", "samples/s per GPU", True),
+    "speedup": ("scaling", "throughput against 1 GPU", True),
+    "efficiency": ("scaling", "speedup / GPUs", True),
+    "tflops_per_gpu": ("scaling", "achieved TFLOP/s per GPU", True),
+    "percent_of_peak": ("scaling", "% of the device's dense peak", True),
+    "comm_cost": ("scaling", "share of throughput lost to the gradient exchange", False),
+    "energy_per_sample": ("details", "J per sample", False),
+    "busbw": ("collectives", "bus bandwidth, GB/s", True),
+    "algbw": ("collectives", "algorithm bandwidth, GB/s", True),
+    "screen_relative": ("screening", "each GPU or node against the fleet's median", True),
+}
+# Each selector a criterion may give, with the type of its value (bool and int exact: 32.0 is no batch size) and
+# the metrics' tables it applies to. A selector that does not apply to its criterion's metric is refused.
+_TEXT, _WHOLE = str, int
+# a training run is selected by its configuration and its swept knobs: run-table columns, typed as the table is
+TRAINING_KEYS: dict[str, type] = {name: PYTHON_TYPES[RUNS_SCHEMA[name]]
+                                  for name in (*keys.CONFIG, *keys.KNOBS, "independent")}
+COLLECTIVE_KEYS: dict[str, type] = {"system": _TEXT, "placement": _TEXT, "launcher": _TEXT, "controller": _TEXT,
+                                    "op": _TEXT, "dtype": _TEXT, "bytes": _WHOLE, "path": _TEXT, "pattern": _TEXT,
+                                    "timing": _TEXT}
+SCREENING_KEYS: dict[str, type] = {"system": _TEXT, "framework": _TEXT, "benchmark": _TEXT, "model": _TEXT,
+                                   "level": _TEXT}
+SELECTORS = {"scaling": TRAINING_KEYS, "details": TRAINING_KEYS, "collectives": COLLECTIVE_KEYS,
+             "screening": SCREENING_KEYS}
+SIZES = ("gpus", "nodes")  # of every table but screening's (each GPU or node of a screen is one unit)
+CHOICES = {"op": tuple(OPS), "dtype": ("fp32", "fp16", "bf16"), "level": ("gpu", "node"),
+           "pattern": ("isolated", "training"), "timing": TIMINGS}
+KEYS = ("name", "metric", "min", "max", *SIZES, *dict.fromkeys([*TRAINING_KEYS, *COLLECTIVE_KEYS, *SCREENING_KEYS]))
+NOT_JUDGED = 4  # exit status: a verdict could not be reached (inconclusive, not measured); 2 is a usage error
+ACCEPTANCE_SCHEMA: dict[str, str] = {
+    "criterion": "string", "metric": "string", "bound": "string", "threshold": "float64", "value": "float64",
+    "low": "float64", "high": "float64", "verdict": "string", "why": "string", "runs": "string",
+}
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One promise: ``metric`` at least ``threshold`` (``bound`` min) or at most (max), on the runs the
+    selectors name."""
+
+    name: str
+    metric: str
+    bound: str
+    threshold: float
+    selectors: dict[str, Any]
+    gpus: int | None
+    nodes: int | None
+
+    def meets(self, value: float) -> bool:
+        return value >= self.threshold if self.bound == "min" else value <= self.threshold
+
+
+def load_criteria(path: Path) -> list[Criterion]:
+    """The criteria of a TOML file; a malformed one is a UsageError in one line naming the file and entry."""
+    try:
+        data = read_toml(Path(path), "a criteria file")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    entries = data.get("criterion")
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise UsageError(f"{path}: expected [[criterion]] tables (name, metric, min or max, selectors)")
+    criteria = [_criterion(path, i, entry) for i, entry in enumerate(entries)]
+    names = [c.name for c in criteria]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"{path}: criterion name {twice[0]!r} is used twice; each needs its own")
+    return criteria
+
+
+def _criterion(path: Path, index: int, entry: dict[str, Any]) -> Criterion:
+    where = f"{path}: criterion[{index}]"
+    unknown = sorted(set(entry) - set(KEYS))
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(KEYS)}")
+    name, metric = entry.get("name"), entry.get("metric")
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(f"{where}: give it a name")
+    where = f"{where} ({name})"
+    if metric not in METRICS:
+        raise UsageError(f"{where}: metric {metric!r} is unknown; valid: {', '.join(METRICS)}")
+    bounds = [b for b in ("min", "max") if b in entry]
+    if len(bounds) != 1:
+        raise UsageError(f"{where}: give exactly one of min or max")
+    threshold = entry[bounds[0]]
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+        raise UsageError(f"{where}: {bounds[0]} must be a finite number, got {threshold!r}")
+    if metric in FRACTIONS and not -1.0 <= threshold <= 2.0:
+        raise UsageError(f"{where}: {metric} is a fraction (0.8 is 80%), got {bounds[0]} = {threshold:g}")
+    table = METRICS[metric][0]
+    allowed = SELECTORS[table]
+    selectors = {k: v for k, v in entry.items() if k not in ("name", "metric", "min", "max", *SIZES)}
+    for key, value in {**selectors, **{k: entry[k] for k in SIZES if k in entry}}.items():
+        if key not in allowed and not (key in SIZES and table != "screening"):
+            valid = ", ".join([*allowed, *(SIZES if table != "screening" else ())])
+            raise UsageError(f"{where}: {key} does not select what metric {metric} reads (the {table} table); "
+                             f"its selectors: {valid}")
+        _check_value(where, key, value, int if key in SIZES else allowed[key])
+    if "bytes" in selectors:
+        selectors["bytes"] = _bytes(selectors["bytes"], where)
+    return Criterion(name, metric, bounds[0], float(threshold), selectors, entry.get("gpus"), entry.get("nodes"))
+
+
+FRACTIONS = ("efficiency", "comm_cost", "screen_relative")  # written as fractions (0.8), as the tables hold them
+
+
+def _check_value(where: str, key: str, value: Any, kind: type) -> None:
+    """A selector's value of its type: text, a whole number (no 32.0, no "32"), true or false; one of the
+    choices where it has them; a size also as text (1G)."""
+    if key == "bytes" and isinstance(value, str):
+        return  # a size such as 1G: _bytes reads it
+    ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+    if kind is int and ok and (value < 1 if key in (*SIZES, "batch_size", "threads", "bytes") else False):
+        ok = False
+    if not ok:
+        said = {str: "text", int: "a whole number, 1 or more", bool: "true or false"}[kind]
+        raise UsageError(f"{where}: {key} must be {said}, got {value!r}")
+    if key in CHOICES and value not in CHOICES[key]:
+        raise UsageError(f"{where}: {key} {value!r} is not one of {', '.join(CHOICES[key])}")
+
+
+def _bytes(value: Any, where: str) -> int:
+    try:
+        return value if isinstance(value, int) and not isinstance(value, bool) else byte_size(str(value))
+    except Exception:  # noqa: BLE001 - argparse's type error: one line below
+        raise UsageError(f"{where}: bytes must be a size such as 1G or 1073741824, got {value!r}") from None
+
+
+@dataclass
+class Measured:
+    """What a criterion's runs measured: the value and its 95% interval, the steps or repeats behind it, and
+    which runs."""
+
+    value: float
+    low: float
+    high: float
+    count: int
+    unit: str  # "timed steps" or "repeats": what more of would narrow the interval
+    runs: str
+    how: str = ""  # how it was measured, where a verdict depends on it (a bandwidth curve's timing)
+
+
+def judge(criteria: list[Criterion], tables: dict[str, pd.DataFrame], collection: Collection) -> pd.DataFrame:
+    """One row per criterion: the value, interval and verdict (pass, fail, inconclusive, not measured)."""
+    rows = []
+    for criterion in criteria:
+        found = MEASURE[METRICS[criterion.metric][0]](criterion, tables, collection)
+        rows.append(verdict(criterion, found) if isinstance(found, Measured) else
+                    {"criterion": criterion.name, "metric": criterion.metric, "bound": criterion.bound,
+                     "threshold": criterion.threshold, "value": math.nan, "low": math.nan, "high": math.nan,
+                     "verdict": "not measured", "why": found, "runs": ""})
+    return pd.DataFrame(rows, columns=list(ACCEPTANCE_SCHEMA)).astype(ACCEPTANCE_SCHEMA)
+
+
+def verdict(criterion: Criterion, m: Measured) -> dict[str, Any]:
+    """pass, fail or inconclusive, from where the interval lies against the threshold."""
+    row = {"criterion": criterion.name, "metric": criterion.metric, "bound": criterion.bound,
+           "threshold": criterion.threshold, "value": m.value, "low": m.low, "high": m.high, "runs": m.runs}
+    said = verdict_of(criterion, m)
+    return {**said, "why": said["why"] + (f"; {m.how}" if m.how else "")} | row
+
+
+def verdict_of(criterion: Criterion, m: Measured) -> dict[str, str]:
+    """The verdict and why, from where the interval lies against the threshold."""
+    if math.isnan(m.low) or math.isnan(m.high):
+        return {"verdict": "inconclusive", "why": "no 95% interval (too few steps): run it longer"}
+    if criterion.meets(m.low) and criterion.meets(m.high):
+        return {"verdict": "pass", "why": "the whole 95% interval meets it"}
+    if not criterion.meets(m.low) and not criterion.meets(m.high):
+        return {"verdict": "fail", "why": "the whole 95% interval misses it"}
+    return {"verdict": "inconclusive", "why": more_needed(m, criterion.threshold)}
+
+
+MAX_ADVISED = 100  # times the measurement taken: beyond it, no practical amount of measurement decides it
+
+
+def more_needed(m: Measured, threshold: float) -> str:
+    """How much more measurement would likely decide an interval that holds the threshold: the half-width
+    shrinks as 1/sqrt(n), so n must grow by (half-width / distance to the threshold)^2; where that is more
+    than MAX_ADVISED times what was measured, the estimate sits too close to the threshold to advise."""
+    distance, half = abs(m.value - threshold), (m.high - m.low) / 2
+    total = math.ceil(m.count * (half / distance) ** 2) if distance > 0 and m.count >= 1 else math.inf
+    if not math.isfinite(total) or total > MAX_ADVISED * max(m.count, 1):
+        return (f"the estimate sits within {distance / abs(threshold):.2%} of the threshold: no practical amount of "
+                "measurement decides it" if threshold else "the estimate sits on the threshold")
+    return (f"the interval holds the threshold; about {max(total - m.count, 1):,} more {m.unit} "
+            f"({total:,} in all) would likely decide it")
+
+
+def _select(table: pd.DataFrame, criterion: Criterion, keys: dict[str, type]) -> pd.DataFrame:
+    """The rows the criterion's selectors, gpus and nodes name (independent replicas only when asked); every
+    selector was checked to apply to this table when the criteria were read."""
+    picked = table
+    selectors = {"independent": False, **criterion.selectors} if "independent" in table else criterion.selectors
+    for key, value in selectors.items():
+        if key in keys and key in picked:
+            picked = picked[picked[key].astype(str) == str(value)]
+    if criterion.gpus is not None and "np" in picked:
+        picked = picked[picked["np"] == criterion.gpus]
+    if criterion.nodes is not None and "nodes" in picked:
+        picked = picked[picked["nodes"] == criterion.nodes]
+    return picked
+
+
+def _nearest(table: pd.DataFrame, criterion: Criterion) -> str:
+    """Why no row matches, with the nearest rows that exist."""
+    near = table[table["benchmark"] == criterion.selectors["benchmark"]] if "benchmark" in criterion.selectors \
+        and "benchmark" in table else table
+    sizes = sorted({f"{r.get('model', r.get('op', ''))} at {r.get('np', '?')} GPU(s)"
+                    for _, r in near.head(50).iterrows()})
+    return "no run matches" + (f"; measured: {', '.join(sizes[:4])}" if sizes else "")
+
+
+def _refuse_several(picked: pd.DataFrame, criterion: Criterion, keys: list[str]) -> None:
+    """A UsageError naming the configurations a criterion matches where it matches more than one."""
+    differ = [k for k in keys if k in picked and picked[k].astype(str).nunique() > 1]
+    shown = "; ".join(", ".join(f"{k}={inert(r[k])}" for k in differ) for _, r in picked.head(4).iterrows())
+    raise UsageError(f"criterion {criterion.name!r} matches {len(picked)} configurations ({shown}): add a "
+                     f"selector ({', '.join(differ)}) to name one")
+
+
+def _one(picked: pd.DataFrame, table: pd.DataFrame, criterion: Criterion, keys: dict[str, type]) -> pd.Series | str:
+    """The single row a criterion names, or why none (with the nearest rows that exist); several
+    configurations are a UsageError asking for a narrower selector."""
+    if picked.empty:
+        return _nearest(table, criterion)
+    if len(picked) > 1:
+        _refuse_several(picked, criterion, [*keys, "np", "nodes"])
+    return picked.iloc[0]
+
+
+def _training(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:
+    table = tables.get("scaling", pd.DataFrame())
+    if table.empty:
+        return "no training run in the results"
+    row = _one(_select(table, criterion, TRAINING_KEYS), table, criterion, TRAINING_KEYS)
+    if isinstance(row, str):
+        return row
+    value, low, high = _interval_of(criterion.metric, row, tables)
+    if math.isnan(value):
+        return f"{criterion.metric} was not measured for these runs ({_why_missing(criterion.metric)})"
+    stats = tables.get("run_stats", pd.DataFrame())
+    runs = str(row["runs"]).split(",")
+    steps = int(stats[stats["run_id"].isin(runs)]["steps"].sum()) if len(stats) else 0
+    repeats = str(row.get("ci_method", "")) == "repeats"
+    return Measured(value, low, high, int(row["repeats"]) if repeats else steps,
+                    "repeats" if repeats else "timed steps", str(row["runs"]))
+
+
+def _interval_of(metric: str, row: pd.Series, tables: dict[str, pd.DataFrame]) -> tuple[float, float, float]:
+    """A scaling row's metric with its interval; figures proportional to throughput carry its interval."""
+    thr, low, high = float(row["throughput"]), float(row["ci_low"]), float(row["ci_high"])
+    if metric in ("speedup", "efficiency", "comm_cost"):
+        return float(row[metric]), float(row[f"{metric}_low"]), float(row[f"{metric}_high"])
+    scale = {"throughput": 1.0, "throughput_per_gpu": 1.0 / int(row["np"]),
+             "tflops_per_gpu": float(row["tflops_per_gpu"]) / thr, "percent_of_peak": float(row["pct_of_peak"]) / thr}
+    if metric in scale:
+        return thr * scale[metric], low * scale[metric], high * scale[metric]
+    details = tables.get("details", pd.DataFrame())
+    energy = details[details["run_id"].isin(str(row["runs"]).split(","))]["energy_j_per_sample"].median() \
+        if len(details) else math.nan
+    return float(energy), float(energy) * thr / high, float(energy) * thr / low  # energy per sample ~ 1/throughput
+
+
+def _why_missing(metric: str) -> str:
+    return {"tflops_per_gpu": "no FLOP count", "percent_of_peak": "no peak for this device",
+            "speedup": "no 1-GPU run", "efficiency": "no 1-GPU run", "comm_cost": "no --independent twin",
+            "energy_per_sample": "no power telemetry in the timed window"}.get(metric, "not recorded")
+
+
+# what makes a collectives row one configuration: everything but the size and the run (repeats are one)
+COLLECTIVE_CONFIG = ["system", "placement", "np", "nodes", "launcher", "controller", "op", "backend", "path", "dtype",
+                     "pattern", "timing"]
+
+
+def _collective(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:
+    """A bandwidth criterion judged on exactly the runs of the one configuration it names (every repeat of
+    it, and nothing else: not another launcher's, controller's, node count's or pattern's runs), at the size it
+    names or, where it names none, the largest that configuration measured."""
+    table = tables.get("collectives", pd.DataFrame())
+    if table.empty:
+        return "no collectives run in the results"
+    selectors = {"op": "allreduce", "dtype": "fp32", **criterion.selectors}
+    picked = _select(table, replace(criterion, selectors=selectors), COLLECTIVE_KEYS)
+    if "timing" not in criterion.selectors:  # nccl-tests' convention, the one vendors quote, unless named
+        each = picked[picked["timing"] == "each"]
+        picked = picked[picked["timing"] != "each"]
+        if picked.empty and len(each):
+            return ("its curve was timed call by call (--timing each), not as nccl-tests times (calls back to "
+                    "back): name timing = 'each' to judge that curve, or measure with --timing batch")
+    if picked.empty:
+        return _nearest(table, criterion)
+    configurations = picked.drop_duplicates(COLLECTIVE_CONFIG)
+    if len(configurations) > 1:
+        _refuse_several(configurations, criterion, COLLECTIVE_CONFIG)
+    if "bytes" not in criterion.selectors:
+        picked = picked[picked["bytes"] == picked["bytes"].max()]  # the largest message measured
+    row = picked.iloc[0]
+    runs = sorted(set(picked["run_id"]))
+    comm = collection.comm
+    case = comm[comm["run_id"].isin(runs) & (comm["op"] == row["op"]) & (comm["dtype"] == row["dtype"])
+                & (comm["bytes"] == row["bytes"]) & (comm["backend"] == row["backend"])
+                & (comm["pattern"] == row["pattern"]) & (comm["timing"] == row["timing"])]
+    times = np.concatenate([slowest_per_iteration(iteration_times(one)) for _, one in case.groupby("run_id")]
+                           or [np.array([])])
+    if len(times) < 2:
+        return "too few timed iterations for an interval"
+    timing = str(row["timing"])
+    rng = np.random.default_rng(0)
+    draws = times[rng.integers(0, len(times), size=(2000, len(times)))]
+    stats = np.median(draws, axis=1) if timing == "batch" else draws.mean(axis=1)  # the figure's own statistic
+    factor = 1.0 if criterion.metric == "algbw" else bus_factor(str(row["op"]), int(row["np"]))
+    value = int(row["bytes"]) / figure(times, timing) / 1e9 * factor
+    slow, fast = percentile_interval(stats)
+    unit = {"batch": "batches of calls back to back", "each": "calls, each timed alone"}.get(timing, "training steps")
+    how = {"batch": "timed as nccl-tests times: calls back to back, the median over batches",
+           "each": "timed call by call (--timing each: each call's cost of getting there included)"}.get(
+               timing, "timed as a training run's steps exchange")
+    return Measured(value, int(row["bytes"]) / fast / 1e9 * factor, int(row["bytes"]) / slow / 1e9 * factor,
+                    len(times), unit, ",".join(runs), how)
+
+
+def _screening(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:
+    """Every unit (GPU, or node with level = "node") against its fleet's median: the worst one judged."""
+    table = tables.get("screening", pd.DataFrame())
+    if table.empty:
+        return "no screening runs in the results (hvdbench screen)"
+    picked = _select(table, replace(criterion, selectors={"level": "gpu", **criterion.selectors}), SCREENING_KEYS)
+    if picked.empty:
+        return "no screened unit matches"
+    lows, highs = picked["ci_low"] / picked["fleet_high"], picked["ci_high"] / picked["fleet_low"]
+    # every unit must meet it: the interval judged is the worst unit's bounds (pass: every low meets the
+    # threshold; fail: some unit's whole interval misses it)
+    pick = min if criterion.bound == "min" else max
+    worst = picked.iloc[int(np.argmin(picked["vs_fleet"].to_numpy()) if criterion.bound == "min"
+                            else np.argmax(picked["vs_fleet"].to_numpy()))]
+    return Measured(float(pick(picked["vs_fleet"])), float(pick(lows)), float(pick(highs)), 1, "repeats",
+                    f"worst: {worst['host']} {worst['unit']}")
+
+
+MEASURE: dict[str, Callable[[Criterion, dict[str, pd.DataFrame], Collection], Measured | str]] = {
+    "scaling": _training, "details": _training, "collectives": _collective, "screening": _screening,
+}
+
+
+def exit_status(table: pd.DataFrame) -> int:
+    """0 when every criterion passes, 1 when any fails, NOT_JUDGED (4) when only inconclusive or unmeasured
+    ones remain besides passes (2 stays a usage error's, as for every command)."""
+    verdicts = set(table["verdict"])
+    return 0 if verdicts == {"pass"} else 1 if "fail" in verdicts else NOT_JUDGED
+
+
+def rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The acceptance table for the report and the terminal."""
+    def num(x: float) -> str:
+        return "n/a" if math.isnan(x) else f"{x:,.4g}"
+
+    return (["criterion", "metric", "threshold", "measured", "95% interval", "verdict", "why"],
+            [[r.criterion, r.metric, f"{'≥' if r.bound == 'min' else '≤'} {r.threshold:,.4g}", num(r.value),
+              "n/a" if math.isnan(r.low) else f"{num(r.low)} – {num(r.high)}", r.verdict, r.why]
+             for r in table.itertuples()])
+
+
+SECTION_TEXT = ("Each criterion judged with the measurement's 95% interval: pass where the whole interval meets "
+                "the threshold, fail where the whole interval misses it, inconclusive where the interval holds it "
+                "(with the measurement that would likely decide it), not measured where no run matches.")
+
+
+def facts(collection: Collection) -> list[str]:
+    """The system's facts the runs recorded, for an acceptance protocol: hosts, GPUs, driver, CUDA, NCCL,
+    cuDNN, frameworks, Horovod, the exchange's tuning, and when the runs were made."""
+    runs = collection.runs[collection.runs["status"] == "ok"]
+    env = collection.env
+
+    def values(column: pd.Series) -> str:
+        found = sorted({inert(v) for v in column.dropna() if str(v)})
+        return ", ".join(found[:6]) + (f" (+{len(found) - 6} more)" if len(found) > 6 else "") if found else "-"
+
+    started = runs["started"].dropna()
+    when = (f"{pd.Timestamp(started.min(), unit='s'):%Y-%m-%d %H:%M} to "
+            f"{pd.Timestamp(started.max(), unit='s'):%Y-%m-%d %H:%M} UTC"
+            if len(started) else "-")
+    return [f"systems: {values(runs['system'])}", f"hosts: {values(env['host'])}",
+            f"devices: {values(runs['device_name'])}", f"driver: {values(runs['driver'])}",
+            f"CUDA: {values(runs['cuda'])}",
+            f"NCCL: {values(runs['nccl'])}", f"cuDNN: {values(runs['cudnn'])}",
+            f"PyTorch: {values(runs['torch'])}", f"TensorFlow: {values(runs['tensorflow'])}",
+            f"Horovod: {values(runs['horovod_version'])}", f"MPI: {values(env['mpi'])}",
+            f"exchange tuning: {values(runs['tuning'])}", f"runs: {len(runs)} complete, made {when}"]
+
+
+def protocol(path: Path, table: pd.DataFrame, collection: Collection, today: str) -> str:
+    """A short text a buyer can paste into an acceptance protocol: criteria, verdicts, the system's facts."""
+    counts = table["verdict"].value_counts()
+    lines = [f"Acceptance against {inert(path.name)}, judged {today} by hvdbench accept",
+             "Verdicts: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "inconclusive",
+                                                                          "not measured")), ""]
+    for r in table.itertuples():
+        measured = "not measured" if math.isnan(r.value) else \
+            f"{r.value:,.4g} [{r.low:,.4g}, {r.high:,.4g}]" if not math.isnan(r.low) else f"{r.value:,.4g}"
+        lines.append(f"- {inert(r.criterion)}: {r.metric} {'≥' if r.bound == 'min' else '≤'} {r.threshold:,.4g}; "
+                     f"measured {measured}: {r.verdict.upper()} ({inert(r.why)})")
+    return "\n".join([*lines, "", "System as the runs recorded it:", *[f"- {f}" for f in facts(collection)], ""])

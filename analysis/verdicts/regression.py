@@ -1,0 +1,182 @@
+"""``hvdbench compare OLD NEW --regressions``: last month's cluster against today's. Configurations are
+paired by what they ran (workload, arguments, launcher, placement, knobs, size; not the system label),
+and each pair's throughput ratio new / old gets a 95% interval from both runs' own resamples. A change
+whose interval lies wholly below 1 - margin is a regression, wholly above 1 + margin an improvement;
+anything else is within the noise or the margin. Beside each, what else changed between the two
+(driver, CUDA, NCCL, cuDNN, frameworks, Horovod, the exchange's tuning variables, clocks). A configuration
+measured on one side only is listed, never dropped. Each side's resamples are drawn on their own (the two sides of one
+sweep share run ids), and a comparison that could not judge a configuration (too few steps for an interval, a
+configuration on one side only, nothing paired) says so: it is "not judged", never a pass."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.validate import inert
+
+from ..collect import Collection
+from ..keys import CONFIG, SIZE
+from ..ratios import config_draws, ratio_interval
+
+PAIR = [k for k in CONFIG if k != "system"] + SIZE + ["independent"]  # what two runs of one configuration share
+FACTS = ("device_name", "host", "cpu_model", "cpu_count", "driver", "cuda", "nccl", "horovod_nccl", "cudnn", "torch",
+         "tensorflow", "horovod_version", "mpi", "tuning")
+NOT_JUDGED = "not judged"  # the start of a change that is no verdict: too few steps, or one side only
+REGRESSION_SCHEMA: dict[str, str] = {
+    "workload": "string", "np": "Int64", "nodes": "Int64", "old": "float64", "new": "float64", "ratio": "float64",
+    "ratio_low": "float64", "ratio_high": "float64", "change": "string", "what_else_changed": "string",
+    "old_runs": "string", "new_runs": "string",
+}
+
+
+def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, np.ndarray],
+                     new_draws: dict[str, np.ndarray], old_runs: pd.DataFrame, new_runs: pd.DataFrame,
+                     old_clocks: dict[str, float], new_clocks: dict[str, float], margin: float) -> pd.DataFrame:
+    """One row per configuration of either side: the ratio new / old with its interval and the verdict."""
+    rows = []
+    pair = pairing(old, new)
+    keyed_old = {tuple(str(r[k]) for k in pair): r for _, r in old.iterrows()}
+    keyed_new = {tuple(str(r[k]) for k in pair): r for _, r in new.iterrows()}
+    for key in sorted(set(keyed_old) | set(keyed_new)):
+        a, b = keyed_old.get(key), keyed_new.get(key)
+        some = b if b is not None else a
+        assert some is not None
+        label = f"{some['framework']} {some['benchmark']} {some['model']} {some['args']}".strip()
+        if "system" in pair:
+            label = f"{some['system']}: {label}"
+        base = {"workload": label, "np": int(some["np"]), "nodes": int(some["nodes"]),
+                "old_runs": "" if a is None else str(a["runs"]), "new_runs": "" if b is None else str(b["runs"])}
+        if a is None or b is None:
+            rows.append({**base, "old": math.nan if a is None else a["throughput"],
+                         "new": math.nan if b is None else b["throughput"], "ratio": math.nan, "ratio_low": math.nan,
+                         "ratio_high": math.nan, "change": f"{NOT_JUDGED}: only in " + ("new" if a is None else "old"),
+                         "what_else_changed": ""})
+            continue
+        low, high = ratio_interval(config_draws(str(b["runs"]).split(","), new_draws),
+                                   config_draws(str(a["runs"]).split(","), old_draws))
+        ratio = float(b["throughput"]) / float(a["throughput"])
+        rows.append({**base, "old": float(a["throughput"]), "new": float(b["throughput"]), "ratio": ratio,
+                     "ratio_low": low, "ratio_high": high, "change": _change(low, high, margin),
+                     "what_else_changed": _differences(a, b, old_runs, new_runs, old_clocks, new_clocks)})
+    return pd.DataFrame(rows, columns=list(REGRESSION_SCHEMA)).astype(REGRESSION_SCHEMA)
+
+
+def pairing(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """The columns two configurations are paired by: what they ran (PAIR), and the system label too where a
+    side holds several labels (each side's own are then paired by name); a UsageError where a side holds
+    several labels and the other other labels, which no pairing can tell apart."""
+    a, b = sorted(set(old["system"])), sorted(set(new["system"]))
+    if len(a) == 1 and len(b) == 1:
+        return PAIR
+    if a == b:
+        return ["system", *PAIR]
+    raise UsageError(f"compare --regressions: OLD holds systems {', '.join(map(inert, a))} and NEW "
+                     f"{', '.join(map(inert, b))}: with several on a side, configurations are paired by system label "
+                     "and these differ; compare one system per root, or give both sides the same labels")
+
+
+def _change(low: float, high: float, margin: float) -> str:
+    if math.isnan(low) or math.isnan(high):
+        return f"{NOT_JUDGED}: too few steps for an interval"
+    if high < 1.0 - margin:
+        return "regression"
+    if low > 1.0 + margin:
+        return "improvement"
+    return "within noise and margin"
+
+
+def _facts(runs: pd.DataFrame, ids: str, clocks: dict[str, float]) -> dict[str, str]:
+    """The facts of a configuration's runs: each recorded fact's values, and the mean SM clock in the window."""
+    mine = runs[runs["run_id"].isin(ids.split(","))]
+    out = {name: ", ".join(sorted({str(v) for v in mine[name].dropna() if str(v)})) for name in FACTS}
+    sm = [clocks[r] for r in ids.split(",") if r in clocks and not math.isnan(clocks[r])]
+    out["SM clock (MHz)"] = f"{np.mean(sm):.0f}" if sm else ""
+    return out
+
+
+def _differences(a: pd.Series, b: pd.Series, old_runs: pd.DataFrame, new_runs: pd.DataFrame,
+                 old_clocks: dict[str, float], new_clocks: dict[str, float]) -> str:
+    """What differs between the two sides besides the code: versions, tuning variables, clocks (> 2%)."""
+    before, after = _facts(old_runs, str(a["runs"]), old_clocks), _facts(new_runs, str(b["runs"]), new_clocks)
+    changed = []
+    for name in before:
+        x, y = before[name], after[name]
+        if name == "SM clock (MHz)":
+            if x and y and abs(float(y) / float(x) - 1.0) > 0.02:
+                changed.append(f"SM clock {x} -> {y} MHz")
+        elif x != y:
+            changed.append(f"{name} {x or '-'} -> {y or '-'}")
+    return "; ".join(changed)
+
+
+def clocks_of(collection: Collection, window: pd.DataFrame) -> dict[str, float]:
+    """Each run's mean SM clock over its timed window (NaN where none was sampled)."""
+    if window.empty or "sm_clock_mhz" not in window:
+        return {}
+    return window.groupby("run_id")["sm_clock_mhz"].mean().to_dict()
+
+
+def rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The regression table for the report and the terminal."""
+    def num(x: Any, digits: int = 1) -> str:
+        return "-" if pd.isna(x) else f"{x:,.{digits}f}"
+
+    return (["workload", "GPUs", "old", "new", "new / old [95% CI]", "change", "what else changed"],
+            [[r.workload, str(r.np), num(r.old), num(r.new),
+              f"{num(r.ratio, 3)} [{num(r.ratio_low, 3)}–{num(r.ratio_high, 3)}]" if not pd.isna(r.ratio) else "-",
+              r.change, r.what_else_changed or "-"] for r in table.itertuples()])
+
+
+def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float,
+                    warmup: int | None = None) -> tuple[str, dict[str, Any], pd.DataFrame]:
+    """Both result sets read on their own, paired, judged; regressions.md and regressions.csv written."""
+    from pathlib import Path
+
+    from hvdbench.suite.core.errors import ReportError
+
+    from ..collect import collect
+    from ..tables.details import window_telemetry
+    from ..document import Section, csv_safe, section_markdown, text_table
+    from ..tables.scaling import run_stats_table, scaling_table
+
+    sides = []
+    for side, root in (("old", old_dir), ("new", new_dir)):
+        collection = collect([Path(root)])
+        stats = run_stats_table(collection, warmup, salt=f"{side} ")  # each side resampled on its own
+        table = scaling_table(collection, stats)
+        if table.empty:
+            raise ReportError(f"{root}: no complete training run to compare")
+        sides.append((collection, stats, table))
+    (old_c, old_s, old_t), (new_c, new_s, new_t) = sides
+    table = regression_table(old_t, new_t, old_s.attrs["draws"], new_s.attrs["draws"], old_c.runs, new_c.runs,
+                             clocks_of(old_c, window_telemetry(old_c)), clocks_of(new_c, window_telemetry(new_c)),
+                             margin)
+    header, body = rows(table)
+    section = Section("Regressions", f"{new_dir} against {old_dir}: throughput new / old per configuration with its "
+                      f"95% interval; a change beyond {margin:.0%} whose interval excludes it is marked.",
+                      header, body)
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {"markdown": out / "regressions.md", "csv": out / "regressions.csv"}
+        paths["markdown"].write_text("\n".join(section_markdown(section)) + "\n", encoding="utf-8")
+        csv_safe(table).to_csv(paths["csv"], index=False)
+    except OSError as exc:
+        raise ReportError(f"cannot write the comparison into {out}: {exc.strerror}") from None
+    counts = table["change"].str.split(":").str[0].value_counts()
+    summary = ", ".join(f"{n} {change}" for change, n in counts.items())
+    if table["change"].str.startswith(NOT_JUDGED).all():
+        summary += "; nothing could be judged: no configuration is on both sides with an interval"
+    return f"{text_table(header, body)}\n\n{summary}", paths, table
+
+
+def exit_status(table: pd.DataFrame) -> int:
+    """1 on any regression; 4 (not judged) where any configuration could not be judged; else 0."""
+    if (table["change"] == "regression").any():
+        return 1
+    return 4 if table.empty or table["change"].str.startswith(NOT_JUDGED).any() else 0

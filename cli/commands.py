@@ -1,0 +1,271 @@
+"""What each ``hvdbench`` subcommand does: read its arguments, call the library, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections import Counter
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.spec import RunStatus
+from hvdbench.suite.core.validate import host_problem, inert, text_problem
+
+from hvdbench.launchers.hostlist import expand_hostlist
+from hvdbench.launchers.plan import Plan, plan
+from hvdbench.launchers.runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation,
+                                     here_gpus, load,
+                    local_executor, pin_to_hosts, screen_sweep, sweep_topology)
+from hvdbench.launchers.sweep import Sweep
+
+
+def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
+           prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None) -> int:
+    """Build the report of results roots and print its headline tables."""
+    from hvdbench.analysis.verdicts.compare import parse_prices
+    from hvdbench.analysis.report.build import build_report
+
+    if systems and len(dirs) < 2:
+        raise UsageError("hvdbench compare: give two or more results roots (one per system)")
+    out = output or (Path(dirs[0]) / "report")
+    text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)), peaks=peaks)
+    print(text)
+    print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
+    return 0
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    """Judge the criteria; print the table, write the report with its Acceptance section; 0, 1 or 2."""
+    import time
+
+    from hvdbench.analysis.verdicts import acceptance
+    from hvdbench.analysis.document import Section, text_table
+    from hvdbench.analysis.report.build import build_report
+
+    criteria = acceptance.load_criteria(args.criteria)  # a bad criteria file is one line before any results
+    out = args.output or (Path(args.dirs[0]) / "report")
+    said: dict[str, Any] = {}
+
+    def extend(report: Any, collection: Any) -> str:
+        table = acceptance.judge(criteria, report.tables, collection)
+        report.tables["acceptance"] = table
+        header, rows = acceptance.rows(table)
+        report.sections.insert(0, Section("Acceptance", acceptance.SECTION_TEXT, header, rows))
+        said.update(table=table, protocol=acceptance.protocol(args.criteria, table, collection,
+                                                              time.strftime("%Y-%m-%d")))
+        return "\n\nacceptance\n" + text_table(header, rows)
+
+    text, paths = build_report(list(args.dirs), out, warmup=args.warmup, peaks=args.peaks, extend=extend)
+    try:
+        (out / "acceptance.txt").write_text(said["protocol"], encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out / 'acceptance.txt'}: {exc.strerror}") from None
+    print(text)
+    print(f"acceptance: {paths['acceptance']}, {out / 'acceptance.txt'} and the report's Acceptance section")
+    return acceptance.exit_status(said["table"])
+
+
+def cmd_regressions(args: argparse.Namespace) -> int:
+    """OLD against NEW, configuration by configuration; exit status 1 on any regression."""
+    from hvdbench.analysis.verdicts.regression import compare_results, exit_status
+
+    if len(args.dirs) != 2:
+        raise UsageError("hvdbench compare --regressions: give two results roots, OLD then NEW")
+    out = args.output or (Path(args.dirs[1]) / "report")
+    text, paths, table = compare_results(args.dirs[0], args.dirs[1], out, args.margin / 100.0, args.warmup)
+    print(text)
+    print(f"regressions: {paths['markdown']} and {paths['csv']}")
+    return exit_status(table)
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    """Project each workload to the node counts; print the inputs and the table, write the section."""
+    from hvdbench.analysis.projection.project import write_projection
+    from hvdbench.analysis.projection.target import load_target
+
+    target = load_target(args.target) if args.target else None
+    out = args.output or (Path(args.dirs[0]) / "report")
+    algorithms = ("ring", "hierarchical") if args.algorithm == "both" else (args.algorithm,)
+    text, paths = write_projection(args.dirs, out, args.nodes, args.gpus_per_node, args.link, algorithms, args.warmup,
+                                   target, args.keep_measured_compute)
+    print(text)
+    print(f"projection: {paths['markdown']}, {paths['csv']} and {paths['plot']}")
+    return 0
+
+
+def print_plan(planned: Plan, executor: Executor, root: Path) -> int:
+    """The one dry-run printer of run, sweep and submit."""
+    for line in describe_plan(planned, executor, root):
+        print(line)
+    return 0
+
+
+def _finish(statuses: list[RunStatus], root: Path, with_report: bool) -> int:
+    """The sweep's counts, the report of what completed, and the exit status (0 when all are ok)."""
+    counts = Counter(s.status for s in statuses)
+    print("sweep: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) + f"; results in {root}")
+    if with_report and counts["ok"]:
+        report([root])
+    if counts["ok"] < len(statuses):
+        print(f"hvdbench: {len(statuses) - counts['ok']} of {len(statuses)} run(s) did not complete; "
+              f"finished runs are kept in {root}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace, in_allocation: bool = False) -> int:
+    specs, hosts = list(planned.specs), sweep.hosts
+    if args.dry_run:
+        return print_plan(planned, local_executor(sweep, root, resume=args.resume, timeout=args.timeout), root)
+    for note in planned.skipped:
+        print(f"hvdbench: left out: {note}", file=sys.stderr)
+    if in_allocation:
+        from hvdbench.launchers.slurm_queue import allocation_hosts
+
+        hosts = allocation_hosts()
+        fit = [s for s in specs if fits_allocation(s)]
+        if len(fit) < len(specs):
+            print(f"hvdbench: {len(specs) - len(fit)} run(s) need a larger allocation and are left for one",
+                  file=sys.stderr)
+        specs = fit
+    check_launchers(spec.launcher for spec in specs)
+    executor = local_executor(sweep, root, resume=args.resume, timeout=args.timeout, hosts=hosts,
+                              retries=getattr(args, "retries", None))
+    return _finish(executor.execute(specs), root, args.report)
+
+
+def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
+    """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
+    sweep = benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
+                            controller=args.controller, repeats=args.repeats, system=args.system,
+                            timeout=args.timeout, devices=args.devices, topology=args.topology,
+                            transport=args.transport, retries=args.retries)
+    return _run_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, args)
+
+
+def hosts_of(text: str | None) -> tuple[str, ...]:
+    """``a,b`` or a SLURM host list (``node[01-04]``) as host names."""
+    if not text:
+        return ()
+    problem = text_problem(text)
+    if problem:
+        raise UsageError(f"--hosts: {problem}")
+    try:
+        hosts = expand_hostlist(text)
+    except UsageError as exc:
+        raise UsageError(f"--hosts: {exc}") from None
+    for host in hosts:
+        problem = host_problem(host)
+        if problem:
+            raise UsageError(f"--hosts: {problem}")
+    return hosts
+
+
+def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
+    """Every GPU (or CPU slot) alone, one pair per link class, on every host; then the screening report."""
+    from hvdbench.suite.core.topology import TopologyError
+
+    sweep = screen_sweep(args.benchmark, bench_args, topology=args.topology, cpu_slots=args.cpu_slots,
+                         pairs=args.pairs, launcher=args.launcher, system=args.system, timeout=args.timeout)
+    try:
+        topo = sweep_topology(sweep)
+    except TopologyError as exc:
+        raise UsageError(f"hvdbench screen: {exc}; --cpu-slots N screens N CPU slots of a node without GPUs") from None
+    hosts = hosts_of(args.hosts)
+    planned = pin_to_hosts(plan(sweep, topo), hosts)
+    if args.submit:
+        from hvdbench.launchers.slurm import SlurmExecutor
+        from hvdbench.launchers.sweep import SlurmOptions
+
+        options = SlurmOptions(partition=args.partition, gpus=not args.cpu_slots, exclusive=True)
+        executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume)
+        if args.dry_run:
+            return print_plan(planned, executor, args.output)
+        submitted = executor.execute(planned.specs)
+        print(f"submitted {len(submitted)} job(s); follow with: hvdbench status {shlex.quote(str(args.output))}, "
+              f"then hvdbench report {shlex.quote(str(args.output))}")
+        return 0
+    return _run_here(replace(sweep, hosts=hosts or sweep.hosts), planned, args.output, args)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Plan the sweep file and run it here (or print it)."""
+    if args.in_allocation and not args.dry_run:
+        from hvdbench.launchers.slurm_queue import allocation_hosts
+
+        sweep, planned, root = load(args.file, args.output, allocation_hosts(), here=True)
+    else:
+        sweep, planned, root = load(args.file, args.output, here=True)
+    return _run_here(sweep, planned, root, args, in_allocation=args.in_allocation)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Submit the sweep's runs through submitit; print the job ids (or, with --dry-run, each job)."""
+    from hvdbench.launchers.slurm import SlurmExecutor
+    from hvdbench.launchers.slurm_queue import run_dirs
+
+    sweep, planned, root = load(args.file, args.output)
+    executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
+                             retries=sweep.retries if args.retries is None else args.retries)
+    if args.dry_run:
+        return print_plan(planned, executor, root)
+    check_launchers(spec.launcher for spec in planned.specs)
+    if root.exists() and run_dirs(root) and not (args.resume or args.rerun):
+        raise UsageError(f"{root} already holds runs: --resume submits only what is missing, --rerun submits all again")
+    submitted = executor.execute(planned.specs)
+    print(f"submitted {len(submitted)} job(s) of {len(planned.specs)} run(s); "
+          f"follow with: hvdbench status {shlex.quote(str(root))}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print each run's state; exit 0 when every run is ok."""
+    from hvdbench.launchers.slurm_queue import refresh
+
+    if not args.dir.exists():
+        raise UsageError(f"{args.dir}: no such results directory")
+    states = refresh(args.dir)
+    if not states:
+        raise UsageError(f"{args.dir}: no run directories (run.json) here")
+    counts: Counter[str] = Counter()
+    for folder, status in states.items():
+        counts[status.status] += 1
+        job = f"job {status.job_id}" if status.job_id else "-"
+        print(f"{inert(folder.name):<40} {inert(status.status):<10} {inert(job):<14} {inert(status.message)}")
+    print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
+    return 0 if counts["ok"] == len(states) else 1
+
+
+def cmd_topo(args: argparse.Namespace) -> int:
+    """Print the topology and its placements."""
+    from hvdbench.suite.core.node_topology import NodeTopology, node_topology
+    from hvdbench.launchers.placement import by_link_class, default_counts, exhaustive
+    from hvdbench.suite.core.topology import link_rank, read_topology_file
+
+    node = NodeTopology(read_topology_file(args.file)) if args.file else node_topology()
+    topo = node.topology
+    counts = args.gpus or default_counts(topo)
+    planner = exhaustive if args.exhaustive else by_link_class
+    placements = {k: planner(topo, k) for k in counts}
+    if args.json:
+        print(json.dumps({"topology": topo.to_json(), "disagreements": list(node.disagreements),
+                          "notes": list(node.notes),
+                          "placements": {str(k): [{**asdict(p), "visible_devices": p.visible_devices} for p in ps]
+                                         for k, ps in placements.items()}}, indent=2))
+        return 0
+    print(f"topology from {topo.source}: {len(topo.gpus)} GPU(s), {len(topo.nics)} NIC(s)\n")
+    print(topo.matrix_text())
+    for line in node.disagreements:
+        print(f"NVML and nvidia-smi disagree: {line}")
+    for line in node.notes:
+        print(f"note: {line}")
+    print("\nlinks between GPUs, fastest first: " + ", ".join(sorted(topo.gpu_classes(), key=link_rank)))
+    for k, found in placements.items():
+        print(f"\nplacements of {k} GPU(s):")
+        for placement in found:
+            print("  " + placement.describe())
+    return 0

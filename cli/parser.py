@@ -1,0 +1,244 @@
+"""The command line of every ``hvdbench`` subcommand (argparse only; the work is in ``commands``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from hvdbench.suite.core.catalog import BENCHMARKS
+from hvdbench.suite.core.flags import Parser, int_list, non_negative_int, percent, positive_float, positive_int
+from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
+from hvdbench.suite.core.validate import QUEUE_WORD, grammar_problem, text_problem
+
+from hvdbench.launchers.base import launcher_names
+from hvdbench.launchers.policy import retry_count
+from hvdbench.launchers.runs import DEFAULT_SWEEP
+
+
+def label(text: str) -> str:
+    """argparse type: a label (system) without control characters."""
+    problem = text_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def slurm_word(text: str) -> str:
+    """argparse type: a SLURM partition name (it reaches an #SBATCH line)."""
+    problem = grammar_problem(text, QUEUE_WORD, "a SLURM partition name")
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def rank_counts(text: str) -> list[int]:
+    """``1,2,4`` as a sorted list of distinct positive integers."""
+    return sorted(set(int_list("rank counts")(text)))
+
+
+device_ids = int_list("GPU ids", minimum=0)
+
+
+def build_parser() -> Parser:
+    """The command line of every subcommand."""
+    parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo):
+        add(sub)
+    return parser
+
+
+def _run(sub: Any) -> None:
+    """hvdbench run: one benchmark at several rank counts here."""
+    run = sub.add_parser(
+        "run", allow_abbrev=False,
+        help="run one benchmark at several rank counts on this machine",
+        description="Run one benchmark at each rank count, each in its own run directory, then report. "
+                    "Arguments after the benchmark's name that hvdbench does not know go to the benchmark "
+                    "(e.g. --model resnet20 --batch-size 32 --steps 20). Include 1 in --np for speedups.",
+        epilog="benchmarks: " + ", ".join(f"{b.name} ({b.framework}: {', '.join(b.models)})"
+                                          for b in BENCHMARKS.values()))
+    run.add_argument("benchmark", help="benchmark name: " + ", ".join(sorted(BENCHMARKS)))
+    run.add_argument("--np", type=rank_counts, default=[1, 2], help="rank counts, e.g. 1,2 (default 1,2)")
+    run.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
+    run.add_argument("--controller", choices=CONTROLLERS, default=None,
+                     help="Horovod controller (default: the launcher's own: gloo for horovodrun, else mpi)")
+    run.add_argument("--transport", choices=TRANSPORTS, default="auto",
+                     help="MPI transport (mpirun, srun, mpiexec): auto = MPI's own choice (UCX where built in), "
+                          "ucx, or tcp (Open MPI's ob1: TCP between nodes, shared memory within)")
+    run.add_argument("--retries", type=retry_count, default=0, metavar="N",
+                     help="start a failed or timed-out run again up to N times (earlier attempts kept)")
+    run.add_argument("--repeats", type=positive_int, default=1, help="runs of each configuration")
+    run.add_argument("--system", type=label, default="local", help="label of this system in the report")
+    run.add_argument("-o", "--output", type=Path, default=Path("results/local"), help="results root")
+    run.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds before a run is killed")
+    run.add_argument("--no-resume", dest="resume", action="store_false",
+                     help="run again even where a complete run exists")
+    run.add_argument("--devices", type=device_ids, default=None,
+                     help="GPU ids for the runs, e.g. 0,3: a run of N ranks uses the first N of them "
+                          "(one CUDA_VISIBLE_DEVICES list for all its ranks)")
+    run.add_argument("--topology", type=Path, default=None,
+                     help="saved 'nvidia-smi topo -m' output to check --devices against (default: this machine)")
+    run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
+    run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+
+
+def _reports(sub: Any) -> None:
+    """hvdbench report and hvdbench compare."""
+    for name, text in (("report", "Read every run under the directories; write report.md, report.html (plots "
+                                  "inline), plot-N.svg and every table as CSV and Parquet; print the headline table."),
+                       ("compare", "The report of two or more systems' results roots (each run carries its "
+                                   "--system label), with the systems side by side: per GPU, per watt, per dollar.")):
+        report = sub.add_parser(name, help=text.split(";")[0].split(",")[0].lower(), description=text)
+        report.add_argument("dirs", nargs="+" if name == "report" else "*", type=Path,
+                            help="results roots or run directories")
+        report.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+        report.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                            help="leave out exactly the first N steps of every run (default: detected)")
+        report.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
+                            help="price of one GPU-hour on a system, for throughput per dollar (repeatable)")
+        if name == "compare":
+            report.add_argument("--regressions", action="store_true",
+                                help="OLD NEW: pair configurations and mark each change beyond --margin whose "
+                                     "interval excludes it (exit status 1 on any regression, 4 where a "
+                                     "configuration could not be judged, 2 a usage error)")
+            report.add_argument("--margin", type=percent, default=2.0, metavar="PCT",
+                                help="with --regressions: the smallest change that counts (default 2%%)")
+        report.add_argument("--peaks", type=Path, default=None, metavar="FILE",
+                            help="a peak table (TOML, as analysis/tables/peaks.toml) for GPUs or CPUs the built-in one "
+                                 "lacks; its entries are tried first")
+
+
+def _accept(sub: Any) -> None:
+    """hvdbench accept: a buyer's criteria judged with intervals."""
+    accept = sub.add_parser(
+        "accept", help="judge the results against acceptance criteria, with their 95%% intervals",
+        description="Judge each [[criterion]] of a TOML file (a metric, min or max, and selectors naming the runs) "
+                    "against the results: pass where the whole 95%% interval meets it, fail where it misses it, "
+                    "inconclusive where it holds it, not measured where no run matches. Writes the report with an "
+                    "Acceptance section, acceptance.csv and acceptance.txt (for an acceptance protocol). Exit "
+                    "status: 0 all pass, 1 any fail, 4 not judged (only inconclusive or not measured left besides "
+                    "passes), 2 a usage error (a bad criteria file, a criterion naming several configurations).")
+    accept.add_argument("criteria", type=Path, help="criteria file (TOML)")
+    accept.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
+    accept.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+    accept.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                        help="leave out exactly the first N steps of every run (default: detected)")
+    accept.add_argument("--peaks", type=Path, default=None, metavar="FILE", help="a peak table (as report's)")
+
+
+def _project(sub: Any) -> None:
+    """hvdbench project: throughput and efficiency at N nodes."""
+    project = sub.add_parser(
+        "project", help="project throughput and efficiency to N nodes from a few measurements",
+        description="Fit a step-time model per workload from the results (compute from the --independent twin or "
+                    "--breakdown, gradient bytes, Horovod's fusion threshold and cycle time, allreduce latency and "
+                    "bandwidth per link class from the collectives benchmark within a node and across nodes, the "
+                    "overlap the measured runs show) and project throughput, speedup and efficiency at each node "
+                    "count, for the measured interconnect and each --link; writes projection.md, .csv and .svg.")
+    project.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
+    project.add_argument("--nodes", type=rank_counts, default=None,
+                         help="node counts to project, e.g. 1,2,4,16,256 (default: the target's, else 1,2,...,64)")
+    project.add_argument("--gpus-per-node", type=positive_int, default=None,
+                         help="ranks per node (default: the target's, else the most ranks measured on one node)")
+    project.add_argument("--target", default=None, metavar="FILE|NAME",
+                         help="a target cluster in one TOML file (nodes, GPUs per node, the bus within a node, NICs "
+                              "between nodes, efficiency_below), or a shipped one: dgx-h100, hgx-a100, pcie-8gpu")
+    project.add_argument("--keep-measured-compute", action="store_true",
+                         help="with --target whose GPU model is not the one measured: project the measured compute "
+                              "over the target's links anyway (every row then says what its compute was measured on)")
+    project.add_argument("--link", action="append", default=[], metavar="NAME=GB/s,latency",
+                         help="a what-if interconnect: bandwidth per node in GB/s (all its NICs) and latency "
+                              "(us by default; e.g. ib400x8=400,2us); repeatable")
+    project.add_argument("--algorithm", choices=("ring", "hierarchical", "both"), default="both",
+                         help="allreduce across nodes: one ring, Horovod's hierarchical allreduce, or both")
+    project.add_argument("-o", "--output", type=Path, default=None, help="where to write (default DIR/report)")
+    project.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                         help="leave out exactly the first N steps of every run (default: detected)")
+
+
+def _sweep(sub: Any) -> None:
+    """hvdbench sweep: a sweep file run here."""
+    sweep = sub.add_parser("sweep", help="run every run of a sweep file on this machine (or in an allocation)",
+                           description="Expand a sweep file (YAML or TOML) into runs and run them one at a time, "
+                                       "each with a timeout; finished runs are kept and skipped next time; "
+                                       "then report.")
+    sweep.add_argument("file", type=Path, nargs="?", default=DEFAULT_SWEEP,
+                       help="sweep file (.yaml, .yml or .toml); default: the embedded demo sweep")
+    sweep.add_argument("--dry-run", action="store_true", help="print every run with its exact command; run nothing")
+    sweep.add_argument("-o", "--output", type=Path, default=None, help="results root (default: the file's output, "
+                                                                          "else results/<name>)")
+    sweep.add_argument("--timeout", type=positive_float, default=None,
+                       help="seconds before a run is killed (default: the file's)")
+    sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
+    sweep.add_argument("--retries", type=retry_count, default=None, metavar="N",
+                       help="start a failed or timed-out run again up to N times (default: the file's retries)")
+    sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    sweep.add_argument("--in-allocation", action="store_true",
+                       help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
+
+
+def _submit(sub: Any) -> None:
+    """hvdbench submit: a sweep file as SLURM jobs."""
+    submit = sub.add_parser("submit", help="submit a sweep file's runs as SLURM jobs (submitit)",
+                            description="One SLURM job per run (a job array with slurm.array_parallelism); prints "
+                                        "the job ids. Results land in the same layout as local runs.")
+    submit.add_argument("file", type=Path, help="sweep file")
+    submit.add_argument("-o", "--output", type=Path, default=None, help="results root")
+    again = submit.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="submit only runs neither complete nor queued")
+    again.add_argument("--rerun", action="store_true", help="submit every run again")
+    submit.add_argument("--retries", type=retry_count, default=None, metavar="N",
+                        help="requeue a job whose run failed up to N times; jobs are requeueable (node failure, "
+                             "preemption) (default: the file's retries)")
+    submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
+
+
+def _status(sub: Any) -> None:
+    """hvdbench status: each run's state."""
+    status = sub.add_parser("status", help="each run's state from a results directory and the scheduler",
+                            description="One line per run: state (ok, failed, timeout, cancelled, preempted, "
+                                        "pending, running, lost, not run), job id and reason.")
+    status.add_argument("dir", type=Path, help="results root (or one run directory)")
+
+
+def _screen(sub: Any) -> None:
+    """hvdbench screen: every GPU alone, then pairs, on every host."""
+    screen = sub.add_parser(
+        "screen", allow_abbrev=False, help="every GPU alone and one pair per link class: which GPU or node is slow",
+        description="Run a short benchmark on every GPU of the node alone, then on one pair of GPUs per link "
+                    "class, on each host given (or as SLURM jobs, one per run, pinned to its node); report each "
+                    "GPU and node against the fleet median with the evidence (clocks, throttle reasons, "
+                    "temperature, power, PCIe link, ECC). Without GPUs it refuses unless --cpu-slots N asks to "
+                    "screen N CPU slots. Arguments hvdbench does not know go to the benchmark (e.g. --steps 100).")
+    screen.add_argument("--benchmark", default=None,
+                        help="benchmark (default: imagenet ResNet-50 amp batch 64 on GPUs, cifar10 ResNet-20 on CPU "
+                             "slots, its arguments followed by yours)")
+    screen.add_argument("--cpu-slots", type=positive_int, default=None, metavar="N",
+                        help="on a node without GPUs: screen N CPU slots (an even share of the cores each)")
+    screen.add_argument("--no-pairs", dest="pairs", action="store_false", help="screen GPUs alone only")
+    screen.add_argument("--hosts", default=None,
+                        help="nodes to screen, comma-separated or a SLURM host list (node[01-16]); default: this one")
+    screen.add_argument("--topology", type=Path, default=None, help="saved 'nvidia-smi topo -m' of the nodes")
+    screen.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
+    screen.add_argument("--system", type=label, default="local", help="label of the fleet in the report")
+    screen.add_argument("-o", "--output", type=Path, default=Path("results/screen"), help="results root")
+    screen.add_argument("--timeout", type=positive_float, default=900.0, help="seconds before a run is killed")
+    screen.add_argument("--submit", action="store_true", help="as SLURM jobs (submitit), one per run, on its node")
+    screen.add_argument("--partition", type=slurm_word, default=None, help="SLURM partition for --submit")
+    screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
+    screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
+    screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+
+
+def _topo(sub: Any) -> None:
+    """hvdbench topo: the node's topology and placements."""
+    topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
+                          description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
+                                      "named placements for 2, 4, ... GPUs.")
+    topo.add_argument("--file", type=Path, default=None,
+                      help="a saved 'nvidia-smi topo -m' output (or 'hvdbench topo --json') instead of this machine")
+    topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")
+    topo.add_argument("--exhaustive", action="store_true", help="every subset up to symmetry, labelled by ids")
+    topo.add_argument("--json", action="store_true", help="print JSON for other tools")

@@ -1,0 +1,359 @@
+"""The run table's columns, each declared once (mlcommons logging's master list, for the table the report builds
+from every run): its dtype, what it means, where its value comes from (the run's RunSpec, the swept axes of
+core/axes.py, a field of the ranks' records combined over ranks, what the collector judged, or a derivation
+from those), and which report tables carry it. The collector fills a row through ``run_row`` and
+nothing else; views and verdicts read the columns by these names. A field shown in the report is a schema line
+(core/schema.py), its writer, a line here, and its view. ``python -m hvdbench.suite.core.run_table`` prints the
+records' master list and this table as Markdown (docs/records.md is that output). Framework-free."""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
+
+from . import schema
+from .axes import AXES, read_axes
+from .spec import RunSpec
+
+COMBINE = ("first", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
+JUDGED = ("root", "status", "reason", "ranks_logged", "attempts", "earlier_attempts", "wall_s", "setup_s")
+_LIMIT = float(2 ** 63)  # beyond a 64-bit column: no recorded count is that large
+
+
+@dataclass
+class RunFacts:
+    """What one run's row is made of: its spec, each rank's first record of each kind, and what the collector
+    judged (JUDGED: where the run was found, how it ended, its rank logs, attempts and times)."""
+
+    spec: RunSpec
+    records: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    judged: dict[str, Any] = field(default_factory=dict)
+
+    def first(self, kind: str) -> dict[str, Any]:
+        """The lowest rank's first record of ``kind`` (rank 0's, where it wrote one); empty where none did."""
+        by_rank = self.records.get(kind) or {}
+        return by_rank[min(by_rank)] if by_rank else {}
+
+    @cached_property
+    def env(self) -> dict[str, Any]:
+        return self.first("env")
+
+    @cached_property
+    def variables(self) -> dict[str, Any]:
+        found = self.env.get("variables")
+        return found if isinstance(found, dict) else {}
+
+    @cached_property
+    def axes(self) -> dict[str, Any]:
+        """Every swept axis's value: from the recorded flags, else from the arguments."""
+        flags = self.env.get("flags")
+        return read_axes(flags if isinstance(flags, dict) else None, self.spec.args, self.spec.framework)
+
+
+@dataclass(frozen=True)
+class RunColumn:
+    """One column: ``derive(facts)`` where given, else the value at ``path`` (a field, then keys into it) of each
+    rank's first record of ``kind``, combined over ranks by ``combine``; through ``render`` where given; null
+    where absent or not of ``dtype`` (a pandas dtype: boolean, bool, Int64, int64, float64, string)."""
+
+    name: str
+    dtype: str
+    meaning: str
+    source: str  # where the value comes from, in words (docs/records.md)
+    kind: str | None = None
+    path: tuple[str, ...] = ()
+    combine: str = "first"
+    derive: Callable[[RunFacts], Any] | None = None
+    render: Callable[[Any], Any] | None = None
+    tables: tuple[str, ...] = ()  # report tables that carry the column besides the run table
+
+    def __post_init__(self) -> None:
+        if self.combine not in COMBINE or (self.derive is None) == (self.kind is None):
+            raise ValueError(f"run column {self.name}: give derive or a record kind, and combine one of {COMBINE}")
+
+    def value(self, facts: RunFacts) -> Any:
+        """This column's cell for one run."""
+        if self.derive is not None:
+            value = self.derive(facts)
+        else:
+            by_rank = facts.records.get(self.kind or "") or {}
+            value = combined(self.combine, [dig(by_rank[rank], self.path) for rank in sorted(by_rank)])
+        return typed(self.render(value) if self.render is not None else value, self.dtype)
+
+
+def dig(value: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` (keys into nested objects); None where any step is missing."""
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def combined(how: str, values: list[Any]) -> Any:
+    """Ranks' values as one: the lowest rank's (first), the largest or the sum of the numbers among them, or the
+    value every rank that recorded one agrees on (all_equal; None where two differ)."""
+    if how == "first":
+        return values[0] if values else None
+    if how == "all_equal":
+        given = [v for v in values if v is not None]
+        return given[0] if given and all(v == given[0] for v in given) else None
+    numbers = [v for v in values if _number(v) and math.isfinite(v)]
+    if not numbers:
+        return None
+    return max(numbers) if how == "max" else sum(numbers)
+
+
+def typed(value: Any, dtype: str) -> Any:
+    """``value`` as a cell of ``dtype``, or None where it is not one (a bool is no number, 3.0 is a whole number,
+    nothing beyond a 64-bit integer is a count)."""
+    if value is None:
+        return None
+    if dtype in ("bool", "boolean"):
+        return value if isinstance(value, bool) else None
+    if dtype == "string":
+        return value if isinstance(value, str) else None
+    if not _number(value) or not -_LIMIT < value < _LIMIT:
+        return None
+    if dtype in ("Int64", "int64"):
+        return int(value) if isinstance(value, int) or float(value).is_integer() else None
+    return float(value)
+
+
+def _spec(name: str, dtype: str, meaning: str, get: Callable[[RunSpec], Any]) -> RunColumn:
+    return RunColumn(name, dtype, meaning, "run.json", derive=lambda facts: get(facts.spec))
+
+
+def _judged(name: str, dtype: str, meaning: str) -> RunColumn:
+    return RunColumn(name, dtype, meaning, "the collector", derive=lambda facts: facts.judged.get(name))
+
+
+def _env(name: str, path: tuple[str, ...], dtype: str, meaning: str,
+         render: Callable[[Any], Any] | None = None) -> RunColumn:
+    return RunColumn(name, dtype, meaning, f"env.{'.'.join(path)}", "env", path, render=render, tables=("details",))
+
+
+def _axis_value(name: str) -> Callable[[RunFacts], Any]:
+    """The value of axis ``name`` (precision as its text: a Keras policy reads alike)."""
+    if name == "precision":
+        return lambda facts: str(facts.axes[name])
+    return lambda facts: facts.axes[name]
+
+
+FIRST_AXES = ("batch_size", "precision")  # before independent: runs.csv only ever gains columns at its end
+
+
+def _axis_columns(first: bool) -> tuple[RunColumn, ...]:
+    """The axis columns named in FIRST_AXES (``first``), else the others, in AXES order."""
+    dtypes = {int: "Int64", bool: "bool", str: "string"}
+    return tuple(RunColumn(name, dtypes[axis.kind], axis.meaning, "the swept axes (core/axes.py)",
+                           derive=_axis_value(name)) for name, axis in AXES.items() if (name in FIRST_AXES) == first)
+
+
+def _model(facts: RunFacts) -> str:
+    named = facts.env.get("model")
+    if named:
+        return str(named)
+    found = None
+    for i, arg in enumerate(facts.spec.args):
+        if arg == "--model" and i + 1 < len(facts.spec.args):
+            found = facts.spec.args[i + 1]
+        elif arg.startswith("--model="):
+            found = arg.split("=", 1)[1]
+    return found or ""
+
+
+def _device_name(facts: RunFacts) -> Any:
+    """The device that did the work: the GPU's NVML name, or on a CPU run the CPU's model name."""
+    env = facts.env
+    gpu, device = env.get("gpu") or {}, env.get("device") or {}
+    if not isinstance(gpu, dict) or not isinstance(device, dict):
+        return None
+    on_gpu = device.get("type") in ("cuda", "GPU", "gpu") or bool(gpu)
+    return (gpu.get("name") or device.get("name")) if on_gpu else env.get("cpu_model")
+
+
+def _tf32(facts: RunFacts) -> bool | None:
+    """Whether fp32 products could run as TF32: allowed (env.math, and NVIDIA_TF32_OVERRIDE not 0) on a GPU of
+    compute capability 8.0 or newer, which has TF32 tensor cores; None where the run did not record it (a CPU
+    run, an older log)."""
+    math_, device = facts.env.get("math"), facts.env.get("device") or {}
+    if not isinstance(math_, dict) or not isinstance(device, dict):
+        return None
+    try:
+        major = int(str(device.get("capability", "")).split(".")[0])
+    except ValueError:
+        return None
+    allowed = bool(math_.get("tf32_matmul") or math_.get("tf32_convolution"))
+    return allowed and facts.variables.get("NVIDIA_TF32_OVERRIDE") != "0" and major >= 8
+
+
+def _forward_share(facts: RunFacts) -> float | None:
+    total, forward = facts.env.get("flops_per_sample"), facts.env.get("flops_forward_per_sample")
+    if not (_number(total) and _number(forward)):
+        return None
+    total_f, forward_f = float(total), float(forward)  # type: ignore[arg-type]
+    return forward_f / total_f if total_f > 0 and forward_f > 0 else None
+
+
+def _variable(name: str, per: float = 1.0) -> Callable[[RunFacts], float | None]:
+    """A recorded variable as a number, divided by ``per`` (None where it is not one)."""
+    def read(facts: RunFacts) -> float | None:
+        try:
+            return float(facts.variables.get(name)) / per  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+    return read
+
+
+def _tuning(variables: Any) -> str | None:
+    """The variables that tune the exchange, as KEY=VALUE; KEY=VALUE ... (Horovod's, NCCL's, UCX's, Open
+    MPI's, MPICH's, Intel MPI's and libfabric's)."""
+    if not isinstance(variables, dict):
+        return None
+    picked = sorted(f"{k}={v}" for k, v in variables.items()
+                    if str(k).startswith(("HOROVOD_", "NCCL_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "I_MPI_", "FI_"))
+                    and not _PLUMBING.match(str(k)))
+    return "; ".join(picked)
+
+
+def mpi_text(mpi: Any) -> str | None:
+    """The MPI a rank ran on, in words: the library it loaded where recorded (implementation, version, MPICH's
+    device), else what mpirun on PATH said."""
+    if not isinstance(mpi, dict):
+        return None
+    found = mpi.get("loaded")
+    loaded: dict[str, Any] = found if isinstance(found, dict) else {}
+    source: dict[str, Any] = loaded if loaded.get("implementation") else mpi
+    words = [source.get("implementation"), source.get("version"), loaded.get("device")]
+    return " ".join(str(x) for x in words if x) or None
+
+
+# what a launcher sets for each process (its place in the job, where to meet, its session folders and ssh
+# arguments, Intel MPI's hydra's description of the node and its pinning): no tuning, and it differs run to run
+_PLUMBING = re.compile(r"HOROVOD_(HOSTNAME|RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS_RANK|CROSS_SIZE|GLOO_RENDEZVOUS_\w+|"
+                       r"GLOO_IFACE)$|OMPI_MCA_(orte_\w+|ess\w*|pmix|initial_wdir|shmem_RUNTIME_QUERY_hint|"
+                       r"plm_rsh_args)$|MPIR_CVAR_CH3_INTERFACE_HOSTNAME$|"
+                       r"I_MPI_(INFO_\w+|PIN_INFO|PIN_MAPPING|HYDRA_TOPOLIB|BIND_WIN_ALLOCATE|INTERNAL_MEM_POLICY|"
+                       r"RETURN_WIN_MEM_NUMA)$")
+
+
+def _summary(name: str, field_: str, dtype: str, meaning: str, combine: str = "first") -> RunColumn:
+    return RunColumn(name, dtype, meaning, f"summary.{field_} ({combine} over ranks)", "summary", (field_,), combine)
+
+
+def _derived(name: str, dtype: str, meaning: str, source: str, derive: Callable[[RunFacts], Any]) -> RunColumn:
+    return RunColumn(name, dtype, meaning, source, derive=derive)
+
+
+RUN_COLUMNS: tuple[RunColumn, ...] = (
+    _spec("run_id", "string", "the run's id (benchmark, ranks, repeat and a hash of its spec)", lambda s: s.id),
+    _judged("root", "string", "the results folder the run was found under"),
+    _spec("system", "string", "the system label its sweep gave", lambda s: s.system),
+    _spec("framework", "string", "pytorch or tensorflow", lambda s: s.framework),
+    _spec("benchmark", "string", "the benchmark (catalog name)", lambda s: s.benchmark),
+    _derived("model", "string", "the model: env.model, else the --model argument", "env.model, run.json", _model),
+    _spec("args", "string", "the benchmark's arguments", lambda s: " ".join(s.args)),
+    _spec("np", "int64", "ranks (GPUs)", lambda s: s.np),
+    _spec("nodes", "int64", "nodes", lambda s: s.nodes),
+    _spec("launcher", "string", "what started the ranks (horovodrun, mpirun, mpiexec, srun)", lambda s: s.launcher),
+    _spec("controller", "string", "Horovod's controller (gloo or mpi)", lambda s: s.controller),
+    _spec("placement", "string", "the placement's name (empty: the first GPUs)", lambda s: s.placement or ""),
+    _spec("knobs", "string", "the sweep's environment knobs, KEY=VALUE ...",
+          lambda s: " ".join(f"{k}={v}" for k, v in s.env)),
+    _spec("repeat", "int64", "which repeat of its configuration", lambda s: s.repeat),
+    _derived("unit", "string", "what a sample counts (images, tokens ...)", "env.unit",
+             lambda f: f.env.get("unit", "samples") if f.env else "samples"),
+    _judged("status", "string", "ok, or why the run is left out (failed, incomplete, inconsistent ...)"),
+    _judged("reason", "string", "why, in one line, where the run is not ok"),
+    _judged("ranks_logged", "int64", "rank logs read"),
+    *_axis_columns(first=True),
+    _spec("independent", "bool", "--independent: replicas without the gradient exchange",
+          lambda s: "--independent" in s.args),
+    _spec("base_args", "string", "the arguments without --independent (pairs a run with its independent twin)",
+          lambda s: " ".join(a for a in s.args if a != "--independent")),
+    *_axis_columns(first=False),
+    _derived("parameters", "Int64", "the model's parameters", "env.parameters", lambda f: f.env.get("parameters")),
+    _summary("peak_device_bytes", "peak_device_bytes", "float64", "peak device memory of the busiest rank", "max"),
+    _summary("peak_rss_bytes", "peak_rss_bytes", "float64", "peak resident set of the busiest rank", "max"),
+    _judged("wall_s", "float64", "the attempt's seconds as recorded, else from its first to its last record"),
+    _judged("setup_s", "float64", "rank 0's seconds from its first record to its timed steps"),
+    _summary("timed_steps", "steps", "Int64", "rank 0's timed steps (an adaptive run: the steps it took)"),
+    _summary("target_ci_pct", "target_ci_pct", "float64", "--target-ci: the interval's half-width asked, %"),
+    _summary("ci_reached_pct", "ci_reached_pct", "float64", "--target-ci: the half-width reached, %"),
+    _summary("stopped_by", "stopped_by", "string", "--target-ci: target or max_steps"),
+    _derived("flops_per_sample", "float64", "FLOPs per sample (forward and backward)", "env.flops_per_sample",
+             lambda f: f.env.get("flops_per_sample")),
+    _derived("flops_counted", "string", "how the FLOPs were counted", "env.flops_counted",
+             lambda f: f.env.get("flops_counted")),
+    _derived("device_name", "string", "the device that did the work: the GPU's name, on a CPU run the CPU's model",
+             "env.gpu.name, env.device.name or env.cpu_model", _device_name),
+    _derived("tf32", "boolean", "fp32 products could run as TF32 (allowed, on a GPU of capability 8.0 or newer)",
+             "env.math, env.device.capability, env.variables", _tf32),
+    _judged("attempts", "int64", "times the run was started (earlier ones kept in attempt-N/)"),
+    _judged("earlier_attempts", "string", "how each earlier attempt ended: attempt-1: failed (reason); ..."),
+    _derived("gradient_tensors", "Int64", "gradient tensors exchanged per step", "env.gradient_tensors",
+             lambda f: f.env.get("gradient_tensors")),
+    _derived("forward_share", "float64", "the forward pass's share of a step's FLOPs",
+             "env.flops_forward_per_sample / env.flops_per_sample", _forward_share),
+    _derived("fusion_bytes", "float64", "HOROVOD_FUSION_THRESHOLD (null: Horovod's default)",
+             "env.variables", _variable("HOROVOD_FUSION_THRESHOLD")),
+    _derived("cycle_s", "float64", "HOROVOD_CYCLE_TIME in seconds (null: Horovod's default)",
+             "env.variables", _variable("HOROVOD_CYCLE_TIME", 1e3)),
+    _env("cudnn_autotune", ("math", "cudnn_autotune"), "boolean",
+         "cuDNN timed its convolution algorithms and kept the fastest (a GPU run)"),
+    _env("started", ("time",), "float64", "when rank 0 recorded its environment (s since the epoch)"),
+    _env("host", ("host",), "string", "rank 0's host"),
+    _env("driver", ("nvml", "driver"), "string", "the NVIDIA driver, as NVML reports it"),
+    _env("cuda", ("device", "cuda"), "string", "the CUDA the framework was built with"),
+    _env("cudnn", ("device", "cudnn"), "Int64", "the cuDNN version PyTorch loaded"),
+    _env("nccl", ("device", "nccl"), "string", "the NCCL version PyTorch loaded"),
+    _env("torch", ("device", "torch"), "string", "PyTorch's version"),
+    _env("tensorflow", ("device", "tensorflow"), "string", "TensorFlow's version"),
+    _env("horovod_version", ("horovod", "version"), "string", "Horovod's version"),
+    _env("mpi", ("mpi",), "string", "the MPI rank 0 ran on: the library it loaded (implementation, version, MPICH's "
+         "device), else mpirun's on PATH", mpi_text),
+    _env("tuning", ("variables",), "string", "HOROVOD_*, NCCL_*, UCX_*, OMPI_MCA_*, MPIR_CVAR_*, I_MPI_* and FI_* "
+         "variables of rank 0, KEY=VALUE; ...", _tuning),
+    _env("cpu_model", ("cpu_model",), "string", "rank 0's CPU model"),
+    _env("cpu_count", ("cpu_count",), "Int64", "CPUs of rank 0's host"),
+    _env("horovod_nccl", ("horovod", "nccl_version"), "string",
+         "the NCCL version Horovod was built with (hvd.nccl_built()), which its GPU collectives use"),
+    RunColumn("path_cost_mpi_s", "float64", "collectives: a raw-MPI call's cost before any byte moves (rank 0)",
+              "summary.path_cost_s.mpi", "summary", ("path_cost_s", "mpi"), tables=("details",)),
+    RunColumn("path_cost_horovod_s", "float64", "collectives: a Horovod call's cost before any byte moves (rank 0)",
+              "summary.path_cost_s.horovod", "summary", ("path_cost_s", "horovod"), tables=("details",)),
+)
+BY_NAME: dict[str, RunColumn] = {column.name: column for column in RUN_COLUMNS}
+RUNS_SCHEMA: dict[str, str] = {column.name: column.dtype for column in RUN_COLUMNS}
+PYTHON_TYPES: dict[str, type] = {"string": str, "Int64": int, "int64": int, "bool": bool, "boolean": bool,
+                                 "float64": float}  # what a criterion's value must be to select on a column
+
+
+def carried(table: str) -> dict[str, str]:
+    """The columns (name: dtype) a report table carries from the run table, in table order."""
+    return {column.name: column.dtype for column in RUN_COLUMNS if table in column.tables}
+
+
+def run_row(facts: RunFacts) -> dict[str, Any]:
+    """One run's row: every column's value."""
+    return {column.name: column.value(facts) for column in RUN_COLUMNS}
+
+
+def markdown() -> str:
+    """The records' master list and the run table's columns, as Markdown."""
+    out = [schema.markdown(), "## Run table columns", "",
+           "Every column of the report's run table (runs.csv), where its value comes from and how ranks combine.", "",
+           "| column | from | type | meaning |", "|---|---|---|---|"]
+    out += [f"| `{c.name}` | {c.source} | {c.dtype} | {c.meaning} |" for c in RUN_COLUMNS] + [""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
