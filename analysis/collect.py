@@ -18,6 +18,8 @@ from hvdbench.suite.core.metrics import Outcome, run_outcome
 from hvdbench.suite.core.records import RANK_LOGS, rank_of_log
 from hvdbench.suite.core.run_table import RUNS_SCHEMA, RunFacts, mpi_text, run_row
 from hvdbench.suite.core.schema import KINDS
+from hvdbench.suite.core.hca import active_rdma
+from hvdbench.suite.core.nccl_log import read_nccl_log, run_fabric
 from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, RunFolder, RunSpec
 
 from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
@@ -360,6 +362,20 @@ def _copy_why(run_dir: Path, run_id: str) -> str:
     return ", ".join(reasons)
 
 
+def _fabric(folder: RunFolder, nodes: int, node_fabric: Any) -> dict[str, Any] | None:
+    """What the run's NCCL logs (a GPU run's nccl-rank-N.log) say NCCL used, beside the node's active RDMA ports
+    (rank 0's record); None where it has none. A log that cannot be read is passed over: the fabric is what the
+    readable ones say."""
+    fabrics = []
+    for path in folder.nccl_logs():
+        try:
+            fabrics.append(read_nccl_log(path))
+        except ValueError:
+            continue
+    fabric = run_fabric(fabrics, nodes, active_rdma(node_fabric))
+    return fabric.as_dict() if fabric is not None else None
+
+
 def _run_row(root: Path, folder: RunFolder, run: _Run, logged: int) -> dict[str, Any]:
     """One row of the run table (core/run_table.py): the spec, how the run ended, and what its records say."""
     spec, recorded = run.spec, folder.status
@@ -367,8 +383,9 @@ def _run_row(root: Path, folder: RunFolder, run: _Run, logged: int) -> dict[str,
     if outcome.ok and run.timed_steps == 0 and _trains(spec.benchmark):
         outcome = Outcome("incomplete", "incomplete: no valid timed step in its logs (see Malformed log lines)")
     wall = recorded.seconds if recorded is not None and recorded.seconds else (run.last or None)
+    fabric = _fabric(folder, spec.nodes, (run.env or {}).get("node_fabric"))
     judged = {"root": str(root), "status": outcome.status, "reason": outcome.reason, "ranks_logged": logged,
-              "wall_s": wall, "setup_s": run.timed.get(0), **_attempts(folder)}
+              "wall_s": wall, "setup_s": run.timed.get(0), "fabric": fabric, **_attempts(folder)}
     return run_row(RunFacts(spec, run.records, judged))
 
 

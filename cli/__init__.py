@@ -58,7 +58,7 @@ def _main(argv: Sequence[str] | None) -> int:
                                    systems=args.command == "compare", peaks=args.peaks)
         return {"topo": commands.cmd_topo, "sweep": commands.cmd_sweep, "submit": commands.cmd_submit,
                 "status": commands.cmd_status, "project": commands.cmd_project,
-                "accept": commands.cmd_accept}[args.command](args)
+                "accept": commands.cmd_accept, "nccl-log": commands.cmd_nccl_log}[args.command](args)
     except HvdbenchError as exc:
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return 2

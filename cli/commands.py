@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from collections import Counter
@@ -11,10 +12,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from hvdbench.suite.core.environment import IMAGE_ID_VARIABLE
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import RunStatus
 from hvdbench.suite.core.validate import host_problem, inert, text_problem
 
+from hvdbench.launchers.base import on_cpu
+from hvdbench.launchers.container import RUNTIMES, from_flags, image_id, preflight
 from hvdbench.launchers.hostlist import expand_hostlist
 from hvdbench.launchers.plan import Plan, plan
 from hvdbench.launchers.runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation,
@@ -117,6 +121,22 @@ def _finish(statuses: list[RunStatus], root: Path, with_report: bool) -> int:
     return 0
 
 
+def with_container(sweep: Sweep, args: argparse.Namespace) -> Sweep:
+    """The sweep with the command line's ``--container-*`` flags in place of its container: block."""
+    if args.container_image is None:
+        given = [f for f in ("runtime", "mount", "env", "python") if getattr(args, f"container_{f}")]
+        if given:
+            raise UsageError(f"--container-{given[0]} needs --container-image")
+        return sweep
+    container = from_flags(args.container_image, args.container_runtime, args.container_mount, args.container_env,
+                           args.container_python)
+    others = sorted({name for name, _ in sweep.launchers} - {"srun"})
+    if RUNTIMES[container.runtime].srun_only and others:
+        raise UsageError(f"--container-runtime pyxis puts ranks in the image through srun's flags: launcher srun "
+                         f"only, not {', '.join(others)}")
+    return replace(sweep, container=container)
+
+
 def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace, in_allocation: bool = False) -> int:
     specs, hosts = list(planned.specs), sweep.hosts
     if args.dry_run:
@@ -133,6 +153,12 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
                   file=sys.stderr)
         specs = fit
     check_launchers(spec.launcher for spec in specs)
+    if sweep.container is not None:
+        preflight(sweep.container, root, sorted({spec.launcher for spec in specs}),
+                  gpu=not all(on_cpu(spec) for spec in specs))
+        found = image_id(sweep.container)
+        if found:  # for the ranks' record: the environment reaches the ranks this host starts
+            os.environ[IMAGE_ID_VARIABLE] = found
     executor = local_executor(sweep, root, resume=args.resume, timeout=args.timeout, hosts=hosts,
                               retries=getattr(args, "retries", None))
     return _finish(executor.execute(specs), root, args.report)
@@ -140,10 +166,10 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
-    sweep = benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
-                            controller=args.controller, repeats=args.repeats, system=args.system,
-                            timeout=args.timeout, devices=args.devices, topology=args.topology,
-                            transport=args.transport, retries=args.retries)
+    sweep = with_container(benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
+                                           controller=args.controller, repeats=args.repeats, system=args.system,
+                                           timeout=args.timeout, devices=args.devices, topology=args.topology,
+                                           transport=args.transport, retries=args.retries), args)
     return _run_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, args)
 
 
@@ -169,8 +195,9 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     """Every GPU (or CPU slot) alone, one pair per link class, on every host; then the screening report."""
     from hvdbench.suite.core.topology import TopologyError
 
-    sweep = screen_sweep(args.benchmark, bench_args, topology=args.topology, cpu_slots=args.cpu_slots,
-                         pairs=args.pairs, launcher=args.launcher, system=args.system, timeout=args.timeout)
+    sweep = with_container(screen_sweep(args.benchmark, bench_args, topology=args.topology, cpu_slots=args.cpu_slots,
+                                        pairs=args.pairs, launcher=args.launcher, system=args.system,
+                                        timeout=args.timeout), args)
     try:
         topo = sweep_topology(sweep)
     except TopologyError as exc:
@@ -182,7 +209,7 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
         from hvdbench.launchers.sweep import SlurmOptions
 
         options = SlurmOptions(partition=args.partition, gpus=not args.cpu_slots, exclusive=True)
-        executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume)
+        executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume, container=sweep.container)
         if args.dry_run:
             return print_plan(planned, executor, args.output)
         submitted = executor.execute(planned.specs)
@@ -197,9 +224,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.in_allocation and not args.dry_run:
         from hvdbench.launchers.slurm_queue import allocation_hosts
 
-        sweep, planned, root = load(args.file, args.output, allocation_hosts(), here=True)
+        sweep, planned, root = load(args.file, args.output, allocation_hosts(), here=True,
+                                    adjust=lambda s: with_container(s, args))
     else:
-        sweep, planned, root = load(args.file, args.output, here=True)
+        sweep, planned, root = load(args.file, args.output, here=True, adjust=lambda s: with_container(s, args))
     return _run_here(sweep, planned, root, args, in_allocation=args.in_allocation)
 
 
@@ -208,9 +236,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from hvdbench.launchers.slurm import SlurmExecutor
     from hvdbench.launchers.slurm_queue import run_dirs
 
-    sweep, planned, root = load(args.file, args.output)
+    sweep, planned, root = load(args.file, args.output, adjust=lambda s: with_container(s, args))
     executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
-                             retries=sweep.retries if args.retries is None else args.retries)
+                             retries=sweep.retries if args.retries is None else args.retries, container=sweep.container)
     if args.dry_run:
         return print_plan(planned, executor, root)
     check_launchers(spec.launcher for spec in planned.specs)
@@ -269,3 +297,28 @@ def cmd_topo(args: argparse.Namespace) -> int:
         for placement in found:
             print("  " + placement.describe())
     return 0
+
+
+def cmd_nccl_log(args: argparse.Namespace) -> int:
+    """Print what each NCCL log says NCCL used; 2 where a file cannot be read (the others still printed)."""
+    from hvdbench.suite.core.nccl_log import fabric_lines, read_nccl_log
+    from hvdbench.suite.core.validate import inert
+
+    found: dict[str, dict[str, object]] = {}
+    status = 0
+    for path in args.files:
+        try:
+            fabric = read_nccl_log(path)
+        except ValueError as exc:
+            print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
+            status = 2
+            continue
+        if args.json:
+            found[str(path)] = fabric.as_dict()
+        else:
+            print(f"{inert(path)}:")
+            for line in fabric_lines(fabric):
+                print(f"  {inert(line)}")
+    if args.json:
+        print(json.dumps(found, indent=2))
+    return status

@@ -12,6 +12,7 @@ from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
 from hvdbench.suite.core.validate import QUEUE_WORD, grammar_problem, text_problem
 
 from hvdbench.launchers.base import launcher_names
+from hvdbench.launchers.container import RECIPE_PYTHON, RUNTIMES
 from hvdbench.launchers.policy import retry_count
 from hvdbench.launchers.runs import DEFAULT_SWEEP
 
@@ -44,7 +45,7 @@ def build_parser() -> Parser:
     """The command line of every subcommand."""
     parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo):
+    for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo, _nccl_log):
         add(sub)
     return parser
 
@@ -82,6 +83,25 @@ def _run(sub: Any) -> None:
                      help="saved 'nvidia-smi topo -m' output to check --devices against (default: this machine)")
     run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
     run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    container_flags(run)
+
+
+def container_flags(parser: Any) -> None:
+    """The ``--container-*`` flags of run, screen, sweep and submit (a sweep file's container: block, replaced)."""
+    box = parser.add_argument_group("ranks in a container image")
+    box.add_argument("--container-image", default=None, metavar="IMAGE",
+                     help="run every rank inside this image (a registry reference or enroot name for pyxis, a .sif "
+                          "for apptainer, an image folder or name for charliecloud, an image for podman)")
+    box.add_argument("--container-runtime", choices=tuple(RUNTIMES), default=None,
+                     help="what starts the ranks in the image (pyxis: srun's flags, launcher srun only)")
+    box.add_argument("--container-mount", action="append", default=[], metavar="SRC[:DST]",
+                     help="a folder mounted into the image (repeatable); the results folder is always mounted at its "
+                          "own path")
+    box.add_argument("--container-env", action="append", default=[], metavar="NAME",
+                     help="a variable passed into the image besides the run's own knobs (repeatable)")
+    box.add_argument("--container-python", default=None, metavar="PATH",
+                     help="the image's interpreter with hvdbench installed (default: container/Containerfile's, "
+                          f"{RECIPE_PYTHON})")
 
 
 def _reports(sub: Any) -> None:
@@ -177,6 +197,7 @@ def _sweep(sub: Any) -> None:
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     sweep.add_argument("--in-allocation", action="store_true",
                        help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
+    container_flags(sweep)
 
 
 def _submit(sub: Any) -> None:
@@ -193,6 +214,7 @@ def _submit(sub: Any) -> None:
                         help="requeue a job whose run failed up to N times; jobs are requeueable (node failure, "
                              "preemption) (default: the file's retries)")
     submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
+    container_flags(submit)
 
 
 def _status(sub: Any) -> None:
@@ -230,6 +252,7 @@ def _screen(sub: Any) -> None:
     screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
     screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    container_flags(screen)
 
 
 def _topo(sub: Any) -> None:
@@ -242,3 +265,16 @@ def _topo(sub: Any) -> None:
     topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")
     topo.add_argument("--exhaustive", action="store_true", help="every subset up to symmetry, labelled by ids")
     topo.add_argument("--json", action="store_true", help="print JSON for other tools")
+
+
+def _nccl_log(sub: Any) -> None:
+    """hvdbench nccl-log: the network NCCL used, from its INFO output."""
+    nccl = sub.add_parser(
+        "nccl-log", help="say which network and transports NCCL used, from NCCL_DEBUG=INFO output",
+        description="Read NCCL_DEBUG=INFO output (NCCL_DEBUG_SUBSYS=INIT,NET at least; a launcher's prefixes are "
+                    "fine) and print per file the NCCL version, the network it moved data over (IB, RoCE, Socket "
+                    "or a plugin's network), the plugin, GPUDirect RDMA, the NICs, the transports within a node, "
+                    "the node count where the log shows it, and warnings (sockets beside an RDMA device, no "
+                    "GPUDirect RDMA). What the log shows NCCL did, not what the environment asked for.")
+    nccl.add_argument("files", nargs="+", type=Path, help="NCCL log files")
+    nccl.add_argument("--json", action="store_true", help="print JSON: one object per file, by file name")

@@ -20,9 +20,13 @@ from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.gpu_choice import PLACEMENT_VARIABLE
 from hvdbench.suite.core.spec import CONTROLLERS, RunSpec
 
+from .container import Container, runtime
+
 # Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter.
 ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
-PMI_PLUGINS = ("pmix", "pmi2")  # how srun wires MPI ranks inside a SLURM job (LaunchContext.pmi)
+# how srun wires MPI ranks inside a SLURM job (LaunchContext.pmi): the plugin names `srun --mpi=list` shows on
+# clusters (PMIx by its generic name or a version, PMI-2, HPE Cray's)
+PMI_PLUGINS = ("pmix", "pmix_v2", "pmix_v3", "pmix_v4", "pmix_v5", "pmi2", "cray_shasta")
 # Open MPI's MCA parameters of each transport but auto (TRANSPORTS): -mca flags for mpirun, OMPI_MCA_* elsewhere.
 # tcp is the old fixed choice (ob1; TCP between nodes, shared memory within; verbs off).
 OPEN_MPI_TRANSPORT = {"ucx": (("pml", "ucx"), ("osc", "ucx")), "tcp": (("pml", "ob1"), ("btl", "^openib"))}
@@ -32,7 +36,8 @@ OPEN_MPI_TRANSPORT = {"ucx": (("pml", "ucx"), ("osc", "ucx")), "tcp": (("pml", "
 class LaunchContext:
     """Where a command runs: the interpreter for the ranks, the run directory, the hosts, how to reach
     them (ssh port and key, for horovodrun and mpirun), under SLURM srun's PMI plugin, and whether the
-    scheduler chose the GPUs (its CUDA_VISIBLE_DEVICES stands; the placement travels as HVDBENCH_DEVICES)."""
+    scheduler chose the GPUs (its CUDA_VISIBLE_DEVICES stands; the placement travels as HVDBENCH_DEVICES), and
+    the container each rank runs in (None: none); ``root`` is the results folder mounted into it."""
 
     python: str
     run_dir: Path
@@ -41,6 +46,12 @@ class LaunchContext:
     ssh_identity_file: Path | None = None
     pmi: str = "pmix"
     scheduler_gpus: bool = False
+    container: Container | None = None
+
+    @property
+    def root(self) -> Path:
+        """The results folder: the run directory's parent, mounted into a container at its own path."""
+        return self.run_dir.parent
 
 
 class Launcher(ABC):
@@ -123,10 +134,31 @@ class Launcher(ABC):
 
 def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
     """What each rank runs: the benchmark script, its arguments and where to log; behind the CPU binder
-    when the spec binds each local rank to its GPU's CPUs."""
+    when the spec binds each local rank to its GPU's CPUs. In a container, the image's interpreter runs the
+    image's hvdbench (the script as a module: no path of this checkout), inside the runtime's command."""
     script = get_benchmark(spec.benchmark).path
     bind = ["-m", binder.__name__, ";".join(spec.cpus), "--"] if spec.cpus else []
-    return [ctx.python, *bind, str(script), *spec.args, "--log-dir", str(ctx.run_dir)]
+    tail = [*spec.args, "--log-dir", str(ctx.run_dir)]
+    if ctx.container is None:
+        return [ctx.python, *bind, str(script), *tail]
+    rt = runtime(ctx.container.runtime)
+    if rt.srun_only and spec.launcher != "srun":
+        raise UsageError(f"container runtime {rt.name} starts ranks through srun only, not launcher {spec.launcher}")
+    module = f"{binder.__name__.rsplit('.', 2)[0]}.{script.stem}"  # hvdbench.suite.<script>
+    return rt.wrap(ctx.container, ctx.root, [ctx.container.python, *bind, "-m", module, *tail], not on_cpu(spec))
+
+
+def on_cpu(spec: RunSpec) -> bool:
+    """Whether the benchmark is told to run on the CPU (``--device cpu``): no GPU to hand into a container."""
+    args = list(spec.args)
+    return "--device=cpu" in args or any(a == "--device" and b == "cpu" for a, b in zip(args, args[1:]))
+
+
+def container_flags(spec: RunSpec, ctx: LaunchContext) -> list[str]:
+    """srun's flags that put its tasks in the run's image, where the runtime is srun's plugin (pyxis)."""
+    if ctx.container is None:
+        return []
+    return runtime(ctx.container.runtime).flags(ctx.container, ctx.root, [name for name, _ in spec.env])
 
 
 def run_hosts(spec: RunSpec, hosts: Sequence[str]) -> list[str]:

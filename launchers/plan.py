@@ -198,7 +198,9 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                                  f"{exc}") from None
             for (launcher, controller), env in itertools.product(sweep.launchers, _env_product(sweep)):
                 run = RunSpec(benchmark=info.name, framework=info.framework, args=args, launcher=launcher,
-                              controller=controller, env=env, system=sweep.system, transport=_transport(sweep))
+                              controller=controller, env=env, system=sweep.system, transport=_transport(sweep),
+                              image=sweep.container.image if sweep.container else None,
+                              runtime=sweep.container.runtime if sweep.container else None)
                 specs += _sized(sweep, run, flags, topo, placed, here_gpus, skipped)
                 if sweep.baseline and not independent:
                     for base in _baselines(sweep, run, topo):

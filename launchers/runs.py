@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
@@ -19,7 +20,7 @@ from hvdbench.suite.core.spec import RunSpec
 from .base import default_controllers, get_launcher, launcher_class
 from .local import LocalExecutor
 from .plan import Plan, plan
-from .sweep import Sweep, Workload, load_sweep
+from .sweep import Sweep, Workload, load_sweep, sweep_warnings
 from hvdbench.suite.core.node_topology import local_topology
 from hvdbench.suite.core.topology import Topology, read_topology_file
 
@@ -109,11 +110,14 @@ def here_gpus() -> int | None:
     return visible_gpu_count()
 
 
-def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None,
-         here: bool = False) -> tuple[Sweep, Plan, Path]:
+def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None, here: bool = False,
+         adjust: Callable[[Sweep], Sweep] = lambda sweep: sweep) -> tuple[Sweep, Plan, Path]:
     """A sweep file, its plan and its results root (``output``, else the file's, else results/<name>);
-    ``hosts`` (an allocation's) replace the file's; ``here``: the runs go on this node, planned to its GPUs."""
-    sweep = load_sweep(file)
+    ``hosts`` (an allocation's) replace the file's; ``here``: the runs go on this node, planned to its GPUs;
+    ``adjust``: what the command line changes in the file's sweep (its container) before it is planned."""
+    sweep = adjust(load_sweep(file))
+    for line in sweep_warnings(sweep):
+        print(f"hvdbench: warning: {line}", file=sys.stderr)
     if hosts:
         sweep = replace(sweep, hosts=tuple(hosts))
     planned = plan(sweep, sweep_topology(sweep), here_gpus() if here else None)
@@ -136,6 +140,7 @@ def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | N
     """The executor of a sweep on this machine (or inside an allocation, with its hosts)."""
     return LocalExecutor(root, timeout=timeout or sweep.timeout, resume=resume, hosts=hosts or sweep.hosts,
                          ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi,
+                         container=sweep.container,
                          retries=sweep.retries if retries is None else retries)
 
 

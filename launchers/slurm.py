@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hvdbench.suite.core.errors import LaunchError
+from hvdbench.suite.core.errors import LaunchError, UsageError
 from hvdbench.suite.core.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, launcher_class, rank_command
+from .container import Container, runtime
 from .executor import Executor
 from .slurm_jobs import job_parameters, partition_problem
 from .slurm_queue import ACTIVE, FINAL_OK, refresh
@@ -28,17 +29,22 @@ class SlurmExecutor(Executor):
     """Submits runs as SLURM jobs through submitit; ``resume`` leaves out what is complete or queued."""
 
     def __init__(self, root: Path, options: SlurmOptions, *, name: str, python: str = sys.executable,
-                 resume: bool = True, retries: int = 0,
+                 resume: bool = True, retries: int = 0, container: Container | None = None,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         super().__init__(root, python=python, resume=resume, retries=retries, report=report)
-        self.options, self.name = options, name
+        if container is not None and runtime(container.runtime).srun_only:
+            raise UsageError("container runtime pyxis takes srun's flags, which a submitted job's tasks do not pass "
+                             "through: run the sweep in an allocation (sbatch slurm/hvdbench.sbatch SWEEP), whose "
+                             "srun puts every rank in the image")
+        self.options, self.name, self.container = options, name, container
         self._states: dict[str, str] | None = None
 
     def describe(self, spec: RunSpec) -> str:
         """What submitting spec would do: the job's resources and what its task(s) run."""
         params = job_parameters(self.options, spec, self.name, self.retries)
         resources = " ".join(f"{k}={v}" for k, v in params.items() if v not in ([], {}, None))
-        ctx = LaunchContext(python=self.python, run_dir=(self.root / spec.id).resolve(), pmi=self.options.mpi)
+        ctx = LaunchContext(python=self.python, run_dir=(self.root / spec.id).resolve(), pmi=self.options.mpi,
+                            container=self.container)
         each = "each task" if launcher_class(spec.launcher).task_per_rank else \
             f"the first task ({spec.launcher} over the allocation)"
         return f"{resources}\n    {each} runs: {shlex.join(rank_command(spec, ctx))}"
@@ -86,10 +92,10 @@ class SlurmExecutor(Executor):
                 if self.options.array_parallelism and len(group) > 1:
                     with executor.batch():
                         jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python,
-                                                (), self.retries) for s in group]
+                                                (), self.retries, self.container) for s in group]
                 else:
                     jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python,
-                                            (), self.retries) for s in group]
+                                            (), self.retries, self.container) for s in group]
             except Exception as exc:  # submitit raises plain exceptions for sbatch errors
                 raise LaunchError(f"sbatch refused the job(s): {str(exc).strip().splitlines()[-1]}") from None
             for spec, job in zip(group, jobs):

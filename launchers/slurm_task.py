@@ -21,20 +21,27 @@ from hvdbench.suite.core.job_env import job_env
 from hvdbench.suite.core.spec import RunFolder, RunSpec, RunStatus, keep_earlier_attempt
 
 from .attempt import Attempt
-from .base import LaunchContext, get_launcher, rank_command
+from .base import LaunchContext, get_launcher, on_cpu, rank_command
+from .container import Container, preflight
 from .executor import launch_environment, placement_refusal, scheduler_chose_gpus
 from .policy import as_ended, failed_attempts, requeued, retry_left, tail
 from .slurm_queue import REQUEUED_BY_SLURM, allocation_hosts, why_stopped
 
 
-def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0) -> int:
+def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0,
+             container: Container | None = None) -> int:
     """What a SLURM task runs: its rank (launcher srun: one task per GPU, MPI wired by PMIx) or, on the
     first task only, horovodrun/mpirun over the allocation's hosts. The first task records how the run
     ended in status.json; SIGTERM (scancel, preemption) and SIGUSR2 (the time limit ahead) are recorded.
-    A failed attempt with retries left requeues the job (SLURM_RESTART_COUNT counts the attempts)."""
+    A failed attempt with retries left requeues the job (SLURM_RESTART_COUNT counts the attempts). With a
+    container, its runtime, image and mounts are checked on the node before any rank starts."""
     folder, first, job = Path(run_dir), _task_rank() == 0, job_env().job_id
     try:
-        return _run_task(RunSpec.from_dict(spec_data), folder, python, tuple(hosts), first, job, retries)
+        if container is not None:
+            spec = RunSpec.from_dict(spec_data)
+            preflight(container, folder.parent, [spec.launcher], gpu=not on_cpu(spec))
+        ctx = LaunchContext(python=python, run_dir=folder, container=container)
+        return _run_task(RunSpec.from_dict(spec_data), ctx, tuple(hosts), first, job, retries)
     except HvdbenchError as exc:  # a run that cannot start says why in its status, in one line
         RunStatus("failed", None, 0.0, str(exc), job_id=job).write(folder)
         print(f"hvdbench: error: {exc}", file=sys.stderr)
@@ -70,9 +77,9 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
         requeued(status, attempt_number(), f"; retry {used} of {retries}, job {job} requeued").write(folder)
 
 
-def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], first: bool, job: str | None,
+def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: bool, job: str | None,
               retries: int) -> int:
-    launcher = get_launcher(spec.launcher)
+    launcher, folder, python = get_launcher(spec.launcher), ctx.run_dir, ctx.python
     scheduler_gpus = scheduler_chose_gpus()
     if first:
         spec.write(folder)
@@ -82,7 +89,7 @@ def _run_task(spec: RunSpec, folder: Path, python: str, hosts: tuple[str, ...], 
         raise LaunchError(refused)
     if not first and launcher.task_per_rank:
         _await_first_task(folder, job)
-    ctx = LaunchContext(python=python, run_dir=folder, scheduler_gpus=scheduler_gpus)
+    ctx = replace(ctx, scheduler_gpus=scheduler_gpus)
     if launcher.task_per_rank:
         argv = rank_command(spec, ctx)
     elif first:

@@ -23,6 +23,7 @@ from hvdbench.suite.core.validate import (CONSTRAINT, GRES_TYPE, DIRECTIVE, HOST
                                      number_problem, text_problem)
 
 from .base import PMI_PLUGINS, default_controllers, launcher_class, launcher_names
+from .container import IMAGE, INTERPRETER, RECIPE_PYTHON, RUNTIMES, VARIABLE, Container, parse_mount
 from .policy import MAX_RETRIES
 from .sweep_file import SweepError, read_document
 
@@ -40,6 +41,13 @@ HOROVOD_CPU_OPERATIONS HOROVOD_CONTROLLER HOROVOD_GLOO_IFACE HOROVOD_GLOO_TIMEOU
 HOROVOD_ADASUM_MPI_CHUNK_SIZE HOROVOD_BATCH_D2D_MEMCOPIES HOROVOD_ENABLE_ASYNC_COMPLETION
 HOROVOD_THREAD_AFFINITY HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION HOROVOD_GPU_OPERATIONS
 """.split())
+# NCCL's own variables (nccl-variables.txt, from NCCL's source), and the prefixes and names its plugins and PyTorch
+# read: HPC-X's RDMA/SHARP plugin, aws-ofi-nccl, Google's FasTrak/TCPX plugins, PyTorch's process group
+NCCL_VARIABLES = frozenset(line for line in (Path(__file__).parent / "nccl-variables.txt").read_text().split()
+                           if line.startswith("NCCL_"))
+NCCL_PLUGIN_NAMES = ("NCCL_IBEXT_", "NCCL_SHARP_", "NCCL_PLUGIN_P2P", "NCCL_FASTRAK_", "NCCL_GPUDIRECTTCPX_",
+                     "NCCL_TCPX_", "NCCL_OFI_", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT",
+                     "NCCL_DESYNC_DEBUG", "NCCL_ENABLE_TIMING")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 KNOB_PREFIXES = ("HOROVOD_", "NCCL_", "UCX_", "OMPI_", "CUDA_")
 MCA_PREFIX = "OMPI_MCA_"  # then an Open MPI parameter's own (lower-case) name: OMPI_MCA_btl_tcp_if_include
@@ -138,6 +146,7 @@ class Sweep:
     ssh_identity_file: Path | None = None
     output: Path | None = None
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    container: Container | None = None  # every rank inside this image (launchers/container.py)
 
 
 class _Reader:
@@ -278,6 +287,13 @@ class _Reader:
             return text
         return convert
 
+    def mount(self, value: Any, key: str) -> tuple[str, str]:
+        """A container mount, ``SOURCE[:DESTINATION]`` (absolute paths; the destination defaults to the source)."""
+        pair = parse_mount(self.text(value, key))
+        if pair is None:
+            self.fail(key, f"expected SOURCE or SOURCE:DESTINATION, absolute paths without ',' or ':', got {value!r}")
+        return pair  # type: ignore[return-value]
+
     def minutes(self, value: Any, key: str) -> int:
         """SLURM time as minutes: a number of minutes, or sbatch's MM:SS, HH:MM:SS, D-HH, D-HH:MM[:SS]."""
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -309,6 +325,10 @@ class _Reader:
             hint = difflib.get_close_matches(name, sorted(HOROVOD_KNOBS), n=1)
             self.fail(key, f"{name} is not a Horovod knob" + (f" (did you mean {hint[0]}?)" if hint else "")
                       + "; see Horovod's documentation of HOROVOD_* variables")
+        if name.startswith("NCCL_") and name not in NCCL_VARIABLES and not name.startswith(NCCL_PLUGIN_NAMES):
+            hint = difflib.get_close_matches(name, sorted(NCCL_VARIABLES), n=1)
+            self.fail(key, f"{name} is read by no NCCL release from 2.28 to 2.30 nor a known NCCL plugin"
+                      + (f" (did you mean {hint[0]}?)" if hint else "") + "; NCCL would ignore it silently")
         return name
 
 
@@ -333,7 +353,8 @@ _TOP = ("name", "system", "launcher", "controller", "repeats", "max_runs", "time
         "target_ci", "max_steps",
         "workloads", "axes", "baseline",
         "bind_cpus", "node_gpus", "cpu_slots", "topology", "hosts", "ssh_port", "ssh_identity_file", "output",
-        "slurm")
+        "slurm", "container")
+_CONTAINER = ("image", "runtime", "mounts", "env", "python")
 KNOB_AXES = tuple(name for name in AXES if name not in ("batch_size", "precision"))
 _AXES = ("np", "nodes", "gpus_per_node", "placements", "batch_size", "precision", "independent", *KNOB_AXES, "env")
 _WORKLOAD = ("benchmark", "args", "batch_size", "precision")
@@ -386,7 +407,7 @@ def load_sweep(path: Path) -> Sweep:
         ssh_port=top.get("ssh_port", top.port, None),
         ssh_identity_file=top.get("ssh_identity_file", top.plain_path, None),
         output=top.get("output", lambda v, k: Path(top.text(v, k)).expanduser(), None),  # relative to where it runs
-        slurm=_slurm_options(slurm),
+        slurm=_slurm_options(slurm), container=_container(top),
     )
     _check_sweep(sweep, top, axes, slurm)
     return sweep
@@ -417,6 +438,22 @@ def _env(axes: _Reader) -> tuple[tuple[str, tuple[str, ...]], ...]:
                         for name in reader.data))
 
 
+def _container(top: _Reader) -> Container | None:
+    """The container: table (absent: ranks run on the host)."""
+    if top.data.get("container") is None:
+        return None
+    box = _Reader(top.path, top.data["container"], "container", _CONTAINER)
+    for key in ("image", "runtime"):
+        if key not in box.data:
+            box.fail(box.key(key), "missing" + (f": one of {', '.join(RUNTIMES)}" if key == "runtime" else ""))
+    return Container(image=box.get("image", box.grammar(IMAGE, "an image reference, name or path"), ""),
+                     runtime=box.get("runtime", box.choice(tuple(RUNTIMES)), ""),
+                     mounts=box.many("mounts", box.mount),
+                     env=box.many("env", box.grammar(VARIABLE, "a variable name")),
+                     python=box.get("python", box.grammar(INTERPRETER, "python3 or an absolute path inside the image"),
+                                    RECIPE_PYTHON))
+
+
 def _slurm_options(slurm: _Reader) -> SlurmOptions:
     """The slurm: table."""
     return SlurmOptions(
@@ -436,6 +473,22 @@ def _slurm_options(slurm: _Reader) -> SlurmOptions:
         gpu_type=slurm.get("gpu_type", slurm.grammar(GRES_TYPE, "a GRES type such as a100 (no count)"), None))
 
 
+GPU_SHARING_LOST = ("each rank sees only its own GPU, so CUDA IPC and NVLink peer access between the ranks of a "
+                    "node are lost and NCCL falls back to slower paths (shared memory or the network); leave it "
+                    "out to measure the node as training uses it")
+
+
+def sweep_warnings(sweep: Sweep) -> list[str]:
+    """What a valid sweep will cost its measurements, one line each: SLURM binding each rank to one GPU."""
+    said = []
+    if sweep.slurm.gpus_per_task:
+        said.append(f"slurm.gpus_per_task: {GPU_SHARING_LOST}")
+    for directive in sweep.slurm.directives:
+        if directive.startswith("--gpu-bind"):
+            said.append(f"slurm.directives {directive}: {GPU_SHARING_LOST}")
+    return said
+
+
 def _check_sweep(sweep: Sweep, top: _Reader, axes: _Reader, slurm: _Reader) -> None:
     """What the values mean together: a usable name, no SLURM directive hvdbench sets itself, transports the
     launchers know, placements GPUs per task cannot keep, max_steps without target_ci, sizes to run."""
@@ -448,6 +501,9 @@ def _check_sweep(sweep: Sweep, top: _Reader, axes: _Reader, slurm: _Reader) -> N
         if not directive.startswith("--") and option not in SET_BY_HVDBENCH:
             slurm.fail(f"slurm.directives[{i}]", f"{directive} is a short option: write sbatch's long form "
                                                  "(--option=value), as each job's #SBATCH lines take it")
+        if option.startswith("container-"):
+            slurm.fail(f"slurm.directives[{i}]", f"--{option} is pyxis's srun flag, not a job's #SBATCH line: "
+                                                 "give the image in the container: key (image, runtime: pyxis)")
         if option in SET_BY_HVDBENCH:
             slurm.fail(f"slurm.directives[{i}]", f"--{option} is set by hvdbench from each run "
                                                  f"({SET_BY_HVDBENCH[option]}); remove it")
@@ -456,6 +512,11 @@ def _check_sweep(sweep: Sweep, top: _Reader, axes: _Reader, slurm: _Reader) -> N
             launcher_class(name).check_transport(sweep.transport)
         except UsageError as exc:
             top.fail("transport", str(exc))
+    others = sorted({name for name, _ in sweep.launchers} - {"srun"})
+    if sweep.container is not None and RUNTIMES[sweep.container.runtime].srun_only and others:
+        top.fail("container.runtime", f"pyxis puts ranks in the image through srun's flags: launcher srun only, "
+                                      f"not {', '.join(others)} (apptainer, charliecloud and podman work with every "
+                                      "launcher)")
     if sweep.slurm.gpus_per_task and sweep.placements:
         slurm.fail("slurm.gpus_per_task", "gives each task whichever GPU SLURM picks, so axes.placements cannot "
                                           "hold; remove one of them")

@@ -2,7 +2,7 @@
 # A GPU node's facts, one file each, beside a result that was measured on it:
 #   scripts/node-facts.sh DIR
 # nvidia-smi's full query, topology matrix and clocks; the driver, CUDA, NCCL and cuDNN versions PyTorch
-# sees and the NCCL Horovod was built with; CPUs and memory. Where a tool is missing its file says so; nothing here fails.
+# sees and the NCCL Horovod was built with; HCA ports, OFED, UCX, HPC-X and loaded modules; CPUs and memory. Where a tool is missing its file says so; nothing here fails.
 set -uo pipefail
 dir=${1:?usage: scripts/node-facts.sh DIR}
 mkdir -p "$dir"
@@ -36,6 +36,14 @@ for i in range(torch.cuda.device_count()):
     p = torch.cuda.get_device_properties(i)
     print(f"gpu {i}", p.name, f"capability {p.major}.{p.minor}", f"{p.total_memory / 2**30:.1f} GiB", f"{p.multi_processor_count} SMs")
 '
+# the network between nodes: HCA ports (state, rate, link layer), OFED, UCX, the loaded modules
+if command -v ibstat >/dev/null 2>&1; then run ibstat.txt ibstat
+elif command -v ibv_devinfo >/dev/null 2>&1; then run ibv_devinfo.txt ibv_devinfo
+else echo "neither ibstat nor ibv_devinfo on PATH" > "$dir/ibstat.txt"; fi
+{ echo "ofed: $(ofed_info -s 2>/dev/null || echo none)"
+  echo "ucx: $(ucx_info -v 2>/dev/null | head -n 2 | tr '\n' ' ' || echo none)"
+  echo "hpcx: ${HPCX_DIR:-none}"
+  echo "modules: ${LOADEDMODULES:-none}"; } > "$dir/fabric-software.txt"
 run cpu.txt lscpu
 run memory.txt free -g
 run os.txt uname -a

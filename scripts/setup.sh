@@ -26,6 +26,10 @@
 #                        not in the build)
 #   HVDBENCH_MPI4PY_SOURCE=1  build mpi4py against the MPI on PATH instead of its binary wheel
 #   HOROVOD_VERSION      Horovod source release to build                  (default: the lock's horovod line)
+#   HVDBENCH_HOROVOD_WHEEL=FILE  install this Horovod wheel instead of building one (set-up's own, for an image
+#                        whose Python and libraries match the machine that built it)
+#   HVDBENCH_REBUILD_HOROVOD=1  build Horovod (and install mpi4py) even where the environment already has one
+#                        whose --check-build shows what the node needs (an image's; default: use that one)
 #   HOROVOD_GPU_OPERATIONS, HOROVOD_NCCL_HOME, HOROVOD_CUDA_HOME  passed to Horovod's build; with CUDA
 #                        and NCCL present, NCCL is chosen for GPU operations unless set otherwise.
 #   HOROVOD_BUILD_CUDA_CC_LIST  GPU architectures for Horovod's CUDA kernels, e.g. 80,90 (default: the
@@ -139,7 +143,8 @@ build_settings() {
         "torch: $TORCH_SPEC" "tensorflow: $TF_SPEC" "horovod: $HOROVOD_VERSION" "mpi: ${mpi:-not on PATH}" \
         "mpi4py from source: ${HVDBENCH_MPI4PY_SOURCE:-0}" "gpu operations: ${HOROVOD_GPU_OPERATIONS:-auto}" \
         "cuda architectures: ${HOROVOD_BUILD_CUDA_CC_LIST:-auto}" "nccl home: ${HOROVOD_NCCL_HOME:-auto}" \
-        "cuda home: ${HOROVOD_CUDA_HOME:-auto}" "lock: $LOCK"
+        "cuda home: ${HOROVOD_CUDA_HOME:-auto}" "lock: $LOCK" "rebuild horovod: ${HVDBENCH_REBUILD_HOROVOD:-0}" \
+        "horovod wheel: ${HVDBENCH_HOROVOD_WHEEL:-build}"
 }
 compute_stamp() {
     { cat "$ROOT/setup.cfg" "$ROOT/scripts/setup.sh" "$ROOT/scripts/horovod-requirements.txt"; echo "$constraints"
@@ -295,6 +300,29 @@ patch_source() {  # FILE SED-SCRIPT OLD-TEXT-REGEX WHAT
     sed -i "$2" "$1"
     if grep -qE "$3" "$1"; then die "could not $4 (${1#"$work/"} still has '$3')"; fi
 }
+FOUND="(found in the environment)"  # the marker's mark of a Horovod set-up found rather than built
+# What Horovod's --check-build must show for a build key: PyTorch and Gloo always, MPI, TensorFlow and NCCL where
+# the key has them.
+build_needs() {
+    printf '%s\n' PyTorch Gloo
+    [[ "$1" != *_mpi-none ]] && echo MPI
+    [[ "$1" != *_tf-none_* ]] && echo TensorFlow
+    [[ "$1" == *_gpu-NCCL* ]] && echo NCCL
+    return 0
+}
+# Horovod's own --check-build, asked through the environment's interpreter (an image's Horovod may have no
+# horovodrun in this environment's bin).
+check_build() {
+    "$PY" -c 'import sys; from horovod.runner.launch import run_commandline; sys.argv = ["horovodrun", "--check-build"]; run_commandline()'
+}
+# A Horovod the environment already has (an image's, a module's) whose --check-build shows everything key needs:
+# its version printed; else nothing and a failure.
+usable_horovod() {
+    local check item
+    check=$(check_build 2>/dev/null) || return 1
+    for item in $(build_needs "$1"); do grep -Eq "\[X\] $item\b" <<<"$check" || return 1; done
+    "$PY" -c 'import horovod; print(horovod.__version__)'
+}
 install_all() {
     pip_install -r "$ROOT/scripts/horovod-requirements.txt"
 
@@ -350,6 +378,16 @@ install_all() {
     marker=$VENV/.hvdbench-horovod
     if [[ -f "$marker" && "$(cat "$marker")" == "$key" ]] && have_module horovod.torch; then
         log "Horovod already installed ($key)"
+    elif [[ ! -f "$marker" || "$(cat "$marker")" == "$key $FOUND" ]] && [[ "${HVDBENCH_REBUILD_HOROVOD:-0}" != 1 ]] \
+            && found=$(usable_horovod "$key"); then
+        # a Horovod set-up did not install (an image's, a module's): kept where its --check-build has what is needed
+        log "Horovod $found already in the environment has what this node needs ($(build_needs "$key" | paste -sd, | sed 's/,/, /g')): used as it is, nothing built (HVDBENCH_REBUILD_HOROVOD=1 builds $HOROVOD_VERSION instead)"
+        echo "$key $FOUND" > "$marker"
+    elif [[ -n "${HVDBENCH_HOROVOD_WHEEL:-}" ]]; then
+        [[ -f "$HVDBENCH_HOROVOD_WHEEL" ]] || die "HVDBENCH_HOROVOD_WHEEL=$HVDBENCH_HOROVOD_WHEEL is not a file"
+        log "Horovod from the wheel given, not built: $HVDBENCH_HOROVOD_WHEEL (checked by --check-build below)"
+        pip_install --no-deps --force-reinstall "$HVDBENCH_HOROVOD_WHEEL"
+        echo "$key (wheel given: ${HVDBENCH_HOROVOD_WHEEL##*/})" > "$marker"
     else
         wheel_dir=$CACHE/wheels/$key
         if ! compgen -G "$wheel_dir/horovod-*.whl" >/dev/null; then
@@ -438,6 +476,11 @@ sys.exit(0 if sys.argv[1] and sys.argv[1] in version else 1)
 PYEOF
 }
 install_mpi4py() {
+    if [[ "${HVDBENCH_REBUILD_HOROVOD:-0}" != 1 ]] && "$PY" -c 'import mpi4py' 2>/dev/null \
+            && line=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpi4py_matches_mpi); then
+        log "mpi4py already in the environment uses the MPI on PATH ($line): used as it is"
+        return
+    fi
     if [[ "${HVDBENCH_MPI4PY_SOURCE:-0}" != 1 ]]; then
         if pip_try --only-binary mpi4py 'mpi4py>=4.1' \
                 && line=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpi4py_matches_mpi); then
@@ -461,15 +504,11 @@ install_mpi4py() {
 
 # --- 6. Check the build: every framework and controller we asked for must be there.
 # (the check imports each framework; TensorFlow's start-up chatter goes to a file, shown on failure)
-check=$("$VENV/bin/horovodrun" --check-build 2>"$VENV/.check-build.err") \
+check=$(check_build 2>"$VENV/.check-build.err") \
     || die "horovodrun --check-build failed: $(grep -E 'Error|error' "$VENV/.check-build.err" | tail -n 1 | cut -c1-200) (log: $VENV/.check-build.err)"
 echo "$check"
 built_key=$(cat "$VENV/.hvdbench-horovod")
-expect=("PyTorch" "Gloo")
-[[ "$built_key" != *_mpi-none ]] && expect+=("MPI")
-[[ "$built_key" != *_tf-none_* ]] && expect+=("TensorFlow")
-[[ "$built_key" == *_gpu-NCCL* ]] && expect+=("NCCL")
-for item in "${expect[@]}"; do
+for item in $(build_needs "$built_key"); do
     grep -Eq "\[X\] $item\b" <<<"$check" || die "Horovod was built without $item (see 'horovodrun --check-build' above)"
 done
 echo "$stamp" > "$stamp_file"

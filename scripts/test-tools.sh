@@ -7,6 +7,8 @@
 #   openssh-server/-client        a second "host" on loopback for multi-node runs
 #   iproute2, util-linux          hosts and SLURM nodes with their own name and address (network, UTS,
 #                                 mount namespaces) for MPI and the two-node GPU cluster
+#   mmdebstrap, charliecloud-*, python3-lark  a real image from container/Containerfile (scripts/container-image.sh)
+#                                 and ranks inside it under ch-run
 set -uo pipefail
 have() { command -v "$1" >/dev/null 2>&1 || [[ -x "/usr/sbin/$1" ]]; }
 # package -> the tests that skip without it
@@ -19,6 +21,10 @@ declare -A skips=(
     [openssh-client]="second hosts (test_two_hosts_over_ssh.py, test_projection_shaped_link.py)"
     [iproute2]="namespace hosts and the two-node cluster (test_two_hosts_over_ssh.py, test_projection_shaped_link.py, test_two_node_slurm_with_gpus.py)"
     [util-linux]="namespace hosts and the two-node cluster (test_two_hosts_over_ssh.py, test_two_node_slurm_with_gpus.py)"
+    [mmdebstrap]="the image built from the recipe (test_container_image_runs_ranks.py)"
+    [charliecloud-builders]="the image built from the recipe (test_container_image_runs_ranks.py)"
+    [python3-lark]="the image built from the recipe (test_container_image_runs_ranks.py)"
+    [charliecloud-runtime]="ranks inside the image (test_container_image_runs_ranks.py)"
 )
 need=()
 have chromium || need+=(chromium)
@@ -33,6 +39,10 @@ have ssh-keygen || need+=(openssh-client)
 have ip || need+=(iproute2)
 have nsenter || need+=(util-linux)
 have unshare || need+=(util-linux)
+have mmdebstrap || need+=(mmdebstrap)
+have ch-image || need+=(charliecloud-builders)
+have ch-run || need+=(charliecloud-runtime)
+/usr/bin/python3 -c 'import lark' 2>/dev/null || need+=(python3-lark)
 ((${#need[@]})) || exit 0
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 why="not root or no apt-get"

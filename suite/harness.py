@@ -29,7 +29,8 @@ from .core.gpu_choice import GpuChoice, choice_record, shared_gpu_problem
 from .core.gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
 from .core.records import RecordWriter, rank_log_name
 from .core.errors import SpecError, UsageError
-from .core.spec import RANK_FILES, RUN_FILE, RunSpec, keep_earlier_attempt
+from .core.nccl_log import info_variables
+from .core.spec import RANK_FILES, RUN_FILE, RunFolder, RunSpec, keep_earlier_attempt
 from .timing import Runtime, StepOutcome, measure
 
 _LOCAL_FLAGS = {"--log-dir": 1, "--echo-records": 0}
@@ -286,6 +287,8 @@ def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespac
                       flags=flags, argv=argv, label=label) as (log_dir, writer, run_id):
         if early is not None:
             raise early
+        if backend.on_gpu(device):  # before NCCL's first communicator: its INFO output to a file of this rank's
+            os.environ.update(info_variables(os.environ, RunFolder(log_dir).nccl_log(runtime.rank)))
         nvml = Nvml()
         gpu = backend.device_info(device).get("pci_bus_id") if backend.on_gpu(device) else None
         handle = nvml.handle(gpu, visible_device(backend.device_index(device))) if backend.on_gpu(device) else None

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, REPO, hvdbench_exe
+from conftest import BIN, REPO, hvdbench_exe, write_run
 from hvdbench.suite.core.catalog import BENCHMARKS, get_benchmark
+from hvdbench.suite.core.spec import RunSpec
 
 DOCS = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md")),
         REPO / "slurm" / "README.md"]
@@ -48,7 +49,9 @@ def _placeholder(word: str, results: Path) -> str:
     """A path the docs name for the reader's own (a results root, a sweep file) as one that exists here."""
     if word.endswith((".yaml", ".yml")):
         return str(REPO / word) if (REPO / word).is_file() else str(SWEEP)
-    if word.startswith(("results/", "runs/")) and "cifar10-np1" not in word:
+    if word.startswith(("results/", "runs/")) and "cifar10-np1" in word:  # a run folder: a recorded one
+        return str(min((results / "liked").glob("cifar10-np1-*")))
+    if word.startswith(("results/", "runs/")):
         return str(results)
     return word
 
@@ -62,6 +65,8 @@ def _hvdbench(words: list[str], results: Path, tmp: Path) -> list[list[str]]:
             return [[sys.executable, "-c", "import sys; from hvdbench.cli.parser import build_parser; "
                      "build_parser().parse_args(sys.argv[1:])", command, *rest]]
         return [[hvdbench_exe(), command, *rest, *(["-o", str(tmp / "report")] if command == "report" else [])]]
+    if command == "nccl-log":  # reads recorded logs: measures nothing
+        return [[hvdbench_exe(), "nccl-log", *rest]]
     if command == "topo":
         rest = [w for i, w in enumerate(rest) if w != "--file" and (i == 0 or rest[i - 1] != "--file")]
         return [[hvdbench_exe(), "topo", "--file", str(TOPOLOGY), *rest]]
@@ -111,6 +116,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("runs")
     with tarfile.open(REPO / "tests" / "fixtures" / "runs-v1.tar.xz") as archive:
         archive.extractall(root, filter="data")
+    # a training run that recorded its gradient sizes, for the docs' --like (runs-v1 predates the field)
+    write_run(root / "liked", RunSpec(benchmark="cifar10", np=1, args=("--model", "resnet20")), [[0.1] * 6],
+              env={"gradient_sizes": [432, 16, 16, 2304, 64, 10]})
     return root
 
 

@@ -269,7 +269,7 @@ def test_a_label_with_dollars_draws(tmp_path: Path) -> None:
 # --- 6. unbounded work from small inputs
 @pytest.mark.parametrize("body, text", [
     ("repeats: 100000000\n", "more than max_runs (10,000)"),
-    ("axes: {np: [1, 2], env: {" + ", ".join(f"NCCL_K{i}: [a, b, c, d, e, f, g, h]" for i in range(12)) + "}}\n",
+    ("axes: {np: [1, 2], env: {" + ", ".join(f"UCX_K{i}: [a, b, c, d, e, f, g, h]" for i in range(12)) + "}}\n",
      "more than max_runs"),
 ])
 def test_a_plan_too_large_is_refused_before_it_is_made(tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str,

@@ -200,8 +200,15 @@ def test_the_version_output_decides_which_mpi_syntax_applies(name: str, output: 
 def test_srun_refuses_gloo_and_unknown_pmi() -> None:
     with pytest.raises(UsageError, match="mpi controller only .SLURM starts the ranks through PMI"):
         get_launcher("srun").command(_dgx_spec("srun", "gloo"), LaunchContext(python=PY, run_dir=RUN_DIR))
-    with pytest.raises(UsageError, match="'pmi1' is not one of pmix, pmi2"):
+    with pytest.raises(UsageError,
+                       match="'pmi1' is not one of pmix, pmix_v2, pmix_v3, pmix_v4, pmix_v5, pmi2, cray_shasta"):
         get_launcher("srun").command(_dgx_spec("srun"), LaunchContext(python=PY, run_dir=RUN_DIR, pmi="pmi1"))
+
+
+@pytest.mark.parametrize("pmi", ["pmix_v4", "cray_shasta"])
+def test_srun_takes_the_pmi_plugin_names_clusters_show(pmi: str) -> None:
+    argv = get_launcher("srun").command(_dgx_spec("srun"), LaunchContext(python=PY, run_dir=RUN_DIR, pmi=pmi))
+    assert argv[:2] == ["srun", f"--mpi={pmi}"]
 
 
 def test_no_binding_without_cpu_lists() -> None:

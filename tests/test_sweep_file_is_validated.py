@@ -89,6 +89,25 @@ def test_launchers_and_controllers_can_be_swept(tmp_path: Path) -> None:
         (2, "horovodrun", "gloo"), (2, "horovodrun", "mpi"), (2, "mpirun", "mpi")]
 
 
+def test_nccl_plugin_and_core_variables_and_cluster_pmi_names_are_accepted(tmp_path: Path) -> None:
+    path = _write(tmp_path, "workloads: [mlp]\naxes: {np: [2], env: {NCCL_IB_HCA: [mlx5_0], NCCL_SHARP_DISABLE: [1], "
+                            "NCCL_IBEXT_DISABLE: [0], NCCL_ALGO: [Ring]}}\nslurm: {mpi: pmix_v4}\n")
+    sweep = load_sweep(path)
+    assert sweep.slurm.mpi == "pmix_v4" and len(plan(sweep).specs) == 2
+
+
+def test_binding_each_rank_to_one_gpu_is_warned_in_one_line(tmp_path: Path) -> None:
+    from hvdbench.launchers.sweep import sweep_warnings
+
+    base = "workloads: [mlp]\naxes: {np: [2]}\n"
+    assert sweep_warnings(load_sweep(_write(tmp_path, base))) == []
+    said = sweep_warnings(load_sweep(_write(tmp_path, base + "slurm: {gpus_per_task: true, directives: "
+                                                              "['--gpu-bind=closest']}\n")))
+    assert [line.split(":")[0] for line in said] == ["slurm.gpus_per_task", "slurm.directives --gpu-bind=closest"]
+    assert all("NVLink peer access between the ranks of a node are lost" in line and "\n" not in line
+               for line in said)
+
+
 def test_toml_sweeps_read_the_same(tmp_path: Path) -> None:
     toml = _write(tmp_path, """
 name = "t"
@@ -118,6 +137,9 @@ HOROVOD_CYCLE_TIME = [1, 5]
      r"add controller mpi"),
     ("workloads: [cifar10]\naxes: {np: [2], env: {HOROVOD_FUSION_TRESHOLD: [1]}}\n",
      r"axes.env.HOROVOD_FUSION_TRESHOLD: .*did you mean HOROVOD_FUSION_THRESHOLD"),
+    ("workloads: [cifar10]\naxes: {np: [2], env: {NCCL_IB_HCAS: [mlx5_0]}}\n",
+     r"axes.env.NCCL_IB_HCAS: NCCL_IB_HCAS is read by no NCCL release .*did you mean NCCL_IB_HCA\?"),
+    ("workloads: [cifar10]\naxes: {np: [2]}\nslurm: {mpi: pmix_v9}\n", r"slurm.mpi: .*pmix_v9"),
     ("workloads: [cifar10]\naxes: {np: [2]}\nslurm: {time: soon}\n",
      r"slurm.time: expected minutes or sbatch's time format"),
     ("workloads: [cifar10]\naxes: {np: [2]}\ntransport: ucx\n",

@@ -62,7 +62,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     headline = [Section(f"{system}: {args or '(defaults)'}", views.headline_text(group), views.headline_titles(group),
                         views.headline_rows(group), code=True, folded=views.HEADLINE_FOLDED)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
-    summary = executive_lines(table, screen, slow) if len(table) else []
+    summary = (executive_lines(table, screen, slow) if len(table) else []) + views.fabric_alerts(collection.runs)
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
     sections += headline
     for title, text, (header, rows) in views.axis_views(table):
@@ -162,6 +162,9 @@ def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict
     _tabled(out, tables, "breakdown", breakdown_table(collection, table), "Step breakdown", views.BREAKDOWN_TEXT,
             views.breakdown_rows)
     _tabled(out, tables, "details", details_table(collection), "Run details", views.DETAILS_TEXT, views.details_rows)
+    header, rows = views.fabric_rows(collection.runs)
+    if rows:
+        out.append(Section("The network NCCL used", views.FABRIC_TEXT, header, rows))
     if len(collection.profile):
         out.append(Section("Top operators (--profile)", "Rank 0's five most expensive operators per profiled run; "
                            "every rank's in profile.csv, the traces beside the logs.",

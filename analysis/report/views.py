@@ -284,6 +284,35 @@ def problems(collection: Collection) -> list[tuple[str, str, list[str], list[lis
     return out
 
 
+FABRIC_TEXT = ("What each GPU run's NCCL said it used (its INFO output for INIT and NET, kept per rank in "
+               "nccl-rank-N.log beside the run): the network that moved data between nodes, the plugin, GPUDirect "
+               "RDMA, the NICs and the transports within a node. A run across nodes over TCP sockets on a cluster "
+               "with InfiniBand or RoCE measures the fallback, not the fabric.")
+
+
+def fabric_alerts(runs: pd.DataFrame, most: int = 3) -> list[str]:
+    """Executive-summary lines for the runs whose NCCL logs warn (sockets beside RDMA, no GPUDirect RDMA)."""
+    warned = runs[(runs["status"] == "ok") & runs["fabric_warnings"].notna()]
+    lines = [f"Fabric warning: {r.run_id} ({r.nodes} node(s)): {str(r.fabric_warnings).split('; ')[0]} "
+             "(see The network NCCL used)." for r in warned.head(most).itertuples()]
+    if len(warned) > most:
+        lines.append(f"Fabric warnings on {len(warned) - most} more run(s) (see The network NCCL used).")
+    return lines
+
+
+def fabric_rows(runs: pd.DataFrame) -> Rows:
+    """The runs whose NCCL logs say which network NCCL used."""
+    said = runs[runs["nccl_network"].notna() | runs["nccl_transports"].notna()]
+    return (["run", "nodes", "GPUs", "network", "plugin", "GPUDirect RDMA", "NICs", "within a node", "warnings"],
+            [[r.run_id, str(r.nodes), str(r.np), *(_text(v) for v in (r.nccl_network, r.nccl_plugin)),
+              "-" if missing(r.nccl_gdr) else "yes" if r.nccl_gdr else "no",
+              *(_text(v) for v in (r.nccl_nics, r.nccl_transports, r.fabric_warnings))] for r in said.itertuples()])
+
+
+def _text(value: Any) -> str:
+    return "-" if missing(value) or value == "" else str(value)
+
+
 P2P_TEXT = ("Device-to-device copies from the row's GPU to the column's: the pair's link class (from the "
             "node's topology) and GB/s (10^9 bytes over the median of the timed copies, each bounded by device "
             "syncs). A PIX pair at PCIe rates or an NV# pair at NVLink rates shows here.")

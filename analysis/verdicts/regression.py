@@ -3,10 +3,11 @@ paired by what they ran (workload, arguments, launcher, placement, knobs, size; 
 and each pair's throughput ratio new / old gets a 95% interval from both runs' own resamples. A change
 whose interval lies wholly below 1 - margin is a regression, wholly above 1 + margin an improvement;
 anything else is within the noise or the margin. Beside each, what else changed between the two
-(driver, CUDA, NCCL, cuDNN, frameworks, Horovod, the exchange's tuning variables, clocks). A configuration
-measured on one side only is listed, never dropped. Each side's resamples are drawn on their own (the two sides of one
-sweep share run ids), and a comparison that could not judge a configuration (too few steps for an interval, a
-configuration on one side only, nothing paired) says so: it is "not judged", never a pass."""
+(driver, CUDA, NCCL, cuDNN, frameworks, Horovod, the exchange's tuning variables, clocks, the container image, the
+network NCCL used). A configuration measured on one side only is listed, never dropped. Each side's resamples are
+drawn on their own (the two sides of one sweep share run ids), and a comparison that could not judge a configuration
+(too few steps for an interval, a configuration on one side only, nothing paired) says so: it is "not judged", never
+a pass."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from ..ratios import config_draws, ratio_interval
 
 PAIR = [k for k in CONFIG if k != "system"] + SIZE + ["independent"]  # what two runs of one configuration share
 FACTS = ("device_name", "host", "cpu_model", "cpu_count", "driver", "cuda", "nccl", "horovod_nccl", "cudnn", "torch",
-         "tensorflow", "horovod_version", "mpi", "tuning")
+         "tensorflow", "horovod_version", "mpi", "tuning", "container_image", "container_image_id", "nccl_network")
 NOT_JUDGED = "not judged"  # the start of a change that is no verdict: too few steps, or one side only
 REGRESSION_SCHEMA: dict[str, str] = {
     "workload": "string", "np": "Int64", "nodes": "Int64", "old": "float64", "new": "float64", "ratio": "float64",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import RunSpec
 
-from ..base import OPEN_MPI_TRANSPORT, PMI_PLUGINS, LaunchContext, Launcher, rank_command, register
+from ..base import (OPEN_MPI_TRANSPORT, PMI_PLUGINS, LaunchContext, Launcher, container_flags, rank_command,
+                    register)
 
 
 @register
@@ -34,4 +35,4 @@ class Srun(Launcher):
         where = [f"--nodelist={spec.host}"] if spec.host else []
         return ["srun", f"--mpi={ctx.pmi}", f"--nodes={spec.nodes}", f"--ntasks={spec.np}",
                 f"--ntasks-per-node={spec.ranks_per_node}", *where, "--kill-on-bad-exit=1", "--cpu-bind=none",
-                f"--job-name=hvdbench-{spec.benchmark}", *rank_command(spec, ctx)]
+                f"--job-name=hvdbench-{spec.benchmark}", *container_flags(spec, ctx), *rank_command(spec, ctx)]

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from . import schema
 from .axes import AXES, read_axes
+from .hca import active_rdma
 from .spec import RunSpec
 
 COMBINE = ("first", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
@@ -137,6 +138,29 @@ def _judged(name: str, dtype: str, meaning: str) -> RunColumn:
 def _env(name: str, path: tuple[str, ...], dtype: str, meaning: str,
          render: Callable[[Any], Any] | None = None) -> RunColumn:
     return RunColumn(name, dtype, meaning, f"env.{'.'.join(path)}", "env", path, render=render, tables=("details",))
+
+
+def _fabric(name: str, key: str, dtype: str, meaning: str) -> RunColumn:
+    """A fact of the network NCCL used, from the run's NCCL logs (core/nccl_log.py), lists as text."""
+    def derive(facts: RunFacts) -> Any:
+        fabric = facts.judged.get("fabric")
+        value = fabric.get(key) if isinstance(fabric, dict) else None
+        return "; ".join(map(str, value)) if isinstance(value, list) and value else None if isinstance(value, list) \
+            else value
+    return RunColumn(name, dtype, meaning, f"nccl-rank-N.log: {key} (core/nccl_log.py)", derive=derive,
+                     tables=("details",))
+
+
+def _fabric_software(fabric: Any) -> str | None:
+    """``OFED MLNX_OFED_LINUX-24.10; UCX 1.17.0; HPC-X hpcx-v2.21; modules cuda/12.8:nccl/2.26`` of a node_fabric."""
+    if not isinstance(fabric, dict):
+        return None
+    parts = [f"{name} {fabric[key]}" for name, key in (("OFED", "ofed"), ("UCX", "ucx"), ("HPC-X", "hpcx"))
+             if isinstance(fabric.get(key), str)]
+    modules = fabric.get("modules")
+    if isinstance(modules, list) and modules:
+        parts.append("modules " + ":".join(map(str, modules)))
+    return "; ".join(parts) or None
 
 
 def _axis_value(name: str) -> Callable[[RunFacts], Any]:
@@ -329,6 +353,25 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
               "summary.path_cost_s.mpi", "summary", ("path_cost_s", "mpi"), tables=("details",)),
     RunColumn("path_cost_horovod_s", "float64", "collectives: a Horovod call's cost before any byte moves (rank 0)",
               "summary.path_cost_s.horovod", "summary", ("path_cost_s", "horovod"), tables=("details",)),
+    _fabric("nccl_network", "network", "string", "the network NCCL moved data over, as its log says: IB, RoCE, "
+            "Socket, or a plugin's network (IBext_v8, AWS Libfabric)"),
+    _fabric("nccl_plugin", "plugin", "string", "the NCCL net plugin loaded (none: NCCL's own networks)"),
+    _fabric("nccl_gdr", "gdr", "boolean", "GPUDirect RDMA on every network channel NCCL logged"),
+    _fabric("nccl_nics", "devices", "string", "the NICs NCCL used (names, else NCCL's device indices)"),
+    _fabric("nccl_transports", "intra_node", "string", "transports between GPUs of a node (P2P/CUMEM, P2P/IPC, "
+            "SHM, NVLS)"),
+    _fabric("fabric_warnings", "warnings", "string", "sockets beside an RDMA device, no GPUDirect RDMA, NCCL WARN "
+            "lines"),
+    RunColumn("container_image", "string", "the container image every rank ran in (null: on the host)", "run.json",
+              derive=lambda facts: facts.spec.image, tables=("details",)),
+    RunColumn("container_runtime", "string", "what started the ranks in it: pyxis, apptainer, charliecloud, podman",
+              "run.json", derive=lambda facts: facts.spec.runtime, tables=("details",)),
+    _env("container_image_id", ("container", "image_id"), "string", "the image's id as rank 0 saw it inside, where "
+         "the runtime tells (podman)"),
+    _env("rdma_ports", ("node_fabric",), "string", "rank 0's node: its active HCA ports (device, link layer, rate)",
+         lambda fabric: "; ".join(active_rdma(fabric)) or None),
+    _env("fabric_software", ("node_fabric",), "string", "OFED, UCX and HPC-X versions and the loaded modules of rank "
+         "0's node", _fabric_software),
 )
 BY_NAME: dict[str, RunColumn] = {column.name: column for column in RUN_COLUMNS}
 RUNS_SCHEMA: dict[str, str] = {column.name: column.dtype for column in RUN_COLUMNS}

@@ -146,6 +146,11 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
                                         "what MPI init kept loaded), null where the rank runs no MPI"),
         Field("variables", "dict", "HOROVOD_*, NCCL_*, UCX_*, OMPI_*, CUDA_* variables and the scheduler's job "
                                    "variables (core/job_env.py)"),
+        Field("container", "dict", "the container the rank runs in as seen from inside: runtime, and the image's "
+                                   "name and id where the runtime tells; null on the host"),
+        Field("node_fabric", "dict", "the node's HCA ports from ibstat or ibv_devinfo (device, port, state, rate, "
+                                     "link layer, model, firmware), OFED, UCX, HPC-X and LOADEDMODULES "
+                                     "(core/hca.py)"),
     )),
     Kind("phase", "the start of warm-up or of the timed steps", (
         Field("phase", "str", "warmup or timed"),

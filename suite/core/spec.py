@@ -23,17 +23,18 @@ STATUS_FILE = "status.json"
 LAUNCHER_LOG = "launcher.log"  # the launcher's (or, under a scheduler, the first task's) output
 COMMAND_FILE = "command.sh"  # the attempt's command, shell-quoted
 TASK_LOG = "task-{task}.log"  # a scheduler task's output where each task starts one rank
+NCCL_LOG = "nccl-rank-{rank}.log"  # a rank's NCCL INFO output (INIT, NET) on a GPU: the network NCCL used
 ATTEMPT_PREFIX = "attempt-"  # earlier attempts of a run, moved aside by a rerun; never read as runs
 # what one attempt's ranks leave in its run directory, and what its launcher leaves besides (run.json stays:
 # the same run)
-RANK_FILES = (RANK_LOGS, "trace-rank*.json", "tf-profile-rank*")
+RANK_FILES = (RANK_LOGS, "trace-rank*.json", "tf-profile-rank*", NCCL_LOG.format(rank="*"))
 ATTEMPT_FILES = (*RANK_FILES, "timeline*.json", STATUS_FILE, LAUNCHER_LOG, TASK_LOG.format(task="*"), COMMAND_FILE)
 CONTROLLERS = ("gloo", "mpi")
 # How MPI moves bytes: auto (MPI's own choice, UCX where built in), ucx (required), tcp (Open MPI's ob1 with
 # TCP between nodes and shared memory within; no UCX, no verbs). A spec stores None for auto.
 TRANSPORTS = ("auto", "ucx", "tcp")
 # Fields added after ids were first published: they enter the id only when set, so older runs keep theirs.
-_HASHED_WHEN_SET = ("cpus", "host", "transport")
+_HASHED_WHEN_SET = ("cpus", "host", "transport", "image", "runtime")
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,13 @@ class RunSpec:
     system: str = "local"
     host: str | None = None  # pin a one-node run to this node (screening every node)
     transport: str | None = None  # MPI transport (TRANSPORTS) where not auto
+    image: str | None = None  # the container image every rank runs in (None: none)
+    runtime: str | None = None  # the container runtime that starts it (launchers/container.py)
 
     def __post_init__(self) -> None:
         for name in ("benchmark", "framework", "launcher", "controller", "system"):
             _check_type(self, name, str)
-        for name in ("placement", "host"):
+        for name in ("placement", "host", "image", "runtime"):
             if getattr(self, name) is not None:
                 _check_type(self, name, str)
         if not self.benchmark:
@@ -74,6 +77,9 @@ class RunSpec:
         if self.transport is not None and self.transport not in TRANSPORTS[1:]:
             raise SpecError(f"RunSpec.transport {self.transport!r} is not one of {', '.join(TRANSPORTS[1:])} "
                             "(None: auto)")
+        if (self.image is None) != (self.runtime is None):
+            raise SpecError(f"RunSpec.image and RunSpec.runtime go together (image={self.image!r}, "
+                            f"runtime={self.runtime!r})")
         if self.controller not in CONTROLLERS:
             raise SpecError(f"RunSpec.controller {self.controller!r} is not one of {', '.join(CONTROLLERS)}")
         if self.devices is not None and (len(set(self.devices)) != len(self.devices) or any(
@@ -296,6 +302,13 @@ class RunFolder:
     def rank_logs(self) -> list[Path]:
         """Every rank log in the folder, by name."""
         return sorted(self.path.glob(RANK_LOGS))
+
+    def nccl_log(self, rank: int) -> Path:
+        return self.path / NCCL_LOG.format(rank=rank)
+
+    def nccl_logs(self) -> list[Path]:
+        """Every rank's NCCL INFO output in the folder, by name."""
+        return sorted(self.path.glob(NCCL_LOG.format(rank="*")))
 
     def spec(self) -> RunSpec:
         """The run's RunSpec (SpecError where run.json is missing or malformed)."""

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# A CPU image from the repository's recipe (container/Containerfile) without a registry: a Debian root file system
+# from Debian's own packages (mmdebstrap), imported into Charliecloud's unprivileged builder (ch-image), then the
+# recipe built on it with the Horovod wheel set-up already built (same Debian, Python and Open MPI: nothing is
+# compiled again). Both are cached outside the repository, keyed by their inputs, like the Horovod wheel; a second
+# run finds the image and prints its name at once.
+#
+#   scripts/container-image.sh        prints the image's folder in ch-image's storage (CH_IMAGE_STORAGE, below),
+#                                     which ch-run takes as the image on any host that sees the folder
+#
+# Needs mmdebstrap, ch-image (charliecloud-builders, python3-lark) and a finished `make setup` (its wheel).
+# Every failure is one line naming what failed and where its log is.
+set -Eeuo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${HVDBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdbench}
+export CH_IMAGE_STORAGE=${CH_IMAGE_STORAGE:-$CACHE/ch}
+export USER=${USER:-$(id -un)}
+SUITE=bookworm  # Debian's release: its python3 (3.11) and Open MPI (4.1) are the ones set-up's wheel was built for
+PACKAGES=python3,python3-venv,python3-pip,openmpi-bin,libopenmpi-dev,g++,make,ca-certificates
+die() { printf 'container-image: error: %s\n' "$*" >&2; exit 1; }
+for tool in mmdebstrap ch-image; do command -v "$tool" >/dev/null 2>&1 || die "$tool is not on PATH"; done
+# ch-image is a Python program of Debian's python3 (its lark is Debian's): run it with that interpreter
+CH_IMAGE=(/usr/bin/python3 "$(command -v ch-image)")
+"${CH_IMAGE[@]}" --version >/dev/null 2>&1 || die "ch-image does not run (python3-lark missing?)"
+
+# set-up's wheel for Python 3.11 linked against this machine's Open MPI, whose version line (set-up's key) is
+# Debian's Open MPI's: the image's
+mpi_line=$(mpirun --version 2>/dev/null | grep -m 1 -E 'Open MPI.*[0-9]+\.[0-9]+' || true)
+[[ -n "$mpi_line" ]] || die "mpirun on PATH is not Open MPI: the image's Open MPI would not match set-up's wheel"
+mpi_key=$(echo "$mpi_line" | sha256sum | cut -c1-8)
+wheel=$(ls "$CACHE"/wheels/horovod-*_py311_gpu-none_mpi-"$mpi_key"/horovod-*.whl 2>/dev/null | head -n 1 || true)
+[[ -n "$wheel" ]] || die "no Horovod wheel for Python 3.11 and $mpi_line in $CACHE/wheels: run make setup first"
+mkdir -p "$CACHE/images" "$CACHE/logs"
+log=$CACHE/logs/container-image-$(date +%Y%m%d-%H%M%S).log
+
+# the build context: what git tracks and does not ignore (no virtual environments, no results)
+context=$(mktemp -d)
+trap 'rm -rf "$context"' EXIT
+(cd "$ROOT" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C "$context"
+key=$( { echo "$SUITE $PACKAGES"; sha256sum "$wheel" | cut -c1-16
+         (cd "$context" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } | sha256sum | cut -c1-12)
+image=hvdbench-cpu+$key  # ch-image spells hvdbench-cpu:KEY this way in its storage
+if [[ -d "$CH_IMAGE_STORAGE/img/$image" ]]; then
+    echo "$CH_IMAGE_STORAGE/img/$image"
+    exit 0
+fi
+base=hvdbench-base-$SUITE-$(echo "$PACKAGES" | sha256sum | cut -c1-8)
+if [[ ! -d "$CH_IMAGE_STORAGE/img/$base" ]]; then
+    tarball=$CACHE/images/$base.tar
+    if [[ ! -f "$tarball" ]]; then
+        # a .tar name makes mmdebstrap write a tarball (another name is a folder); no device nodes in it
+        mmdebstrap --variant=apt --skip=output/dev --include="$PACKAGES" "$SUITE" "${tarball%.tar}.part.tar" \
+            >>"$log" 2>&1 || die "mmdebstrap could not make Debian $SUITE (log: $log)"
+        mv "${tarball%.tar}.part.tar" "$tarball"
+    fi
+    "${CH_IMAGE[@]}" import "$tarball" "$base" >>"$log" 2>&1 || die "ch-image could not import $tarball (log: $log)"
+    rm -f "$tarball"  # the imported image is the cache
+fi
+# pip inside the build sees what pip sees here: the local wheel folders and the CA bundle (a proxy re-signing TLS)
+binds=(-b "$(dirname "$wheel"):/mnt/horovod")
+args=(--build-arg BASE="$base" --build-arg HVDBENCH_TF_SPEC=none --build-arg HVDBENCH_SYSTEM_SITE=0
+      --build-arg HVDBENCH_HOROVOD_WHEEL="/mnt/horovod/${wheel##*/}")
+links=
+for dir in ${PIP_FIND_LINKS:-}; do
+    if [[ -d "$dir" ]]; then binds+=(-b "$dir"); links="${links:+$links }$dir"; fi
+done
+[[ -n "$links" ]] && args+=(--build-arg PIP_FIND_LINKS="$links")
+bundle=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+if [[ -f "$bundle" ]]; then
+    binds+=(-b "$(dirname "$bundle"):/mnt/certs")
+    args+=(--build-arg PIP_CERT="/mnt/certs/${bundle##*/}")
+fi
+(cd "$context" && "${CH_IMAGE[@]}" build --no-cache -t "hvdbench-cpu:$key" -f container/Containerfile "${args[@]}" "${binds[@]}" .) \
+    >>"$log" 2>&1 || die "the image did not build from container/Containerfile (log: $log)"
+[[ -d "$CH_IMAGE_STORAGE/img/$image" ]] || die "ch-image built hvdbench-cpu:$key but $CH_IMAGE_STORAGE/img/$image is missing"
+for old in "$CH_IMAGE_STORAGE"/img/hvdbench-cpu+*; do  # each image is GBs: only the newest is kept
+    [[ "$old" == "$CH_IMAGE_STORAGE/img/$image" ]] || "${CH_IMAGE[@]}" delete "hvdbench-cpu:${old##*+}" >>"$log" 2>&1 || true
+done
+echo "$CH_IMAGE_STORAGE/img/$image"

@@ -1,0 +1,120 @@
+"""The node's RDMA network as its own tools say it: each HCA port's state, rate and link layer from ``ibstat``,
+``ibv_devinfo`` or ``ibstatus`` output (one parser for the three), and the fabric software a rank ran beside
+(OFED, UCX, HPC-X, the loaded modules). Recorded with every rank's environment, so a run that used sockets on a node
+with active InfiniBand or RoCE ports says so. Framework-free; a tool that is missing or hangs gives nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from typing import Any, Callable, Mapping
+
+_STATE = {"active": "active", "port_active": "active", "4": "active", "down": "down", "port_down": "down",
+          "1": "down", "init": "init", "port_init": "init", "2": "init", "armed": "armed", "port_armed": "armed",
+          "3": "armed"}
+_HEADER = re.compile(r"^(?:CA '(?P<ca>[^']+)'|hca_id:\s*(?P<hca>\S+)|Infiniband device '(?P<dev>[^']+)' port "
+                     r"(?P<devport>\d+) status:)")
+_PORT = re.compile(r"^\s*(?:Port (?P<port>\d+):|port:\s*(?P<port2>\d+))\s*$")
+_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z_ ]+?)\s*:\s*(?P<value>.*?)\s*$")
+Runner = Callable[..., Any]
+
+
+def _state(text: str) -> str:
+    """Active, ACTIVE, 4: ACTIVE, PORT_ACTIVE (4) -> active."""
+    word = re.sub(r"\(\d+\)", "", text).strip().split(":")[-1].strip().lower()
+    return _STATE.get(word, word or "unknown")
+
+
+def _rate(text: str) -> float | None:
+    """Rate: 200 | 25 Gb/sec (1X EDR) -> Gb/s."""
+    match = re.match(r"^\s*([0-9.]+)", text)
+    return float(match.group(1)) if match else None
+
+
+def parse_hca_ports(text: str) -> list[dict[str, Any]]:
+    """Every HCA port the output shows (ibstat, ibv_devinfo or ibstatus): device, port, state, physical state,
+    rate (Gb/s; None where the tool does not say, as ibv_devinfo without -v), link layer, model and firmware."""
+    ports: list[dict[str, Any]] = []
+    device: dict[str, Any] = {}
+    current: dict[str, Any] | None = None
+    for line in text.splitlines():
+        header = _HEADER.match(line.strip())
+        if header:
+            name = header.group("ca") or header.group("hca") or header.group("dev")
+            device = {"device": name, "model": None, "firmware": None}
+            current = None
+            if header.group("devport"):  # ibstatus: one block per port
+                current = _new_port(device, int(header.group("devport")), ports)
+            continue
+        port = _PORT.match(line)
+        if port and device:
+            current = _new_port(device, int(port.group("port") or port.group("port2")), ports)
+            continue
+        field = _FIELD.match(line)
+        if field and device:
+            _take(field.group("key").strip().lower(), field.group("value"), device, current)
+    return ports
+
+
+def _new_port(device: dict[str, Any], number: int, ports: list[dict[str, Any]]) -> dict[str, Any]:
+    port = {"device": device["device"], "port": number, "state": None, "physical_state": None, "rate_gbps": None,
+            "link_layer": None, "model": device["model"], "firmware": device["firmware"]}
+    ports.append(port)
+    return port
+
+
+def _take(key: str, value: str, device: dict[str, Any], port: dict[str, Any] | None) -> None:
+    """One ``key: value`` line into the device's or the port's facts."""
+    if key in ("ca type", "vendor_part_id"):
+        device["model"] = value if key == "ca type" else f"part {value}"
+    elif key in ("firmware version", "fw_ver"):
+        device["firmware"] = value
+    elif port is not None and key == "state":
+        port["state"] = _state(value)
+    elif port is not None and key in ("physical state", "phys state"):
+        port["physical_state"] = value.split(":")[-1].strip()
+    elif port is not None and key == "rate":
+        port["rate_gbps"] = _rate(value)
+    elif port is not None and key in ("link layer", "link_layer"):
+        port["link_layer"] = value
+
+
+def _ask(argv: list[str], run: Runner) -> str | None:
+    """A tool's output, or None where it is not here, fails or hangs."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        out = run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def node_fabric(environ: Mapping[str, str] | None = None, run: Runner = subprocess.run) -> dict[str, Any]:
+    """This node's HCA ports (ibstat, else ibv_devinfo) and the fabric software: OFED, UCX, HPC-X, loaded modules."""
+    environ = os.environ if environ is None else environ
+    ports, source = [], None
+    for argv in (["ibstat"], ["ibv_devinfo"]):
+        text = _ask(argv, run)
+        if text:
+            ports, source = parse_hca_ports(text), argv[0]
+            break
+    ofed = (_ask(["ofed_info", "-s"], run) or "").strip().rstrip(":") or None
+    ucx = re.search(r"version[=\s]+([0-9][\w.]*)", _ask(["ucx_info", "-v"], run) or "")
+    hpcx = environ.get("HPCX_DIR") or environ.get("HPCX_HOME")
+    modules = [m for m in environ.get("LOADEDMODULES", "").split(":") if m]
+    return {"hca_ports": ports, "source": source, "ofed": ofed, "ucx": ucx.group(1) if ucx else None,
+            "hpcx": os.path.basename(hpcx.rstrip("/")) if hpcx else None, "modules": modules}
+
+
+def active_rdma(fabric: Any) -> list[str]:
+    """``mlx5_0 (InfiniBand 400 Gb/s)`` for each active port of a recorded node_fabric."""
+    ports = fabric.get("hca_ports") if isinstance(fabric, dict) else None
+    out = []
+    for port in ports if isinstance(ports, list) else []:
+        if isinstance(port, dict) and port.get("state") == "active":
+            rate = f" {port['rate_gbps']:g} Gb/s" if isinstance(port.get("rate_gbps"), (int, float)) else ""
+            out.append(f"{port.get('device')} ({port.get('link_layer') or 'link layer unknown'}{rate})")
+    return out

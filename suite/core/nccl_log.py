@@ -1,0 +1,283 @@
+"""The network NCCL really used, read from its ``NCCL_DEBUG=INFO`` output (INIT and NET subsystems).
+
+What the log says NCCL did wins over what the environment asked: the transport on each channel's
+``via NET/<network>/<device>[/GDRDMA]`` line first, then ``Using network <name>``, then the devices on the
+``NET/IB : Using`` line. A ``NET/Socket : Using`` line alone is no evidence of sockets: NCCL 2.4 prints it for
+its bootstrap interface beside an InfiniBand data network. Lines may carry a launcher's prefix
+(``[1,0]<stdout>:``), NCCL's own (``host:pid:tid [dev] NCCL INFO``) or none. Pure text: no GPU needed."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .validate import regular_file
+
+INTERNAL_NETWORKS = ("IB", "Socket")  # NCCL's own; any other network name is a plugin's
+_LAUNCHER_PREFIX = re.compile(r"^\[\d+(?:,\d+)?\]<std(?:out|err)>:")
+_NCCL_PREFIX = re.compile(r"^(?P<host>[^\s:]+):\d+:\d+ \[\d+\] (?:(?P<where>\S+) )?NCCL (?P<level>INFO|WARN) ")
+_BARE_WARN = re.compile(r"^(?:\S+ )?NCCL WARN ")
+_VERSION = re.compile(r"NCCL version (\S+)")
+_USING_NETWORK = re.compile(r"^Using network (.+?)\s*$")
+_VIA = re.compile(r"\bvia (?P<via>.+?)\s*$")
+_NET_VIA = re.compile(r"^NET/(?P<network>.+)/(?P<device>\d+)(?P<gdr>/GDRDMA)?(?:/\S+)*$")
+_IB_DEVICES = re.compile(r"^NET/IB ?: Using (?P<list>.*?)(?:;|$)")
+_IB_DEVICE = re.compile(r"\[(?P<index>\d+)\](?P<name>[^:\s\[]+):\d+/(?P<layer>IB|RoCE)")
+_SOCKET_DEVICES = re.compile(r"^NET/Socket ?: Using (?P<list>.*)$")
+_SOCKET_DEVICE = re.compile(r"\[\d+\](?P<name>[^:\s]+):")
+_GDR_STATE = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA")
+_NET_PLUGIN = re.compile(r"^NET/Plugin ?: Loaded net plugin (?P<name>.+?) \(v\d+\)\s*$")
+_COLLNET_PLUGIN = re.compile(r"^NET/Plugin ?: Loaded collnet plugin (?P<name>.+?) \(v\d+\)\s*$")
+_NODES = re.compile(r"\bnNodes (\d+)\b")
+_TESTS_RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device")
+_NO_IB = re.compile(r"^NET/IB ?: No device found|NET/IB ?: Unable to open device (\S+)|ibv_open_device failed")
+
+
+@dataclass
+class Fabric:
+    """What one NCCL log says about the network and the transports NCCL used (None: the log does not say)."""
+
+    nccl_version: str | None = None
+    network: str | None = None   # IB, RoCE, Socket, or a plugin's network name (IBext_v8, AWS Libfabric)
+    plugin: str | None = None    # the net plugin loaded (its own name), None: NCCL's internal networks
+    collnet: str | None = None   # a collective-network plugin loaded (SHARP)
+    gdr: bool | None = None      # GPUDirect RDMA on the network channels
+    devices: list[str] = field(default_factory=list)     # NICs in use (names, else the channels' indices)
+    intra_node: list[str] = field(default_factory=list)  # transports between GPUs of one node
+    nodes: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Seen:
+    """Everything the lines said, before it is weighed."""
+
+    version: str | None = None
+    named: list[str] = field(default_factory=list)         # "Using network X"
+    channels: dict[str, list[bool]] = field(default_factory=dict)  # network -> GDRDMA per NET channel line
+    channel_devices: dict[str, set[str]] = field(default_factory=dict)
+    ib_devices: dict[str, tuple[str, str]] = field(default_factory=dict)  # index -> (name, IB | RoCE)
+    socket_devices: list[str] = field(default_factory=list)
+    gdr_states: list[bool] = field(default_factory=list)
+    plugin: str | None = None
+    collnet: str | None = None
+    intra: list[str] = field(default_factory=list)
+    nodes: int | None = None
+    tests_hosts: list[str] = field(default_factory=list)
+    no_ib: list[str] = field(default_factory=list)
+    nccl_warnings: list[str] = field(default_factory=list)
+
+
+def _message(line: str) -> tuple[str, bool]:
+    """A line's message without any launcher's or NCCL's prefix, and whether NCCL marked it WARN."""
+    line = _LAUNCHER_PREFIX.sub("", line.rstrip("\r\n"))
+    match = _NCCL_PREFIX.match(line)
+    if match:
+        return line[match.end():].strip(), match["level"] == "WARN"
+    bare = _BARE_WARN.match(line)
+    if bare:
+        return line[bare.end():].strip(), True
+    return line.removeprefix("NCCL INFO ").strip(), False
+
+
+def _transport(via: str) -> str:
+    """An intra-node transport as NCCL names it, without its read/write mode (P2P/IPC/read -> P2P/IPC)."""
+    return re.sub(r"/(?:read|write)$", "", via)
+
+
+def _see_channel(seen: _Seen, via: str) -> None:
+    net = _NET_VIA.match(via)
+    if net:
+        seen.channels.setdefault(net["network"], []).append(bool(net["gdr"]))
+        seen.channel_devices.setdefault(net["network"], set()).add(net["device"])
+    elif via.split("/")[0] in ("P2P", "SHM", "CollNet", "NVLS"):
+        transport = _transport(via)
+        if transport not in seen.intra:
+            seen.intra.append(transport)
+
+
+def _see(seen: _Seen, message: str, warn: bool) -> None:
+    """Take what one message says."""
+    if warn:
+        seen.nccl_warnings.append(message)
+    if (version := _VERSION.search(message)) and seen.version is None:
+        seen.version = version[1]
+    if named := _USING_NETWORK.match(message):
+        seen.named.append(named[1])
+    if (via := _VIA.search(message)) and re.match(r"^(?:Channel|Ring) \d+", message):
+        _see_channel(seen, via["via"])
+    if ib := _IB_DEVICES.match(message):
+        for device in _IB_DEVICE.finditer(ib["list"]):
+            seen.ib_devices[device["index"]] = (device["name"], device["layer"])
+    if (sockets := _SOCKET_DEVICES.match(message)) and not seen.socket_devices:
+        seen.socket_devices = [d["name"] for d in _SOCKET_DEVICE.finditer(sockets["list"])]
+    if gdr := _GDR_STATE.search(message):
+        seen.gdr_states.append(gdr["state"] == "Enabled")
+    if plugin := _NET_PLUGIN.match(message):
+        seen.plugin = plugin["name"]
+    if collnet := _COLLNET_PLUGIN.match(message):
+        seen.collnet = collnet["name"]
+    if message.startswith("NVLS multicast support is available") and "NVLS" not in seen.intra:
+        seen.intra.append("NVLS")
+    if nodes := _NODES.search(message):
+        seen.nodes = int(nodes[1])
+    if host := _TESTS_RANK.match(message):
+        seen.tests_hosts.append(host[1])
+    if no_ib := _NO_IB.search(message):
+        seen.no_ib.append(no_ib[1] or "")
+
+
+def _network(seen: _Seen) -> str | None:
+    """The data network: the channels' where they show one, else the one NCCL said it uses, else IB where
+    it listed IB devices; RoCE where the IB network's devices are all Ethernet (RoCE) ports."""
+    if seen.channels:
+        name = max(seen.channels, key=lambda n: len(seen.channels[n]))
+    elif seen.named:
+        name = seen.named[-1]
+    elif seen.ib_devices and not seen.no_ib:
+        name = "IB"
+    else:
+        return None
+    layers = {layer for _, layer in seen.ib_devices.values()}
+    return "RoCE" if name == "IB" and layers == {"RoCE"} else name
+
+
+def _devices(seen: _Seen, network: str | None) -> list[str]:
+    """The NICs in use: the IB devices the channels used (all listed where no channel shows one), the
+    socket interfaces where sockets carried the data, else the channels' device indices."""
+    used = sorted(seen.channel_devices.get(_channel_name(seen, network) or "", set()), key=int)
+    if network in ("IB", "RoCE") or (network and network not in INTERNAL_NETWORKS and seen.ib_devices):
+        if seen.ib_devices:
+            return [seen.ib_devices[i][0] if i in seen.ib_devices else i for i in used] if used else \
+                [name for _, (name, _) in sorted(seen.ib_devices.items(), key=lambda kv: int(kv[0]))]
+    if network == "Socket":
+        return list(seen.socket_devices)
+    return used
+
+
+def _channel_name(seen: _Seen, network: str | None) -> str | None:
+    if network == "RoCE":
+        return "IB"
+    return network if network in seen.channels else (max(seen.channels, key=lambda n: len(seen.channels[n]))
+                                                     if seen.channels else None)
+
+
+def _gdr(seen: _Seen, network: str | None) -> bool | None:
+    """True where every network channel used GPUDirect RDMA, False where one did not or NCCL said it is
+    disabled (and never enabled), None where the log shows neither."""
+    flags = seen.channels.get(_channel_name(seen, network) or "", [])
+    if flags:
+        return all(flags)
+    if seen.gdr_states:
+        return any(seen.gdr_states)
+    return None
+
+
+def _warnings(seen: _Seen, fabric: Fabric) -> list[str]:
+    said = []
+    if fabric.network == "Socket" and (seen.ib_devices or seen.no_ib):
+        found = ", ".join(sorted({d for d in seen.no_ib if d} | {n for n, _ in seen.ib_devices.values()}))
+        said.append(f"NCCL moved data over TCP sockets ({', '.join(seen.socket_devices) or 'an interface'}) "
+                    f"though an RDMA device is there{f' ({found})' if found else ''}: "
+                    "the InfiniBand/RoCE path was not used")
+    flags = seen.channels.get(_channel_name(seen, fabric.network) or "", [])
+    if flags and fabric.network != "Socket" and not all(flags):
+        said.append(f"no GPUDirect RDMA on {flags.count(False)} of {len(flags)} network channel line(s): "
+                    "data between GPU and NIC is staged through host memory")
+    elif not flags and seen.gdr_states and not any(seen.gdr_states):
+        said.append("GPUDirect RDMA disabled for every HCA NCCL named (e.g. no nvidia-peermem module)")
+    said += [f"NCCL WARN {text}" for text in dict.fromkeys(seen.nccl_warnings)][:3]
+    return said
+
+
+def parse_nccl_log(lines: Iterable[str]) -> Fabric:
+    """What NCCL's INFO output says it used."""
+    seen = _Seen()
+    for line in lines:
+        message, warn = _message(line)
+        if message:
+            _see(seen, message, warn)
+    network = _network(seen)
+    plugin = seen.plugin
+    if plugin is None and network and network not in INTERNAL_NETWORKS + ("RoCE",):
+        plugin = network  # a plugin's network with no load line in the log: its network name is its name
+    nodes = seen.nodes if seen.nodes is not None else (len(set(seen.tests_hosts)) or None)
+    fabric = Fabric(seen.version, network, plugin, seen.collnet, _gdr(seen, network), _devices(seen, network),
+                    list(seen.intra), nodes)
+    fabric.warnings = _warnings(seen, fabric)
+    return fabric
+
+
+def run_fabric(fabrics: list[Fabric], nodes: int, rdma: Sequence[str] = ()) -> Fabric | None:
+    """One run's fabric from its ranks' logs (None where none says anything): the network most ranks name,
+    GPUDirect RDMA only where every rank that says used it, NICs and transports of all ranks, every warning
+    once, and a warning of its own where a run across nodes moved its data over sockets (naming the node's
+    active RDMA ports, ``rdma``, where its record lists them)."""
+    said = [f for f in fabrics if f.network or f.intra_node or f.nccl_version]
+    if not said:
+        return None
+    networks = [f.network for f in said if f.network]
+    network = max(dict.fromkeys(networks), key=networks.count) if networks else None
+    gdrs = [f.gdr for f in said if f.gdr is not None]
+    def first(name: str) -> Any:
+        return next((getattr(f, name) for f in said if getattr(f, name)), None)
+
+    merged = Fabric(first("nccl_version"), network, first("plugin"), first("collnet"),
+                    all(gdrs) if gdrs else None, sorted({d for f in said for d in f.devices}),
+                    list(dict.fromkeys(t for f in said for t in f.intra_node)), nodes)
+    warnings = list(dict.fromkeys(w for f in said for w in f.warnings))
+    if nodes > 1 and network == "Socket" and not any("TCP sockets" in w for w in warnings):
+        beside = f", although the node has active RDMA ports {', '.join(rdma)}" if rdma else ""
+        warnings.insert(0, f"a run across {nodes} nodes moved its data over TCP sockets{beside}: check that NCCL "
+                           "sees the nodes' InfiniBand/RoCE devices (and, in a container, /dev/infiniband)")
+    merged.warnings = warnings
+    return merged
+
+
+def read_nccl_log(path: Path) -> Fabric:
+    """The Fabric of one log file, read line by line (a log of every subsystem may be large); a ValueError of
+    one line where the path is no regular file or cannot be read."""
+    regular_file(path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return parse_nccl_log(handle)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror})") from None
+
+
+def fabric_lines(fabric: Fabric) -> list[str]:
+    """The fabric as ``name: value`` lines (the command's text form)."""
+    def shown(value: Any) -> str:
+        if value is None:
+            return "not in the log"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, list):
+            return ", ".join(map(str, value)) or "none seen"
+        return str(value)
+
+    facts = fabric.as_dict()
+    warnings = facts.pop("warnings")
+    if fabric.plugin is None and fabric.network in (*INTERNAL_NETWORKS, "RoCE"):
+        facts["plugin"] = "none (NCCL's own network)"
+    return [f"{name}: {shown(value)}" for name, value in facts.items()] + [f"warning: {w}" for w in warnings]
+
+
+def info_variables(environ: Mapping[str, str], path: Path) -> dict[str, str]:
+    """The variables that send this process's NCCL INFO output for INIT and NET (where the channels, the
+    network and the plugin are named) to ``path``: none where the user chose where NCCL logs or a level below
+    INFO, or where the path holds a % (NCCL would read it as %h or %p)."""
+    level = environ.get("NCCL_DEBUG", "INFO").upper()
+    if "NCCL_DEBUG_FILE" in environ or level not in ("INFO", "TRACE") or "%" in str(path):
+        return {}
+    chosen = {"NCCL_DEBUG_FILE": str(path)}
+    if "NCCL_DEBUG" not in environ:
+        chosen["NCCL_DEBUG"] = "INFO"
+    if "NCCL_DEBUG_SUBSYS" not in environ:
+        chosen["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
+    return chosen

@@ -1,0 +1,177 @@
+"""The network NCCL used, read from NCCL INFO logs recorded on real clusters and published by their owners
+(tests/fixtures/nccl/README.md: source, machine and what each should parse to). The traps: a ``NET/Socket :
+Using`` line that is only NCCL 2.4's bootstrap interface, a socket fallback beside an RDMA device, a plugin's
+network, RoCE behind NCCL's IB transport, GPUDirect RDMA shown per channel or per HCA."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hvdbench import cli
+from hvdbench.suite.core.nccl_log import parse_nccl_log, read_nccl_log
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
+N = None  # the log does not say
+
+# file: (nccl_version, network, plugin, gdr, devices, intra_node, nodes, a warning's words or None)
+EXPECTED: dict[str, tuple[Any, ...]] = {
+    "ib-gdrdma-h20-2node-cumem.txt": (N, "IB", N, True, ["2", "3"], ["P2P/CUMEM"], 2, None),
+    "plugin-ibext-v8-gdrdma-h100-nccl2.21.5.txt": ("2.21.5+cuda12.4", "IBext_v8", "IBext_v8", True, ["0", "3"],
+                                                   ["P2P/CUMEM"], 2, None),
+    "plugin-ibext-sharp-h100-4hca.txt": (N, "IBext", "NCCL RDMA Plugin v6", N,
+                                         ["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5"], [], N, None),
+    "roce-dgxh100-nccl2.19.3-2hca.txt": ("2.19.3+cuda12.3", "RoCE", N, N, ["mlx5_10", "mlx5_11"], [], N, None),
+    "ib-nogdr-no-peermem-2node.txt": (N, "IB", N, False, ["0"], [], N, "no GPUDirect RDMA"),
+    "ib-nogdr-a100-2node-p2p-direct.txt": (N, "IB", N, False, ["3"], ["P2P/direct pointer"], N, "no GPUDirect RDMA"),
+    "socket-fallback-with-roce-device.txt": (N, "Socket", N, N, ["bond0"], [], N, "over TCP sockets (bond0)"),
+    "single-node-nvls-8gpu-nccl2.24.3-ibext-loaded.txt": ("2.24.3+cuda12.2", "IBext_v8", "NCCL RDMA Plugin v8", N,
+                                                          [f"ibp{i}" for i in range(8)], ["NVLS"], N, None),
+    "horovod-ib-nogdr-2node.txt": (N, "IB", N, False, ["0"], [], N, "no GPUDirect RDMA"),
+    "horovod-efa-ofi-plugin-p2p-ipc.txt": (N, "AWS Libfabric", "AWS Libfabric", False, ["0"], ["P2P/IPC"], N,
+                                           "NET/OFI Couldn't open AV"),
+    "horovod-roce-34hca-nccl2.4.2.txt": ("2.4.2+cuda10.0", "RoCE", N, N, 34, [], N, None),
+    "ib-ipoib-bootstrap-socket-line-nccl2.4.7.txt": ("2.4.7+cuda10.0", "IB", N, N, ["mlx5_0"], [], N, None),
+}
+
+
+def test_every_recorded_log_is_covered() -> None:
+    logs = {p.name for p in FIXTURES.glob("*.txt") if not p.name.startswith(("ibstat", "ibv_", "nccl-env-vars"))}
+    assert logs == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_recorded_log_parses_to_what_its_readme_says(name: str) -> None:
+    version, network, plugin, gdr, devices, intra, nodes, warning = EXPECTED[name]
+    fabric = read_nccl_log(FIXTURES / name)
+    assert (fabric.nccl_version, fabric.network, fabric.plugin, fabric.gdr) == (version, network, plugin, gdr)
+    assert (len(fabric.devices) if isinstance(devices, int) else fabric.devices) == devices
+    assert (fabric.intra_node, fabric.nodes) == (intra, nodes)
+    if warning is None:
+        assert fabric.warnings == []
+    else:
+        assert any(warning in said for said in fabric.warnings), fabric.warnings
+
+
+def test_a_planted_socket_fallback_on_an_ib_node_is_warned_and_the_bootstrap_line_is_not() -> None:
+    ib_listed = "h1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>"
+    bootstrap = "h1:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"
+    fell_back = [bootstrap, "h1:1:2 [0] NCCL INFO Using network Socket",
+                 "h1:1:3 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0", ib_listed]
+    fabric = parse_nccl_log(fell_back)
+    assert fabric.network == "Socket" and "over TCP sockets (eth0)" in fabric.warnings[0]
+    assert "mlx5_0, mlx5_1" in fabric.warnings[0]
+    fine = parse_nccl_log([bootstrap, ib_listed, "h1:1:3 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via "
+                                                 "NET/IB/1/GDRDMA"])
+    assert (fine.network, fine.gdr, fine.devices, fine.warnings) == ("IB", True, ["mlx5_1"], [])
+
+
+def test_the_command_prints_each_file_and_json_and_names_a_bad_one(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    hostile = tmp_path / "evil.log"
+    hostile.write_text("NCCL version 2.21\x1b]0;pwned\x07\nUsing network IB\n")
+    status = cli.main(["nccl-log", str(FIXTURES / "roce-dgxh100-nccl2.19.3-2hca.txt"), str(hostile),
+                       str(tmp_path / "missing.log")])
+    out, err = capsys.readouterr()
+    assert status == 2 and "network: RoCE" in out and "devices: mlx5_10, mlx5_11" in out
+    assert "\x1b" not in out and "\\x1b" in out and "missing.log: cannot read it" in err
+    assert cli.main(["nccl-log", "--json", str(FIXTURES / "socket-fallback-with-roce-device.txt")]) == 0
+    parsed = json.loads(capsys.readouterr().out)
+    assert list(parsed.values())[0]["network"] == "Socket"
+
+
+def test_a_gpu_rank_sends_nccl_info_to_its_own_file_unless_the_user_chose(tmp_path: Path) -> None:
+    from hvdbench.suite.core.nccl_log import info_variables
+
+    path = tmp_path / "nccl-rank-3.log"
+    assert info_variables({}, path) == {"NCCL_DEBUG_FILE": str(path), "NCCL_DEBUG": "INFO",
+                                        "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+    assert info_variables({"NCCL_DEBUG": "info", "NCCL_DEBUG_SUBSYS": "ALL"}, path) == {"NCCL_DEBUG_FILE": str(path)}
+    for theirs in ({"NCCL_DEBUG": "WARN"}, {"NCCL_DEBUG_FILE": "/tmp/nccl.%h.%p"}):
+        assert info_variables(theirs, path) == {}
+    assert info_variables({}, tmp_path / "100%" / "nccl-rank-0.log") == {}  # NCCL would read %..
+
+
+def test_a_run_across_nodes_over_sockets_is_a_column_a_section_and_a_summary_warning(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import write_run
+    from hvdbench.analysis.collect import collect
+    from hvdbench.analysis.report.build import build
+    from hvdbench.suite.core.spec import RunFolder, RunSpec
+
+    for nodes, log in ((1, "ib-gdrdma-h20-2node-cumem.txt"), (2, "socket-fallback-with-roce-device.txt")):
+        spec = RunSpec(benchmark="cifar10", np=2, nodes=nodes, args=("--model", "resnet20"))
+        folder = RunFolder(write_run(tmp_path, spec, [[0.1] * 8, [0.1] * 8]))
+        for rank in (0, 1):
+            shutil.copy(FIXTURES / log, folder.nccl_log(rank))
+    collection = collect([tmp_path])
+    runs = collection.runs.set_index("nodes")
+    assert (runs.loc[1, "nccl_network"], runs.loc[1, "nccl_gdr"], runs.loc[1, "nccl_nics"]) == ("IB", True, "2; 3")
+    assert pd_isna(runs.loc[1, "fabric_warnings"]) and runs.loc[1, "nccl_transports"] == "P2P/CUMEM"
+    assert runs.loc[2, "nccl_network"] == "Socket" and "over TCP sockets (bond0)" in runs.loc[2, "fabric_warnings"]
+    report = build(collection)
+    fabric = next(s for s in report.sections if s.title == "The network NCCL used")
+    assert [row[3] for row in fabric.rows] == ["IB", "Socket"]
+    summary = next(s for s in report.sections if s.title == "Executive summary").lines
+    assert sum("Fabric warning" in line for line in summary) == 1
+
+
+def pd_isna(value: object) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
+
+
+# The HCA tools' outputs recorded on real clusters (fixtures/nccl/README.md): (device, state, rate, link layer) per port
+HCA_EXPECTED: dict[str, list[tuple[Any, ...]]] = {
+    "ibstat-h100-ndr400-one-ca.txt": [("mlx5_5", "active", 400.0, "InfiniBand")],
+    "ibstat-roce200-ethernet-and-down.txt": [("mlx5_0", "active", 200.0, "Ethernet"),
+                                             ("mlx5_1", "active", 200.0, "Ethernet"), ("mlx5_10", "down", N, N)],
+    "ibv_devinfo-h100-cx7-port-down.txt": [("mlx5_0", "down", N, "InfiniBand")],
+    "ibstatus-roce-bond-host.txt": [("mlx5_bond_0", "active", 25.0, "Ethernet")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HCA_EXPECTED))
+def test_every_recorded_hca_output_parses_to_what_its_readme_says(name: str) -> None:
+    from hvdbench.suite.core.hca import parse_hca_ports
+
+    ports = parse_hca_ports((FIXTURES / name).read_text())
+    assert [(p["device"], p["state"], p["rate_gbps"], p["link_layer"]) for p in ports] == HCA_EXPECTED[name]
+
+
+def test_node_fabric_asks_the_tools_there_and_names_the_modules() -> None:
+    import subprocess
+
+    from hvdbench.suite.core import hca
+
+    outputs = {"ibstat": (FIXTURES / "ibstat-h100-ndr400-one-ca.txt").read_text(),
+               "ofed_info": "MLNX_OFED_LINUX-24.10:\n",
+               "ucx_info": "# Library version: 1.17.0\n# UCT version=1.17.0 revision 7bb2722\n"}
+    here = {"ibstat", "ofed_info", "ucx_info"}
+    original = hca.shutil.which
+    try:
+        hca.shutil.which = lambda tool: f"/usr/bin/{tool}" if tool in here else None  # type: ignore[assignment]
+        fabric = hca.node_fabric({"LOADEDMODULES": "cuda/12.8:nccl/2.26:", "HPCX_DIR": "/opt/hpcx-v2.21/"},
+                                 run=lambda argv, **_: subprocess.CompletedProcess(argv, 0, outputs[argv[0]], ""))
+    finally:
+        hca.shutil.which = original  # type: ignore[assignment]
+    assert fabric["source"] == "ibstat" and fabric["ofed"] == "MLNX_OFED_LINUX-24.10" and fabric["ucx"] == "1.17.0"
+    assert fabric["hpcx"] == "hpcx-v2.21" and fabric["modules"] == ["cuda/12.8", "nccl/2.26"]
+    assert hca.active_rdma(fabric) == ["mlx5_5 (InfiniBand 400 Gb/s)"]
+    assert hca.node_fabric({}, run=lambda *a, **k: None)["modules"] == []
+
+
+def test_a_socket_fallback_names_the_nodes_active_rdma_ports() -> None:
+    from hvdbench.suite.core.nccl_log import run_fabric
+
+    fallback = read_nccl_log(FIXTURES / "socket-fallback-with-roce-device.txt")
+    fallback.warnings = []  # a log that does not itself show the RDMA device: the node's record must say it
+    merged = run_fabric([fallback], 2, ["mlx5_bond_0 (Ethernet 25 Gb/s)"])
+    assert merged is not None and merged.network == "Socket"
+    assert merged.warnings[0].startswith("a run across 2 nodes moved its data over TCP sockets, although the node has "
+                                         "active RDMA ports mlx5_bond_0 (Ethernet 25 Gb/s)")
