@@ -362,17 +362,20 @@ def _copy_why(run_dir: Path, run_id: str) -> str:
     return ", ".join(reasons)
 
 
-def _fabric(folder: RunFolder, nodes: int, node_fabric: Any) -> dict[str, Any] | None:
-    """What the run's NCCL logs (a GPU run's nccl-rank-N.log) say NCCL used, beside the node's active RDMA ports
-    (rank 0's record); None where it has none. A log that cannot be read is passed over: the fabric is what the
-    readable ones say."""
+def _fabric(folder: RunFolder, nodes: int, env: dict[str, Any]) -> dict[str, Any] | None:
+    """What the run's NCCL logs (a GPU run's nccl-rank-N.log) say NCCL used, beside what rank 0's record says of
+    its node (active RDMA ports, the NICs its GPU shares a PCIe switch with); None where it has none. A log that
+    cannot be read is passed over: the fabric is what the readable ones say."""
     fabrics = []
     for path in folder.nccl_logs():
         try:
             fabrics.append(read_nccl_log(path))
         except ValueError:
             continue
-    fabric = run_fabric(fabrics, nodes, active_rdma(node_fabric))
+    near = env.get("gpu_nics")
+    near_text = [f"{n.get('nic')} ({n.get('link')})" for n in near if isinstance(n, dict)] if isinstance(near, list) \
+        else []
+    fabric = run_fabric(fabrics, nodes, active_rdma(env.get("node_fabric")), near_text)
     return fabric.as_dict() if fabric is not None else None
 
 
@@ -383,7 +386,7 @@ def _run_row(root: Path, folder: RunFolder, run: _Run, logged: int) -> dict[str,
     if outcome.ok and run.timed_steps == 0 and _trains(spec.benchmark):
         outcome = Outcome("incomplete", "incomplete: no valid timed step in its logs (see Malformed log lines)")
     wall = recorded.seconds if recorded is not None and recorded.seconds else (run.last or None)
-    fabric = _fabric(folder, spec.nodes, (run.env or {}).get("node_fabric"))
+    fabric = _fabric(folder, spec.nodes, run.env or {})
     judged = {"root": str(root), "status": outcome.status, "reason": outcome.reason, "ranks_logged": logged,
               "wall_s": wall, "setup_s": run.timed.get(0), "fabric": fabric, **_attempts(folder)}
     return run_row(RunFacts(spec, run.records, judged))

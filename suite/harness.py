@@ -30,6 +30,7 @@ from .core.gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visib
 from .core.records import RecordWriter, rank_log_name
 from .core.errors import SpecError, UsageError
 from .core.nccl_log import info_variables
+from .core.node_topology import gpu_nics
 from .core.spec import RANK_FILES, RUN_FILE, RunFolder, RunSpec, keep_earlier_attempt
 from .timing import Runtime, StepOutcome, measure
 
@@ -260,6 +261,7 @@ class Session:
                 "gpu": self.nvml.static(self.gpu_handle) if self.gpu_handle is not None else None,
                 "gpu_choice": self.backend.choice.record() if self.backend.choice is not None
                 else choice_record(self.runtime.local_rank),
+                "gpu_nics": gpu_nics(self.backend.choice.physical) if self.backend.choice is not None else None,
                 "horovod": horovod_info(self.hvd), **base_environment()}
 
     def sampler(self) -> TelemetrySampler:

@@ -55,3 +55,12 @@ def test_amp_step_on_the_gpu_with_each_data_mode(data: str) -> None:
     assert peak_memory(device)["peak_device_bytes"] > 0
     phases = trainer.breakdown_step(torch.cuda.synchronize).phases
     assert phases is not None and all(v >= 0 for v in phases.values())
+
+
+def test_the_nics_on_gpu_0s_pcie_switch_come_from_this_nodes_topology() -> None:
+    from hvdbench.suite.core.node_topology import gpu_nics, local_topology
+
+    near = gpu_nics(0)
+    assert near is not None  # NVML (or nvidia-smi) gave the node's matrix
+    nics = {nic.name for nic in local_topology().nics}
+    assert all(n["nic"] in nics and n["link"] in ("PIX", "PXB") for n in near)  # a node without NICs gives []

@@ -175,3 +175,21 @@ def test_a_socket_fallback_names_the_nodes_active_rdma_ports() -> None:
     assert merged is not None and merged.network == "Socket"
     assert merged.warnings[0].startswith("a run across 2 nodes moved its data over TCP sockets, although the node has "
                                          "active RDMA ports mlx5_bond_0 (Ethernet 25 Gb/s)")
+
+
+def test_no_gpudirect_rdma_beside_a_nic_on_the_gpus_pcie_switch_is_warned() -> None:
+    from hvdbench.suite.core.nccl_log import run_fabric
+    from hvdbench.suite.core.topology import read_topology_file
+
+    dgx1 = read_topology_file(Path(__file__).parent / "fixtures" / "topology" / "dgx1-v100-nv1-nv2.txt")
+    hgx = read_topology_file(Path(__file__).parent / "fixtures" / "topology" / "hgx-a100-nv12-mlx5.txt")
+    assert dgx1.near_nics(2) == [{"nic": "mlx5_0", "link": "PIX"}] and dgx1.near_nics(0) == []  # NODE: a host bridge
+    assert hgx.near_nics(3) == [{"nic": "mlx5_0", "link": "PXB"}] and hgx.near_nics(7) == []
+    no_gdr = read_nccl_log(FIXTURES / "ib-nogdr-a100-2node-p2p-direct.txt")
+    warned = run_fabric([no_gdr], 2, near_nics=["mlx5_0 (PXB)"])
+    assert warned is not None and any(w.startswith("no GPUDirect RDMA although the GPU shares a PCIe switch with "
+                                                   "mlx5_0 (PXB)") for w in warned.warnings)
+    far = run_fabric([no_gdr], 2)
+    assert far is not None and not any("shares a PCIe switch" in w for w in far.warnings)
+    with_gdr = run_fabric([read_nccl_log(FIXTURES / "ib-gdrdma-h20-2node-cumem.txt")], 2, near_nics=["mlx5_0 (PIX)"])
+    assert with_gdr is not None and not any("shares a PCIe switch" in w for w in with_gdr.warnings)

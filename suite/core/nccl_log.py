@@ -213,11 +213,13 @@ def parse_nccl_log(lines: Iterable[str]) -> Fabric:
     return fabric
 
 
-def run_fabric(fabrics: list[Fabric], nodes: int, rdma: Sequence[str] = ()) -> Fabric | None:
+def run_fabric(fabrics: list[Fabric], nodes: int, rdma: Sequence[str] = (),
+               near_nics: Sequence[str] = ()) -> Fabric | None:
     """One run's fabric from its ranks' logs (None where none says anything): the network most ranks name,
     GPUDirect RDMA only where every rank that says used it, NICs and transports of all ranks, every warning
     once, and a warning of its own where a run across nodes moved its data over sockets (naming the node's
-    active RDMA ports, ``rdma``, where its record lists them)."""
+    active RDMA ports, ``rdma``, where its record lists them) or used no GPUDirect RDMA though the GPU shares a
+    PCIe switch with a NIC (``near_nics``: ``mlx5_0 (PIX)``)."""
     said = [f for f in fabrics if f.network or f.intra_node or f.nccl_version]
     if not said:
         return None
@@ -235,6 +237,9 @@ def run_fabric(fabrics: list[Fabric], nodes: int, rdma: Sequence[str] = ()) -> F
         beside = f", although the node has active RDMA ports {', '.join(rdma)}" if rdma else ""
         warnings.insert(0, f"a run across {nodes} nodes moved its data over TCP sockets{beside}: check that NCCL "
                            "sees the nodes' InfiniBand/RoCE devices (and, in a container, /dev/infiniband)")
+    if merged.gdr is False and near_nics:
+        warnings.append(f"no GPUDirect RDMA although the GPU shares a PCIe switch with {', '.join(near_nics)}: "
+                        "data crossed host memory; check nvidia-peermem (or NCCL's DMA-BUF path) on the nodes")
     merged.warnings = warnings
     return merged
 

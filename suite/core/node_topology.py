@@ -194,6 +194,17 @@ def node_topology(module: Any = None, smi_text: str | None = None) -> NodeTopolo
     raise TopologyError("; ".join(reasons) + "; pass a saved 'nvidia-smi topo -m' output (topo --file, run --topology)")
 
 
+def gpu_nics(physical: int | None) -> list[dict[str, str]] | None:
+    """The NICs this node's GPU ``physical`` shares a PCIe switch with (Topology.near_nics), for the rank's record;
+    None where the GPU or the topology is unknown."""
+    if physical is None:
+        return None
+    try:
+        return local_topology().near_nics(physical)
+    except (TopologyError, OSError, ValueError, KeyError):
+        return None
+
+
 def local_topology() -> Topology:
     """This machine's topology for planning placements (see ``node_topology``)."""
     return node_topology().topology

@@ -148,6 +148,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
                                    "variables (core/job_env.py)"),
         Field("container", "dict", "the container the rank runs in as seen from inside: runtime, and the image's "
                                    "name and id where the runtime tells; null on the host"),
+        Field("gpu_nics", "list", "on a GPU: the NICs its GPU shares a PCIe switch with (PIX, PXB), where GPUDirect "
+                                  "RDMA pays; null where the topology is unknown"),
         Field("node_fabric", "dict", "the node's HCA ports from ibstat or ibv_devinfo (device, port, state, rate, "
                                      "link layer, model, firmware), OFED, UCX, HPC-X and LOADEDMODULES "
                                      "(core/hca.py)"),

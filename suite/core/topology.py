@@ -99,6 +99,13 @@ class Topology:
         """The link class between GPU a and GPU b."""
         return self.links[(f"GPU{a}", f"GPU{b}")]
 
+    def near_nics(self, gpu: int) -> list[dict[str, str]]:
+        """The NICs GPU ``gpu`` reaches without crossing a host bridge (PIX: one PCIe switch; PXB: several), where
+        GPUDirect RDMA pays: ``[{"nic": "mlx5_0", "link": "PIX"}]``."""
+        label = f"GPU{gpu}"
+        return [{"nic": nic.name, "link": link} for nic in self.nics
+                if (link := self.links.get((label, nic.label), "")) in ("PIX", "PXB")]
+
     def labels(self) -> list[str]:
         """Column labels: GPUs then NICs."""
         return [f"GPU{g.index}" for g in self.gpus] + [n.label for n in self.nics]
