@@ -28,15 +28,18 @@ from hvdbench.launchers.sweep import Sweep
 
 
 def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
-           prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None) -> int:
-    """Build the report of results roots and print its headline tables."""
+           prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None,
+           baseline: str | None = None, margin: float = 2.0) -> int:
+    """Build the report of results roots and print its headline tables (``baseline``, ``margin`` in percent: the
+    decision between systems)."""
     from hvdbench.analysis.verdicts.compare import parse_prices
     from hvdbench.analysis.report.build import build_report
 
     if systems and len(dirs) < 2:
         raise UsageError("hvdbench compare: give two or more results roots (one per system)")
     out = output or (Path(dirs[0]) / "report")
-    text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)), peaks=peaks)
+    text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)), peaks=peaks,
+                               baseline=baseline, margin=margin / 100.0)
     print(text)
     print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
     return 0

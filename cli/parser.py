@@ -124,7 +124,10 @@ def _reports(sub: Any) -> None:
                                      "interval excludes it (exit status 1 on any regression, 4 where a "
                                      "configuration could not be judged, 2 a usage error)")
             report.add_argument("--margin", type=percent, default=2.0, metavar="PCT",
-                                help="with --regressions: the smallest change that counts (default 2%%)")
+                                help="the smallest change that counts: a regression, or one system faster than "
+                                     "another (default 2%%)")
+            report.add_argument("--baseline", type=label, default=None, metavar="SYSTEM",
+                                help="the system every other is judged against (default: the first by name, said)")
         report.add_argument("--peaks", type=Path, default=None, metavar="FILE",
                             help="a peak table (TOML, as analysis/tables/peaks.toml) for GPUs or CPUs the built-in one "
                                  "lacks; its entries are tried first")

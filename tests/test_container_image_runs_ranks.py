@@ -88,3 +88,22 @@ def test_a_two_host_sweep_in_the_image_reports_as_on_the_host_plus_the_image(ima
         assert record["container"]["runtime"] == "charliecloud"  # ch-run's mark, seen by the rank itself
         assert record["python"] != sys.version.split()[0]  # Debian's python3 in the image, not this interpreter
         assert record["horovod"]["layout"]["cross_size"] == 2
+
+
+@pytest.mark.mpi
+def test_srun_tasks_on_two_slurm_nodes_run_in_the_image(image: str, gpu_cluster: Any, tmp_path: Path) -> None:
+    from slurm_runs import TINY, cli, envs, settled, sweep_file
+
+    sweep = sweep_file(tmp_path, "boxed-slurm", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+                                                "axes: {nodes: [2], gpus_per_node: [1]}\nslurm: {time: 10}\n"
+                                                f"container: {{image: {image}, runtime: charliecloud}}")
+    root = tmp_path / "boxed-slurm"
+    dry = cli("submit", str(sweep), "-o", str(root), "--dry-run")
+    assert dry.returncode == 0 and f"ch-run --bind={root.resolve()}" in dry.stdout, dry.stdout + dry.stderr
+    out = cli("submit", str(sweep), "-o", str(root))
+    assert out.returncode == 0, out.stderr
+    assert set(settled(root, 1, gpu_cluster).values()) == {"ok"}
+    ranks = envs(next(root.glob("mlp-*")))
+    assert {e["host"] for e in ranks} == {"node1", "node2"}
+    assert all(e["container"]["runtime"] == "charliecloud" and e["python"] != sys.version.split()[0] for e in ranks)
+    assert all(e["horovod"]["layout"]["cross_size"] == 2 for e in ranks)

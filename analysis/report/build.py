@@ -18,7 +18,9 @@ from hvdbench.suite.core.validate import inert
 from . import views
 from ..collect import Collection, collect
 from ..tables.comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
-from ..verdicts.compare import compare_table
+from ..keys import ACROSS_SYSTEMS
+from ..verdicts.compare import compare_table, measured_best
+from ..verdicts.decision import decision_lines, unpaired_table
 from ..tables.details import breakdown_table, details_table
 from ..tables.efficiency import Peak, load_peaks, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
@@ -44,9 +46,30 @@ def _intro(collection: Collection, warmup: int | None) -> str:
             "arguments and system); efficiency = speedup / N.")
 
 
+def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None, margin: float) -> list[Section]:
+    """The decision between systems, first after the summary: each workload against the baseline in words with
+    its interval, the side-by-side table, and what one system measured alone; nothing for one system."""
+    systems = sorted(set(table["system"])) if len(table) else []
+    if len(systems) < 2:
+        return []
+    base = baseline or systems[0]
+    how = "chosen with --baseline" if baseline else "the first system by name; --baseline chooses"
+    text = views.decision_text(base, how, margin)
+    lines = decision_lines(compared, base, margin) if len(compared) else ["no workload was measured on two systems"]
+    out = [Section(f"Decision: {', '.join(s for s in systems if s != base)} against {base}", text, lines=lines)]
+    if len(compared):
+        out.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared, base)))
+    alone = unpaired_table(measured_best(table), list(ACROSS_SYSTEMS))
+    if len(alone):
+        out.append(Section("Measured on one system only", views.UNPAIRED_TEXT, *views.unpaired_rows(alone)))
+    return out
+
+
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
-          threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None) -> Report:
-    """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in)."""
+          threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None, baseline: str | None = None,
+          margin: float = 0.02) -> Report:
+    """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in;
+    ``baseline`` and ``margin``: the system the others are judged against, and the change that counts)."""
     stats = run_stats_table(collection, warmup)
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
@@ -58,19 +81,20 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         raise ReportError(f"no complete run to report: {reasons or 'no timed steps'}")
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
-    compared = compare_table(table, prices or {}, stats.attrs.get("draws"))
+    compared = compare_table(table, prices or {}, stats.attrs.get("draws"), baseline)
     headline = [Section(f"{system}: {args or '(defaults)'}", views.headline_text(group), views.headline_titles(group),
                         views.headline_rows(group), code=True, folded=views.HEADLINE_FOLDED)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
+    decided = _decision(table, compared, baseline, margin)
     summary = (executive_lines(table, screen, slow) if len(table) else []) + views.fabric_alerts(collection.runs)
+    summary = (decided[0].lines if decided else []) + summary
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
+    sections += decided
     sections += headline
     for title, text, (header, rows) in views.axis_views(table):
         sections.append(Section(title, text, header, rows))
     tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow}
     sections += _buyer_sections(collection, table, stats, tables)
-    if not compared.empty:
-        sections.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared)))
     if len(screen):
         sections.append(Section("Screening", views.screening_text(THRESHOLD), *views.screening_rows(screen)))
     sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
@@ -219,8 +243,12 @@ def terminal_text(report: Report, collection: Collection) -> str:
         texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
                                 [[str(r.np), r.op, r.path, r.dtype, views.TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
                                   f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
+    decision = next((s for s in report.sections if s.title.startswith("Decision: ")), None)
+    if decision is not None:
+        texts.append(inert(decision.title) + "\n" + "\n".join(inert(line) for line in decision.lines))
     if "compare" in report.tables:
-        texts.append("systems side by side\n" + text_table(*views.compare_rows(report.tables["compare"])))
+        compared = report.tables["compare"]
+        texts.append("systems side by side\n" + text_table(*views.compare_rows(compared, compared.attrs["baseline"])))
     notes = []
     left_out = collection.runs[collection.runs["status"] != "ok"]
     if len(left_out):
@@ -248,7 +276,8 @@ def terminal_text(report: Report, collection: Collection) -> str:
 
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
-                 prices: dict[str, float] | None = None, peaks: Path | None = None,
+                 prices: dict[str, float] | None = None, peaks: Path | None = None, baseline: str | None = None,
+                 margin: float = 0.02,
                  extend: Callable[[Report, Collection], str] | None = None) -> tuple[str, dict[str, Path]]:
     """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
     adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
@@ -259,6 +288,6 @@ def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
         where = ", ".join(map(str, roots))
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
-    report = build(collection, warmup=warmup, prices=prices, peaks=peak_list)
+    report = build(collection, warmup=warmup, prices=prices, peaks=peak_list, baseline=baseline, margin=margin)
     extra = extend(report, collection) if extend is not None else ""
     return terminal_text(report, collection) + extra, write(report, out_dir)

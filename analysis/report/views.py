@@ -187,9 +187,28 @@ COMPARE_TEXT = ("The same workloads on each system: throughput, per GPU, per wat
                 "(price × GPUs)).")
 
 
-def compare_rows(compared: pd.DataFrame) -> Rows:
+UNPAIRED_TEXT = ("Configurations only one system measured, beside the nearest one another system did and what "
+                 "differs: they enter no verdict. Run lengths (--steps, --warmup-steps, --target-ci, --max-steps) do "
+                 "not count as a difference.")
+
+
+def decision_text(baseline: str, how: str, margin: float) -> str:
+    """What the decision's sentences mean."""
+    return (f"Each system against the baseline {baseline} ({how}): throughput on the same workload and GPU count, "
+            "runs that differ only in run length paired. The ratio's 95% interval comes from both systems' own "
+            f"resampled runs; faster or slower where the whole interval clears 1 by more than {margin:.0%} "
+            "(compare --margin), else no measurable difference.")
+
+
+def unpaired_rows(alone: pd.DataFrame) -> Rows:
+    """What one system measured alone."""
+    return (["system", "workload", "GPUs", "nearest on another system", "what differs"],
+            [[r.system, r.workload, str(r.np), r.nearest, r.differs or "-"] for r in alone.itertuples()])
+
+
+def compare_rows(compared: pd.DataFrame, baseline: str) -> Rows:
     """Systems side by side."""
-    return (["workload", "GPUs", "system", "throughput", "per GPU", "per watt", "per $", "vs first system [95% CI]"],
+    return (["workload", "GPUs", "system", "throughput", "per GPU", "per watt", "per $", f"vs {baseline} [95% CI]"],
             [[f"{r.framework} {r.benchmark} {r.model} {r.args}".strip(), str(r.np), r.system, fmt(r.throughput),
               fmt(r.per_gpu), fmt(r.per_watt, 2), fmt(r.per_dollar, 0),
               ratio(r.relative, r.relative_low, r.relative_high)]

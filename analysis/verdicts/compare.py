@@ -11,6 +11,7 @@ from hvdbench.suite.core.errors import UsageError
 
 from ..keys import ACROSS_SYSTEMS
 from ..ratios import config_draws, ratio_interval
+from .decision import measured_args
 
 WORKLOAD = ACROSS_SYSTEMS
 COMPARE_SCHEMA: dict[str, str] = {
@@ -35,31 +36,51 @@ def parse_prices(items: list[str]) -> dict[str, float]:
     return prices
 
 
-def compare_table(scaling: pd.DataFrame, prices: dict[str, float],
-                  draws: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
-    """Rows of workloads (same framework, benchmark, model, arguments, GPUs) measured on two or more
-    systems; ``relative`` is throughput over the first system's (in name order), with its 95% interval
-    from both systems' resampled runs (``draws``: each run's bootstrap resamples)."""
-    unknown = sorted(set(prices) - set(scaling["system"]))
+def measured_best(scaling: pd.DataFrame) -> pd.DataFrame:
+    """Each system's best launcher/placement of each workload, its arguments without run-length flags (runs
+    that differ only in how long they measured are the same measurement; decision.measured_args)."""
+    best = scaling[~scaling["independent"]].sort_values("throughput", ascending=False).copy()
+    best["args"] = best["args"].map(measured_args)
+    return best.drop_duplicates(WORKLOAD + ["system"])
+
+
+def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[str, np.ndarray] | None = None,
+                  baseline: str | None = None) -> pd.DataFrame:
+    """Rows of workloads (same framework, benchmark, model, arguments but run length, GPUs) measured on two or
+    more systems; ``relative`` is throughput over the baseline system's (given, else the first by name), with its
+    95% interval from both systems' resampled runs (``draws``: each run's bootstrap resamples)."""
+    systems = sorted(set(scaling["system"]))
+    unknown = sorted(set(prices) - set(systems))
     if unknown:
         raise UsageError(f"--price names system(s) {', '.join(unknown)} that no result has; "
-                         f"systems: {', '.join(sorted(set(scaling['system'])))}")
-    best = scaling[~scaling["independent"]].sort_values("throughput", ascending=False)
-    best = best.drop_duplicates(WORKLOAD + ["system"])  # the best launcher/placement of each system
+                         f"systems: {', '.join(systems)}")
+    if baseline is not None and baseline not in systems:
+        raise UsageError(f"--baseline {baseline!r}: no result has that system; systems: {', '.join(systems)}")
+    best = measured_best(scaling)
     shared = best.groupby(WORKLOAD).filter(lambda g: g["system"].nunique() > 1)
     if shared.empty:
         return pd.DataFrame(columns=list(COMPARE_SCHEMA)).astype(COMPARE_SCHEMA)
+    base = baseline or systems[0]
     out = shared[WORKLOAD + ["system", "throughput", "runs"]].copy()
     out["per_gpu"] = out["throughput"] / out["np"]
     out["per_watt"] = out["throughput"] / shared["mean_power_w"]
     price = out["system"].map(prices).astype("float64")
     out["per_dollar"] = out["throughput"] * 3600.0 / (price * out["np"])
     out = out.sort_values(WORKLOAD + ["system"], ignore_index=True)
-    first = out.groupby(WORKLOAD)["throughput"].transform("first")
-    out["relative"] = out["throughput"] / first
-    firsts = out.groupby(WORKLOAD)["runs"].transform("first")
-    intervals = [(1.0, 1.0) if mine == base else ratio_interval(config_draws(mine.split(","), draws or {}),
-                                                               config_draws(base.split(","), draws or {}))
-                 for mine, base in zip(out["runs"], firsts)]
+    mine = out[out["system"] == base].set_index(WORKLOAD)
+    keys = list(out[WORKLOAD].itertuples(index=False, name=None))
+    base_thr = [mine["throughput"].get(k, float("nan")) for k in keys]
+    base_runs = [mine["runs"].get(k) for k in keys]
+    out["relative"] = out["throughput"] / pd.Series(base_thr, dtype="float64")
+    def interval(runs: str, theirs: str | None) -> tuple[float, float]:
+        if theirs is None:
+            return float("nan"), float("nan")
+        if runs == theirs:
+            return 1.0, 1.0
+        return ratio_interval(config_draws(runs.split(","), draws or {}), config_draws(theirs.split(","), draws or {}))
+
+    intervals = [interval(runs, theirs) for runs, theirs in zip(out["runs"], base_runs)]
     out["relative_low"], out["relative_high"] = [i[0] for i in intervals], [i[1] for i in intervals]
-    return out[list(COMPARE_SCHEMA)].astype(COMPARE_SCHEMA)
+    typed = out[list(COMPARE_SCHEMA)].astype(COMPARE_SCHEMA)
+    typed.attrs["baseline"] = base  # the system every relative is against
+    return typed

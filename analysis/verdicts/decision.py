@@ -1,0 +1,90 @@
+"""The decision between offers: each workload measured on two systems paired (configurations that differ only in run
+length are the same measurement), every other system against the baseline the buyer chose, the ratio with its 95%
+interval and a verdict in words; "no measurable difference" where the interval does not clear the margin; what was
+measured on one system only listed beside the nearest configuration on the other, with what differs."""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+import pandas as pd
+
+# Flags that set how long a run measures, not what it measures: runs differing only in these are paired.
+RUN_LENGTH_FLAGS = ("--steps", "--warmup-steps", "--target-ci", "--max-steps")
+NO_DIFFERENCE = "no measurable difference"
+NOT_JUDGED = "not judged"
+UNPAIRED_SCHEMA: dict[str, str] = {"system": "string", "workload": "string", "np": "int64", "nearest": "string",
+                                   "differs": "string"}
+
+
+def measured_args(args: str) -> str:
+    """A run's arguments without its run-length flags (``--steps 20 --model x`` -> ``--model x``)."""
+    try:
+        tokens = shlex.split(args)
+    except ValueError:
+        return args
+    out: list[str] = []
+    skip = False
+    for token in tokens:
+        if skip:
+            skip = False
+            continue
+        name = token.split("=", 1)[0]
+        if name in RUN_LENGTH_FLAGS:
+            skip = "=" not in token
+            continue
+        out.append(token)
+    return " ".join(out)
+
+
+def verdict(low: float, high: float, margin: float) -> str:
+    """faster / slower where the ratio's whole 95% interval clears 1 by more than ``margin``, else "no measurable
+    difference"; "not judged" where there is no interval (too few steps)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{NOT_JUDGED} (no interval: too few steps)"
+    if low > 1.0 + margin:
+        return "faster"
+    if high < 1.0 - margin:
+        return "slower"
+    return NO_DIFFERENCE
+
+
+def decision_lines(compared: pd.DataFrame, baseline: str, margin: float) -> list[str]:
+    """One sentence per workload and system against the baseline: ``B is 1.83× [1.71–1.95] A on <workload> at 8
+    GPUs: faster``."""
+    lines = []
+    for row in compared[compared["system"] != baseline].itertuples():
+        workload = f"{row.framework} {row.benchmark} {row.model} {row.args}".strip()
+        gpus = f"{row.np} GPU{'s' if row.np != 1 else ''}"
+        if not math.isfinite(row.relative):
+            lines.append(f"{row.system} on {workload} at {gpus}: {NOT_JUDGED} ({baseline} did not measure it)")
+            continue
+        said = verdict(row.relative_low, row.relative_high, margin)
+        interval = (f" [{row.relative_low:.2f}–{row.relative_high:.2f}]" if math.isfinite(row.relative_low)
+                    else "")
+        lines.append(f"{row.system} is {row.relative:.2f}×{interval} {baseline} on {workload} at {gpus}: {said}")
+    return lines
+
+
+def unpaired_table(measured: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """Each configuration (``key`` columns of ``measured``: one row per system and configuration) that no other
+    system measured, with the nearest configuration another system did (same benchmark, the closest GPU count,
+    then the most arguments in common) and what differs."""
+    rows = []
+    counts = measured.groupby(key)["system"].transform("nunique")
+    for row in measured[counts < 2].itertuples():
+        others = measured[(measured["system"] != row.system) & (measured["benchmark"] == row.benchmark)]
+        nearest, differs = "none: no other system ran this benchmark", ""
+        if len(others):
+            mine = set(shlex.split(row.args))
+            def distance(other: pd.Series) -> tuple[int, int]:
+                return abs(int(other["np"]) - int(row.np)), -len(mine & set(shlex.split(other["args"])))
+            best = min((o for _, o in others.iterrows()), key=distance)
+            nearest = f"{best['system']}: {best['model']} {best['args']} at {best['np']} GPU(s)".strip()
+            differs = "; ".join(f"{name} {getattr(row, name)} vs {best[name]}" for name in key
+                                if name != "system" and str(getattr(row, name)) != str(best[name]))
+        workload = f"{row.framework} {row.benchmark} {row.model} {row.args}".strip()
+        rows.append({"system": row.system, "workload": workload, "np": int(row.np), "nearest": nearest,
+                     "differs": differs})
+    return pd.DataFrame(rows, columns=list(UNPAIRED_SCHEMA)).astype(UNPAIRED_SCHEMA)

@@ -1,0 +1,87 @@
+"""The decision between offers (`hvdbench compare --baseline`): runs that differ only in run length are paired, every
+system is judged against the chosen baseline in words with its interval, "no measurable difference" where the
+interval does not clear the margin, and what one system measured alone is listed beside the nearest configuration
+another system did. The verdict's calibration: a planted 20% difference is called one, a planted 0% one is not, in
+at least 97.5% of 400 draws each, through the report's own resampling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hvdbench.analysis.collect import collect
+from hvdbench.analysis.ratios import ratio_interval
+from hvdbench.analysis.report.build import build
+from hvdbench.analysis.stats import throughput_draws
+from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, measured_args, verdict
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.spec import RunSpec
+
+from conftest import write_run
+
+
+def test_run_length_flags_are_not_part_of_what_a_run_measures() -> None:
+    assert measured_args("--model resnet20 --steps 20 --warmup-steps=3 --batch-size 32") == \
+        "--model resnet20 --batch-size 32"
+    assert measured_args("--target-ci 2 --max-steps 400 --precision amp") == "--precision amp"
+
+
+def _called(true_ratio: float, rng: np.random.Generator, steps: int = 40, noise: float = 0.05) -> str:
+    """One draw: two systems' runs of ``steps`` noisy steps, B's throughput ``true_ratio`` times A's, judged."""
+    samples = np.full((steps, 1), 32.0)
+    a = rng.lognormal(np.log(0.100), noise, size=(steps, 1))
+    b = rng.lognormal(np.log(0.100 / true_ratio), noise, size=(steps, 1))
+    seeds = rng.integers(0, 2**31, size=2)
+    low, high = ratio_interval(throughput_draws(b, samples, n=1000, seed=int(seeds[0])),
+                               throughput_draws(a, samples, n=1000, seed=int(seeds[1])))
+    return verdict(low, high, 0.02)
+
+
+@pytest.mark.parametrize("true_ratio, expected", [(1.20, "faster"), (1.0, NO_DIFFERENCE), (1 / 1.20, "slower")])
+def test_a_planted_difference_is_called_and_none_is_not_in_400_draws(true_ratio: float, expected: str) -> None:
+    rng = np.random.default_rng(2026)
+    calls = [_called(true_ratio, rng) for _ in range(400)]
+    assert calls.count(expected) / len(calls) >= 0.975, {c: calls.count(c) for c in set(calls)}
+
+
+def _plant(root: Path, system: str, step_s: float, args: tuple[str, ...], np_: int = 1) -> None:
+    rng = np.random.default_rng(abs(hash((system, args, np_))) % 2**32)
+    spec = RunSpec(benchmark="cifar10", args=args, np=np_, system=system, launcher="mpirun", controller="mpi")
+    write_run(root, spec, [list(rng.lognormal(np.log(step_s), 0.03, size=30)) for _ in range(np_)])
+
+
+def test_offers_pair_across_run_length_and_are_judged_against_the_chosen_baseline(tmp_path: Path) -> None:
+    model = ("--model", "resnet20", "--batch-size", "32")
+    _plant(tmp_path / "dgx", "DGX", 0.050, (*model, "--steps", "40"))
+    _plant(tmp_path / "l40s", "L40S", 0.090, (*model, "--steps", "20"))  # the vendor ran half as long
+    _plant(tmp_path / "dgx", "DGX", 0.050, (*model, "--steps", "40"), np_=2)  # measured on one system only
+    _plant(tmp_path / "same-a", "A", 0.070, model)
+    collection = collect([tmp_path / "dgx", tmp_path / "l40s"])
+    report = build(collection, baseline="L40S")
+    titles = [s.title for s in report.sections]
+    assert titles[:2] == ["Executive summary", "Decision: DGX against L40S"]
+    decision = report.sections[1]
+    assert len(decision.lines) == 1 and decision.lines[0].startswith("DGX is 1.8")
+    assert decision.lines[0].endswith("L40S on pytorch cifar10 resnet20 --model resnet20 --batch-size 32 at 1 GPU: "
+                                      "faster")
+    assert "L40S (chosen with --baseline)" in decision.text
+    alone = next(s for s in report.sections if s.title == "Measured on one system only")
+    assert alone.rows == [["DGX", "pytorch cifar10 resnet20 --model resnet20 --batch-size 32", "2",
+                           "L40S: resnet20 --model resnet20 --batch-size 32 at 1 GPU(s)", "np 2 vs 1"]]
+    assert report.sections[0].lines[0] == decision.lines[0]  # the summary opens with the decision
+    with pytest.raises(UsageError, match="--baseline 'H200': no result has that system; systems: DGX, L40S"):
+        build(collection, baseline="H200")
+    default = build(collection)
+    assert "the first system by name; --baseline chooses" in next(
+        s.text for s in default.sections if s.title.startswith("Decision: "))
+
+
+def test_equal_offers_are_no_measurable_difference(tmp_path: Path) -> None:
+    model = ("--model", "resnet20", "--batch-size", "32")
+    _plant(tmp_path / "a", "A", 0.070, model)
+    _plant(tmp_path / "b", "B", 0.070, (*model, "--steps", "30"))
+    report = build(collect([tmp_path / "a", tmp_path / "b"]), baseline="A")
+    decision = next(s for s in report.sections if s.title == "Decision: B against A")
+    assert decision.lines[0].endswith(f"at 1 GPU: {NO_DIFFERENCE}"), decision.lines
