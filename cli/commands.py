@@ -29,7 +29,7 @@ from hvdbench.launchers.sweep import Sweep
 
 def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
            prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None,
-           baseline: str | None = None, margin: float = 2.0) -> int:
+           baseline: str | None = None, margin: float = 2.0, costs: Path | None = None) -> int:
     """Build the report of results roots and print its headline tables (``baseline``, ``margin`` in percent: the
     decision between systems)."""
     from hvdbench.analysis.verdicts.compare import parse_prices
@@ -38,8 +38,11 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
     if systems and len(dirs) < 2:
         raise UsageError("hvdbench compare: give two or more results roots (one per system)")
     out = output or (Path(dirs[0]) / "report")
+    from hvdbench.analysis.verdicts.costs import load_costs
+
+    costed = load_costs(costs) if costs is not None else None  # a bad costs file is one line before any results
     text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)), peaks=peaks,
-                               baseline=baseline, margin=margin / 100.0)
+                               baseline=baseline, margin=margin / 100.0, costs=costed)
     print(text)
     print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
     return 0

@@ -7,6 +7,7 @@ at least 97.5% of 400 draws each, through the report's own resampling."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,3 +86,61 @@ def test_equal_offers_are_no_measurable_difference(tmp_path: Path) -> None:
     report = build(collect([tmp_path / "a", tmp_path / "b"]), baseline="A")
     decision = next(s for s in report.sections if s.title == "Decision: B against A")
     assert decision.lines[0].endswith(f"at 1 GPU: {NO_DIFFERENCE}"), decision.lines
+
+
+COSTS = """
+[systems.DGX]
+purchase_usd = 400000
+years = 5
+utilisation = 0.5
+gpus_per_node = 8
+power_usd_per_kwh = 0.12
+pue = 1.3
+node_power_kw = 10.2
+
+[systems.L40S]
+hourly_usd = 16.0
+gpus_per_node = 8
+"""
+
+
+def test_a_costs_file_gives_dollars_per_million_samples_with_units_and_interval(tmp_path: Path) -> None:
+    from hvdbench.analysis.verdicts.costs import HOURS_PER_YEAR, load_costs
+
+    model = ("--model", "resnet20", "--batch-size", "32")
+    _plant(tmp_path / "dgx", "DGX", 0.050, model)
+    _plant(tmp_path / "l40s", "L40S", 0.090, model)
+    (tmp_path / "costs.toml").write_text(COSTS)
+    costs = load_costs(tmp_path / "costs.toml")
+    report = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), baseline="L40S", costs=costs)
+    compared = report.tables["compare"].set_index("system")
+    dgx_hour = 400000 / (5 * HOURS_PER_YEAR * 0.5) / 8 + 10.2 / 8 * 1.3 * 0.12  # one GPU-hour, energy of its share
+    expected = dgx_hour / (compared.loc["DGX", "throughput"] * 3600) * 1e6
+    assert compared.loc["DGX", "usd_per_million"] == pytest.approx(expected)
+    assert compared.loc["DGX", "usd_per_million_low"] < expected < compared.loc["DGX", "usd_per_million_high"]
+    assert compared.loc["L40S", "usd_per_million"] == pytest.approx(2.0 / (compared.loc["L40S", "throughput"] * 3600)
+                                                                    * 1e6)
+    lines = next(s for s in report.sections if s.title.startswith("Decision: ")).lines
+    assert any(line.startswith("DGX: US$ ") and "per million samples" in line and "(energy: node power)" in line
+               for line in lines)
+    assert any(line.startswith("L40S: US$ ") and "(energy: in the hourly price)" in line for line in lines)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("years = 5\n", ""), "systems.DGX.years: missing"),
+    (lambda t: t.replace("pue = 1.3", "pue = nan"), "systems.DGX.pue: expected a positive, finite number, got nan"),
+    (lambda t: t.replace("pue = 1.3", "pue = inf"), "systems.DGX.pue: expected a positive, finite number, got inf"),
+    (lambda t: t.replace("utilisation = 0.5", "utilisation = 70"), "systems.DGX.utilisation: a share of the time"),
+    (lambda t: t.replace("hourly_usd = 16.0", 'hourly_usd = "16"'), "systems.L40S.hourly_usd: expected a positive"),
+    (lambda t: t.replace("pue = 1.3", "pue = 1.3\nrebate = 3"), "systems.DGX.rebate: not a field of an owned system"),
+    (lambda t: t + "\n[oops]\nx = 1\n", "expected [systems.NAME] tables only"),
+    (lambda t: t.replace("[systems.DGX]", "[systems.DGX"), "not TOML"),
+])
+def test_a_bad_costs_file_is_one_line_naming_the_field(tmp_path: Path, edit: Any, message: str) -> None:
+    from hvdbench.analysis.verdicts.costs import load_costs
+
+    path = tmp_path / "costs.toml"
+    path.write_text(edit(COSTS))
+    with pytest.raises(UsageError) as caught:
+        load_costs(path)
+    assert message in str(caught.value) and "\n" not in str(caught.value) and str(path) in str(caught.value)

@@ -20,6 +20,7 @@ from ..collect import Collection, collect
 from ..tables.comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
 from ..keys import ACROSS_SYSTEMS
 from ..verdicts.compare import compare_table, measured_best
+from ..verdicts.costs import Cost, cost_columns
 from ..verdicts.decision import decision_lines, unpaired_table
 from ..tables.details import breakdown_table, details_table
 from ..tables.efficiency import Peak, load_peaks, with_peaks
@@ -56,6 +57,8 @@ def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
     how = "chosen with --baseline" if baseline else "the first system by name; --baseline chooses"
     text = views.decision_text(base, how, margin)
     lines = decision_lines(compared, base, margin) if len(compared) else ["no workload was measured on two systems"]
+    if "usd_per_million" in compared:
+        lines += views.cost_lines(compared)
     out = [Section(f"Decision: {', '.join(s for s in systems if s != base)} against {base}", text, lines=lines)]
     if len(compared):
         out.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared, base)))
@@ -67,7 +70,7 @@ def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
 
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
           threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None, baseline: str | None = None,
-          margin: float = 0.02) -> Report:
+          margin: float = 0.02, costs: dict[str, Cost] | None = None) -> Report:
     """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in;
     ``baseline`` and ``margin``: the system the others are judged against, and the change that counts)."""
     stats = run_stats_table(collection, warmup)
@@ -82,6 +85,8 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
     compared = compare_table(table, prices or {}, stats.attrs.get("draws"), baseline)
+    if costs:
+        compared = cost_columns(compared, table, costs)
     headline = [Section(f"{system}: {args or '(defaults)'}", views.headline_text(group), views.headline_titles(group),
                         views.headline_rows(group), code=True, folded=views.HEADLINE_FOLDED)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
@@ -277,7 +282,7 @@ def terminal_text(report: Report, collection: Collection) -> str:
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
                  prices: dict[str, float] | None = None, peaks: Path | None = None, baseline: str | None = None,
-                 margin: float = 0.02,
+                 margin: float = 0.02, costs: dict[str, Cost] | None = None,
                  extend: Callable[[Report, Collection], str] | None = None) -> tuple[str, dict[str, Path]]:
     """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
     adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
@@ -288,6 +293,7 @@ def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
         where = ", ".join(map(str, roots))
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
-    report = build(collection, warmup=warmup, prices=prices, peaks=peak_list, baseline=baseline, margin=margin)
+    report = build(collection, warmup=warmup, prices=prices, peaks=peak_list, baseline=baseline, margin=margin,
+                   costs=costs)
     extra = extend(report, collection) if extend is not None else ""
     return terminal_text(report, collection) + extra, write(report, out_dir)

@@ -200,6 +200,17 @@ def decision_text(baseline: str, how: str, margin: float) -> str:
             "(compare --margin), else no measurable difference.")
 
 
+def cost_lines(compared: pd.DataFrame) -> list[str]:
+    """``DGX: $1.23 [1.20–1.26] per million samples on ... at 8 GPUs (energy: node power)`` per costed row."""
+    lines = []
+    for r in compared[compared["usd_per_million"].notna()].itertuples():
+        interval = (f" [{r.usd_per_million_low:.3g}–{r.usd_per_million_high:.3g}]"
+                    if pd.notna(r.usd_per_million_low) else "")
+        lines.append(f"{r.system}: US$ {r.usd_per_million:.3g}{interval} per million samples on {r.framework} "
+                     f"{r.benchmark} {r.model} {r.args} at {r.np} GPU(s) (energy: {r.energy_counted})")
+    return lines
+
+
 def unpaired_rows(alone: pd.DataFrame) -> Rows:
     """What one system measured alone."""
     return (["system", "workload", "GPUs", "nearest on another system", "what differs"],

@@ -18,6 +18,7 @@ COMPARE_SCHEMA: dict[str, str] = {
     "framework": "string", "benchmark": "string", "model": "string", "args": "string", "np": "int64",
     "system": "string", "throughput": "float64", "per_gpu": "float64", "per_watt": "float64",
     "per_dollar": "float64", "relative": "float64", "relative_low": "float64", "relative_high": "float64",
+    "runs": "string",
 }
 
 

@@ -1,0 +1,134 @@
+"""What a sample costs on each offer: a costs file (TOML, one table per system) turned into US dollars per GPU-hour,
+then into dollars per million samples with the throughput's 95% interval. An owned system: purchase price over its
+years of use at its expected utilisation, plus energy (node power, or the measured GPU power where the file gives
+none, said as "GPU power only", times PUE times the power price); a rented one: its hourly price per node.
+
+    [systems.DGX]                       [systems.L40S]
+    purchase_usd = 400000               hourly_usd = 14.0   # per node-hour, energy included
+    years = 5                           gpus_per_node = 8
+    utilisation = 0.7
+    gpus_per_node = 8
+    power_usd_per_kwh = 0.12
+    pue = 1.3
+    node_power_kw = 10.2                # optional: else the GPUs' measured power only
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.validate import read_small_text, text_problem
+
+HOURS_PER_YEAR = 8766.0  # 365.25 days
+OWNED = ("purchase_usd", "years", "utilisation", "gpus_per_node", "power_usd_per_kwh", "pue")
+RENTED = ("hourly_usd", "gpus_per_node")
+OPTIONAL = ("node_power_kw",)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One system's costs: rented (``hourly_usd`` per node-hour) or owned (the rest)."""
+
+    system: str
+    gpus_per_node: float
+    hourly_usd: float | None = None
+    purchase_usd: float | None = None
+    years: float | None = None
+    utilisation: float | None = None
+    power_usd_per_kwh: float | None = None
+    pue: float | None = None
+    node_power_kw: float | None = None
+
+    def per_gpu_hour(self, gpu_power_w: float) -> tuple[float, str]:
+        """Dollars per GPU-hour and what the energy counted: the node's power, the GPUs' measured power only, or
+        none (a rented node's price includes it). NaN where owned, no node power and no GPU power measured."""
+        if self.hourly_usd is not None:
+            return self.hourly_usd / self.gpus_per_node, "in the hourly price"
+        assert self.purchase_usd is not None and self.years and self.utilisation and self.pue is not None
+        capital = self.purchase_usd / (self.years * HOURS_PER_YEAR * self.utilisation) / self.gpus_per_node
+        if self.node_power_kw is not None:
+            kw, said = self.node_power_kw / self.gpus_per_node, "node power"
+        else:
+            kw, said = gpu_power_w / 1000.0, "GPU power only"
+        return capital + kw * self.pue * (self.power_usd_per_kwh or 0.0), said
+
+
+def _number(path: Path, system: str, table: dict[str, Any], name: str, required: bool) -> float | None:
+    value = table.get(name)
+    if value is None:
+        if required:
+            raise UsageError(f"{path}: systems.{system}.{name}: missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{path}: systems.{system}.{name}: expected a positive, finite number, got {value!r}")
+    if name == "utilisation" and value > 1:
+        raise UsageError(f"{path}: systems.{system}.utilisation: a share of the time, above 0 and at most 1, "
+                         f"got {value!r}")
+    return float(value)
+
+
+def load_costs(path: Path) -> dict[str, Cost]:
+    """The costs file; every problem one line naming the file, the system and the field."""
+    try:
+        data = tomllib.loads(read_small_text(path, 1 << 20, "a costs file"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not TOML ({exc})") from None
+    systems = data.get("systems")
+    if not isinstance(systems, dict) or not systems or set(data) - {"systems"}:
+        raise UsageError(f"{path}: expected [systems.NAME] tables only, one per system")
+    out = {}
+    for system, table in systems.items():
+        problem = text_problem(system)
+        if problem or not isinstance(table, dict):
+            raise UsageError(f"{path}: systems.{system[:40]!r}: {problem or 'expected a table of costs'}")
+        rented = "hourly_usd" in table
+        fields = RENTED if rented else OWNED
+        unknown = sorted(set(table) - set(fields) - set(OPTIONAL if not rented else ()))
+        if unknown:
+            kind = "a rented" if rented else "an owned"
+            raise UsageError(f"{path}: systems.{system}.{unknown[0]}: not a field of {kind} system; fields: "
+                             f"{', '.join(fields + (() if rented else OPTIONAL))}")
+        values = {name: _number(path, system, table, name, True) for name in fields}
+        values.update({name: _number(path, system, table, name, False) for name in OPTIONAL if not rented})
+        out[system] = Cost(system, **values)  # type: ignore[arg-type]
+    return out
+
+
+def cost_columns(compared: pd.DataFrame, scaling: pd.DataFrame, costs: dict[str, Cost]) -> pd.DataFrame:
+    """``compared`` with dollars per million samples (and its interval from the throughput's) and what the energy
+    counted, for each system the costs file names (NaN and "no costs given" for the others); a system the file
+    names that no result has is a UsageError."""
+    unknown = sorted(set(costs) - set(scaling["system"]))
+    if unknown:
+        raise UsageError(f"the costs file names system(s) {', '.join(unknown)} that no result has; systems: "
+                         f"{', '.join(sorted(set(scaling['system'])))}")
+    out = compared.copy()
+    power = scaling.set_index("runs")["mean_power_w"] if "runs" in scaling else pd.Series(dtype="float64")
+    spans = scaling.set_index("runs")[["ci_low", "ci_high"]] if "runs" in scaling else None
+    per_m, low, high, said = [], [], [], []
+    for row in out.itertuples():
+        cost = costs.get(row.system)
+        watts = float(power.get(row.runs, float("nan"))) / row.np if len(power) else float("nan")  # per GPU
+        if cost is None:
+            per_m.append(math.nan)
+            low.append(math.nan)
+            high.append(math.nan)
+            said.append("no costs given")
+            continue
+        usd, what = cost.per_gpu_hour(watts)
+        hour = usd * row.np
+        per_m.append(hour / (row.throughput * 3600.0) * 1e6)
+        ci = spans.loc[row.runs] if spans is not None and row.runs in spans.index else None
+        low.append(hour / (float(ci["ci_high"]) * 3600.0) * 1e6 if ci is not None else math.nan)
+        high.append(hour / (float(ci["ci_low"]) * 3600.0) * 1e6 if ci is not None else math.nan)
+        said.append(what)
+    out["usd_per_million"], out["usd_per_million_low"], out["usd_per_million_high"] = per_m, low, high
+    out["energy_counted"] = said
+    return out
