@@ -144,3 +144,20 @@ def test_a_bad_costs_file_is_one_line_naming_the_field(tmp_path: Path, edit: Any
     with pytest.raises(UsageError) as caught:
         load_costs(path)
     assert message in str(caught.value) and "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_the_summary_marks_an_efficiency_above_linear_as_the_tables_do(tmp_path: Path) -> None:
+    model = ("--model", "resnet20", "--batch-size", "32")
+    rng = np.random.default_rng(7)
+    write_run(tmp_path, RunSpec(benchmark="cifar10", args=model, np=1, system="S", launcher="mpirun",
+                                controller="mpi"), [list(rng.lognormal(np.log(0.100), 0.30, size=12))])
+    ranks = [list(rng.lognormal(np.log(0.095), 0.30, size=12)) for _ in range(2)]
+    write_run(tmp_path, RunSpec(benchmark="cifar10", args=model, np=2, system="S", launcher="mpirun",
+                                controller="mpi"), ranks)
+    report = build(collect([tmp_path]))
+    summary = report.sections[0].lines
+    line = next(line for line in summary if "efficiency" in line)
+    efficiency = line.split("efficiency ", 1)[1]
+    assert efficiency.split("%", 1)[1][:1] in ("†", "‡"), line  # never a bare figure above 100%
+    mark = efficiency.split("%", 1)[1][:1]
+    assert any(other.strip().startswith(mark) and "linear" in other for other in summary), summary

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..keys import ARGS, AXIS_VIEW, PLACEMENTS
 from ..collect import Collection
+from ..tables.efficiency import MARK_MEANING, efficiency_mark
 
 Rows = tuple[list[str], list[list[str]]]
 
@@ -71,8 +72,6 @@ def peak_share(r: Any) -> str:
 def tflops(value: Any) -> str:
     """Achieved TFLOP/s with three significant digits (CPU runs are small: 0.0123)."""
     return "n/a" if missing(value) else f"{value:.3g}"
-NEAR_LINEAR = "†"
-SUPERLINEAR = "‡"
 
 
 def ratio(value: Any, low: Any, high: Any, digits: int = 2) -> str:
@@ -89,9 +88,7 @@ def efficiency_cell(value: Any, low: Any, high: Any) -> str:
     in the 1-GPU run, can do that), ‡ when it lies wholly above."""
     if missing(value):
         return "n/a"
-    mark = ""
-    if value > 1.0 and not missing(low):
-        mark = NEAR_LINEAR if low <= 1.0 else SUPERLINEAR
+    mark = efficiency_mark(value, low)
     if missing(low) or missing(high) or np.isclose(low, high):
         return f"{value:.0%}{mark}"
     return f"{value:.0%}{mark} [{low:.0%}–{high:.0%}]"
@@ -101,11 +98,7 @@ def headline_text(table: pd.DataFrame) -> str:
     """What a reader needs beside the headline table: the marks used, and baselines that are not the rows' own."""
     notes = []
     marks = " ".join(efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high) for r in table.itertuples())
-    if NEAR_LINEAR in marks:
-        notes.append(f"{NEAR_LINEAR} above linear, but its interval covers linear: within the noise.")
-    if SUPERLINEAR in marks:
-        notes.append(f"{SUPERLINEAR} above linear beyond the noise (cache effects, a smaller per-GPU problem, or "
-                     "a slow 1-GPU run).")
+    notes += [meaning for mark, meaning in MARK_MEANING.items() if mark in marks]
     odd = sorted({str(r.baseline) for r in table.itertuples() if "(" in str(r.baseline)})
     notes += [f"Speedup against {label}." for label in odd]
     if table["tflops_per_gpu"].notna().any():

@@ -150,3 +150,19 @@ def link_rate(placement: Any, nodes: int, pcie_gen: Any, pcie_width: Any) -> tup
             rate = lane * int(pcie_width)
             return rate, f"PCIe gen{int(pcie_gen)} x{int(pcie_width)}, {rate:.1f} GB/s"
     return None
+
+
+NEAR_LINEAR = "†"  # above linear, its interval covering linear: noise
+SUPERLINEAR = "‡"  # above linear beyond the noise
+
+
+def efficiency_mark(value: Any, low: Any) -> str:
+    """The mark every table and the summary put on an efficiency above linear (none at or below it)."""
+    if value is None or pd.isna(value) or value <= 1.0 or low is None or pd.isna(low):
+        return ""
+    return NEAR_LINEAR if low <= 1.0 else SUPERLINEAR
+
+
+MARK_MEANING = {NEAR_LINEAR: f"{NEAR_LINEAR} above linear, but its interval covers linear: within the noise.",
+                SUPERLINEAR: f"{SUPERLINEAR} above linear beyond the noise (cache effects, a smaller per-GPU problem, "
+                             "or a slow 1-GPU run)."}

@@ -10,7 +10,7 @@ import pandas as pd
 
 from hvdbench.suite.core.axes import AXES, without
 
-from .efficiency import on_gpu_name
+from .efficiency import MARK_MEANING, efficiency_mark, on_gpu_name
 from ..keys import ONE_KNOB, WORKLOAD
 from ..ratios import config_draws, ratio_interval
 
@@ -119,9 +119,11 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
                 f"{r['throughput']:,.1f} "
                 + (f"{r['unit']}/s [{r['ci_low']:,.1f}–{r['ci_high']:,.1f}]" if not pd.isna(r["ci_low"])
                    else f"{r['unit']}/s [interval n/a: too few steps]")
-                + (f", efficiency {r['efficiency']:.0%}{_interval(r, 'efficiency')}" if not pd.isna(r["efficiency"])
+                + (f", efficiency {r['efficiency']:.0%}{efficiency_mark(r['efficiency'], r['efficiency_low'])}"
+                   f"{_interval(r, 'efficiency')}" if not pd.isna(r["efficiency"])
                    else ", no 1-GPU baseline") for _, r in rows.iterrows()]
         out.append(f"{system}: " + _some(head) + ".")
+        out += [f"  {meaning}" for mark, meaning in MARK_MEANING.items() if any(mark in line for line in head)]
         costs = table[(table["system"] == system) & table["comm_cost"].notna()].sort_values("np")
         costs = costs.drop_duplicates(WORKLOAD[1:], keep="last")
         out.append("  Interconnect: " + (_some([f"exchanging gradients costs {r['comm_cost']:.0%}"
