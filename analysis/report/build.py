@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +21,7 @@ from ..collect import Collection, collect
 from ..tables.comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
 from ..keys import ACROSS_SYSTEMS
 from ..verdicts.compare import compare_table, measured_best
+from ..tables.system import system_json, system_table
 from ..verdicts.costs import Cost, cost_columns
 from ..verdicts.decision import decision_lines, unpaired_table
 from ..tables.details import breakdown_table, details_table
@@ -68,6 +70,15 @@ def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
     return out
 
 
+def _nothing_to_report(collection: Collection, warmup: int | None) -> None:
+    """The ReportError of a collection with no complete run, saying why."""
+    reasons = "; ".join(sorted(set(collection.runs["reason"]) - {""})[:3])
+    longest = int(collection.steps.groupby("run_id")["step"].nunique().max()) if len(collection.steps) else 0
+    if not reasons and warmup is not None and warmup >= longest:
+        reasons = f"--warmup {warmup} leaves no steps: the longest run has {longest}"
+    raise ReportError(f"no complete run to report: {reasons or 'no timed steps'}")
+
+
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
           threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None, baseline: str | None = None,
           margin: float = 0.02, costs: dict[str, Cost] | None = None) -> Report:
@@ -77,11 +88,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
     if table.empty and comm.empty and collection.p2p.empty:
-        reasons = "; ".join(sorted(set(collection.runs["reason"]) - {""})[:3])
-        longest = int(collection.steps.groupby("run_id")["step"].nunique().max()) if len(collection.steps) else 0
-        if not reasons and warmup is not None and warmup >= longest:
-            reasons = f"--warmup {warmup} leaves no steps: the longest run has {longest}"
-        raise ReportError(f"no complete run to report: {reasons or 'no timed steps'}")
+        _nothing_to_report(collection, warmup)
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
     compared = compare_table(table, prices or {}, stats.attrs.get("draws"), baseline)
@@ -95,10 +102,14 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     summary = (decided[0].lines if decided else []) + summary
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
     sections += decided
+    described = system_table(collection)
+    if len(described.columns) > 1:
+        sections.append(Section("System under test", views.SYSTEM_TEXT, list(described.columns),
+                                described.fillna("-").values.tolist()))
     sections += headline
     for title, text, (header, rows) in views.axis_views(table):
         sections.append(Section(title, text, header, rows))
-    tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow}
+    tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow, "system": described}
     sections += _buyer_sections(collection, table, stats, tables)
     if len(screen):
         sections.append(Section("Screening", views.screening_text(THRESHOLD), *views.screening_rows(screen)))
@@ -233,6 +244,9 @@ def _write_files(report: Report, folder: Path) -> None:
     (folder / "report.html").write_text(render_html(report), encoding="utf-8")
     for i, svg in enumerate(report.plots.values()):
         (folder / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
+    if "system" in report.tables:
+        described = system_json(report.tables["system"])
+        (folder / "system.json").write_text(json.dumps(described, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     for name, data in report.tables.items():
         data = data.copy()
         data.attrs = {}  # in-memory companions (bootstrap resamples) are not part of the files

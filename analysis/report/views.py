@@ -180,6 +180,8 @@ COMPARE_TEXT = ("The same workloads on each system: throughput, per GPU, per wat
                 "(price × GPUs)).")
 
 
+SYSTEM_TEXT = ("Each system as its complete runs recorded it (also system.json beside this report): every distinct "
+               "value, so a fleet that is not uniform shows it; '-' where no run recorded the fact.")
 UNPAIRED_TEXT = ("Configurations only one system measured, beside the nearest one another system did and what "
                  "differs: they enter no verdict. Run lengths (--steps, --warmup-steps, --target-ci, --max-steps) do "
                  "not count as a difference.")

@@ -27,6 +27,7 @@ from hvdbench.suite.core.validate import inert, read_toml
 
 from .. import keys
 from ..collect import Collection
+from ..tables.system import system_table
 from ..tables.comm import iteration_times
 
 # metric -> (table it is read from, what it is, a higher value is better)
@@ -400,26 +401,16 @@ SECTION_TEXT = ("Each criterion judged with the measurement's 95% interval: pass
 
 
 def facts(collection: Collection) -> list[str]:
-    """The system's facts the runs recorded, for an acceptance protocol: hosts, GPUs, driver, CUDA, NCCL,
-    cuDNN, frameworks, Horovod, the exchange's tuning, and when the runs were made."""
-    runs = collection.runs[collection.runs["status"] == "ok"]
-    env = collection.env
-
-    def values(column: pd.Series) -> str:
-        found = sorted({inert(v) for v in column.dropna() if str(v)})
-        return ", ".join(found[:6]) + (f" (+{len(found) - 6} more)" if len(found) > 6 else "") if found else "-"
-
-    started = runs["started"].dropna()
-    when = (f"{pd.Timestamp(started.min(), unit='s'):%Y-%m-%d %H:%M} to "
-            f"{pd.Timestamp(started.max(), unit='s'):%Y-%m-%d %H:%M} UTC"
-            if len(started) else "-")
-    return [f"systems: {values(runs['system'])}", f"hosts: {values(env['host'])}",
-            f"devices: {values(runs['device_name'])}", f"driver: {values(runs['driver'])}",
-            f"CUDA: {values(runs['cuda'])}",
-            f"NCCL: {values(runs['nccl'])}", f"cuDNN: {values(runs['cudnn'])}",
-            f"PyTorch: {values(runs['torch'])}", f"TensorFlow: {values(runs['tensorflow'])}",
-            f"Horovod: {values(runs['horovod_version'])}", f"MPI: {values(env['mpi'])}",
-            f"exchange tuning: {values(runs['tuning'])}", f"runs: {len(runs)} complete, made {when}"]
+    """The system's facts the runs recorded, for an acceptance protocol: the report's system-under-test table
+    (tables/system.py), each fact with its values on every system."""
+    table = system_table(collection)
+    systems = [c for c in table.columns if c != "fact"]
+    lines = [f"systems: {', '.join(inert(s) for s in systems) or '-'}"]
+    for row in table.itertuples(index=False):
+        values = list(dict.fromkeys(str(v) for v in row[1:]))
+        said = values[0] if len(values) == 1 else "; ".join(f"{s}: {v}" for s, v in zip(systems, row[1:]))
+        lines.append(f"{row[0]}: {said}")
+    return lines
 
 
 def protocol(path: Path, table: pd.DataFrame, collection: Collection, today: str) -> str:
