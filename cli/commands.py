@@ -29,7 +29,8 @@ from hvdbench.launchers.sweep import Sweep
 
 def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
            prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None,
-           baseline: str | None = None, margin: float = 2.0, costs: Path | None = None) -> int:
+           baseline: str | None = None, margin: float = 2.0, costs: Path | None = None,
+           weights: Path | None = None) -> int:
     """Build the report of results roots and print its headline tables (``baseline``, ``margin`` in percent: the
     decision between systems)."""
     from hvdbench.analysis.verdicts.compare import parse_prices
@@ -39,10 +40,12 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
         raise UsageError("hvdbench compare: give two or more results roots (one per system)")
     out = output or (Path(dirs[0]) / "report")
     from hvdbench.analysis.verdicts.costs import load_costs
+    from hvdbench.analysis.verdicts.decision import load_weights
 
-    costed = load_costs(costs) if costs is not None else None  # a bad costs file is one line before any results
+    costed = load_costs(costs) if costs is not None else None  # a bad file is one line before any results is read
+    weighted = load_weights(weights) if weights is not None else None
     text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)), peaks=peaks,
-                               baseline=baseline, margin=margin / 100.0, costs=costed)
+                               baseline=baseline, margin=margin / 100.0, costs=costed, weights=weighted)
     print(text)
     print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
     return 0

@@ -118,6 +118,9 @@ def _reports(sub: Any) -> None:
                             help="leave out exactly the first N steps of every run (default: detected)")
         report.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
                             help="price of one GPU-hour on a system, for throughput per dollar (repeatable)")
+        report.add_argument("--weights", type=Path, default=None, metavar="FILE",
+                            help="workload weights (TOML, [weights] \"BENCHMARK MODEL\" = share of the expected use): "
+                                 "one weighted figure per system against the baseline, with its interval")
         report.add_argument("--costs", type=Path, default=None, metavar="FILE",
                             help="a costs file (TOML, [systems.NAME]: purchase, years, utilisation, power price, PUE, "
                                  "node power; or an hourly price): US$ per million samples with its interval")

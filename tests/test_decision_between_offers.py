@@ -6,6 +6,7 @@ at least 97.5% of 400 draws each, through the report's own resampling."""
 
 from __future__ import annotations
 
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,10 @@ def test_a_planted_difference_is_called_and_none_is_not_in_400_draws(true_ratio:
     assert calls.count(expected) / len(calls) >= 0.975, {c: calls.count(c) for c in set(calls)}
 
 
-def _plant(root: Path, system: str, step_s: float, args: tuple[str, ...], np_: int = 1) -> None:
-    rng = np.random.default_rng(zlib.crc32(repr((system, args, np_)).encode()))  # the same draws in every process
-    spec = RunSpec(benchmark="cifar10", args=args, np=np_, system=system, launcher="mpirun", controller="mpi")
+def _plant(root: Path, system: str, step_s: float, args: tuple[str, ...], np_: int = 1,
+           benchmark: str = "cifar10") -> None:
+    rng = np.random.default_rng(zlib.crc32(repr((system, args, np_, benchmark)).encode()))  # the same in every process
+    spec = RunSpec(benchmark=benchmark, args=args, np=np_, system=system, launcher="mpirun", controller="mpi")
     write_run(root, spec, [list(rng.lognormal(np.log(step_s), 0.03, size=30)) for _ in range(np_)])
 
 
@@ -65,7 +67,7 @@ def test_offers_pair_across_run_length_and_are_judged_against_the_chosen_baselin
     titles = [s.title for s in report.sections]
     assert titles[:2] == ["Executive summary", "Decision: DGX against L40S"]
     decision = report.sections[1]
-    assert len(decision.lines) == 1 and decision.lines[0].startswith("DGX is 1.8")
+    assert len(decision.lines) == 1 and re.match(r"DGX is 1\.[78]\d× \[1\.[78]\d–1\.[78]\d\] ", decision.lines[0])
     assert decision.lines[0].endswith("L40S on pytorch cifar10 resnet20 --model resnet20 --batch-size 32 at 1 GPU: "
                                       "faster")
     assert "L40S (chosen with --baseline)" in decision.text
@@ -180,3 +182,47 @@ def test_the_system_under_test_is_a_section_and_a_json_file(tmp_path: Path) -> N
     assert facts <= set(described["DGX"])
     text = (tmp_path / "out" / "report.md").read_text()
     assert "## System under test" in text and "| fact | DGX | L40S |" in text
+
+
+def test_workload_weights_combine_into_one_figure_with_its_interval(tmp_path: Path) -> None:
+    from hvdbench.analysis.verdicts.decision import load_weights
+
+    model = ("--model", "resnet20", "--batch-size", "32")
+    _plant(tmp_path / "a", "A", 0.100, model)
+    _plant(tmp_path / "b", "B", 0.050, model)  # B twice as fast on cifar10
+    _plant(tmp_path / "a", "A", 0.100, model, benchmark="imagenet")
+    _plant(tmp_path / "b", "B", 0.125, model, benchmark="imagenet")  # 0.8 times as fast on imagenet
+    (tmp_path / "weights.toml").write_text('[weights]\n"cifar10 resnet20" = 3\n"imagenet resnet20" = 1\n')
+    collection = collect([tmp_path / "a", tmp_path / "b"])
+    report = build(collection, baseline="A", weights=load_weights(tmp_path / "weights.toml"))
+    lines = next(s for s in report.sections if s.title == "Decision: B against A").lines
+    weighted = lines[0]
+    compared = report.tables["compare"]
+    compared = compared[compared["system"] == "B"].set_index("benchmark")
+    expected = np.exp(0.75 * np.log(compared.loc["cifar10", "relative"])
+                      + 0.25 * np.log(compared.loc["imagenet", "relative"]))
+    assert 1.5 < expected < 1.7  # about 2^0.75 x 0.8^0.25
+    assert weighted.startswith("B against A, weighted (cifar10 resnet20 75% at 1 GPU(s), imagenet resnet20 25% at 1 "
+                               f"GPU(s)): {expected:.2f}× [")
+    assert weighted.endswith(": faster")
+    (tmp_path / "more.toml").write_text('[weights]\n"cifar10 resnet20" = 1\n"imagenet resnet50" = 1\n')
+    more = build(collection, baseline="A", weights=load_weights(tmp_path / "more.toml"))
+    said = next(s for s in more.sections if s.title == "Decision: B against A").lines[0]
+    assert said == "B against A, weighted: not judged (imagenet resnet50 not measured on both with an interval)"
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[weights]\n"cifar10 resnet20" = 0\n', "weights.cifar10 resnet20: expected a positive, finite share, got 0"),
+    ('[weights]\n"cifar10 resnet20" = nan\n', "expected a positive, finite share, got nan"),
+    ('[weights]\nresnet20 = 1\n', "weights.'resnet20': expected a benchmark and a model"),
+    ('[other]\nx = 1\n', "expected one [weights] table"),
+    ('[weights\n', "not TOML"),
+])
+def test_a_bad_weights_file_is_one_line(tmp_path: Path, text: str, message: str) -> None:
+    from hvdbench.analysis.verdicts.decision import load_weights
+
+    path = tmp_path / "w.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError) as caught:
+        load_weights(path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)

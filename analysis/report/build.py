@@ -23,7 +23,7 @@ from ..keys import ACROSS_SYSTEMS
 from ..verdicts.compare import compare_table, measured_best
 from ..tables.system import system_json, system_table
 from ..verdicts.costs import Cost, cost_columns
-from ..verdicts.decision import decision_lines, unpaired_table
+from ..verdicts.decision import decision_lines, unpaired_table, weighted_lines
 from ..tables.details import breakdown_table, details_table
 from ..tables.efficiency import Peak, load_peaks, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
@@ -49,7 +49,8 @@ def _intro(collection: Collection, warmup: int | None) -> str:
             "arguments and system); efficiency = speedup / N.")
 
 
-def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None, margin: float) -> list[Section]:
+def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None, margin: float,
+              weights: dict[str, float]) -> list[Section]:
     """The decision between systems, first after the summary: each workload against the baseline in words with
     its interval, the side-by-side table, and what one system measured alone; nothing for one system."""
     systems = sorted(set(table["system"])) if len(table) else []
@@ -59,6 +60,8 @@ def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
     how = "chosen with --baseline" if baseline else "the first system by name; --baseline chooses"
     text = views.decision_text(base, how, margin)
     lines = decision_lines(compared, base, margin) if len(compared) else ["no workload was measured on two systems"]
+    if weights and len(compared):
+        lines = weighted_lines(compared, weights, margin) + lines
     if "usd_per_million" in compared:
         lines += views.cost_lines(compared)
     out = [Section(f"Decision: {', '.join(s for s in systems if s != base)} against {base}", text, lines=lines)]
@@ -81,7 +84,8 @@ def _nothing_to_report(collection: Collection, warmup: int | None) -> None:
 
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
           threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None, baseline: str | None = None,
-          margin: float = 0.02, costs: dict[str, Cost] | None = None) -> Report:
+          margin: float = 0.02, costs: dict[str, Cost] | None = None,
+          weights: dict[str, float] | None = None) -> Report:
     """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in;
     ``baseline`` and ``margin``: the system the others are judged against, and the change that counts)."""
     stats = run_stats_table(collection, warmup)
@@ -97,7 +101,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     headline = [Section(f"{system}: {args or '(defaults)'}", views.headline_text(group), views.headline_titles(group),
                         views.headline_rows(group), code=True, folded=views.HEADLINE_FOLDED)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
-    decided = _decision(table, compared, baseline, margin)
+    decided = _decision(table, compared, baseline, margin, weights or {})
     summary = (executive_lines(table, screen, slow) if len(table) else []) + views.fabric_alerts(collection.runs)
     summary = (decided[0].lines if decided else []) + summary
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
@@ -296,7 +300,7 @@ def terminal_text(report: Report, collection: Collection) -> str:
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
                  prices: dict[str, float] | None = None, peaks: Path | None = None, baseline: str | None = None,
-                 margin: float = 0.02, costs: dict[str, Cost] | None = None,
+                 margin: float = 0.02, costs: dict[str, Cost] | None = None, weights: dict[str, float] | None = None,
                  extend: Callable[[Report, Collection], str] | None = None) -> tuple[str, dict[str, Path]]:
     """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
     adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
@@ -308,6 +312,6 @@ def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
     report = build(collection, warmup=warmup, prices=prices, peaks=peak_list, baseline=baseline, margin=margin,
-                   costs=costs)
+                   costs=costs, weights=weights)
     extra = extend(report, collection) if extend is not None else ""
     return terminal_text(report, collection) + extra, write(report, out_dir)

@@ -73,15 +73,21 @@ def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[s
     base_thr = [mine["throughput"].get(k, float("nan")) for k in keys]
     base_runs = [mine["runs"].get(k) for k in keys]
     out["relative"] = out["throughput"] / pd.Series(base_thr, dtype="float64")
-    def interval(runs: str, theirs: str | None) -> tuple[float, float]:
+    resampled: dict[int, np.ndarray] = {}  # row -> the ratio's resamples (this row's draws over the baseline's)
+
+    def interval(i: int, runs: str, theirs: str | None) -> tuple[float, float]:
         if theirs is None:
             return float("nan"), float("nan")
         if runs == theirs:
             return 1.0, 1.0
-        return ratio_interval(config_draws(runs.split(","), draws or {}), config_draws(theirs.split(","), draws or {}))
+        top, bottom = config_draws(runs.split(","), draws or {}), config_draws(theirs.split(","), draws or {})
+        if top is not None and bottom is not None:
+            resampled[i] = top / bottom
+        return ratio_interval(top, bottom)
 
-    intervals = [interval(runs, theirs) for runs, theirs in zip(out["runs"], base_runs)]
+    intervals = [interval(i, runs, theirs) for i, (runs, theirs) in enumerate(zip(out["runs"], base_runs))]
     out["relative_low"], out["relative_high"] = [i[0] for i in intervals], [i[1] for i in intervals]
     typed = out[list(COMPARE_SCHEMA)].astype(COMPARE_SCHEMA)
     typed.attrs["baseline"] = base  # the system every relative is against
+    typed.attrs["ratio_draws"] = resampled
     return typed

@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import math
 import shlex
+import tomllib
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.metrics import percentile_interval
+from hvdbench.suite.core.validate import read_small_text, text_problem
 
 # Flags that set how long a run measures, not what it measures: runs differing only in these are paired.
 RUN_LENGTH_FLAGS = ("--steps", "--warmup-steps", "--target-ci", "--max-steps")
@@ -88,3 +95,53 @@ def unpaired_table(measured: pd.DataFrame, key: list[str]) -> pd.DataFrame:
         rows.append({"system": row.system, "workload": workload, "np": int(row.np), "nearest": nearest,
                      "differs": differs})
     return pd.DataFrame(rows, columns=list(UNPAIRED_SCHEMA)).astype(UNPAIRED_SCHEMA)
+
+
+def load_weights(path: Path) -> dict[str, float]:
+    """A weights file: ``[weights]`` with ``"BENCHMARK MODEL" = share`` (positive, finite; shares need not sum to 1,
+    they are normalised); every problem one line naming the file and the key."""
+    try:
+        data = tomllib.loads(read_small_text(path, 1 << 20, "a weights file"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not TOML ({str(exc).splitlines()[0]})") from None
+    weights = data.get("weights")
+    if not isinstance(weights, dict) or not weights or set(data) - {"weights"}:
+        raise UsageError(f"{path}: expected one [weights] table of \"BENCHMARK MODEL\" = share")
+    for key, value in weights.items():
+        problem = text_problem(key)
+        if problem or len(key.split()) != 2:
+            raise UsageError(f"{path}: weights.{key[:40]!r}: {problem or 'expected a benchmark and a model, e.g. '}"
+                             + ("" if problem else '"imagenet resnet50"'))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise UsageError(f"{path}: weights.{key}: expected a positive, finite share, got {value!r}")
+    return {key: float(value) for key, value in weights.items()}
+
+
+def weighted_lines(compared: pd.DataFrame, weights: dict[str, float], margin: float) -> list[str]:
+    """Per system against the baseline: the weighted geometric mean of its ratios over the weighted workloads (each
+    at the largest GPU count both systems measured), with the interval of the same mean over the resamples; "not
+    judged" naming what is missing where a weighted workload has no paired measurement with an interval."""
+    baseline, draws = compared.attrs.get("baseline"), compared.attrs.get("ratio_draws", {})
+    total = sum(weights.values())
+    lines = []
+    for system in sorted(set(compared["system"]) - {baseline}):
+        mine = compared[(compared["system"] == system) & compared["relative"].notna()]
+        picked, missing = [], []
+        for key, weight in weights.items():
+            rows = mine[(mine["benchmark"] + " " + mine["model"]) == key].sort_values("np")
+            rows = rows[[i in draws for i in rows.index]]
+            if rows.empty:
+                missing.append(key)
+            else:
+                picked.append((key, weight / total, rows.index[-1], int(rows["np"].iloc[-1])))
+        if missing:
+            lines.append(f"{system} against {baseline}, weighted: {NOT_JUDGED} ({', '.join(missing)} not measured on "
+                         "both with an interval)")
+            continue
+        logs = sum(share * np.log(compared.loc[i, "relative"]) for _, share, i, _ in picked)
+        resampled = np.exp(sum(share * np.log(draws[i]) for _, share, i, _ in picked))
+        low, high = percentile_interval(resampled)
+        parts = ", ".join(f"{key} {share:.0%} at {gpus} GPU(s)" for key, share, _, gpus in picked)
+        lines.append(f"{system} against {baseline}, weighted ({parts}): {math.exp(logs):.2f}× [{low:.2f}–{high:.2f}]: "
+                     f"{verdict(low, high, margin)}")
+    return lines
