@@ -315,12 +315,32 @@ build_needs() {
 check_build() {
     "$PY" -c 'import sys; from horovod.runner.launch import run_commandline; sys.argv = ["horovodrun", "--check-build"]; run_commandline()'
 }
-# A Horovod the environment already has (an image's, a module's) whose --check-build shows everything key needs:
-# its version printed; else nothing and a failure.
+# Whether the environment's Horovod loads the MPI on PATH: the MPI library its PyTorch extension loaded (found in
+# the process's maps) asked for its version, which must name the version mpirun reports (a Horovod built against
+# another MPI, as one environment seen from another MPI's, fails).
+horovod_matches_mpi() {
+    local want; want=$(mpi_version_line | grep -oE '[0-9]+(\.[0-9]+)+' | head -n 1)
+    "$PY" - "$want" <<'PYEOF' 2>/dev/null
+import ctypes, re, sys
+import horovod.torch  # noqa: F401  (its extension links the MPI it was built against)
+maps = open("/proc/self/maps").read()
+found = re.search(r"(/\S*/lib(?:mpi|mpich)[^/\s]*\.so[^/\s]*)", maps)
+if not found:
+    sys.exit(1)
+buffer, length = ctypes.create_string_buffer(8192), ctypes.c_int()
+ctypes.CDLL(found.group(1)).MPI_Get_library_version(buffer, ctypes.byref(length))
+version = buffer.value.decode(errors="replace")
+print(version.splitlines()[0].strip() if version.strip() else found.group(1))
+sys.exit(0 if sys.argv[1] and sys.argv[1] in version else 1)
+PYEOF
+}
+# A Horovod the environment already has (an image's, a module's) whose --check-build shows everything key needs and,
+# with MPI, that loads the MPI on PATH: its version printed; else nothing and a failure.
 usable_horovod() {
     local check item
     check=$(check_build 2>/dev/null) || return 1
     for item in $(build_needs "$1"); do grep -Eq "\[X\] $item\b" <<<"$check" || return 1; done
+    if ((WITH_MPI)); then horovod_matches_mpi >/dev/null || return 1; fi
     "$PY" -c 'import horovod; print(horovod.__version__)'
 }
 install_all() {
