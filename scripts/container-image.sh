@@ -65,6 +65,11 @@ for dir in ${PIP_FIND_LINKS:-}; do
     if [[ -d "$dir" ]]; then binds+=(-b "$dir"); links="${links:+$links }$dir"; fi
 done
 [[ -n "$links" ]] && args+=(--build-arg PIP_FIND_LINKS="$links")
+cache=${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pip}  # the packages set-up just fetched, not fetched again
+if mkdir -p "$cache" 2>/dev/null; then
+    binds+=(-b "$cache:/mnt/pip-cache")
+    args+=(--build-arg PIP_CACHE_DIR=/mnt/pip-cache)
+fi
 bundle=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
 if [[ -f "$bundle" ]]; then
     binds+=(-b "$(dirname "$bundle"):/mnt/certs")
