@@ -137,7 +137,7 @@ def test_a_costs_file_gives_dollars_per_million_samples_with_units_and_interval(
     (lambda t: t.replace("hourly_usd = 16.0", 'hourly_usd = "16"'), "systems.L40S.hourly_usd: expected a positive"),
     (lambda t: t.replace("pue = 1.3", "pue = 1.3\nrebate = 3"), "systems.DGX.rebate: not a field of an owned system"),
     (lambda t: t + "\n[oops]\nx = 1\n", "expected [systems.NAME] tables only"),
-    (lambda t: t.replace("[systems.DGX]", "[systems.DGX"), "not TOML"),
+    (lambda t: t.replace("[systems.DGX]", "[systems.DGX"), "not valid TOML"),
 ])
 def test_a_bad_costs_file_is_one_line_naming_the_field(tmp_path: Path, edit: Any, message: str) -> None:
     from hvdbench.analysis.verdicts.costs import load_costs
@@ -216,7 +216,7 @@ def test_workload_weights_combine_into_one_figure_with_its_interval(tmp_path: Pa
     ('[weights]\n"cifar10 resnet20" = nan\n', "expected a positive, finite share, got nan"),
     ('[weights]\nresnet20 = 1\n', "weights.'resnet20': expected a benchmark and a model"),
     ('[other]\nx = 1\n', "expected one [weights] table"),
-    ('[weights\n', "not TOML"),
+    ('[weights\n', "not valid TOML"),
 ])
 def test_a_bad_weights_file_is_one_line(tmp_path: Path, text: str, message: str) -> None:
     from hvdbench.analysis.verdicts.decision import load_weights

@@ -16,7 +16,6 @@ none, said as "GPU power only", times PUE times the power price); a rented one: 
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.validate import read_small_text, text_problem
+from hvdbench.suite.core.validate import read_toml, text_problem
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 OWNED = ("purchase_usd", "years", "utilisation", "gpus_per_node", "power_usd_per_kwh", "pue")
@@ -77,9 +76,9 @@ def _number(path: Path, system: str, table: dict[str, Any], name: str, required:
 def load_costs(path: Path) -> dict[str, Cost]:
     """The costs file; every problem one line naming the file, the system and the field."""
     try:
-        data = tomllib.loads(read_small_text(path, 1 << 20, "a costs file"))
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not TOML ({exc})") from None
+        data = read_toml(path, "a costs file")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     systems = data.get("systems")
     if not isinstance(systems, dict) or not systems or set(data) - {"systems"}:
         raise UsageError(f"{path}: expected [systems.NAME] tables only, one per system")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import shlex
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ import pandas as pd
 
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.metrics import percentile_interval
-from hvdbench.suite.core.validate import read_small_text, text_problem
+from hvdbench.suite.core.validate import read_toml, text_problem
 
 # Flags that set how long a run measures, not what it measures: runs differing only in these are paired.
 RUN_LENGTH_FLAGS = ("--steps", "--warmup-steps", "--target-ci", "--max-steps")
@@ -101,9 +100,9 @@ def load_weights(path: Path) -> dict[str, float]:
     """A weights file: ``[weights]`` with ``"BENCHMARK MODEL" = share`` (positive, finite; shares need not sum to 1,
     they are normalised); every problem one line naming the file and the key."""
     try:
-        data = tomllib.loads(read_small_text(path, 1 << 20, "a weights file"))
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not TOML ({str(exc).splitlines()[0]})") from None
+        data = read_toml(path, "a weights file")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     weights = data.get("weights")
     if not isinstance(weights, dict) or not weights or set(data) - {"weights"}:
         raise UsageError(f"{path}: expected one [weights] table of \"BENCHMARK MODEL\" = share")
