@@ -194,5 +194,6 @@ def base_environment() -> dict[str, Any]:
         "mpi_components": mpi_components(),
         "variables": relevant_variables(),
         "container": container_facts(),
-        "node_fabric": node_fabric(),
+        # the node's HCA tools asked once per node (local rank 0), not by each of its ranks at start-up
+        "node_fabric": node_fabric() if (job_env().number("local_rank") or 0) == 0 else None,
     }

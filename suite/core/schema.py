@@ -152,7 +152,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
                                   "RDMA pays; null where the topology is unknown"),
         Field("node_fabric", "dict", "the node's HCA ports from ibstat or ibv_devinfo (device, port, state, rate, "
                                      "link layer, model, firmware), OFED, UCX, HPC-X and LOADEDMODULES "
-                                     "(core/hca.py)"),
+                                     "(core/hca.py); local rank 0 only, null on the node's other ranks"),
     )),
     Kind("phase", "the start of warm-up or of the timed steps", (
         Field("phase", "str", "warmup or timed"),
