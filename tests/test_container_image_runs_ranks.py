@@ -91,9 +91,11 @@ def test_a_two_host_sweep_in_the_image_reports_as_on_the_host_plus_the_image(ima
 
 
 @pytest.mark.mpi
-def test_srun_tasks_on_two_slurm_nodes_run_in_the_image(image: str, gpu_cluster: Any, tmp_path: Path) -> None:
+def test_srun_tasks_on_two_slurm_nodes_run_in_the_image(image: str, gpu_cluster: Any, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from slurm_runs import TINY, cli, envs, settled, sweep_file
 
+    monkeypatch.setenv("USER", os.environ.get("USER") or "root")  # ch-run needs it; a login shell sets it
     sweep = sweep_file(tmp_path, "boxed-slurm", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
                                                 "axes: {nodes: [2], gpus_per_node: [1]}\nslurm: {time: 10}\n"
                                                 f"container: {{image: {image}, runtime: charliecloud}}")

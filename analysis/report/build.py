@@ -59,7 +59,8 @@ def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
     base = baseline or systems[0]
     how = "chosen with --baseline" if baseline else "the first system by name; --baseline chooses"
     text = views.decision_text(base, how, margin)
-    lines = decision_lines(compared, base, margin) if len(compared) else ["no workload was measured on two systems"]
+    lines = decision_lines(compared, base, margin) if len(compared) else [
+        "no decision between the systems: no workload was measured on two of them (see Measured on one system only)"]
     if weights and len(compared):
         lines = weighted_lines(compared, weights, margin) + lines
     if "usd_per_million" in compared:
