@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.validate import read_toml, text_problem
+from hvdbench.suite.core.validate import read_toml_table, text_problem
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 OWNED = ("purchase_usd", "years", "utilisation", "gpus_per_node", "power_usd_per_kwh", "pue")
@@ -76,12 +76,9 @@ def _number(path: Path, system: str, table: dict[str, Any], name: str, required:
 def load_costs(path: Path) -> dict[str, Cost]:
     """The costs file; every problem one line naming the file, the system and the field."""
     try:
-        data = read_toml(path, "a costs file")
+        systems = read_toml_table(path, "a costs file", "systems", "[systems.NAME] tables only, one per system")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    systems = data.get("systems")
-    if not isinstance(systems, dict) or not systems or set(data) - {"systems"}:
-        raise UsageError(f"{path}: expected [systems.NAME] tables only, one per system")
     out = {}
     for system, table in systems.items():
         problem = text_problem(system)

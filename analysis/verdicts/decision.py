@@ -14,7 +14,7 @@ import pandas as pd
 
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.metrics import percentile_interval
-from hvdbench.suite.core.validate import read_toml, text_problem
+from hvdbench.suite.core.validate import read_toml_table, text_problem
 
 # Flags that set how long a run measures, not what it measures: runs differing only in these are paired.
 RUN_LENGTH_FLAGS = ("--steps", "--warmup-steps", "--target-ci", "--max-steps")
@@ -100,12 +100,9 @@ def load_weights(path: Path) -> dict[str, float]:
     """A weights file: ``[weights]`` with ``"BENCHMARK MODEL" = share`` (positive, finite; shares need not sum to 1,
     they are normalised); every problem one line naming the file and the key."""
     try:
-        data = read_toml(path, "a weights file")
+        weights = read_toml_table(path, "a weights file", "weights", 'one [weights] table of "BENCHMARK MODEL" = share')
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    weights = data.get("weights")
-    if not isinstance(weights, dict) or not weights or set(data) - {"weights"}:
-        raise UsageError(f"{path}: expected one [weights] table of \"BENCHMARK MODEL\" = share")
     for key, value in weights.items():
         problem = text_problem(key)
         if problem or len(key.split()) != 2:

@@ -147,3 +147,13 @@ def read_toml(path: Path, what: str, limit: int = MAX_TOML) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
     except RecursionError:
         raise ValueError(f"{path}: nested deeper than any {what} is") from None
+
+
+def read_toml_table(path: Path, what: str, key: str, shape: str) -> dict[str, Any]:
+    """A TOML file (read_toml) holding one non-empty ``[key]`` table and nothing else; a ValueError of one line
+    saying ``shape`` (what the table should look like) otherwise."""
+    data = read_toml(path, what)
+    table = data.get(key)
+    if not isinstance(table, dict) or not table or set(data) - {key}:
+        raise ValueError(f"{path}: expected {shape}")
+    return table
