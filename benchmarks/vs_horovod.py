@@ -12,8 +12,10 @@ falls on all alike; each round's hvdbench/reference ratio is kept and the median
 
 The device is the node's first GPU where one is visible (--device cpu to measure the CPU). Variants:
 "horovod" (needs --horovod-script), "hvdbench" as a user runs it, "hvdbench-quiet" without telemetry
-(--telemetry-interval 0), "bare", and "bare-momentum" (the bare loop with SGD momentum 0.9, as hvdbench
-trains; Horovod's script has none). Default: horovod and hvdbench with a script, else bare and hvdbench.
+(--telemetry-interval 0), "bare", "bare-momentum" (the bare loop with SGD momentum 0.9, as hvdbench
+trains; Horovod's script has none), and for DDP "ddp-bare" (PyTorch's own DDP loop: a process group of one,
+the model in DistributedDataParallel, momentum 0.9) against "hvdbench-ddp" (suite/imagenet.py --exchange ddp).
+Default: horovod and hvdbench with a script, else bare and hvdbench.
 Each round starts one process per variant, so the cost is rounds x variants process starts.
 """
 
@@ -60,9 +62,41 @@ timeit.timeit(step, number=warmup)
 rates = [batch * 10 / timeit.timeit(step, number=10) for _ in range(iters)]
 print(f"Img/sec per device: {sum(rates) / len(rates):.3f}")
 """
+# PyTorch's own DDP loop (its tutorial's shape: a process group, the model wrapped in DistributedDataParallel,
+# zero_grad / forward / loss / backward / step) on hvdbench's model, SGD momentum 0.9 as hvdbench trains
+BARE_DDP = r"""
+import sys, timeit, torch, torch.nn.functional as F, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from hvdbench.suite.models.imagenet import imagenet_model
+model_name, batch, warmup, iters, threads, cuda = sys.argv[1], *map(int, sys.argv[2:7])
+if threads:
+    torch.set_num_threads(threads)
+device = torch.device("cuda:0" if cuda else "cpu")
+store = dist.TCPStore("127.0.0.1", 0, 1, True)
+dist.init_process_group("nccl" if cuda else "gloo", store=store, rank=0, world_size=1)
+torch.backends.cudnn.benchmark = True
+model = DDP(imagenet_model(model_name).to(device), device_ids=[0] if cuda else None)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+side = 299 if model_name == "inception_v3" else 224
+data, target = torch.randn(batch, 3, side, side, device=device), torch.randint(0, 1000, (batch,), device=device)
+def step():
+    optimizer.zero_grad()
+    out = model(data)
+    F.cross_entropy(out[0] if isinstance(out, tuple) else out, target).backward()
+    optimizer.step()
+    if cuda:
+        torch.cuda.synchronize()
+timeit.timeit(step, number=warmup)
+rates = [batch * 10 / timeit.timeit(step, number=10) for _ in range(iters)]
+print(f"Img/sec per device: {sum(rates) / len(rates):.3f}")
+dist.destroy_process_group()
+"""
 RATE = {"horovod": re.compile(r"Img/sec per (?:CPU|GPU|XPU): ([0-9.]+)"),
-        "bare": re.compile(r"Img/sec per device: ([0-9.]+)"),
+        "bare": re.compile(r"Img/sec per device: ([0-9.]+)"), "ddp": re.compile(r"Img/sec per device: ([0-9.]+)"),
         "hvdbench": re.compile(r"rank\(s\), ([0-9,.]+) images/s total")}
+
+
+VARIANTS = ("horovod", "hvdbench", "hvdbench-quiet", "bare", "bare-momentum", "ddp-bare", "hvdbench-ddp")
 
 
 def command(variant: str, args: argparse.Namespace, log_dir: Path) -> list[str]:
@@ -75,11 +109,15 @@ def command(variant: str, args: argparse.Namespace, log_dir: Path) -> list[str]:
     if variant in ("bare", "bare-momentum"):
         return [sys.executable, "-c", BARE, args.model, str(args.batch_size), str(args.warmup), str(args.iters),
                 str(args.threads or 0), str(int(args.cuda)), "0.9" if variant == "bare-momentum" else "0"]
+    if variant == "ddp-bare":
+        return [sys.executable, "-c", BARE_DDP, args.model, str(args.batch_size), str(args.warmup), str(args.iters),
+                str(args.threads or 0), str(int(args.cuda))]
     quiet = ["--telemetry-interval", "0"] if variant == "hvdbench-quiet" else []
+    exchange = ["--exchange", "ddp"] if variant == "hvdbench-ddp" else []
     return [sys.executable, str(REPO / "suite" / "imagenet.py"), "--model", args.model, "--batch-size",
             str(args.batch_size), "--steps", str(timed), "--warmup-steps", str(args.warmup),
             "--device", "cuda" if args.cuda else "cpu", *(["--threads", str(args.threads)] if args.threads else []),
-            *quiet, "--log-dir", str(log_dir)]
+            *quiet, *exchange, "--log-dir", str(log_dir)]
 
 
 def one_round(variant: str, args: argparse.Namespace, scratch: Path, index: int) -> float:
@@ -116,14 +154,14 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=5, help="timed batches = 10 x this, for every variant")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--variants", default=None,
-                        help="comma-separated, of horovod, hvdbench, hvdbench-quiet, bare, bare-momentum (default: "
+                        help=f"comma-separated, of {', '.join(VARIANTS)} (default: "
                              "horovod,hvdbench with --horovod-script, else bare,hvdbench)")
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                         help="auto: the node's first GPU where one is visible, else the CPU")
     parser.add_argument("--dry-run", action="store_true", help="print one round's commands and the process count")
     args = parser.parse_args()
     variants = (args.variants or ("horovod,hvdbench" if args.horovod_script else "bare,hvdbench")).split(",")
-    unknown = sorted(set(variants) - {"horovod", "hvdbench", "hvdbench-quiet", "bare", "bare-momentum"})
+    unknown = sorted(set(variants) - set(VARIANTS))
     if unknown or ("horovod" in variants and args.horovod_script is None):
         parser.error(f"unknown variant(s) {unknown}" if unknown else "variant horovod needs --horovod-script")
     if args.device == "auto":

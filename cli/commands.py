@@ -12,6 +12,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.environment import IMAGE_ID_VARIABLE
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import RunStatus
@@ -175,11 +176,48 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
+    if args.fit:
+        return cmd_fit(args, bench_args)
     sweep = with_container(benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
                                            controller=args.controller, repeats=args.repeats, system=args.system,
                                            timeout=args.timeout, devices=args.devices, topology=args.topology,
                                            transport=args.transport, retries=args.retries), args)
     return _run_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, args)
+
+
+def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
+    """The largest model that trains at one rank count: short real runs of growing shapes (launchers/fit.py)."""
+    from hvdbench.launchers import fit
+
+    if len(args.np) != 1 or args.dry_run:
+        raise UsageError("--fit searches at one rank count (--np N) and runs its trials (no --dry-run)")
+    flag = fit.grown_flag(args.benchmark, args.fit_grow)
+    flags = get_benchmark(args.benchmark).check(bench_args)
+    if flags.device == "cpu" or not here_gpus():
+        if args.memory_cap is None:
+            raise UsageError("--fit on the CPU needs --memory-cap GIB: running out of host memory ends in the "
+                             "kernel's OOM killer, not in an error a trial can read")
+    step = flags.heads if args.fit_grow == "width" else 1
+    start = getattr(flags, args.fit_grow)
+    cap = fit.cap_bytes(args.memory_cap)
+
+    def trial(value: int) -> tuple[Path, Any, Any]:
+        sweep = with_container(benchmark_sweep(args.benchmark, fit.trial_args(bench_args, flag, value), np=args.np,
+                                               launcher=args.launcher, controller=args.controller, repeats=1,
+                                               system=args.system, timeout=args.timeout, devices=args.devices,
+                                               topology=args.topology, transport=args.transport), args)
+        spec = plan(sweep, sweep_topology(sweep), here_gpus()).specs[0]
+        status = local_executor(sweep, args.output, resume=args.resume, timeout=args.timeout).execute([spec])[0]
+        return args.output / spec.id, spec, status
+
+    check_launchers([args.launcher])
+    trials = fit.search(trial, start, step, args.fit_limit, cap)
+    facts = {"benchmark": args.benchmark, "exchange": flags.exchange, "np": args.np[0], "grow": args.fit_grow,
+             "flag": flag, "start": start, "cap_bytes": cap, "args": bench_args}
+    fit.write_result(fit.fit_file(args.output, flags.exchange, args.np[0], args.fit_grow), facts, trials)
+    for line in fit.summary_lines(args.output):
+        print(f"fit: {line}")
+    return 0
 
 
 def hosts_of(text: str | None) -> tuple[str, ...]:

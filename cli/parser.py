@@ -83,6 +83,19 @@ def _run(sub: Any) -> None:
                      help="saved 'nvidia-smi topo -m' output to check --devices against (default: this machine)")
     run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
     run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    fit = run.add_argument_group("the largest model that trains (lm)")
+    fit.add_argument("--fit", action="store_true",
+                     help="grow the model from the shape given (short real runs, one per shape) to the largest that "
+                          "trains at the one rank count of --np with the benchmark's --exchange; kept as "
+                          "fit-EXCHANGE-npN-GROW.json in the output folder, all of them printed side by side")
+    fit.add_argument("--fit-grow", choices=("layers", "width"), default="layers",
+                     help="what grows: depth (--layers, default) or width (--width, in multiples of --heads)")
+    fit.add_argument("--memory-cap", type=positive_float, default=None, metavar="GIB",
+                     help="a shape fits only while its busiest rank's peak memory stays within GIB (device memory "
+                          "on a GPU, resident set on the CPU); needed on the CPU, where running out means the "
+                          "kernel's OOM killer")
+    fit.add_argument("--fit-limit", type=positive_int, default=4096, metavar="N",
+                     help="the largest value tried (default 4096)")
     container_flags(run)
 
 

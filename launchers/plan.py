@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from hvdbench.suite.core.axes import axis_flags
+from hvdbench.suite.core.axes import EXCHANGE_FLAGS, axis_flags, without
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import RunSpec
@@ -104,6 +104,22 @@ def _bench_args(workload: Workload, framework: str, batch: int | None, precision
     return tuple(args)
 
 
+def _nothing_to_change(framework: str, knobs: dict[str, Any], independent: bool) -> str | None:
+    """Why a combination of swept values is left out of the plan, or None: an exchange other than Horovod on
+    independent ranks (they exchange nothing: one independent run serves every exchange), on a TensorFlow
+    workload (Horovod is its only exchange), or a parameter server with fp16 compression (it sums at one place)."""
+    exchange = knobs.get("exchange", "horovod")
+    if exchange == "horovod":
+        return None
+    if independent:
+        return f"exchange {exchange} with independent ranks: they exchange nothing, one independent run serves all"
+    if framework != "pytorch":
+        return f"exchange {exchange} on {framework} workloads: they exchange through Horovod only"
+    if exchange == "ps" and knobs.get("fp16_allreduce"):
+        return "exchange ps with fp16_allreduce: the parameter server sums gradients in their own precision"
+    return None
+
+
 def _given_twice(args: tuple[str, ...]) -> str | None:
     """The first flag a run's arguments give more than once (the last would silently win), or None."""
     seen: set[str] = set()
@@ -182,6 +198,10 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                                    workload.precision or sweep.precision or (None,),
                                    itertools.product(*(values for _, values in sweep.knobs)), sweep.independent)
         for batch, precision, knob_values, independent in combos:
+            unchanged = _nothing_to_change(info.framework, dict(zip(knob_names, knob_values)), independent)
+            if unchanged:
+                skipped.append(unchanged)
+                continue
             args = info.resolved(_bench_args(workload, info.framework, batch, precision, independent,
                                              dict(zip(knob_names, knob_values)),
                                              _adaptive(sweep) if info.trains else ()),
@@ -255,11 +275,12 @@ def _sized(sweep: Sweep, run: RunSpec, flags: Any, topo: Topology | None, placed
 
 
 def _baselines(sweep: Sweep, run: RunSpec, topo: Topology | None) -> list[RunSpec]:
-    """The 1-GPU runs a configuration's speedup is measured against: its arguments without the variables that
-    only tune the exchange (HOROVOD_*, NCCL_*), one per repeat."""
+    """The 1-GPU runs a configuration's speedup is measured against: its arguments without the exchange's flags
+    (one baseline serves every exchange) and without the variables that only tune the exchange (HOROVOD_*,
+    NCCL_*), one per repeat."""
     compute_env = tuple((k, v) for k, v in run.env if not k.startswith(COMM_PREFIXES))
-    return [replace(run, np=1, nodes=1, env=compute_env, cpus=_cpus(topo, None, 1, sweep.bind_cpus), repeat=repeat)
-            for repeat in range(sweep.repeats)]
+    return [replace(run, args=without(run.args, EXCHANGE_FLAGS), np=1, nodes=1, env=compute_env,
+                    cpus=_cpus(topo, None, 1, sweep.bind_cpus), repeat=repeat) for repeat in range(sweep.repeats)]
 
 
 def _base(sweep: Sweep) -> Path:

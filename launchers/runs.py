@@ -132,7 +132,25 @@ def describe_plan(planned: Plan, executor: Executor, root: Path) -> Iterator[str
     for note in planned.skipped:
         yield f"skipped: {note}"
     yield (f"{len(planned.specs)} run(s), {len(planned.baselines)} of them 1-GPU baselines added for speedup; "
-           f"results in {root}")
+           f"results in {root}{node_hours(planned, run_limit_s(executor))}")
+
+
+def node_hours(planned: Plan, limit: float | None) -> str:
+    """The most node-hours a plan holds, as the dry run's total says it; empty where no run has a limit."""
+    if limit is None or not planned.specs:
+        return ""
+    hours = sum(spec.nodes for spec in planned.specs) * limit / 3600
+    return (f"; node-hours: at most {hours:,.1f} (every run's nodes for its whole {limit / 60:g}-minute limit; "
+            "a run that ends sooner gives its node back)")
+
+
+def run_limit_s(executor: Executor) -> float | None:
+    """The longest a run may hold its nodes: a local run's timeout, a SLURM job's time limit."""
+    options = getattr(executor, "options", None)
+    if options is not None and getattr(options, "time_min", None):
+        return float(options.time_min) * 60
+    timeout = getattr(executor, "timeout", None)
+    return float(timeout) if isinstance(timeout, (int, float)) else None
 
 
 def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | None = None,

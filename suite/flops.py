@@ -17,6 +17,7 @@ holds PyTorch: the same model has one figure whichever framework trains it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
 import os
@@ -118,6 +119,8 @@ def flops_of(benchmark: str, flags: argparse.Namespace) -> dict[str, Any]:
     info = get_benchmark(benchmark)
     twin = info.twin or info.name
     sizing = {**info.sizing(flags), "batch_size": min(flags.batch_size, COUNT_BATCH)}
+    if sizing.get("model_file"):  # a user's model: its source decides the count, not its path
+        sizing["model_file"] = hashlib.sha256(Path(sizing["model_file"]).read_bytes()).hexdigest()
     key = json.dumps([RULE, twin, sizing], sort_keys=True, default=str)
     path = cache_file()
     try:

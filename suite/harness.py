@@ -187,6 +187,7 @@ class Trainer(Protocol):
     parameters: int  # trainable parameters
     gradient_tensors: int  # trainable tensors: what Horovod allreduces, one per tensor before fusion
     gradient_sizes: list[int]  # their element counts, in the order backward produces them
+    facts: dict[str, Any]  # env-record fields of its own: how gradients are exchanged
 
     def step(self) -> StepOutcome:
         """One training step (the exchange overlapped as the framework does it)."""
@@ -196,6 +197,9 @@ class Trainer(Protocol):
 
     def checksum(self) -> float:
         """Sum of every parameter: equal on all ranks when gradients are exchanged."""
+
+    def close(self) -> None:
+        """Release what the trainer started beside Horovod (a process group)."""
 
 
 class Backend(Protocol):
@@ -317,12 +321,17 @@ def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequenc
         trainer = backend.trainer(build, session)
         runtime = session.runtime
         counted = runtime.broadcast_object(flops_of(name, flags) if runtime.rank == 0 else None)
+        unit = getattr(trainer, "unit", None) or info.unit  # a workload that names its own (a model file's UNIT)
         session.writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
-                             unit=info.unit, threads=session.threads, **chosen, parameters=trainer.parameters,
+                             unit=unit, threads=session.threads, **chosen, **trainer.facts,
+                             parameters=trainer.parameters,
                              gradient_tensors=trainer.gradient_tensors, gradient_sizes=trainer.gradient_sizes,
                              **counted, **session.environment())
         step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
-        return measure(runtime, session.writer, step, backend.loss_value, flags=flags, unit=info.unit,
-                       label=f"{start.label} ({session.log_dir})", sampler=session.sampler(),
-                       profile=lambda steps: backend.profile(trainer, session, steps),
-                       final=lambda: {**backend.peak_memory(session.device), "param_checksum": trainer.checksum()})
+        try:
+            return measure(runtime, session.writer, step, backend.loss_value, flags=flags, unit=unit,
+                           label=f"{start.label} ({session.log_dir})", sampler=session.sampler(),
+                           profile=lambda steps: backend.profile(trainer, session, steps),
+                           final=lambda: {**backend.peak_memory(session.device), "param_checksum": trainer.checksum()})
+        finally:
+            trainer.close()

@@ -1,4 +1,4 @@
-"""PyTorch's backend of the harness: Horovod init, device pinning, precision, gradient exchange, the
+"""PyTorch's backend of the harness: Horovod init, device pinning, precision, the gradient exchange (exchange.py), the
 per-step work, profiling; the rank sequence itself is ``harness.main``.
 
 A benchmark script supplies ``build(BuildContext) -> TorchWorkload`` and calls ``main``.
@@ -7,7 +7,6 @@ A benchmark script supplies ``build(BuildContext) -> TorchWorkload`` and calls `
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from .core.environment import gloo_on_loopback
 from .core.gpu import cuda_bus_id, refuse_unseen_gpus
 from .core.gpu_choice import GpuChoice, choose_gpu
 from .core.records import RecordWriter
+from .exchange import Exchange, close, make_exchange, scaler_for
 from .timing import HorovodObjects, StepOutcome
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
                         check_precision, weight_dtype)
@@ -133,34 +133,31 @@ class GradientCompression:
 
 
 class Trainer:
-    """One rank's model, optimizer and batches; ``step`` trains one step, ``breakdown_step`` times its parts."""
+    """One rank's model, optimizer and batches; ``step`` trains one step, ``breakdown_step`` times its parts. The
+    gradients are exchanged as ``--exchange`` says (suite/exchange.py)."""
 
-    def __init__(self, hvd: Any, workload: TorchWorkload, flags: argparse.Namespace, device: torch.device,
+    def __init__(self, exchange: Exchange, workload: TorchWorkload, flags: argparse.Namespace, device: torch.device,
                  generator: torch.Generator, seed: int) -> None:
-        self.workload, self.flags, self.device = workload, flags, device
+        self.workload, self.flags, self.device, self.exchange = workload, flags, device, exchange
         dtype = weight_dtype(flags.precision)
         model = workload.model.to(device)
-        self.distributed = not flags.independent
-        if self.distributed:  # in fp32, before any cast: Horovod 0.28 cannot broadcast bf16 tensors
-            hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        exchange.prepare(model)  # in fp32, before any cast: Horovod 0.28 cannot broadcast bf16 tensors
         model = model.to(dtype=dtype)
         if flags.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.params = model
-        # A fresh optimizer has the same (empty) state on every rank, so there is nothing to broadcast.
-        optimizer: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=flags.lr, momentum=0.9)
-        if self.distributed:
-            compression = GradientCompression(hvd.Compression.fp16 if flags.fp16_allreduce else hvd.Compression.none)
-            optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                                 compression=compression, op=hvd.Average)
-        self.optimizer = optimizer
-        self.model: nn.Module = torch.compile(model) if flags.compile else model  # type: ignore[assignment]
-        self.scaler = torch.amp.GradScaler("cuda") if flags.precision == "amp" and device.type == "cuda" else None
-        count = workload.count or (lambda batch: {"samples": float(batch[0].shape[0])})
         self.parameters = sum(p.numel() for p in model.parameters())
         self.gradient_tensors = sum(1 for p in model.parameters() if p.requires_grad)
         # backward produces gradients roughly in reverse order of the parameters' registration
         self.gradient_sizes = [p.numel() for p in model.parameters() if p.requires_grad][::-1]
+        trained = exchange.wrap(model)
+        # A fresh optimizer has the same (empty) state on every rank, so there is nothing to broadcast.
+        self.optimizer = exchange.optimizer(lambda params: torch.optim.SGD(params, lr=flags.lr, momentum=0.9))
+        self.model: nn.Module = torch.compile(trained) if flags.compile else trained  # type: ignore[assignment]
+        self.scaler = scaler_for(exchange, flags, device)
+        self.facts = {"exchange": exchange.facts}
+        self.unit = workload.unit
+        count = workload.count or (lambda batch: {"samples": float(batch[0].shape[0])})
         self.source = BatchSource(flags.data, workload.make_batch, count, device=device, generator=generator,
                                   seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
                                   dtype=dtype, channels_last=flags.channels_last)
@@ -176,22 +173,27 @@ class Trainer:
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
     def _exchange(self) -> None:
-        """Wait for the gradient allreduce that backward's hooks started."""
-        if self.distributed:
-            self.optimizer.synchronize()  # type: ignore[attr-defined]
+        """Complete the gradient exchange that backward's hooks started (Horovod, DDP, FSDP), or make it (PS)."""
+        self.exchange.after_backward(self.optimizer)
+
+    def _step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.scaler is not None:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+        else:
+            optimizer.step()
 
     def _apply(self) -> None:
-        skip = self.optimizer.skip_synchronize() if self.distributed else contextlib.nullcontext()  # type: ignore[attr-defined]
-        with skip:
-            if self.scaler is not None:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-            else:
-                self.optimizer.step()
+        self.exchange.update(self.optimizer, self._step, self.scaler)
+
+    def _zero_grad(self) -> None:
+        if self.optimizer is not None:
+            self.optimizer.zero_grad()
+        self.params.zero_grad()  # a rank without an optimizer (a parameter server's worker) too
 
     def step(self) -> StepOutcome:
         """One training step: batch, forward, backward (exchange overlapped), optimizer."""
-        self.optimizer.zero_grad()
+        self._zero_grad()
         loss, counts = self._forward()
         self._backward(loss)
         self._exchange()
@@ -201,7 +203,7 @@ class Trainer:
     def breakdown_step(self, sync: Callable[[], None]) -> StepOutcome:
         """One step with each part bounded by a device sync; exchange is what remains after backward."""
         marks = [time.perf_counter()]
-        self.optimizer.zero_grad()
+        self._zero_grad()
         loss, counts = self._forward()
         for part in (lambda: None, lambda: self._backward(loss), self._exchange, self._apply):
             part()
@@ -211,9 +213,13 @@ class Trainer:
         return StepOutcome(loss.detach(), counts, {n: b - a for n, a, b in zip(names, marks, marks[1:])})
 
     def checksum(self) -> float:
-        """Sum of every parameter: equal on all ranks when gradients are exchanged."""
+        """Sum of every parameter (the full ones, where sharded): equal on all ranks when gradients are exchanged."""
         with torch.no_grad():
-            return float(sum(p.double().sum().item() for p in self.params.parameters()))
+            return float(sum(p.double().sum().item() for p in self.exchange.parameters()))
+
+    def close(self) -> None:
+        """End the exchange's process group, if it started one."""
+        close(self.exchange)
 
 
 def profile(trainer: Trainer, runtime: TorchRuntime, writer: RecordWriter, steps: int, log_dir: Path) -> None:
@@ -288,8 +294,10 @@ class TorchBackend:
     def trainer(self, build: Build, session: harness.Session) -> Trainer:
         runtime, flags = session.runtime, session.flags
         ctx = BuildContext(flags, session.device, runtime.rank, runtime.size)
-        return Trainer(session.hvd, build(ctx), flags, session.device, ctx.data_generator(),
-                       flags.seed + 1 + runtime.rank)
+        compression = lambda: GradientCompression(  # noqa: E731
+            session.hvd.Compression.fp16 if flags.fp16_allreduce else session.hvd.Compression.none)
+        exchange = make_exchange(flags, session.hvd, runtime, session.device, compression)  # type: ignore[arg-type]
+        return Trainer(exchange, build(ctx), flags, session.device, ctx.data_generator(), flags.seed + 1 + runtime.rank)
 
     def loss_value(self, loss: torch.Tensor) -> float:
         return float(loss.float().item())

@@ -33,7 +33,7 @@ def loss(model: tf.keras.Model, b: tuple[tf.Tensor, ...]) -> tf.Tensor:
 def build(ctx: TFBuildContext) -> KerasWorkload:
     f = ctx.flags
     return KerasWorkload(
-        model=seq2seq(f.vocab, f.hidden, f.layers, f.attention),
+        model=seq2seq(f.vocab, f.hidden, f.layers, f.attention, f.rnn_impl),
         make_batch=lambda g: make_batch(f.batch_size, f.src_max_len, f.vocab, g),
         loss=loss, count=lambda b: translation_counts(b[2]), distinct_batches=8,
     )

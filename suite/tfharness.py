@@ -191,6 +191,7 @@ class KerasTrainer:
         optimizer.build(self.variables)
         self.optimizer = optimizer
         self.distributed = not flags.independent
+        self.facts = {"exchange": {"name": "horovod" if self.distributed else "none"}}
         self.compression = hvd.Compression.fp16 if flags.fp16_allreduce else hvd.Compression.none
         if self.distributed:  # every variable exists now, so one broadcast before the first step suffices
             everything = list(self.model.variables) + list(optimizer.variables)
@@ -261,6 +262,9 @@ class KerasTrainer:
     def checksum(self) -> float:
         """Sum of every trainable variable: equal on all ranks when gradients are exchanged."""
         return float(sum(np.asarray(v.value.numpy(), dtype=np.float64).sum() for v in self.variables))
+
+    def close(self) -> None:
+        """Nothing to release: Horovod is the only exchange here."""
 
 
 def peak_memory(device: str) -> dict[str, int]:

@@ -31,6 +31,7 @@ class TorchWorkload:
     loss: Callable[[nn.Module, Batch], torch.Tensor]
     count: Count | None = None
     distinct_batches: int = 1  # >1 where batches differ (lengths): the device pool keeps that many
+    unit: str | None = None  # what a sample is where the workload says (a model file's UNIT), else the catalog's
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def make_batch(batch: int, max_len: int, vocab: int, g: torch.Generator) -> tupl
 def build(ctx: BuildContext) -> TorchWorkload:
     f = ctx.flags
     return TorchWorkload(
-        model=Seq2Seq(f.vocab, f.hidden, f.layers, f.attention),
+        model=Seq2Seq(f.vocab, f.hidden, f.layers, f.attention, f.rnn_impl),
         make_batch=lambda g: make_batch(f.batch_size, f.src_max_len, f.vocab, g),
         loss=lambda model, b: F.cross_entropy(model(b[0], b[1], b[2]).flatten(0, 1).float(), b[3].flatten(),
                                               ignore_index=PAD),

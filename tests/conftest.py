@@ -106,12 +106,12 @@ def setup_requirements() -> list[str]:
 def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *, samples: int = 32,
               warmup: int = 2, summary: bool = True, telemetry: dict | Sequence[dict] | None = None,
               gpu: dict | Sequence[dict] | None = None, unit: str = "images", host: str | None = None,
-              env: dict | None = None) -> Path:
+              env: dict | None = None, final: Sequence[dict] | None = None) -> Path:
     """A run directory as the harness writes it: run.json and one log per rank.
 
     ``durations[r]`` are rank r's timed step durations; ``warmup`` slow steps come first. ``telemetry`` and
     ``gpu`` (the env record's NVML facts) are one dict for every rank or one per rank; ``env`` adds fields to
-    every rank's env record.
+    every rank's env record; ``final[r]`` adds fields to rank r's summary (its parameter checksum).
     """
     def of(value: dict | Sequence[dict] | None, rank: int) -> dict | None:
         return value if value is None or isinstance(value, dict) else value[rank]
@@ -134,7 +134,7 @@ def write_run(root: Path, spec: RunSpec, durations: Sequence[Sequence[float]], *
             if summary:
                 w.write("summary", steps=len(steps), samples=samples * len(steps), window_s=sum(steps),
                         median_step_s=sorted(steps)[len(steps) // 2], throughput=samples * len(steps) / sum(steps),
-                        **where)
+                        **where, **(final[rank] if final else {}))
     return run_dir
 
 

@@ -9,6 +9,7 @@ from hvdbench.suite.models.densenet_cifar import densenet_cifar
 from hvdbench.suite.models.imagenet import imagenet_model
 from hvdbench.suite.models.mlp import mlp
 from hvdbench.suite.models.resnet_cifar import resnet_cifar
+from hvdbench.suite.models.seq2seq import Seq2Seq
 from hvdbench.suite.synthetic import PAD
 from hvdbench.suite.models.transformer import TransformerLM
 from hvdbench.suite.speech import make_batch as speech_batch
@@ -64,6 +65,26 @@ def test_speech_batches_vary_in_length_and_bucketing_narrows_them() -> None:
     spect, frames, targets, target_lengths, seconds = batches[0]
     assert spect[0, 0, :, frames[0]:].abs().sum() == 0  # nothing past an utterance's end
     assert torch.allclose(frames.float() / 100, seconds, atol=0.01)
+
+
+def test_unrolled_translation_computes_what_the_fused_lstm_does() -> None:
+    """--rnn-impl unrolled is the same model: nn.LSTM's weights copied into the cells give the same logits."""
+    torch.manual_seed(0)
+    fused, unrolled = Seq2Seq(50, 16, 2, True, "fused"), Seq2Seq(50, 16, 2, True, "unrolled")
+    assert count(fused) == count(unrolled)
+    state = dict(fused.state_dict())
+    for side, lstm in (("encoder", fused.encoder), ("decoder", fused.decoder)):
+        for layer in range(lstm.num_layers):
+            for suffix, cells in (("", "forward_cells"), ("_reverse", "backward_cells")):
+                if suffix and not lstm.bidirectional:
+                    continue
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    state[f"{side}.{cells}.{layer}.{name}"] = state.pop(f"{side}.{name}_l{layer}{suffix}")
+    unrolled.load_state_dict(state)
+    src, lengths = torch.randint(1, 50, (3, 7)), torch.tensor([7, 4, 2])
+    src[1, 4:], src[2, 2:] = PAD, PAD
+    target = torch.randint(1, 50, (3, 6))
+    assert torch.allclose(fused(src, lengths, target), unrolled(src, lengths, target), atol=1e-5)
 
 
 def test_translation_counts_target_tokens_not_padding() -> None:

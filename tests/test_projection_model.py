@@ -104,8 +104,9 @@ COMPUTE, PARAMS = 0.100, 1_000_000
 
 
 def _training(root: Path, np_: int, step_s: float, *, independent: bool = False, nodes: int = 1,
-              tensors: int = 1) -> None:
-    spec = RunSpec(benchmark="cifar10", args=ARGS + (("--independent",) if independent else ()), np=np_, nodes=nodes)
+              tensors: int = 1, extra: tuple[str, ...] = ()) -> None:
+    spec = RunSpec(benchmark="cifar10", args=ARGS + (("--independent",) if independent else ()) + extra, np=np_,
+                   nodes=nodes)
     run_dir = root / spec.id
     spec.write(run_dir)
     rng = np.random.default_rng(np_ + 10 * independent)
@@ -113,7 +114,7 @@ def _training(root: Path, np_: int, step_s: float, *, independent: bool = False,
         with RecordWriter(run_dir / rank_log_name(rank), rank=rank, local_rank=rank, size=np_) as w:
             w.write("env", benchmark="cifar10", model="resnet20", unit="images", parameters=PARAMS,
                     gradient_tensors=tensors,
-                    flags={"batch_size": 32})
+                    flags={"batch_size": 32, **({"exchange": extra[-1]} if extra else {})})
             w.write("phase", phase="timed", steps=30)
             for i in range(30):
                 duration = step_s * (1 + rng.normal(0, 0.002))
@@ -281,3 +282,18 @@ def test_the_overlap_comes_from_the_run_across_nodes_where_there_is_one(tmp_path
     ((_, (phi_across, _, _, how_across)),) = across.overlap.items()
     assert "across nodes from 2 rank(s) on 2 node(s)" in how_across and "1 node" not in how_across
     assert phi_within > 0.7 and phi_across < phi_within - 0.5
+
+
+def test_a_sharded_exchange_or_a_parameter_server_is_not_projected_as_an_allreduce(tmp_path: Path) -> None:
+    sharded = tmp_path / "fsdp"  # FSDP's runs alone (no 1-rank run, which would project Horovod's exchange)
+    _training(sharded, 2, COMPUTE * 1.5, extra=("--exchange", "fsdp"))
+    _training(sharded, 2, COMPUTE, independent=True)
+    _collectives(sharded, INTRA, 1)
+    _collectives(sharded, INTER, 2)
+    with pytest.raises(ReportError, match="exchange.s. fsdp cannot be projected"):
+        project(collect([sharded]), nodes=[1, 2])
+    both = _results(tmp_path / "both")
+    _training(both, 2, COMPUTE * 1.5, extra=("--exchange", "ps"))
+    result = project(collect([both]), nodes=[1, 2], gpus_per_node=1, algorithms=("ring",))
+    assert [w.label for w in result.workloads] == ["cifar10 resnet20 batch 32 fp32"]  # Horovod's alone
+    assert any("exchange ps left out" in line for line in result.workloads[0].inputs)

@@ -102,7 +102,9 @@ def test_submitit_jobs_give_complete_rank_logs_and_a_report(slurm_cluster: Any, 
 
 
 def test_the_sbatch_template_runs_the_sweep_inside_one_allocation(slurm_cluster: Any, tmp_path: Path) -> None:
-    sweep = _sweep(tmp_path, "via-sbatch", f"[{{benchmark: mlp, args: {TINY}}}]", np="[1, 2, 4]")
+    ddp = TINY.replace("]", ", --exchange, ddp]")  # torch.distributed started from what srun gave Horovod
+    sweep = _sweep(tmp_path, "via-sbatch", f"[{{benchmark: mlp, args: {TINY}}}, {{benchmark: mlp, args: {ddp}}}]",
+                   np="[1, 2, 4]")
     root = tmp_path / "results"
     out = subprocess.run(["sbatch", "--parsable", "--nodes=1", "--ntasks=2", f"--output={tmp_path}/job-%j.out",
                           f"--export=ALL,HVDBENCH={BIN / 'hvdbench'}", str(REPO / "slurm" / "hvdbench.sbatch"),
@@ -113,10 +115,13 @@ def test_the_sbatch_template_runs_the_sweep_inside_one_allocation(slurm_cluster:
           lambda: subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
           in ("", "COMPLETED"), cluster=slurm_cluster)
     log = (tmp_path / f"job-{job}.out").read_text()
-    assert "1 run(s) need a larger allocation" in log, log
+    assert "2 run(s) need a larger allocation" in log, log
     states = _states(root)
-    assert sorted(states.values()) == ["ok", "ok"], log
-    _complete_logs(next(p for p in root.iterdir() if p.name.startswith("mlp-np2-")), 2)
+    assert sorted(states.values()) == ["ok"] * 4, log
+    for two in (p for p in root.iterdir() if p.name.startswith("mlp-np2-")):
+        _complete_logs(two, 2)
+        ranks = [read_records(two / rank_log_name(rank), ParseStats()) for rank in range(2)]
+        assert ranks[0][-1]["param_checksum"] == ranks[1][-1]["param_checksum"]
     assert (root / "report" / "report.html").exists() and "images/s" not in log and "samples/s" in log
 
 

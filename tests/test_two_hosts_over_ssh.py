@@ -81,13 +81,20 @@ ssh_identity_file: {host.key}
 timeout: 240
 workloads:
   - {{benchmark: mlp, args: [--mlp-input, '32', --mlp-widths, '32', --steps, '8', --warmup-steps, '1', --threads, '1']}}
-axes: {{nodes: [2], gpus_per_node: [1], env: {{NCCL_SOCKET_IFNAME: {host.iface}}}}}
+axes: {{nodes: [2], gpus_per_node: [1], env: {{NCCL_SOCKET_IFNAME: {host.iface}}}, exchange: [horovod, ddp]}}
 """)
     root = tmp_path / "results"
     out = subprocess.run([hvdbench_exe(), "sweep", str(sweep), "-o", str(root)], capture_output=True, text=True,
                          env=hvd_env, timeout=540)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    run_dir = next(d for d in root.iterdir() if (d / "run.json").exists() and RunSpec.read(d / "run.json").nodes == 2)
+    spread = {RunSpec.read(d / "run.json").args.count("ddp"): d for d in root.iterdir()
+              if (d / "run.json").exists() and RunSpec.read(d / "run.json").nodes == 2}
+    run_dir = spread[0]
+    # DDP across the two hosts: its ranks met at rank 0's address on the interface NCCL_SOCKET_IFNAME names
+    ddp = [read_records(spread[1] / rank_log_name(rank), ParseStats()) for rank in range(2)]
+    facts = next(r for r in ddp[0] if r["kind"] == "env")["exchange"]
+    assert facts["rendezvous"].startswith(f"{host.local_address}:") and facts["gloo_interface"] == host.iface
+    assert ddp[0][-1]["param_checksum"] == ddp[1][-1]["param_checksum"]
     command = (run_dir / "command.sh").read_text()
     assert f"-H {host.local_address}:1,{host.address}:1" in command
     assert f"btl_tcp_if_include {host.iface}" in command and f"plm_rsh_args '-p {host.port} -i " in command

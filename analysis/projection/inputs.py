@@ -156,6 +156,9 @@ class FittedWorkload:
     measured_per_node: int = 1  # the most ranks per node any of its runs had
 
 
+ALLREDUCE_EXCHANGES = ("horovod", "ddp")  # what the step model's allreduce describes; FSDP and PS are left out
+
+
 def label_of(row: pd.Series) -> str:
     """``cifar10 resnet20 batch 32 fp32`` plus any knobs."""
     parts = [row["benchmark"], row["model"]]
@@ -164,6 +167,8 @@ def label_of(row: pd.Series) -> str:
     parts.append(str(row["precision"]))
     if bool(row["fp16_allreduce"]):
         parts.append("fp16 allreduce")
+    if isinstance(row.get("exchange"), str) and row["exchange"] != "horovod":
+        parts.append(f"exchange {row['exchange']}")
     if row["knobs"]:
         parts.append(str(row["knobs"]))
     return " ".join(str(p) for p in parts if p)
@@ -201,16 +206,21 @@ def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[s
     exchanging = scaling[~scaling["independent"].astype(bool)]
     if exchanging.empty:
         raise ReportError("no complete training run with gradient exchange to project from")
+    modelled = exchanging[exchanging["exchange"].fillna("horovod").isin(ALLREDUCE_EXCHANGES)]
+    if modelled.empty:
+        raise ReportError(f"exchange(s) {', '.join(sorted(set(exchanging['exchange'].dropna())))} cannot be projected: "
+                          "the projection models an allreduce of the gradients (horovod, ddp), not a sharded "
+                          "exchange's all-gathers and reduce-scatters or a parameter server's reduce and broadcast")
     twins = scaling[scaling["independent"].astype(bool)]
     runs = collection.runs.set_index("run_id")
     out = []
-    for key, group in exchanging.groupby(WORKLOAD, sort=True, dropna=False):
+    for key, group in modelled.groupby(WORKLOAD, sort=True, dropna=False):
         key_of = dict(zip(WORKLOAD, key))
         first = group.iloc[0]
         label = label_of(first)
         members = [r for ids in group["runs"] for r in str(ids).split(",")]
         facts = runs.loc[[r for r in members if r in runs.index]]
-        inputs: list[str] = []
+        inputs: list[str] = _left_out(exchanging, key_of)
         phases = _breakdown(collection, members)
         twin = _twin(twins, key_of)
         one_node = [int(n) for n in pd.concat([group, twin])[lambda t: t["nodes"] == 1]["np"]]
@@ -231,6 +241,14 @@ def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[s
         out.append(FittedWorkload(key_of, label, str(first["unit"]), model, compute_draws, rank_thr, baseline,
                                   baseline_draws, measured, inputs, int(per_node), device, max(one_node or [1])))
     return out
+
+
+def _left_out(exchanging: pd.DataFrame, key_of: dict[str, Any]) -> list[str]:
+    """The note on a workload whose runs with a sharded exchange or a parameter server are not projected."""
+    same = exchanging[np.logical_and.reduce([(exchanging[k].isna() if pd.isna(v) else exchanging[k].eq(v).fillna(False))
+                                             .to_numpy(bool) for k, v in key_of.items() if k != "exchange"])]
+    other = sorted(set(same["exchange"].dropna()) - set(ALLREDUCE_EXCHANGES))
+    return [f"runs with exchange {', '.join(other)} left out: the step model is an allreduce's"] if other else []
 
 
 def _twin(twins: pd.DataFrame, key_of: dict[str, Any]) -> pd.DataFrame:

@@ -74,6 +74,12 @@ def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
     return out
 
 
+def _headline(title: str, group: pd.DataFrame) -> Section:
+    """One headline table: the figures first, columns the same on every row said in its text."""
+    text, titles, rows, folded = views.headline_section(group)
+    return Section(title, text, titles, rows, code=True, folded=folded)
+
+
 def _nothing_to_report(collection: Collection, warmup: int | None) -> None:
     """The ReportError of a collection with no complete run, saying why."""
     reasons = "; ".join(sorted(set(collection.runs["reason"]) - {""})[:3])
@@ -99,11 +105,11 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     compared = compare_table(table, prices or {}, stats.attrs.get("draws"), baseline)
     if costs:
         compared = cost_columns(compared, table, costs)
-    headline = [Section(f"{system}: {args or '(defaults)'}", views.headline_text(group), views.headline_titles(group),
-                        views.headline_rows(group), code=True, folded=views.HEADLINE_FOLDED)
+    headline = [_headline(f"{system}: {args or '(defaults)'}", group)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
     decided = _decision(table, compared, baseline, margin, weights or {})
-    summary = (executive_lines(table, screen, slow) if len(table) else []) + views.fabric_alerts(collection.runs)
+    summary = ((executive_lines(table, screen, slow) if len(table) else []) + views.fabric_alerts(collection.runs)
+               + views.params_alerts(collection.runs))
     summary = (decided[0].lines if decided else []) + summary
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
     sections += decided
@@ -259,9 +265,14 @@ def _write_files(report: Report, folder: Path) -> None:
         data.to_parquet(folder / f"{name}.parquet", index=False)
 
 
+def _every_row(text: str) -> str:
+    """A headline's "Same on every row: ..." sentence (the columns left out of its table), as a line of its own."""
+    return inert(text.split(". ")[0].rstrip(".")) + ".\n" if text.startswith("Same on every row:") else ""
+
+
 def terminal_text(report: Report, collection: Collection) -> str:
     """The headline tables and what was left out, for the terminal."""
-    texts = [f"{inert(s.title)}\n{text_table(s.header, s.rows)}" for s in report.headline]
+    texts = [f"{inert(s.title)}\n{_every_row(s.text)}{text_table(s.header, s.rows)}" for s in report.headline]
     if "collectives" in report.tables:
         peaks = peak_table(report.tables["collectives"])
         texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],

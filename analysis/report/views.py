@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hvdbench.suite.core.axes import AXES
+
 from ..keys import ARGS, AXIS_VIEW, PLACEMENTS
 from ..collect import Collection
 from ..tables.efficiency import MARK_MEANING, efficiency_mark
@@ -50,14 +52,29 @@ def _unit(table: pd.DataFrame) -> str:
 
 
 def headline_titles(table: pd.DataFrame) -> list[str]:
-    """Headline column titles, with the unit of the rows."""
-    return ["framework", "benchmark", "model", "launcher", "controller", "placement", "knobs", "nodes", "GPUs",
-            f"{_unit(table)}/s", "95% CI", "per GPU", "TFLOP/s per GPU", "% of peak", "speedup [95% CI]",
-            "efficiency [95% CI]", "median step (ms)", "step CV", "warm-up", "repeats"]
+    """Headline column titles, with the unit of the rows: the size, then the figures the report is named after
+    (throughput, speedup, efficiency with their intervals), then what describes the configuration."""
+    return ["nodes", "GPUs", f"{_unit(table)}/s", "95% CI", "speedup [95% CI]", "efficiency [95% CI]", "per GPU",
+            "TFLOP/s per GPU", "% of peak", *DESCRIBING, "median step (ms)", "step CV", "warm-up", "repeats"]
 
 
-# headline columns folded on a narrow page: controller, median step, step CV, warm-up (by position)
-HEADLINE_FOLDED = (4, 16, 17, 18)
+DESCRIBING = ["framework", "benchmark", "model", "launcher", "controller", "placement", "knobs", "exchange"]
+# headline columns folded on a narrow page (HTML), by title
+HEADLINE_FOLDED = ("controller", "median step (ms)", "step CV", "warm-up")
+
+
+def headline_section(table: pd.DataFrame) -> tuple[str, list[str], list[list[str]], tuple[int, ...]]:
+    """The headline table of one group of rows: its text, titles, rows and folded columns. A describing column
+    that is the same on every row leaves the table for the text ("Same on every row: ..."), so the headline figures
+    fit a narrow screen."""
+    titles, rows = headline_titles(table), headline_rows(table)
+    constant = [i for i, title in enumerate(titles) if title in DESCRIBING and len({row[i] for row in rows}) == 1]
+    said = [f"{titles[i]} {rows[0][i]}" for i in constant if rows[0][i] != "-"]
+    keep = [i for i in range(len(titles)) if i not in constant]
+    text = " ".join(filter(None, [f"Same on every row: {', '.join(said)}." if said else "", headline_text(table)]))
+    titles = [titles[i] for i in keep]
+    return (text, titles, [[row[i] for i in keep] for row in rows],
+            tuple(i for i, title in enumerate(titles) if title in HEADLINE_FOLDED))
 
 
 def peak_share(r: Any) -> str:
@@ -112,11 +129,12 @@ def headline_text(table: pd.DataFrame) -> str:
 
 def headline_rows(table: pd.DataFrame) -> list[list[str]]:
     """The headline columns of each scaling row, formatted; speedup and efficiency with their 95% intervals."""
-    return [[r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", r.knobs or "-",
-             str(r.nodes), str(r.np),
-             fmt(r.throughput), interval(r.ci_low, r.ci_high), fmt(r.per_rank), tflops(r.tflops_per_gpu),
-             peak_share(r), ratio(r.speedup, r.speedup_low, r.speedup_high),
+    return [[str(r.nodes), str(r.np), fmt(r.throughput), interval(r.ci_low, r.ci_high),
+             ratio(r.speedup, r.speedup_low, r.speedup_high),
              efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high),
+             fmt(r.per_rank), tflops(r.tflops_per_gpu), peak_share(r),
+             r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", r.knobs or "-",
+             exchange if isinstance(exchange := getattr(r, "exchange", None), str) else "horovod",
              fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
              str(r.repeats) if r.repeats == 1 else f"{r.repeats} ({fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
             for r in table.itertuples()]
@@ -325,6 +343,18 @@ def fabric_alerts(runs: pd.DataFrame, most: int = 3) -> list[str]:
     return lines
 
 
+def params_alerts(runs: pd.DataFrame, most: int = 3) -> list[str]:
+    """Executive-summary lines for exchanging runs whose ranks ended with different parameters: their gradients
+    were not exchanged as said, so their throughput is not that of data-parallel training."""
+    split = runs[(runs["status"] == "ok") & (runs["params_agree"] == False)]  # noqa: E712 - a nullable column
+    lines = [f"Parameters differ across ranks after training: {r.run_id} (exchange {r.exchange}): its gradients "
+             "were not exchanged as said; its throughput is not that of data-parallel training."
+             for r in split.head(most).itertuples()]
+    if len(split) > most:
+        lines.append(f"Parameters differ across ranks in {len(split) - most} more run(s) (see the runs' details).")
+    return lines
+
+
 def fabric_rows(runs: pd.DataFrame) -> Rows:
     """The runs whose NCCL logs say which network NCCL used."""
     said = runs[runs["nccl_network"].notna() | runs["nccl_transports"].notna()]
@@ -378,9 +408,9 @@ def ratio_rows(ratio: pd.DataFrame) -> Rows:
               f"{r.horovod_gbs:.3f}", f"{r.mpi_gbs:.3f}", f"{r.ratio:.2f}"] for r in ratio.itertuples()])
 
 
-KNOB_TEXT = ("Configurations that differ in one knob only (layout, compiler, data path, fp16 exchange, threads, "
-             "batch size, precision), each against the knob's default: the throughput ratio with a 95% interval "
-             "from both runs' resampled steps.")
+KNOB_TEXT = ("Configurations that differ in one knob only (" + ", ".join(name.replace("_", " ") for name in AXES)
+             + "), each against the knob's default (the exchange: each against Horovod at the same rank count): the "
+             "throughput ratio with a 95% interval from both runs' resampled steps.")
 
 
 def knob_rows(knobs: pd.DataFrame) -> Rows:

@@ -30,6 +30,7 @@ SCALING_SCHEMA: dict[str, str] = {
     **{f"{name}_{end}": "float64" for name in ("speedup", "efficiency", "node_speedup", "node_efficiency", "comm_cost")
        for end in ("low", "high")},
     "baseline": "string", "channels_last": "bool", "compile": "bool", "data": "string", "fp16_allreduce": "bool",
+    "exchange": "string",
     "threads": "Int64", "runs": "string", "device_name": "string", "tf32": "boolean", "flops_per_sample": "float64",
     "tflops_per_gpu": "float64", "peak_tflops": "float64", "pct_of_peak": "float64", "peak": "string",
 }
@@ -211,7 +212,9 @@ def _baseline(table: pd.DataFrame, i: int) -> tuple[int | None, str]:
     label = f"{base['launcher']}/{base['controller']}" + (f" {base['knobs']}" if base["knobs"] else "") + \
         (" --independent" if base["independent"] else "")
     if not len(own):
-        label += " (exchanging: no --independent 1-GPU run)" if row["independent"] else " (other arguments)"
+        label += (" (exchanging: no --independent 1-GPU run)" if row["independent"]
+                  else f" (exchange {base['exchange']}: one 1-GPU run serves every exchange)"
+                  if base["exchange"] != row["exchange"] else " (other arguments)")
     if len(chosen) > 1:
         label += f" (first of {len(chosen)} matching)"
     return int(chosen.index[0]), label

@@ -76,6 +76,20 @@ def best_configurations(table: pd.DataFrame) -> pd.DataFrame:
     return top.drop_duplicates(WORKLOAD).sort_values(WORKLOAD, ignore_index=True)
 
 
+def _tie(best: pd.Series, table: pd.DataFrame) -> str:
+    """Where the best configuration's interval overlaps the next best's at the same GPU count, say so: the
+    measurements do not tell the two apart."""
+    same = table[~table["independent"] & (table["np"] == best["np"])
+                 & np.logical_and.reduce([table[k] == best[k] for k in WORKLOAD])]
+    others = same[same["runs"] != best["runs"]].sort_values("throughput", ascending=False)
+    if others.empty or pd.isna(best["ci_low"]) or pd.isna(others.iloc[0]["ci_high"]):
+        return ""
+    runner = others.iloc[0]
+    if runner["ci_high"] < best["ci_low"]:
+        return ""
+    return f" (not told apart from {describe(runner)}: their 95% intervals overlap)"
+
+
 def describe(row: pd.Series) -> str:
     """A configuration in a few words: launcher/controller, placement, knobs and the knobs not at default."""
     parts = [f"{row['launcher']}/{row['controller']}"]
@@ -130,7 +144,8 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
                                                 f"{_interval(r, 'comm_cost')} of the no-exchange throughput for "
                                                 f"{r['model']} at {r['np']} {_ranks(r)}" for _, r in costs.iterrows()])
                                          if len(costs) else "not measured (add `independent: [false, true]`)") + ".")
-        out.append("  Best configuration: " + _some([f"{r['model']}: {describe(r)}" for _, r in rows.iterrows()]) + ".")
+        out.append("  Best configuration: " + _some([f"{r['model']}: {describe(r)}{_tie(r, table)}"
+                                                     for _, r in rows.iterrows()]) + ".")
         flagged = [] if screen is None or screen.empty else \
             [f"{r.host} {r.unit}" for r in screen[(screen["system"] == system) & screen["flagged"]].itertuples()]
         slow = stragglers[stragglers["system"] == system]

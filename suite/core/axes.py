@@ -41,6 +41,10 @@ def _option(flag: str) -> Callable[[Value], list[str]]:
     return lambda value: [] if value is None else [flag, str(value)]
 
 
+def _option_unless(flag: str, default: Value) -> Callable[[Value], list[str]]:
+    return lambda value: [] if value is None or value == default else [flag, str(value)]
+
+
 def _tf_layout(value: Value) -> list[str]:
     return ["--data-format", "channels_last" if value else "channels_first"]
 
@@ -70,10 +74,19 @@ AXES: dict[str, Axis] = {axis.name: axis for axis in (
     Axis("fp16_allreduce", "Horovod fp16 compression of the exchanged gradients", bool,
          {"pytorch": _switch("--fp16-allreduce"), "tensorflow": _switch("--fp16-allreduce")},
          lambda f, _: bool(f.get("fp16_allreduce")), {"--fp16-allreduce": 0}, False),
+    Axis("exchange", "how gradients are exchanged: horovod, or PyTorch's ddp, fsdp, or a parameter server (ps)", str,
+         {"pytorch": _option_unless("--exchange", "horovod"), "tensorflow": _option_unless("--exchange", "horovod")},
+         lambda f, _: f.get("exchange") or "horovod", {"--exchange": 1}, "horovod"),
     Axis("threads", "CPU threads per rank (intra-op pool in TensorFlow)", int,
          {"pytorch": _option("--threads"), "tensorflow": _option("--threads")},
          lambda f, _: f.get("threads"), {"--threads": 1}, None),
 )}
+
+
+# The exchange's flags: a run without them is its 1-GPU baseline's and independent twin's configuration (one
+# baseline serves every exchange: at one rank nothing is exchanged).
+EXCHANGE_FLAGS = {"--exchange": 1, "--bucket-mb": 1, "--ps-device": 1}
+BASE_FLAGS = {"--independent": 0, **EXCHANGE_FLAGS}
 
 
 def axis_flags(framework: str, values: Mapping[str, Value]) -> list[str]:

@@ -4,6 +4,7 @@ Importable without any framework, so flags are checked before anything starts.""
 from __future__ import annotations
 
 import argparse
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -20,7 +21,7 @@ from .flags import (
     parse_or_exit,
     positive_int,
 )
-from .validate import finite
+from .validate import finite, read_small_text
 
 SUITE_DIR = Path(__file__).resolve().parents[1]  # the benchmark scripts: suite/, above this core package
 
@@ -65,6 +66,9 @@ def _translation_flags(group: Parser) -> None:
     group.add_argument("--hidden", type=positive_int, default=1024)
     group.add_argument("--layers", type=positive_int, default=4)
     group.add_argument("--no-attention", dest="attention", action="store_false")
+    group.add_argument("--rnn-impl", choices=["fused", "unrolled"], default="fused",
+                       help="fused: nn.LSTM / Keras LSTM (cuDNN on a GPU); unrolled: LSTM cells stepped over time, "
+                            "each sentence's state kept past its end (a dynamic RNN)")
 
 
 def _imagenet_flags(group: Parser) -> None:
@@ -90,6 +94,39 @@ def _tf_imagenet_check(flags: argparse.Namespace) -> None:
     least = TF_MIN_IMAGE_SIDE.get(flags.model, 32)
     if flags.image_size is not None and flags.image_size < least:
         raise UsageError(f"--image-size {flags.image_size} is too small for {flags.model} (at least {least})")
+
+
+MODEL_FILE_LIMIT = 1024 * 1024  # a model file is source code: a megabyte is plenty
+EXAMPLE_MODEL_FILE = Path(__file__).resolve().parents[2] / "examples" / "model_file.py"
+
+
+def _custom_flags(group: Parser) -> None:
+    group.add_argument("--model-file", required=True, metavar="PATH",
+                       help="a Python file defining model() and batch(batch_size, generator), optionally loss(model, "
+                            "batch) and UNIT (examples/model_file.py documents the interface)")
+
+
+def check_model_file(flags: argparse.Namespace) -> None:
+    """Before any rank starts: the model file is a readable regular UTF-8 file of Python source that defines
+    ``model`` and ``batch`` at its top level (read, not run: it runs on the ranks, which check its batch fits)."""
+    path = Path(flags.model_file).expanduser()
+    try:
+        source = read_small_text(path, MODEL_FILE_LIMIT, "a model file")
+    except ValueError as exc:
+        raise UsageError(f"--model-file {exc}") from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise UsageError(f"--model-file {path}: not Python (line {exc.lineno}: {exc.msg})") from None
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined |= {target.id for node in tree.body if isinstance(node, ast.Assign) for target in node.targets
+                if isinstance(target, ast.Name)}
+    defined |= {alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    missing = [name for name in ("model", "batch") if name not in defined]
+    if missing:
+        raise UsageError(f"--model-file {path}: defines no {' or '.join(f'{n}()' for n in missing)} at its top level "
+                         "(the interface: model() -> nn.Module, batch(batch_size, generator) -> tuple of tensors)")
 
 
 def _lm_flags(group: Parser) -> None:
@@ -182,7 +219,7 @@ class BenchmarkInfo:
         """Parse and check argv; a UsageError names the first problem."""
         flags = self.parser().parse_args(list(argv))
         if self.own_parser is None:
-            check_flags(flags, cnn=self.cnn)
+            check_flags(flags, cnn=self.cnn, framework=self.framework)
         if self.extra_check is not None:
             self.extra_check(flags)
         return flags
@@ -229,11 +266,17 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                               "--utt-seconds", "uniform:0.3:0.6"))),
         BenchmarkInfo("translation", "pytorch", "translation.py", ("gnmt",), "gnmt", "words",
                       "GNMT-like LSTM sequence-to-sequence translation; words = target tokens",
-                      extra_flags=_translation_flags, smoke=((*_TRANSLATION, "--layers", "2"),)),
+                      extra_flags=_translation_flags,
+                      smoke=((*_TRANSLATION, "--layers", "2"),
+                             (*_TRANSLATION, "--layers", "1", "--rnn-impl", "unrolled"))),
         BenchmarkInfo("lm", "pytorch", "lm.py", ("gpt2",), "gpt2", "tokens",
                       "Transformer language model, GPT-2 small shape by default", extra_flags=_lm_flags,
                       smoke=(("--batch-size", "2", "--layers", "2", "--width", "32", "--heads", "4", "--context", "16",
                               "--vocab", "64"),)),
+        BenchmarkInfo("custom", "pytorch", "custom.py", ("custom",), "custom", "samples",
+                      "a model of your own from --model-file (examples/model_file.py: the interface)",
+                      extra_flags=_custom_flags, extra_check=check_model_file, paths=("--model-file",),
+                      smoke=(("--batch-size", "2", "--model-file", str(EXAMPLE_MODEL_FILE)),)),
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       f"{', '.join(OPS)} bandwidth through Horovod and raw MPI",
                       own_parser=_comm_parser, extra_check=_comm_check, paths=("--like",)),

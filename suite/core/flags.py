@@ -15,6 +15,14 @@ ADAPTIVE_CHUNK = 10      # with --target-ci: steps between two judgements of the
 MIN_ADAPTIVE_STEPS = 10  # the first chunk of an adaptive run
 MAX_STEPS_FACTOR = 10    # --max-steps by default: this many times --steps
 
+EXCHANGES = {  # --exchange: how a rank's gradients reach the others (suite/exchange.py)
+    "horovod": "Horovod's DistributedOptimizer: allreduce of fused gradients, overlapped with backward",
+    "ddp": "PyTorch DistributedDataParallel: bucketed allreduce overlapped with backward (NCCL on GPUs, Gloo on CPUs)",
+    "fsdp": "PyTorch fully sharded data parallel (FSDP2): parameters, gradients and optimizer state sharded",
+    "ps": "a parameter server: gradients summed at rank 0's GPU or host memory, updated there, sent back",
+}
+DDP_BUCKET_MB = 25.0  # DistributedDataParallel's own default bucket_cap_mb
+
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and a UsageError, not a usage dump."""
@@ -179,7 +187,16 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
     parser.add_argument("--threads", type=positive_int, default=None, help=own.threads_help)
     parser.add_argument("--independent", action="store_true",
                         help="no gradient exchange: each rank trains alone (the ideal-scaling baseline)")
-    parser.add_argument("--fp16-allreduce", action="store_true", help="Horovod fp16 gradient compression")
+    parser.add_argument("--fp16-allreduce", action="store_true",
+                        help="exchange gradients in fp16: Horovod's compression, DDP's fp16 hook, FSDP's fp16 reduce")
+    parser.add_argument("--exchange", choices=list(EXCHANGES), default="horovod",
+                        help="how gradients are exchanged (PyTorch workloads): "
+                             + "; ".join(f"{k}: {v}" for k, v in EXCHANGES.items()))
+    parser.add_argument("--bucket-mb", type=positive_float, default=None, metavar="MIB",
+                        help=f"with --exchange ddp: its gradient bucket size (default {DDP_BUCKET_MB:g}, DDP's own)")
+    parser.add_argument("--ps-device", choices=["gpu", "cpu"], default=None,
+                        help="with --exchange ps: where gradients are summed and the update is made: rank 0's GPU "
+                             "(default; the CPU on a CPU run) or host memory")
     parser.add_argument("--no-cudnn-autotune", dest="cudnn_autotune", action="store_false",
                         help="on a GPU, take cuDNN's heuristic convolution algorithms instead of timing them in "
                              "the first steps and keeping the fastest (PyTorch's cudnn.benchmark, TensorFlow's "
@@ -200,7 +217,7 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
     return parser
 
 
-def check_flags(flags: argparse.Namespace, *, cnn: bool) -> None:
+def check_flags(flags: argparse.Namespace, *, cnn: bool, framework: str = "pytorch") -> None:
     """Combinations no device can run, caught before any rank starts: a UsageError naming them."""
     if getattr(flags, "channels_last", False) and not cnn:
         raise UsageError(f"--channels-last applies to CNNs; model {flags.model} is not one")
@@ -208,6 +225,27 @@ def check_flags(flags: argparse.Namespace, *, cnn: bool) -> None:
         raise UsageError(f"--data-format applies to CNNs; model {flags.model} is not one")
     check_device(flags, on_gpu={"cpu": False, "cuda": True}.get(flags.device))
     check_adaptive(flags)
+    check_exchange(flags, framework)
+
+
+def check_exchange(flags: argparse.Namespace, framework: str) -> None:
+    """--exchange with the framework, --independent, --fp16-allreduce and its own options; sets their defaults."""
+    exchange = getattr(flags, "exchange", "horovod")
+    if framework != "pytorch" and exchange != "horovod":
+        raise UsageError(f"--exchange {exchange} applies to PyTorch workloads; {framework} workloads exchange "
+                         "gradients through Horovod")
+    if flags.independent and exchange != "horovod":
+        raise UsageError(f"--independent trains each rank alone: --exchange {exchange} would have nothing to exchange")
+    if exchange == "ps" and flags.fp16_allreduce:
+        raise UsageError("--fp16-allreduce compresses an allreduce; the parameter server (--exchange ps) sums "
+                         "gradients at one place in their own precision")
+    for option, owner in (("bucket_mb", "ddp"), ("ps_device", "ps")):
+        if getattr(flags, option, None) is not None and exchange != owner:
+            raise UsageError(f"--{option.replace('_', '-')} applies with --exchange {owner}, not {exchange}")
+    if exchange == "ddp" and flags.bucket_mb is None:
+        flags.bucket_mb = DDP_BUCKET_MB
+    if exchange == "ps" and flags.ps_device is None:
+        flags.ps_device = "gpu"
 
 
 def check_device(flags: argparse.Namespace, on_gpu: bool | None) -> None:

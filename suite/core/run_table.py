@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 from . import schema
-from .axes import AXES, read_axes
+from .axes import AXES, BASE_FLAGS, read_axes, without
 from .hca import active_rdma
 from .spec import RunSpec
 
@@ -138,6 +138,18 @@ def _judged(name: str, dtype: str, meaning: str) -> RunColumn:
 def _env(name: str, path: tuple[str, ...], dtype: str, meaning: str,
          render: Callable[[Any], Any] | None = None) -> RunColumn:
     return RunColumn(name, dtype, meaning, f"env.{'.'.join(path)}", "env", path, render=render, tables=("details",))
+
+
+def _params_agree(facts: RunFacts) -> bool | None:
+    """Whether every rank's parameter sum after training is the same, for a run whose ranks exchange gradients;
+    None for independent ranks, one rank, or a rank without a sum."""
+    if "--independent" in facts.spec.args or facts.spec.np < 2:
+        return None
+    given: list[Any] = [summary.get("param_checksum") for summary in (facts.records.get("summary") or {}).values()]
+    sums = [float(s) for s in given if _number(s) and math.isfinite(s)]
+    if len(sums) < facts.spec.np or len(sums) < len(given):
+        return None
+    return all(s == sums[0] for s in sums)
 
 
 def _fabric(name: str, key: str, dtype: str, meaning: str) -> RunColumn:
@@ -300,8 +312,9 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     *_axis_columns(first=True),
     _spec("independent", "bool", "--independent: replicas without the gradient exchange",
           lambda s: "--independent" in s.args),
-    _spec("base_args", "string", "the arguments without --independent (pairs a run with its independent twin)",
-          lambda s: " ".join(a for a in s.args if a != "--independent")),
+    _spec("base_args", "string", "the arguments without --independent and the exchange's flags (pairs a run with "
+                                 "its independent twin and its 1-GPU baseline, one for every exchange)",
+          lambda s: " ".join(without(s.args, BASE_FLAGS))),
     *_axis_columns(first=False),
     _derived("parameters", "Int64", "the model's parameters", "env.parameters", lambda f: f.env.get("parameters")),
     _summary("peak_device_bytes", "peak_device_bytes", "float64", "peak device memory of the busiest rank", "max"),
@@ -372,6 +385,11 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          lambda fabric: "; ".join(active_rdma(fabric)) or None),
     _env("fabric_software", ("node_fabric",), "string", "OFED, UCX and HPC-X versions and the loaded modules of rank "
          "0's node", _fabric_software),
+    _env("exchange_backend", ("exchange", "backend"), "string", "torch.distributed's backend under --exchange ddp, "
+         "fsdp or ps (nccl, gloo); null under Horovod"),
+    RunColumn("params_agree", "boolean", "a run that exchanges gradients over 2+ ranks: whether every rank ended with "
+              "the same parameters (their sums agree), as data-parallel training must; null where not judged",
+              "summary.param_checksum (all ranks)", derive=lambda facts: _params_agree(facts), tables=("details",)),
 )
 BY_NAME: dict[str, RunColumn] = {column.name: column for column in RUN_COLUMNS}
 RUNS_SCHEMA: dict[str, str] = {column.name: column.dtype for column in RUN_COLUMNS}

@@ -132,6 +132,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("gpu", "dict", "NVML facts of this rank's GPU (GPU_FACTS), null on the CPU"),
         Field("gpu_choice", "dict", "the GPU this rank was given and why (suite/core/gpu_choice.py): cuda_index, "
                                     "physical id, how, CUDA_VISIBLE_DEVICES, SLURM's grant, placement; or the problem"),
+        Field("exchange", "dict", "how gradients were exchanged (--exchange): name (horovod, ddp, fsdp, ps; none under "
+                                  "--independent), and for torch.distributed ones the backend (nccl, gloo), where the "
+                                  "ranks met, DDP's bucket size, FSDP's units, the parameter server's place"),
         Field("horovod", "dict", "Horovod version, build, controller, rank layout, the NCCL version it was built "
                                  "with (nccl_version; the framework's own is device.nccl)"),
         Field("pid", "int", "process id"),

@@ -104,9 +104,16 @@ def deepspeech2(rnn_type: str = "lstm", rnn_impl: str = "fused", rnn_layers: int
     return keras.Model([spect, frames], [logits, lengths], name="deepspeech2")
 
 
-def seq2seq(vocab: int, hidden: int, num_layers: int, attention: bool) -> keras.Model:
+def _lstm(hidden: int, rnn_impl: str) -> layers.Layer:
+    if rnn_impl == "fused":  # Keras' LSTM layer (cuDNN's kernel on a GPU where eligible)
+        return layers.LSTM(hidden, return_sequences=True)
+    return layers.RNN(layers.LSTMCell(hidden), return_sequences=True)  # a cell stepped by the generic loop
+
+
+def seq2seq(vocab: int, hidden: int, num_layers: int, attention: bool, rnn_impl: str = "fused") -> keras.Model:
     """Source tokens and shifted target tokens in, target logits out: a bidirectional LSTM encoder
-    (directions concatenated), an LSTM decoder with teacher forcing, optional dot-product attention."""
+    (directions concatenated), an LSTM decoder with teacher forcing, optional dot-product attention; the LSTMs
+    fused layers or cells stepped over time (``rnn_impl``)."""
     if hidden % 2:
         raise ValueError(f"hidden size must be even (two encoder directions), got {hidden}")
     src = keras.Input((None,), dtype="int32", name="source")
@@ -114,10 +121,10 @@ def seq2seq(vocab: int, hidden: int, num_layers: int, attention: bool) -> keras.
     src_mask = layers.Lambda(lambda s: ops.not_equal(s, PAD))(src)
     memory = layers.Embedding(vocab, hidden)(src)
     for _ in range(num_layers):
-        memory = layers.Bidirectional(layers.LSTM(hidden // 2, return_sequences=True))(memory, mask=src_mask)
+        memory = layers.Bidirectional(_lstm(hidden // 2, rnn_impl))(memory, mask=src_mask)
     out = layers.Embedding(vocab, hidden)(tgt_in)
     for _ in range(num_layers):
-        out = layers.LSTM(hidden, return_sequences=True)(out)
+        out = _lstm(hidden, rnn_impl)(out)
     if attention:
         context = layers.Attention()([out, memory], mask=[None, src_mask])
         out = layers.Dense(hidden, activation="tanh")(layers.Concatenate()([out, context]))

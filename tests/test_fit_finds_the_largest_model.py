@@ -1,0 +1,96 @@
+"""``hvdbench run lm --fit``: the search doubles a shape while it fits and bisects between the largest that fitted
+and the smallest that did not; a trial fits when it completed within the memory cap, does not when a rank ran out
+of memory or passed the cap, and any other failure stops the search unjudged. For real: at 2 CPU ranks under one
+memory cap, FSDP trains a deeper Transformer LM than Horovod's replicas."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import hvdbench_exe, write_run
+from hvdbench.launchers import fit
+from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.records import RecordWriter, rank_log_name
+from hvdbench.suite.core.spec import RunSpec, RunStatus
+
+
+def _searched(fits: int, start: int, step: int, limit: int = 4096) -> list[int]:
+    trials: list[fit.Trial] = []
+    while (value := fit.next_value(trials, start, step, limit)) is not None:
+        trials.append(fit.Trial(value, value <= fits, None, None, "run"))
+    return [t.value for t in trials]
+
+
+def test_the_search_doubles_then_bisects_to_the_largest_that_fits() -> None:
+    assert _searched(6, 1, 1) == [1, 2, 4, 8, 6, 7]
+    tried = _searched(2000, 768, 12)  # width: whole multiples of the heads
+    assert tried[:3] == [768, 1536, 3072] and all(v % 12 == 0 for v in tried)
+    assert max(v for v in tried if v <= 2000) == 1992  # the largest multiple of 12 within 2000
+    assert _searched(0, 4, 1) == [4]  # the starting shape does not fit: nothing smaller is searched
+    assert _searched(10_000, 1, 1, limit=12) == [1, 2, 4, 8, 12]  # the limit is tried, not passed
+
+
+def test_a_trial_keeps_the_users_arguments_and_is_short() -> None:
+    assert fit.trial_args(["--width", "64", "--layers", "2"], "--layers", 8) == \
+        ("--width", "64", "--layers", "8", "--steps", "3", "--warmup-steps", "1")
+    assert fit.trial_args(["--layers=2", "--steps", "5"], "--layers", 4) == ("--steps", "5", "--layers", "4")
+    assert fit.start_value(["--layers=3"], "--layers", 12) == 3 and fit.start_value([], "--layers", 12) == 12
+
+
+def _trial(tmp_path: Path, peaks: list[float], status: str = "ok", error: str | None = None) -> fit.Trial:
+    spec = RunSpec(benchmark="lm", framework="pytorch", args=("--layers", "4"), np=2)
+    if error is None:
+        run_dir = write_run(tmp_path, spec, [[0.1] * 4] * 2, final=[{"peak_rss_bytes": p} for p in peaks])
+    else:
+        run_dir = tmp_path / spec.id
+        spec.write(run_dir)
+        with RecordWriter(run_dir / rank_log_name(0), rank=0, local_rank=0, size=2) as w:
+            w.write("error", error="RuntimeError", message=error)
+    return fit.judge(run_dir, spec, RunStatus(status, 0 if status == "ok" else 1, 1.0, "a rank failed"), 4,
+                     cap_bytes=2 * 2**30)
+
+
+def test_a_trial_fits_within_the_cap_and_not_past_it_or_out_of_memory(tmp_path: Path) -> None:
+    kept = _trial(tmp_path / "a", [1.0 * 2**30, 1.5 * 2**30])
+    assert kept.fits is True and kept.peak_bytes == 1.5 * 2**30  # the busiest rank counts
+    over = _trial(tmp_path / "b", [1.0 * 2**30, 2.5 * 2**30])
+    assert over.fits is False and over.why == "over the memory cap"
+    oom = _trial(tmp_path / "c", [], "failed", "CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert oom.fits is False and oom.why == "out of memory"
+    with pytest.raises(UsageError, match="failed for another reason than memory"):
+        _trial(tmp_path / "d", [], "failed", "connection reset by peer")
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("args,says", [
+    (["run", "cifar10", "--fit", "--np", "2", "--memory-cap", "1"], "--fit grows a Transformer LM"),
+    (["run", "lm", "--fit", "--np", "1,2", "--memory-cap", "1"], "--fit searches at one rank count"),
+    (["run", "lm", "--fit", "--np", "2", "--", "--device", "cpu"], "--fit on the CPU needs --memory-cap"),
+    (["run", "lm", "--fit", "--np", "2", "--memory-cap", "0"], "--memory-cap: must be a positive number"),
+])
+def test_a_fit_that_cannot_be_judged_is_refused_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    out = subprocess.run([hvdbench_exe(), *args[:2], "-o", str(tmp_path / "out"), *args[2:]], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_fsdp_trains_a_deeper_model_than_replicas_under_one_memory_cap(tmp_path: Path, hvd_env: dict) -> None:
+    root = tmp_path / "fit"
+    shape = ["--width", "512", "--heads", "8", "--context", "16", "--vocab", "256", "--batch-size", "2",
+             "--threads", "1", "--telemetry-interval", "0", "--layers", "2"]
+    for exchange in ("horovod", "fsdp"):
+        out = subprocess.run([hvdbench_exe(), "run", "lm", "--fit", "--np", "2", "--memory-cap", "0.75",
+                              "--fit-limit", "16", "-o", str(root), "--", *shape, "--exchange", exchange],
+                             capture_output=True, text=True, env=hvd_env, timeout=900)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    results = {e: json.loads((root / f"fit-{e}-np2-layers.json").read_text()) for e in ("horovod", "fsdp")}
+    replicas, sharded = (results[e]["largest"] for e in ("horovod", "fsdp"))
+    assert replicas and sharded and sharded["value"] > replicas["value"], results
+    assert sharded["parameters"] > replicas["parameters"]
+    assert "exchange fsdp" in out.stdout and "exchange horovod" in out.stdout  # both fits, side by side
