@@ -34,6 +34,7 @@ class Report:
     tables: dict[str, pd.DataFrame]
     plots: dict[str, str]
     headline: list[Section]
+    title: str = "hvdbench scaling report"
 
 
 def csv_safe(table: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +97,7 @@ def section_markdown(section: Section) -> list[str]:
 
 def render_markdown(report: Report) -> str:
     """The whole report as Markdown (plots referenced as SVG files beside it)."""
-    out = ["# hvdbench scaling report", "", md_text(report.intro), ""]
+    out = [f"# {md_text(report.title)}", "", md_text(report.intro), ""]
     for section in report.sections:
         out += section_markdown(section)
     for i, title in enumerate(report.plots):

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.environment import IMAGE_ID_VARIABLE
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import RunStatus
+from hvdbench.suite.core.errors import HvdbenchError, UsageError
+from hvdbench.suite.core.spec import RUN_FILE, RunSpec, RunStatus
 from hvdbench.suite.core.validate import host_problem, inert, text_problem
 
 from hvdbench.launchers.base import on_cpu
@@ -45,11 +45,24 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
 
     costed = load_costs(costs) if costs is not None else None  # a bad file is one line before any results is read
     weighted = load_weights(weights) if weights is not None else None
+    first = first_system(dirs[0]) if systems and baseline is None else None
     text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)), peaks=peaks,
-                               baseline=baseline, margin=margin / 100.0, costs=costed, weights=weighted)
+                               baseline=baseline, margin=margin / 100.0, costs=costed, weights=weighted,
+                               first_given=first)
     print(text)
     print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
     return 0
+
+
+def first_system(root: Path) -> str | None:
+    """The system label of the first results root given to compare (its first readable run), the default
+    baseline; None where it holds none."""
+    for path in sorted(Path(root).rglob(RUN_FILE)) if Path(root).is_dir() else []:
+        try:
+            return RunSpec.read(path).system
+        except HvdbenchError:
+            continue
+    return None
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
@@ -193,10 +206,12 @@ def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
         raise UsageError("--fit searches at one rank count (--np N) and runs its trials (no --dry-run)")
     flag = fit.grown_flag(args.benchmark, args.fit_grow)
     flags = get_benchmark(args.benchmark).check(bench_args)
-    if flags.device == "cpu" or not here_gpus():
-        if args.memory_cap is None:
-            raise UsageError("--fit on the CPU needs --memory-cap GIB: running out of host memory ends in the "
-                             "kernel's OOM killer, not in an error a trial can read")
+    on_cpu = flags.device == "cpu" or not here_gpus()
+    if on_cpu and args.memory_cap is None:
+        raise UsageError("--fit on the CPU needs --memory-cap GIB: running out of host memory ends in the "
+                         "kernel's OOM killer, not in an error a trial can read")
+    if on_cpu:  # the ranks' peak resident set then counts live tensors, not what glibc kept (launchers/fit.py)
+        os.environ.update(fit.CPU_ALLOCATOR)
     step = flags.heads if args.fit_grow == "width" else 1
     start = getattr(flags, args.fit_grow)
     cap = fit.cap_bytes(args.memory_cap)
@@ -213,7 +228,9 @@ def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
     check_launchers([args.launcher])
     trials = fit.search(trial, start, step, args.fit_limit, cap)
     facts = {"benchmark": args.benchmark, "exchange": flags.exchange, "np": args.np[0], "grow": args.fit_grow,
-             "flag": flag, "start": start, "cap_bytes": cap, "args": bench_args}
+             "flag": flag, "start": start, "cap_bytes": cap, "args": bench_args,
+             "memory": "peak resident set per rank" + (f" ({fit.CPU_ALLOCATOR_TEXT})" if on_cpu else "")
+             if on_cpu else "peak device memory allocated per rank"}
     fit.write_result(fit.fit_file(args.output, flags.exchange, args.np[0], args.fit_grow), facts, trials)
     for line in fit.summary_lines(args.output):
         print(f"fit: {line}")

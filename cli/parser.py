@@ -146,7 +146,8 @@ def _reports(sub: Any) -> None:
                                 help="the smallest change that counts: a regression, or one system faster than "
                                      "another (default 2%%)")
             report.add_argument("--baseline", type=label, default=None, metavar="SYSTEM",
-                                help="the system every other is judged against (default: the first by name, said)")
+                                help="the system every other is judged against (default: the first results root's "
+                                     "system, said)")
         report.add_argument("--peaks", type=Path, default=None, metavar="FILE",
                             help="a peak table (TOML, as analysis/tables/peaks.toml) for GPUs or CPUs the built-in one "
                                  "lacks; its entries are tried first")

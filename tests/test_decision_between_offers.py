@@ -124,9 +124,9 @@ def test_a_costs_file_gives_dollars_per_million_samples_with_units_and_interval(
     assert compared.loc["L40S", "usd_per_million"] == pytest.approx(2.0 / (compared.loc["L40S", "throughput"] * 3600)
                                                                     * 1e6)
     lines = next(s for s in report.sections if s.title.startswith("Decision: ")).lines
-    assert any(line.startswith("DGX: US$ ") and "per million samples" in line and "(energy: node power)" in line
-               for line in lines)
-    assert any(line.startswith("L40S: US$ ") and "(energy: in the hourly price)" in line for line in lines)
+    costed = [line for line in lines if line.startswith("Cost per million samples, pytorch cifar10 resnet20 ")]
+    assert len(costed) == 1 and " at 1 GPU: DGX US$ " in costed[0] and "(energy: node power); L40S US$ " in costed[0]
+    assert costed[0].endswith("(energy: in the hourly price)")
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -202,8 +202,8 @@ def test_workload_weights_combine_into_one_figure_with_its_interval(tmp_path: Pa
     expected = np.exp(0.75 * np.log(compared.loc["cifar10", "relative"])
                       + 0.25 * np.log(compared.loc["imagenet", "relative"]))
     assert 1.5 < expected < 1.7  # about 2^0.75 x 0.8^0.25
-    assert weighted.startswith("B against A, weighted (cifar10 resnet20 75% at 1 GPU(s), imagenet resnet20 25% at 1 "
-                               f"GPU(s)): {expected:.2f}× [")
+    assert weighted.startswith("B against A, weighted (cifar10 resnet20 75% at 1 GPU, imagenet resnet20 25% at 1 "
+                               f"GPU): {expected:.2f}× [")
     assert weighted.endswith(": faster")
     (tmp_path / "more.toml").write_text('[weights]\n"cifar10 resnet20" = 1\n"imagenet resnet50" = 1\n')
     more = build(collection, baseline="A", weights=load_weights(tmp_path / "more.toml"))
@@ -226,3 +226,35 @@ def test_a_bad_weights_file_is_one_line(tmp_path: Path, text: str, message: str)
     with pytest.raises(UsageError) as caught:
         load_weights(path)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.slow
+def test_the_decision_page_prints_on_one_page(tmp_path: Path) -> None:
+    """decision.html beside the report, printed by the browser the tests use: one page for two offers, two
+    workloads at two sizes each, with costs (what a procurement lead hands on)."""
+    import shutil
+    import subprocess
+
+    from hvdbench.analysis.report.build import build_report
+    from hvdbench.analysis.verdicts.costs import load_costs
+
+    for benchmark, model in (("cifar10", ("--model", "resnet20")), ("mlp", ("--mlp-widths", "512,512"))):
+        for np_ in (1, 2):
+            _plant(tmp_path / "dgx", "DGX", 0.050, (*model, "--steps", "40"), np_=np_, benchmark=benchmark)
+            _plant(tmp_path / "l40s", "L40S", 0.080, (*model, "--steps", "20"), np_=np_, benchmark=benchmark)
+    (tmp_path / "costs.toml").write_text(COSTS)
+    _, paths = build_report([tmp_path / "l40s", tmp_path / "dgx"], tmp_path / "report", baseline="L40S",
+                            costs=load_costs(tmp_path / "costs.toml"))
+    page = paths["html"].parent / "decision.html"
+    text = (paths["html"].parent / "decision.md").read_text()
+    assert "## Decision: DGX against L40S" in text and "## System under test" in text
+    assert "Systems side by side" not in text  # the report's table stays in the report
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (scripts/setup.sh installs it where it can)")
+    pdf = tmp_path / "decision.pdf"
+    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           f"--user-data-dir={tmp_path / 'chromium'}", "--no-pdf-header-footer",
+                           f"--print-to-pdf={pdf}", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and pdf.is_file(), proc.stderr[-2000:]
+    assert len(re.findall(rb"/Type\s*/Page[^s]", pdf.read_bytes())) == 1

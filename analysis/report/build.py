@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -50,14 +51,16 @@ def _intro(collection: Collection, warmup: int | None) -> str:
 
 
 def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None, margin: float,
-              weights: dict[str, float]) -> list[Section]:
+              weights: dict[str, float], first_given: str | None = None) -> list[Section]:
     """The decision between systems, first after the summary: each workload against the baseline in words with
     its interval, the side-by-side table, and what one system measured alone; nothing for one system."""
     systems = sorted(set(table["system"])) if len(table) else []
     if len(systems) < 2:
         return []
-    base = baseline or systems[0]
-    how = "chosen with --baseline" if baseline else "the first system by name; --baseline chooses"
+    given = first_given if first_given in systems else None
+    base: str = baseline or given or systems[0]
+    how = ("chosen with --baseline" if baseline else "the first given on the command line; --baseline chooses"
+           if given else "the first system by name; --baseline chooses")
     text = views.decision_text(base, how, margin)
     lines = decision_lines(compared, base, margin) if len(compared) else [
         "no decision between the systems: no workload was measured on two of them (see Measured on one system only)"]
@@ -72,6 +75,11 @@ def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
     if len(alone):
         out.append(Section("Measured on one system only", views.UNPAIRED_TEXT, *views.unpaired_rows(alone)))
     return out
+
+
+def _given(table: pd.DataFrame, baseline: str | None, first_given: str | None) -> str | None:
+    """The default baseline: the first results root's system, where none is chosen and it has results."""
+    return first_given if baseline is None and len(table) and first_given in set(table["system"]) else None
 
 
 def _headline(title: str, group: pd.DataFrame) -> Section:
@@ -92,9 +100,10 @@ def _nothing_to_report(collection: Collection, warmup: int | None) -> None:
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
           threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None, baseline: str | None = None,
           margin: float = 0.02, costs: dict[str, Cost] | None = None,
-          weights: dict[str, float] | None = None) -> Report:
+          weights: dict[str, float] | None = None, first_given: str | None = None) -> Report:
     """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in;
-    ``baseline`` and ``margin``: the system the others are judged against, and the change that counts)."""
+    ``baseline`` and ``margin``: the system the others are judged against, and the change that counts;
+    ``first_given``: the first results root's system, the baseline where none is chosen)."""
     stats = run_stats_table(collection, warmup)
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
@@ -102,15 +111,15 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         _nothing_to_report(collection, warmup)
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
-    compared = compare_table(table, prices or {}, stats.attrs.get("draws"), baseline)
+    given = _given(table, baseline, first_given)
+    compared = compare_table(table, prices or {}, stats.attrs.get("draws"), baseline or given)
     if costs:
         compared = cost_columns(compared, table, costs)
     headline = [_headline(f"{system}: {args or '(defaults)'}", group)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
-    decided = _decision(table, compared, baseline, margin, weights or {})
-    summary = ((executive_lines(table, screen, slow) if len(table) else []) + views.fabric_alerts(collection.runs)
-               + views.params_alerts(collection.runs))
-    summary = (decided[0].lines if decided else []) + summary
+    decided = _decision(table, compared, baseline, margin, weights or {}, given)
+    summary = ((decided[0].lines if decided else []) + (executive_lines(table, screen, slow) if len(table) else [])
+               + views.fabric_alerts(collection.runs) + views.params_alerts(collection.runs))
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
     sections += decided
     described = system_table(collection)
@@ -250,9 +259,29 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
+DECISION_PAGE = ("Decision: ", "Measured on one system only", "System under test")
+
+
+def decision_page(report: Report) -> Report | None:
+    """The decision between systems on a page of its own (decision.md and decision.html, one printed page for a
+    few workloads): the verdicts, what one system measured alone, and each system's facts, those no run
+    recorded left out; None for one system."""
+    sections = [s for s in report.sections if s.title.startswith(DECISION_PAGE)]
+    if not any(s.title.startswith("Decision: ") for s in sections):
+        return None
+    sections = [replace(s, rows=[r for r in s.rows if any(c != "-" for c in r[1:])])
+                if s.title == "System under test" else s for s in sections]
+    intro = ("The decision page of the report beside it (report.md: every table, how each number was taken).")
+    return Report(intro, sections, {}, {}, [], title="hvdbench: the decision between systems")
+
+
 def _write_files(report: Report, folder: Path) -> None:
     (folder / "report.md").write_text(render_markdown(report) + "\n", encoding="utf-8")
     (folder / "report.html").write_text(render_html(report), encoding="utf-8")
+    page = decision_page(report)
+    if page is not None:
+        (folder / "decision.md").write_text(render_markdown(page) + "\n", encoding="utf-8")
+        (folder / "decision.html").write_text(render_html(page), encoding="utf-8")
     for i, svg in enumerate(report.plots.values()):
         (folder / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
     if "system" in report.tables:
@@ -313,10 +342,11 @@ def terminal_text(report: Report, collection: Collection) -> str:
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
                  prices: dict[str, float] | None = None, peaks: Path | None = None, baseline: str | None = None,
                  margin: float = 0.02, costs: dict[str, Cost] | None = None, weights: dict[str, float] | None = None,
-                 extend: Callable[[Report, Collection], str] | None = None) -> tuple[str, dict[str, Path]]:
+                 extend: Callable[[Report, Collection], str] | None = None,
+                 first_given: str | None = None) -> tuple[str, dict[str, Path]]:
     """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
     adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
-    to print besides."""
+    to print besides; ``first_given``: the system of the first root given, the default baseline."""
     peak_list = load_peaks(peaks)  # a bad peak file is named before anything is read
     collection = collect(roots)
     if collection.runs.empty:
@@ -324,6 +354,6 @@ def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
     report = build(collection, warmup=warmup, prices=prices, peaks=peak_list, baseline=baseline, margin=margin,
-                   costs=costs, weights=weights)
+                   costs=costs, weights=weights, first_given=first_given)
     extra = extend(report, collection) if extend is not None else ""
     return terminal_text(report, collection) + extra, write(report, out_dir)

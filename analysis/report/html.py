@@ -30,6 +30,14 @@ label[for=every-column] { font-size: 13px; color: #555; }
 code { background: #f3f3f3; padding: 0 .2em; } figure { margin: 1em 0 2em; } figcaption { font-weight: 600; }
 figure svg { max-width: 100%; height: auto; }
 ul.summary { background: #f7f7f2; border: 1px solid #ddd; padding: .6em 1em .6em 2em; }
+@page { margin: 12mm; }
+@media print {
+  body { font-size: 9pt; line-height: 1.3; margin: 0; padding: 0; max-width: none; }
+  h1 { font-size: 14pt; margin: 0 0 .3em; } h2 { font-size: 11pt; margin: .8em 0 .3em; }
+  #every-column, label[for=every-column] { display: none; }
+  .scroll { overflow: visible; } table { font-size: 8pt; } th, td { white-space: normal; }
+  ul.summary { padding: .3em .6em .3em 1.6em; } figure { break-inside: avoid; }
+}
 """
 
 # Marks the page as rendered: how many plots hold an SVG, any script error, and whether the page is wider
@@ -68,8 +76,8 @@ def render_html(report: Report) -> str:
     """The whole page."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             "<title>hvdbench scaling report</title>", f"<style>{STYLE}</style>", f"<script>{CHECK}</script>",
-             "</head><body>", "<h1>hvdbench scaling report</h1>",
+             f"<title>{_h(report.title)}</title>", f"<style>{STYLE}</style>", f"<script>{CHECK}</script>",
+             "</head><body>", f"<h1>{_h(report.title)}</h1>",
              '<input type="checkbox" id="every-column"> <label for="every-column">show every column</label>',
              "<main>", f"<p>{_h(report.intro)}</p>"]
     for section in report.sections:

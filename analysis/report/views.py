@@ -15,6 +15,7 @@ from hvdbench.suite.core.axes import AXES
 from ..keys import ARGS, AXIS_VIEW, PLACEMENTS
 from ..collect import Collection
 from ..tables.efficiency import MARK_MEANING, efficiency_mark
+from ..verdicts.decision import ranks_text
 
 Rows = tuple[list[str], list[list[str]]]
 
@@ -214,13 +215,18 @@ def decision_text(baseline: str, how: str, margin: float) -> str:
 
 
 def cost_lines(compared: pd.DataFrame) -> list[str]:
-    """``DGX: $1.23 [1.20–1.26] per million samples on ... at 8 GPUs (energy: node power)`` per costed row."""
+    """Per costed workload and size, every system's ``US$ 1.23 [1.20–1.26]`` per million samples on one line,
+    with what the energy counted."""
     lines = []
-    for r in compared[compared["usd_per_million"].notna()].itertuples():
-        interval = (f" [{r.usd_per_million_low:.3g}–{r.usd_per_million_high:.3g}]"
-                    if pd.notna(r.usd_per_million_low) else "")
-        lines.append(f"{r.system}: US$ {r.usd_per_million:.3g}{interval} per million samples on {r.framework} "
-                     f"{r.benchmark} {r.model} {r.args} at {r.np} GPU(s) (energy: {r.energy_counted})")
+    costed = compared[compared["usd_per_million"].notna()]
+    for _, rows in costed.groupby(["framework", "benchmark", "model", "args", "np"], sort=False):
+        first = rows.iloc[0]
+        costs = "; ".join(
+            f"{r.system} US$ {r.usd_per_million:.3g}"
+            + (f" [{r.usd_per_million_low:.3g}–{r.usd_per_million_high:.3g}]" if pd.notna(r.usd_per_million_low)
+               else "") + f" (energy: {r.energy_counted})" for r in rows.itertuples())
+        lines.append(f"Cost per million samples, {first['framework']} {first['benchmark']} {first['model']} "
+                     f"{first['args']} at {ranks_text(int(first['np']), bool(first.get('on_gpu', True)))}: {costs}")
     return lines
 
 

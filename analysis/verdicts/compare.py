@@ -9,6 +9,7 @@ import pandas as pd
 
 from hvdbench.suite.core.errors import UsageError
 
+from ..tables.efficiency import on_gpu_name
 from ..keys import ACROSS_SYSTEMS
 from ..ratios import config_draws, ratio_interval
 from .decision import measured_args
@@ -18,7 +19,7 @@ COMPARE_SCHEMA: dict[str, str] = {
     "framework": "string", "benchmark": "string", "model": "string", "args": "string", "np": "int64",
     "system": "string", "throughput": "float64", "per_gpu": "float64", "per_watt": "float64",
     "per_dollar": "float64", "relative": "float64", "relative_low": "float64", "relative_high": "float64",
-    "runs": "string",
+    "runs": "string", "on_gpu": "bool",
 }
 
 
@@ -63,6 +64,9 @@ def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[s
         return pd.DataFrame(columns=list(COMPARE_SCHEMA)).astype(COMPARE_SCHEMA)
     base = baseline or systems[0]
     out = shared[WORKLOAD + ["system", "throughput", "runs"]].copy()
+    # CPU ranks only where the runs recorded a device that is not a GPU (older runs without one read as GPUs)
+    out["on_gpu"] = (shared["device_name"].map(lambda d: not isinstance(d, str) or not d or on_gpu_name(d)).astype(bool)
+                     if "device_name" in shared else True)
     out["per_gpu"] = out["throughput"] / out["np"]
     out["per_watt"] = out["throughput"] / shared["mean_power_w"]
     price = out["system"].map(prices).astype("float64")

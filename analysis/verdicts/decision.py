@@ -56,13 +56,20 @@ def verdict(low: float, high: float, margin: float) -> str:
     return NO_DIFFERENCE
 
 
+def ranks_text(np_: int, on_gpu: bool) -> str:
+    """``8 GPUs``, or for ranks that trained on CPUs ``2 CPU ranks (not a GPU result)``."""
+    if on_gpu:
+        return f"{np_} GPU{'s' if np_ != 1 else ''}"
+    return f"{np_} CPU rank{'s' if np_ != 1 else ''} (not a GPU result)"
+
+
 def decision_lines(compared: pd.DataFrame, baseline: str, margin: float) -> list[str]:
     """One sentence per workload and system against the baseline: ``B is 1.83× [1.71–1.95] A on <workload> at 8
     GPUs: faster``."""
     lines = []
     for row in compared[compared["system"] != baseline].itertuples():
         workload = f"{row.framework} {row.benchmark} {row.model} {row.args}".strip()
-        gpus = f"{row.np} GPU{'s' if row.np != 1 else ''}"
+        gpus = ranks_text(row.np, bool(getattr(row, "on_gpu", True)))
         if not math.isfinite(row.relative):
             lines.append(f"{row.system} on {workload} at {gpus}: {NOT_JUDGED} ({baseline} did not measure it)")
             continue
@@ -137,7 +144,8 @@ def weighted_lines(compared: pd.DataFrame, weights: dict[str, float], margin: fl
         logs = sum(share * np.log(compared.loc[i, "relative"]) for _, share, i, _ in picked)
         resampled = np.exp(sum(share * np.log(draws[i]) for _, share, i, _ in picked))
         low, high = percentile_interval(resampled)
-        parts = ", ".join(f"{key} {share:.0%} at {gpus} GPU(s)" for key, share, _, gpus in picked)
+        parts = ", ".join(f"{key} {share:.0%} at {ranks_text(gpus, bool(compared.loc[i].get('on_gpu', True)))}"
+                          for key, share, i, gpus in picked)
         lines.append(f"{system} against {baseline}, weighted ({parts}): {math.exp(logs):.2f}× [{low:.2f}–{high:.2f}]: "
                      f"{verdict(low, high, margin)}")
     return lines
