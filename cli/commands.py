@@ -199,38 +199,46 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
 
 
 def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
-    """The largest model that trains at one rank count: short real runs of growing shapes (launchers/fit.py)."""
+    """The largest model that trains at one rank count: short real runs of growing shapes (launchers/fit.py);
+    a dry run prints the first trial and how the search goes on."""
     from hvdbench.launchers import fit
 
-    if len(args.np) != 1 or args.dry_run:
-        raise UsageError("--fit searches at one rank count (--np N) and runs its trials (no --dry-run)")
+    if len(args.np) != 1:
+        raise UsageError("--fit searches at one rank count (--np N)")
     flag = fit.grown_flag(args.benchmark, args.fit_grow)
     flags = get_benchmark(args.benchmark).check(bench_args)
     on_cpu = flags.device == "cpu" or not here_gpus()
-    if on_cpu and args.memory_cap is None:
+    if on_cpu and args.memory_cap is None and not args.dry_run:
         raise UsageError("--fit on the CPU needs --memory-cap GIB: running out of host memory ends in the "
                          "kernel's OOM killer, not in an error a trial can read")
+    step, start = (flags.heads if args.fit_grow == "width" else 1), getattr(flags, args.fit_grow)
+
+    def sweep_of(value: int) -> Sweep:
+        return with_container(benchmark_sweep(args.benchmark, fit.trial_args(bench_args, flag, value), np=args.np,
+                                              launcher=args.launcher, controller=args.controller, repeats=1,
+                                              system=args.system, timeout=args.timeout, devices=args.devices,
+                                              topology=args.topology, transport=args.transport), args)
+
+    if args.dry_run:
+        print(f"fit: trials from {flag} {start}, doubling while a trial fits (up to {args.fit_limit}), then halving "
+              "the gap to the smallest that did not; the first trial:")
+        return _run_here(sweep_of(start), plan(sweep_of(start), None, here_gpus()), args.output, args)
     if on_cpu:  # the ranks' peak resident set then counts live tensors, not what glibc kept (launchers/fit.py)
         os.environ.update(fit.CPU_ALLOCATOR)
-    step = flags.heads if args.fit_grow == "width" else 1
-    start = getattr(flags, args.fit_grow)
-    cap = fit.cap_bytes(args.memory_cap)
 
     def trial(value: int) -> tuple[Path, Any, Any]:
-        sweep = with_container(benchmark_sweep(args.benchmark, fit.trial_args(bench_args, flag, value), np=args.np,
-                                               launcher=args.launcher, controller=args.controller, repeats=1,
-                                               system=args.system, timeout=args.timeout, devices=args.devices,
-                                               topology=args.topology, transport=args.transport), args)
+        sweep = sweep_of(value)
         spec = plan(sweep, sweep_topology(sweep), here_gpus()).specs[0]
         status = local_executor(sweep, args.output, resume=args.resume, timeout=args.timeout).execute([spec])[0]
         return args.output / spec.id, spec, status
 
     check_launchers([args.launcher])
+    cap = fit.cap_bytes(args.memory_cap)
     trials = fit.search(trial, start, step, args.fit_limit, cap)
     facts = {"benchmark": args.benchmark, "exchange": flags.exchange, "np": args.np[0], "grow": args.fit_grow,
              "flag": flag, "start": start, "cap_bytes": cap, "args": bench_args,
-             "memory": "peak resident set per rank" + (f" ({fit.CPU_ALLOCATOR_TEXT})" if on_cpu else "")
-             if on_cpu else "peak device memory allocated per rank"}
+             "memory": f"peak resident set per rank ({fit.CPU_ALLOCATOR_TEXT})" if on_cpu
+             else "peak device memory allocated per rank"}
     fit.write_result(fit.fit_file(args.output, flags.exchange, args.np[0], args.fit_grow), facts, trials)
     for line in fit.summary_lines(args.output):
         print(f"fit: {line}")

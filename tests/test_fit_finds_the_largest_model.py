@@ -68,7 +68,7 @@ def test_a_trial_fits_within_the_cap_and_not_past_it_or_out_of_memory(tmp_path: 
 @pytest.mark.bad_input
 @pytest.mark.parametrize("args,says", [
     (["run", "cifar10", "--fit", "--np", "2", "--memory-cap", "1"], "--fit grows a Transformer LM"),
-    (["run", "lm", "--fit", "--np", "1,2", "--memory-cap", "1"], "--fit searches at one rank count"),
+    (["run", "lm", "--fit", "--np", "1,2", "--memory-cap", "1"], "--fit searches at one rank count (--np N)"),
     (["run", "lm", "--fit", "--np", "2", "--", "--device", "cpu"], "--fit on the CPU needs --memory-cap"),
     (["run", "lm", "--fit", "--np", "2", "--memory-cap", "0"], "--memory-cap: must be a positive number"),
 ])
