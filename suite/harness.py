@@ -30,6 +30,7 @@ from .core.gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visib
 from .core.records import RecordWriter, rank_log_name
 from .core.errors import SpecError, UsageError
 from .core.nccl_log import info_variables
+from .core.node_power import RaplSampler
 from .core.node_topology import gpu_nics
 from .core.spec import RANK_FILES, RUN_FILE, RunFolder, RunSpec, keep_earlier_attempt
 from .timing import Runtime, StepOutcome, measure
@@ -258,6 +259,7 @@ class Session:
     nvml: Nvml
     gpu_handle: Any
     run_id: str
+    node_power: RaplSampler | None = None  # local rank 0: the node's CPU and DRAM power from RAPL
 
     def environment(self) -> dict[str, Any]:
         """The env record's common fields: run id, device, NVML, GPU, Horovod, host, MPI and variables."""
@@ -266,11 +268,14 @@ class Session:
                 "gpu_choice": self.backend.choice.record() if self.backend.choice is not None
                 else choice_record(self.runtime.local_rank),
                 "gpu_nics": gpu_nics(self.backend.choice.physical) if self.backend.choice is not None else None,
-                "horovod": horovod_info(self.hvd), **base_environment()}
+                "horovod": horovod_info(self.hvd), **base_environment(),
+                "node_power": self.node_power.facts() if self.node_power is not None else None}
 
     def sampler(self) -> TelemetrySampler:
         """Telemetry of this rank's GPU (or its process) every --telemetry-interval seconds."""
-        return TelemetrySampler(self.writer, self.flags.telemetry_interval, *telemetry_for(self.nvml, self.gpu_handle))
+        node = self.node_power.sample if self.node_power is not None else None
+        sample, note = telemetry_for(self.nvml, self.gpu_handle, node)
+        return TelemetrySampler(self.writer, self.flags.telemetry_interval, sample, note)
 
 
 @contextlib.contextmanager
@@ -299,7 +304,8 @@ def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespac
         gpu = backend.device_info(device).get("pci_bus_id") if backend.on_gpu(device) else None
         handle = nvml.handle(gpu, visible_device(backend.device_index(device))) if backend.on_gpu(device) else None
         refuse_shared_gpus(runtime, (nvml.bus_id(handle) if handle is not None else None) or gpu)
-        yield Session(backend, hvd, runtime, flags, writer, log_dir, device, threads, nvml, handle, run_id)
+        yield Session(backend, hvd, runtime, flags, writer, log_dir, device, threads, nvml, handle, run_id,
+                      RaplSampler() if runtime.local_rank == 0 else None)
 
 
 def refuse_shared_gpus(runtime: Runtime, bus_id: str | None) -> None:

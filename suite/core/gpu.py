@@ -320,12 +320,16 @@ class TelemetrySampler:
             self._thread.join(timeout=5)
 
 
-def telemetry_for(nvml: Nvml, handle: Any) -> tuple[Callable[[], dict[str, Any]], str | None]:
-    """The sampling function for this rank, and the note to record once (NVML absent)."""
+def telemetry_for(nvml: Nvml, handle: Any, node: Callable[[], dict[str, Any]] | None = None
+                  ) -> tuple[Callable[[], dict[str, Any]], str | None]:
+    """The sampling function for this rank, and the note to record once (NVML absent); ``node`` adds the node's
+    own power (core/node_power.py, local rank 0)."""
     process = ProcessSampler()
+    extra = node or dict
     if nvml.available and handle is not None:
-        return (lambda: {**nvml.sample(handle), **process.sample()}), None
-    return process.sample, f"GPU telemetry off: {nvml.reason or 'this rank trains on the CPU'}"
+        return (lambda: {**nvml.sample(handle), **process.sample(), **extra()}), None
+    off = f"GPU telemetry off: {nvml.reason or 'this rank trains on the CPU'}"
+    return (lambda: {**process.sample(), **extra()}), off
 
 
 DEVICE_ORDER = "PCI_BUS_ID"  # CUDA numbers GPUs as NVML and nvidia-smi do (CUDA's default puts the fastest first)
