@@ -127,6 +127,7 @@ class Exchange:
     ``update`` applies the step, ``parameters`` the full parameters (for the checksum)."""
 
     name = "none"
+    optimizer_holds_model = True  # the optimizer's parameters are the model's (zeroing its gradients zeroes all)
 
     def __init__(self) -> None:
         self.module: nn.Module | None = None
@@ -281,6 +282,7 @@ class ParameterServer(Exchange):
         # host memory on a GPU run: a Gloo group beside NCCL's, as the gradients cross host memory
         self.group = dist.new_group(backend="gloo") if self.host and device.type == "cuda" else None
         self.place = torch.device("cpu") if self.host else device
+        self.optimizer_holds_model = not self.host or device.type == "cpu"  # rank 0's copy in host memory: not
         self.facts.update(ps_device="cpu" if self.host else "gpu", reduce="sum to rank 0, average there")
         self.masters: list[torch.Tensor] = []
         self.good_steps = 0

@@ -189,7 +189,8 @@ class Trainer:
     def _zero_grad(self) -> None:
         if self.optimizer is not None:
             self.optimizer.zero_grad()
-        self.params.zero_grad()  # a rank without an optimizer (a parameter server's worker) too
+        if self.optimizer is None or not self.exchange.optimizer_holds_model:
+            self.params.zero_grad()  # a parameter server's workers, and its host-memory copy's rank 0
 
     def step(self) -> StepOutcome:
         """One training step: batch, forward, backward (exchange overlapped), optimizer."""
