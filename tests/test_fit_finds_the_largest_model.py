@@ -85,14 +85,15 @@ def test_fsdp_trains_a_deeper_model_than_replicas_under_one_memory_cap(tmp_path:
     shape = ["--width", "512", "--heads", "8", "--context", "16", "--vocab", "256", "--batch-size", "2",
              "--threads", "1", "--telemetry-interval", "0", "--layers", "8"]
     for exchange in ("horovod", "fsdp"):
-        # measured here: replicas peak at 0.48 GiB with 4 layers and 0.64 with 8, FSDP at 0.50 with 8 and 0.65 with 16
-        out = subprocess.run([hvdbench_exe(), "run", "lm", "--fit", "--np", "2", "--memory-cap", "0.6",
-                              "--fit-limit", "10", "-o", str(root), "--", *shape, "--exchange", exchange],
+        # measured here: replicas peak at 0.64 GiB with 8 layers, FSDP at 0.50 with 8 and 0.65 with 16; the cap
+        # sits so that a machine whose ranks start 100 MB lighter or heavier still separates the two
+        out = subprocess.run([hvdbench_exe(), "run", "lm", "--fit", "--np", "2", "--memory-cap", "0.62",
+                              "--fit-limit", "12", "-o", str(root), "--", *shape, "--exchange", exchange],
                              capture_output=True, text=True, env=hvd_env, timeout=900)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     results = {e: json.loads((root / f"fit-{e}-np2-layers.json").read_text()) for e in ("horovod", "fsdp")}
     replicas, sharded = (results[e]["largest"] for e in ("horovod", "fsdp"))
-    # three trials in all: replicas of 8 layers pass the cap (nothing smaller is searched), FSDP's 8 and 10 fit
-    assert replicas is None and [t["value"] for t in results["horovod"]["trials"]] == [8], results
-    assert sharded and sharded["value"] == 10 and sharded["parameters"] > 30e6, results
-    assert "exchange fsdp" in out.stdout and "exchange horovod, cap 0.60 GiB: none fits" in out.stdout  # side by side
+    assert sharded and sharded["value"] > (replicas["value"] if replicas else 0), results  # here: 12 against none
+    assert sharded["parameters"] > (replicas["parameters"] if replicas else 0)
+    assert results["fsdp"]["memory"].startswith("peak resident set per rank (glibc's mmap threshold fixed")
+    assert "exchange fsdp, cap 0.62 GiB: largest --layers" in out.stdout and "exchange horovod" in out.stdout
