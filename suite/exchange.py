@@ -156,6 +156,13 @@ class Exchange:
         assert self.module is not None
         return (p.detach() for p in self.module.parameters())
 
+    def close(self) -> None:
+        """End the process group this exchange started (``make_exchange`` records its backend), if any."""
+        import torch.distributed as dist
+
+        if "backend" in self.facts and dist.is_initialized():
+            dist.destroy_process_group()
+
 
 class Independent(Exchange):
     """No exchange: each rank trains alone (``--independent``, the ideal-scaling baseline)."""
@@ -285,6 +292,9 @@ class ParameterServer(Exchange):
         self.optimizer_holds_model = not self.host or device.type == "cpu"  # rank 0's copy in host memory: not
         self.facts.update(ps_device="cpu" if self.host else "gpu", reduce="sum to rank 0, average there")
         self.masters: list[torch.Tensor] = []
+        self.trained: list[torch.Tensor] = []
+        self.elements = 0
+        self.copied: list[tuple[torch.Tensor, int]] = []  # (parameter, its index) that take the broadcast values
         self.good_steps = 0
 
     def prepare(self, model: nn.Module) -> None:
@@ -292,15 +302,14 @@ class ParameterServer(Exchange):
 
     def wrap(self, model: nn.Module) -> nn.Module:
         self.module = model
-        trained = [p for p in model.parameters() if p.requires_grad]
+        self.trained = [p for p in model.parameters() if p.requires_grad]
+        self.elements = sum(p.numel() for p in self.trained)  # what is reduced and broadcast each step
         if self.rank == 0:
             self.masters = [p if p.device == self.place else p.detach().to(self.place).requires_grad_()
-                            for p in trained]
+                            for p in self.trained]
+        own = {id(master) for master in self.masters}  # rank 0's own parameters: its step updates them in place
+        self.copied = [(p, i) for i, p in enumerate(self.trained) if id(p) not in own]
         return model
-
-    def _trained(self) -> list[torch.Tensor]:
-        assert self.module is not None
-        return [p for p in self.module.parameters() if p.requires_grad]
 
     def optimizer(self, make: MakeOptimizer) -> torch.optim.Optimizer | None:
         return make(self.masters) if self.rank == 0 else None
@@ -309,8 +318,7 @@ class ParameterServer(Exchange):
         import torch.distributed as dist
         from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-        trained = self._trained()
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in trained]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.trained]
         flat = _flatten_dense_tensors(grads).to(self.place)
         dist.reduce(flat, 0, group=self.group)
         if self.rank == 0:
@@ -322,23 +330,23 @@ class ParameterServer(Exchange):
         import torch.distributed as dist
         from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-        trained = self._trained()
-        scale = torch.zeros(1, dtype=torch.float64, device=self.place)
+        scale = 0.0
         if self.rank == 0:
             assert optimizer is not None
-            scale.fill_(self._root_step(optimizer, scaler))
+            scale = self._root_step(optimizer, scaler)
             flat = _flatten_dense_tensors([m.detach() for m in self.masters])
         else:
-            flat = torch.empty(sum(p.numel() for p in trained), dtype=trained[0].dtype, device=self.place)
+            flat = torch.empty(self.elements, dtype=self.trained[0].dtype, device=self.place)
         dist.broadcast(flat, 0, group=self.group)
-        dist.broadcast(scale, 0, group=self.group)
-        own = {id(master) for master in self.masters}  # rank 0's own parameters: updated in place already
-        with torch.no_grad():
-            for param, value in zip(trained, _unflatten_dense_tensors(flat, trained)):
-                if id(param) not in own:
-                    param.copy_(value)
-        if scaler is not None:
-            scaler.update(new_scale=float(scale.item()))
+        if self.copied:
+            values = _unflatten_dense_tensors(flat, self.trained)
+            with torch.no_grad():
+                for param, index in self.copied:
+                    param.copy_(values[index])
+        if scaler is not None:  # every rank has one or none (the same flags and device kind): the scale crosses
+            carried = torch.tensor([scale], dtype=torch.float64, device=self.place)
+            dist.broadcast(carried, 0, group=self.group)
+            scaler.update(new_scale=float(carried.item()))
 
     def _root_step(self, optimizer: torch.optim.Optimizer, scaler: Any) -> float:
         """Rank 0's step on the averaged gradients; the loss scale every rank takes next (0 without one)."""
@@ -393,10 +401,4 @@ def scaler_for(exchange: Exchange, flags: argparse.Namespace, device: torch.devi
     return torch.amp.GradScaler("cuda")
 
 
-def close(exchange: Exchange) -> None:
-    """End the process group an exchange started (nothing for Horovod's or none)."""
-    import torch.distributed as dist
-
-    if not isinstance(exchange, (HorovodExchange, Independent)) and dist.is_initialized():
-        dist.destroy_process_group()
 

@@ -189,6 +189,7 @@ class Trainer(Protocol):
     gradient_tensors: int  # trainable tensors: what Horovod allreduces, one per tensor before fusion
     gradient_sizes: list[int]  # their element counts, in the order backward produces them
     facts: dict[str, Any]  # env-record fields of its own: how gradients are exchanged
+    unit: str | None  # what a sample is where the workload says (a model file's UNIT), else None: the catalog's
 
     def step(self) -> StepOutcome:
         """One training step (the exchange overlapped as the framework does it)."""
@@ -327,7 +328,7 @@ def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequenc
         trainer = backend.trainer(build, session)
         runtime = session.runtime
         counted = runtime.broadcast_object(flops_of(name, flags) if runtime.rank == 0 else None)
-        unit = getattr(trainer, "unit", None) or info.unit  # a workload that names its own (a model file's UNIT)
+        unit = trainer.unit or info.unit
         session.writer.write("env", benchmark=name, framework=info.framework, model=flags.model, flags=vars(flags),
                              unit=unit, threads=session.threads, **chosen, **trainer.facts,
                              parameters=trainer.parameters,

@@ -21,7 +21,7 @@ from .core.environment import gloo_on_loopback
 from .core.gpu import cuda_bus_id, refuse_unseen_gpus
 from .core.gpu_choice import GpuChoice, choose_gpu
 from .core.records import RecordWriter
-from .exchange import Exchange, close, make_exchange, scaler_for
+from .exchange import Exchange, make_exchange, scaler_for
 from .timing import HorovodObjects, StepOutcome
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
                         check_precision, weight_dtype)
@@ -220,7 +220,7 @@ class Trainer:
 
     def close(self) -> None:
         """End the exchange's process group, if it started one."""
-        close(self.exchange)
+        self.exchange.close()
 
 
 def profile(trainer: Trainer, runtime: TorchRuntime, writer: RecordWriter, steps: int, log_dir: Path) -> None:

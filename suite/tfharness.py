@@ -192,6 +192,7 @@ class KerasTrainer:
         self.optimizer = optimizer
         self.distributed = not flags.independent
         self.facts = {"exchange": {"name": "horovod" if self.distributed else "none"}}
+        self.unit: str | None = None  # the catalog's
         self.compression = hvd.Compression.fp16 if flags.fp16_allreduce else hvd.Compression.none
         if self.distributed:  # every variable exists now, so one broadcast before the first step suffices
             everything = list(self.model.variables) + list(optimizer.variables)
