@@ -56,16 +56,6 @@ def grown_flag(benchmark: str, grow: str) -> str:
     return options[grow]
 
 
-def start_value(args: Sequence[str], flag: str, default: int) -> int:
-    """The grown flag's value in the arguments given (the shape the search starts from), else its default."""
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return int(args[i + 1])
-        if arg.startswith(flag + "="):
-            return int(arg.split("=", 1)[1])
-    return default
-
-
 def trial_args(args: Sequence[str], flag: str, value: int) -> tuple[str, ...]:
     """A trial's arguments: the user's with the grown flag set to ``value`` and, unless given, a short run."""
     out = [*without(args, {flag: 1}), flag, str(value)]
@@ -137,6 +127,8 @@ def search(run_trial: Callable[[int], tuple[Path, RunSpec, RunStatus]], start: i
         say(f"fit: {value}: {'fits' if last.fits else 'does not fit' if last.fits is False else 'not judged'}"
             + (f", peak {gib(last.peak_bytes)} on the busiest rank" if last.peak_bytes is not None else "")
             + (f" ({last.why})" if last.why else ""))
+        if last.fits is None:  # a trial that could not be judged would only be tried again
+            break
     return trials
 
 

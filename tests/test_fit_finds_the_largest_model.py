@@ -38,7 +38,6 @@ def test_a_trial_keeps_the_users_arguments_and_is_short() -> None:
     assert fit.trial_args(["--width", "64", "--layers", "2"], "--layers", 8) == \
         ("--width", "64", "--layers", "8", "--steps", "3", "--warmup-steps", "1")
     assert fit.trial_args(["--layers=2", "--steps", "5"], "--layers", 4) == ("--steps", "5", "--layers", "4")
-    assert fit.start_value(["--layers=3"], "--layers", 12) == 3 and fit.start_value([], "--layers", 12) == 12
 
 
 def _trial(tmp_path: Path, peaks: list[float], status: str = "ok", error: str | None = None) -> fit.Trial:
@@ -63,6 +62,15 @@ def test_a_trial_fits_within_the_cap_and_not_past_it_or_out_of_memory(tmp_path: 
     assert oom.fits is False and oom.why == "out of memory"
     with pytest.raises(UsageError, match="failed for another reason than memory"):
         _trial(tmp_path / "d", [], "failed", "connection reset by peer")
+
+
+def test_a_trial_that_cannot_be_judged_ends_the_search(tmp_path: Path) -> None:
+    spec = RunSpec(benchmark="lm", framework="pytorch", args=("--layers", "4"), np=2)
+    run_dir = write_run(tmp_path, spec, [[0.1] * 4] * 2)  # summaries without a peak
+    said: list[str] = []
+    trials = fit.search(lambda value: (run_dir, spec, RunStatus("ok", 0, 1.0)), 4, 1, 64, None, said.append)
+    assert [(t.value, t.fits) for t in trials] == [(4, None)]  # not tried again and again
+    assert said == ["fit: 4: not judged (no peak memory recorded)"]
 
 
 @pytest.mark.bad_input
