@@ -27,7 +27,8 @@ from .base import Launcher
 
 class Executor:
     """Runs or submits RunSpecs under one results root. The verb is ``execute``; hooks: ``describe`` (what running
-    one would do), ``finished`` (whether resume leaves a run out). One attempt's body is launchers/attempt.py."""
+    one would do), ``finished`` (whether resume leaves a run out). One attempt's body is launchers/attempt.py;
+    ``limit_s`` says how long a run may hold its nodes (the dry run's node-hours)."""
 
     def __init__(self, root: Path, *, python: str = sys.executable, resume: bool = True, retries: int = 0,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
@@ -40,6 +41,10 @@ class Executor:
     def finished(self, spec: RunSpec) -> bool:
         """Whether resume leaves ``spec`` out (complete; under a scheduler also queued or running)."""
         raise NotImplementedError
+
+    def limit_s(self) -> float | None:
+        """The longest a run may hold its nodes (a local timeout, a job's time limit); None where unbounded."""
+        return None
 
     def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
         """Run (here) or submit (a scheduler) every spec; each one's status: how it ended, or its submission."""

@@ -90,6 +90,9 @@ class LocalExecutor(Executor):
                              ssh_identity_file=self.ssh_identity_file, pmi=self.pmi,
                              scheduler_gpus=self.scheduler_gpus, container=self.container)
 
+    def limit_s(self) -> float | None:
+        return float(self.timeout) if self.timeout else None
+
     def describe(self, spec: RunSpec) -> str:
         """What running spec here would do: its variables and exact, shell-quoted command."""
         launcher = get_launcher(spec.launcher)

@@ -28,9 +28,11 @@ DEFAULT_SWEEP = Path(__file__).with_name("sweeps") / "demo.yaml"
 
 
 class Executor(Protocol):
-    """What the plan printer needs of an executor: what running one spec would do."""
+    """What the plan printer needs of an executor: what running one spec would do, how long a run may last."""
 
     def describe(self, spec: RunSpec) -> str: ...
+
+    def limit_s(self) -> float | None: ...
 
 
 def benchmark_sweep(benchmark: str, args: Sequence[str], *, np: Sequence[int], launcher: str,
@@ -132,7 +134,7 @@ def describe_plan(planned: Plan, executor: Executor, root: Path) -> Iterator[str
     for note in planned.skipped:
         yield f"skipped: {note}"
     yield (f"{len(planned.specs)} run(s), {len(planned.baselines)} of them 1-GPU baselines added for speedup; "
-           f"results in {root}{node_hours(planned, run_limit_s(executor))}")
+           f"results in {root}{node_hours(planned, executor.limit_s())}")
 
 
 def node_hours(planned: Plan, limit: float | None) -> str:
@@ -142,15 +144,6 @@ def node_hours(planned: Plan, limit: float | None) -> str:
     hours = sum(spec.nodes for spec in planned.specs) * limit / 3600
     return (f"; node-hours: at most {hours:,.1f} (every run's nodes for its whole {limit / 60:g}-minute limit; "
             "a run that ends sooner gives its node back)")
-
-
-def run_limit_s(executor: Executor) -> float | None:
-    """The longest a run may hold its nodes: a local run's timeout, a SLURM job's time limit."""
-    options = getattr(executor, "options", None)
-    if options is not None and getattr(options, "time_min", None):
-        return float(options.time_min) * 60
-    timeout = getattr(executor, "timeout", None)
-    return float(timeout) if isinstance(timeout, (int, float)) else None
 
 
 def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | None = None,

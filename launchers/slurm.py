@@ -39,6 +39,9 @@ class SlurmExecutor(Executor):
         self.options, self.name, self.container = options, name, container
         self._states: dict[str, str] | None = None
 
+    def limit_s(self) -> float | None:
+        return float(self.options.time_min) * 60 if self.options.time_min else None
+
     def describe(self, spec: RunSpec) -> str:
         """What submitting spec would do: the job's resources and what its task(s) run."""
         params = job_parameters(self.options, spec, self.name, self.retries)
