@@ -5,6 +5,8 @@ from here instead of spelling the columns again."""
 
 from __future__ import annotations
 
+import shlex
+
 from hvdbench.suite.core.axes import AXES
 
 WORKLOAD = ["system", "framework", "benchmark", "model"]  # the same work on one system, any arguments
@@ -24,3 +26,26 @@ COLLECTIVE_RUN = ["system", "placement", "np", "nodes", "launcher", "controller"
 SERIES = [*CONFIG, "layout"]  # a plotted line: one configuration in one image layout
 AXIS_VIEW = [*WORKLOAD, "np", "launcher", "controller", "placement"]  # held equal in a by-batch/precision table
 BATCH_LINES = [*WORKLOAD, "precision", "launcher", "controller", "placement", "np"]  # a line of the batch plot
+
+# Flags that set how long a run measures, not what it measures: runs differing only in these are paired.
+RUN_LENGTH_FLAGS = ("--steps", "--warmup-steps", "--target-ci", "--max-steps")
+
+
+def measured_args(args: str) -> str:
+    """A run's arguments without its run-length flags (``--steps 20 --model x`` -> ``--model x``)."""
+    try:
+        tokens = shlex.split(args)
+    except ValueError:
+        return args
+    out: list[str] = []
+    skip = False
+    for token in tokens:
+        if skip:
+            skip = False
+            continue
+        name = token.split("=", 1)[0]
+        if name in RUN_LENGTH_FLAGS:
+            skip = "=" not in token
+            continue
+        out.append(token)
+    return " ".join(out)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.environment import IMAGE_ID_VARIABLE
-from hvdbench.suite.core.errors import HvdbenchError, UsageError
+from hvdbench.suite.core.errors import HvdbenchError, ReportError, UsageError
 from hvdbench.suite.core.spec import RUN_FILE, RunSpec, RunStatus
 from hvdbench.suite.core.validate import host_problem, inert, text_problem
 
@@ -124,10 +124,19 @@ def cmd_project(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_plan(planned: Plan, executor: Executor, root: Path) -> int:
-    """The one dry-run printer of run, sweep and submit."""
+def print_plan(planned: Plan, executor: Executor, root: Path, args: argparse.Namespace) -> int:
+    """The one dry-run printer of run, screen, sweep and submit: every run, then the node-hours the plan
+    holds at most and the estimate from step times (``--estimate-from``, the root's own runs, ``--step-time``)."""
+    from hvdbench.analysis.projection.hours import plan_hours
+
     for line in describe_plan(planned, executor, root):
         print(line)
+    roots = [*args.estimate_from, *([root] if root.is_dir() else [])]
+    try:
+        estimate = plan_hours(planned.specs, roots, args.step_time)
+    except ReportError as exc:
+        raise UsageError(f"--estimate-from: {exc}") from None
+    print(estimate.text(args.step_time))
     return 0
 
 
@@ -163,7 +172,7 @@ def with_container(sweep: Sweep, args: argparse.Namespace) -> Sweep:
 def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace, in_allocation: bool = False) -> int:
     specs, hosts = list(planned.specs), sweep.hosts
     if args.dry_run:
-        return print_plan(planned, local_executor(sweep, root, resume=args.resume, timeout=args.timeout), root)
+        return print_plan(planned, local_executor(sweep, root, resume=args.resume, timeout=args.timeout), root, args)
     for note in planned.skipped:
         print(f"hvdbench: left out: {note}", file=sys.stderr)
     if in_allocation:
@@ -283,7 +292,7 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
         options = SlurmOptions(partition=args.partition, gpus=not args.cpu_slots, exclusive=True)
         executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume, container=sweep.container)
         if args.dry_run:
-            return print_plan(planned, executor, args.output)
+            return print_plan(planned, executor, args.output, args)
         submitted = executor.execute(planned.specs)
         print(f"submitted {len(submitted)} job(s); follow with: hvdbench status {shlex.quote(str(args.output))}, "
               f"then hvdbench report {shlex.quote(str(args.output))}")
@@ -312,7 +321,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
                              retries=sweep.retries if args.retries is None else args.retries, container=sweep.container)
     if args.dry_run:
-        return print_plan(planned, executor, root)
+        return print_plan(planned, executor, root, args)
     check_launchers(spec.launcher for spec in planned.specs)
     if root.exists() and run_dirs(root) and not (args.resume or args.rerun):
         raise UsageError(f"{root} already holds runs: --resume submits only what is missing, --rerun submits all again")

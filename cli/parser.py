@@ -96,7 +96,18 @@ def _run(sub: Any) -> None:
                           "kernel's OOM killer")
     fit.add_argument("--fit-limit", type=positive_int, default=4096, metavar="N",
                      help="the largest value tried (default 4096)")
+    estimate_flags(run)
     container_flags(run)
+
+
+def estimate_flags(parser: Any) -> None:
+    """What a dry run's node-hours estimate is made from (run, screen, sweep and submit)."""
+    hours = parser.add_argument_group("the dry run's node-hours estimate")
+    hours.add_argument("--estimate-from", action="append", type=Path, default=[], metavar="DIR",
+                       help="results of earlier runs whose step and start-up times time the plan's runs of the same "
+                            "work (repeatable; the results root itself is always read)")
+    hours.add_argument("--step-time", type=positive_float, default=None, metavar="SECONDS",
+                       help="seconds per step for runs no earlier run times")
 
 
 def container_flags(parser: Any) -> None:
@@ -220,6 +231,7 @@ def _sweep(sub: Any) -> None:
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     sweep.add_argument("--in-allocation", action="store_true",
                        help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
+    estimate_flags(sweep)
     container_flags(sweep)
 
 
@@ -237,6 +249,7 @@ def _submit(sub: Any) -> None:
                         help="requeue a job whose run failed up to N times; jobs are requeueable (node failure, "
                              "preemption) (default: the file's retries)")
     submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
+    estimate_flags(submit)
     container_flags(submit)
 
 
@@ -275,6 +288,7 @@ def _screen(sub: Any) -> None:
     screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
     screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    estimate_flags(screen)
     container_flags(screen)
 
 

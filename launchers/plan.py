@@ -259,9 +259,16 @@ def _check_sizes(sweep: Sweep, topo: Topology | None) -> None:
 def _sized(sweep: Sweep, run: RunSpec, flags: Any, topo: Topology | None, placed: dict[int, list[Placement | None]],
            here_gpus: int | None, skipped: list[str]) -> list[RunSpec]:
     """One configuration at every size, placement and repeat (``run`` holds what they share); sizes this node's
-    GPUs cannot hold left out with a line in ``skipped``."""
+    GPUs cannot hold left out with a line in ``skipped``, as are independent runs at a second node count of the
+    same ranks per node (each node's ranks train alone: the first node count measures what all would)."""
     out = []
+    first_nodes: dict[int, int] = {}
     for nodes, per_node in sizes(sweep):
+        if "--independent" in run.args and first_nodes.setdefault(per_node, nodes) != nodes:
+            skipped.append(f"independent {run.benchmark} at {nodes} nodes x {per_node}: ranks that exchange nothing "
+                           f"train on every node as on one (synthetic data); the {first_nodes[per_node]}-node twin "
+                           "serves every node count")
+            continue
         if too_many_for_the_gpus(nodes, per_node, here_gpus, flags, sweep.hosts):
             skipped.append(f"{run.benchmark} at {per_node} ranks: this node shows {here_gpus} GPU(s) and every rank "
                            "needs its own (NCCL refuses a shared one); --device cpu runs several ranks per node")

@@ -18,7 +18,8 @@ from hvdbench.analysis.collect import collect
 from hvdbench.analysis.ratios import ratio_interval
 from hvdbench.analysis.report.build import build
 from hvdbench.analysis.stats import throughput_draws
-from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, measured_args, verdict
+from hvdbench.analysis.keys import measured_args
+from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, verdict
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.spec import RunSpec
 

@@ -72,6 +72,19 @@ def test_without_its_own_baseline_an_independent_row_says_it_fell_back(tmp_path:
     assert table.loc[(True, 2), "baseline"] == "horovodrun/gloo (exchanging: no --independent 1-GPU run)"
 
 
+def test_a_multi_node_row_is_costed_against_its_one_node_twin_times_the_nodes(tmp_path: Path) -> None:
+    """The plan runs independent ranks at one node count only: a 2-node row's cost of communication uses the
+    1-node twin of as many ranks per node, its throughput doubled (each node's ranks train alone)."""
+    args, solo = ("--model", "resnet20"), ("--model", "resnet20", "--independent")
+    write_run(tmp_path, RunSpec(benchmark="cifar10", args=args, np=1), [[0.100] * 30])
+    write_run(tmp_path, RunSpec(benchmark="cifar10", args=solo, np=2), [[0.080] * 30] * 2)
+    write_run(tmp_path, RunSpec(benchmark="cifar10", args=args, np=4, nodes=2), [[0.120] * 30] * 4)
+    table = scaling_table(collect([tmp_path])).set_index(["independent", "nodes", "np"])
+    row = table.loc[(False, 2, 4)]
+    assert np.isclose(row["comm_cost"], 1 - 0.080 / 0.120)  # 4 ranks at 0.120 s against 2 x 2 ranks at 0.080 s
+    assert row["comm_cost_low"] - 1e-9 <= row["comm_cost"] <= row["comm_cost_high"] + 1e-9
+
+
 def test_system_against_system_carries_an_interval(tmp_path: Path) -> None:
     from hvdbench.analysis.verdicts.compare import compare_table
     from hvdbench.analysis.tables.scaling import run_stats_table

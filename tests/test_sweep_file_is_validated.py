@@ -209,3 +209,19 @@ def test_submit_dry_run_shows_each_jobs_resources_and_what_its_tasks_run(tmp_pat
     assert lines[3].startswith("    each task runs: ")
     assert lines[3].endswith(f"--log-dir {tmp_path / 'r'}/{lines[2].split(':')[0]}")
     assert not (tmp_path / "r").exists()
+
+
+def test_independent_runs_at_one_node_count_serve_every_node_count(tmp_path: Path) -> None:
+    """Ranks that exchange nothing train on every node as on one: the plan runs them at the first node count of
+    each ranks-per-node and says why the others are left out."""
+    planned = plan(load_sweep(_write(tmp_path, """
+name: twins
+launcher: srun
+workloads: [{benchmark: cifar10, args: [--model, resnet20, --device, cpu]}]
+axes: {nodes: [1, 2, 4], gpus_per_node: [2], independent: [false, true]}
+""")))
+    twins = sorted((s.nodes, s.np) for s in planned.specs if "--independent" in s.args)
+    exchanged = sorted((s.nodes, s.np) for s in planned.specs if "--independent" not in s.args)
+    assert twins == [(1, 2)] and exchanged == [(1, 1), (1, 2), (2, 4), (4, 8)]
+    assert sum("independent cifar10 at" in note and "the 1-node twin serves every node count" in note
+               for note in planned.skipped) == 2

@@ -183,7 +183,9 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
     cost = table.dropna(subset=["comm_cost"])
     if len(cost):
         out.append(("Cost of communication", "1 − throughput with gradients exchanged / throughput of the same "
-                    "run with --independent (each rank alone: the ideal with no communication).",
+                    "run with --independent (each rank alone: the ideal with no communication; a multi-node "
+                    "row without a twin of its size: its fewest-node twin's throughput x the node ratio, as "
+                    "ranks that exchange nothing train on every node alike).",
                     (["workload", "GPUs", "placement", "exchanged", "independent", "cost [95% CI]"],
                      [[_workload(r), str(r.np), r.placement or "-", fmt(r.throughput),
                        fmt(r.throughput / (1.0 - r.comm_cost)) if r.comm_cost < 1 else "n/a",

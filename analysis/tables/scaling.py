@@ -158,8 +158,8 @@ def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> 
         _ratio(derived, "speedup", table, draws, i, base)
         node_base = _node_baseline(table, i, base)
         _ratio(derived, "node_speedup", table, draws, i, node_base)
-        twin = _twin(table, i)
-        _ratio(derived, "comm_cost", table, draws, i, twin)
+        twin, scale = _twin(table, i)
+        _ratio(derived, "comm_cost", table, draws, i, twin, scale)
         derived["baseline"].append(label)
     for name in ("speedup", "node_speedup"):
         per = table["np"] if name == "speedup" else table["nodes"]
@@ -179,13 +179,15 @@ BASE_COLUMNS = [c for c in SCALING_SCHEMA if not c.startswith(("speedup", "effic
 
 
 def _ratio(out: dict[str, list[Any]], name: str, table: pd.DataFrame, draws: list[np.ndarray | None], i: int,
-           base: int | None) -> None:
-    """Row i's throughput over row base's, with its interval, appended to out[name], out[name_low/_high]."""
+           base: int | None, scale: float = 1.0) -> None:
+    """Row i's throughput over ``scale`` x row base's, with its interval, appended to out[name],
+    out[name_low/_high]."""
     if base is None or not table.at[base, "throughput"] > 0:
         value, (low, high) = float("nan"), (float("nan"), float("nan"))
     else:
-        value = float(table.at[i, "throughput"] / table.at[base, "throughput"])
+        value = float(table.at[i, "throughput"] / table.at[base, "throughput"]) / scale
         low, high = (1.0, 1.0) if base == i else ratio_interval(draws[i], draws[base])
+        low, high = low / scale, high / scale
     out[name].append(value)
     out[f"{name}_low"].append(low)
     out[f"{name}_high"].append(high)
@@ -231,10 +233,21 @@ def _node_baseline(table: pd.DataFrame, i: int, gpu_base: int | None) -> int | N
     return gpu_base if row["np"] == row["nodes"] else None
 
 
-def _twin(table: pd.DataFrame, i: int) -> int | None:
-    """The --independent twin of an exchanging row (same arguments otherwise, same size)."""
+def _twin(table: pd.DataFrame, i: int) -> tuple[int | None, float]:
+    """The --independent twin of an exchanging row (same arguments otherwise, same size) and 1; else, for a
+    multi-node row, the twin with as many ranks per node on the fewest nodes and how many times its throughput
+    the row's size would reach (ranks that exchange nothing train on every node as on one: the plan runs one
+    node count of them)."""
     row = table.iloc[i]
     if row["independent"]:
-        return None
+        return None, 1.0
     twin = table[_same(table, row, TWIN) & table["independent"]]
-    return int(twin.index[0]) if len(twin) else None
+    if len(twin):
+        return int(twin.index[0]), 1.0
+    keys = [k for k in TWIN if k not in SIZE]
+    same = table[_same(table, row, keys) & table["independent"]]
+    per_node = same[(same["np"] == same["nodes"] * (row["np"] // row["nodes"])) & (same["nodes"] < row["nodes"])]
+    if row["nodes"] <= 1 or row["np"] % row["nodes"] or per_node.empty:
+        return None, 1.0
+    first = per_node.sort_values("nodes").iloc[0]
+    return int(per_node.sort_values("nodes").index[0]), float(row["nodes"] / first["nodes"])

@@ -10,9 +10,8 @@ import pandas as pd
 from hvdbench.suite.core.errors import UsageError
 
 from ..tables.efficiency import on_gpu_name
-from ..keys import ACROSS_SYSTEMS
+from ..keys import ACROSS_SYSTEMS, measured_args
 from ..ratios import config_draws, ratio_interval
-from .decision import measured_args
 
 WORKLOAD = ACROSS_SYSTEMS
 COMPARE_SCHEMA: dict[str, str] = {
@@ -40,7 +39,7 @@ def parse_prices(items: list[str]) -> dict[str, float]:
 
 def measured_best(scaling: pd.DataFrame) -> pd.DataFrame:
     """Each system's best launcher/placement of each workload, its arguments without run-length flags (runs
-    that differ only in how long they measured are the same measurement; decision.measured_args)."""
+    that differ only in how long they measured are the same measurement; keys.measured_args)."""
     best = scaling[~scaling["independent"]].sort_values("throughput", ascending=False).copy()
     best["args"] = best["args"].map(measured_args)
     return best.drop_duplicates(WORKLOAD + ["system"])

@@ -16,32 +16,10 @@ from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.metrics import percentile_interval
 from hvdbench.suite.core.validate import read_toml_table, text_problem
 
-# Flags that set how long a run measures, not what it measures: runs differing only in these are paired.
-RUN_LENGTH_FLAGS = ("--steps", "--warmup-steps", "--target-ci", "--max-steps")
 NO_DIFFERENCE = "no measurable difference"
 NOT_JUDGED = "not judged"
 UNPAIRED_SCHEMA: dict[str, str] = {"system": "string", "workload": "string", "np": "int64", "nearest": "string",
                                    "differs": "string"}
-
-
-def measured_args(args: str) -> str:
-    """A run's arguments without its run-length flags (``--steps 20 --model x`` -> ``--model x``)."""
-    try:
-        tokens = shlex.split(args)
-    except ValueError:
-        return args
-    out: list[str] = []
-    skip = False
-    for token in tokens:
-        if skip:
-            skip = False
-            continue
-        name = token.split("=", 1)[0]
-        if name in RUN_LENGTH_FLAGS:
-            skip = "=" not in token
-            continue
-        out.append(token)
-    return " ".join(out)
 
 
 def verdict(low: float, high: float, margin: float) -> str:
