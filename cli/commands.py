@@ -24,7 +24,7 @@ from hvdbench.launchers.hostlist import expand_hostlist
 from hvdbench.launchers.plan import Plan, plan
 from hvdbench.launchers.runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation,
                                      here_gpus, load,
-                    local_executor, pin_to_hosts, screen_sweep, sweep_topology)
+                    local_executor, pin_to_hosts, screen_plan, screen_sweep, sweep_topology)
 from hvdbench.launchers.sweep import Sweep
 
 
@@ -273,7 +273,8 @@ def hosts_of(text: str | None) -> tuple[str, ...]:
 
 
 def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
-    """Every GPU (or CPU slot) alone, one pair per link class, on every host; then the screening report."""
+    """Every GPU (or CPU slot) alone and one pair per link class (``--mode gpu``), or all of a node's at once
+    (``--mode node``), on every host; then the screening report."""
     from hvdbench.suite.core.topology import TopologyError
 
     sweep = with_container(screen_sweep(args.benchmark, bench_args, topology=args.topology, cpu_slots=args.cpu_slots,
@@ -284,7 +285,7 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     except TopologyError as exc:
         raise UsageError(f"hvdbench screen: {exc}; --cpu-slots N screens N CPU slots of a node without GPUs") from None
     hosts = hosts_of(args.hosts)
-    planned = pin_to_hosts(plan(sweep, topo), hosts)
+    planned = pin_to_hosts(screen_plan(sweep, topo, args.mode), hosts)
     if args.submit:
         from hvdbench.launchers.slurm import SlurmExecutor
         from hvdbench.launchers.sweep import SlurmOptions

@@ -14,7 +14,7 @@ from hvdbench.suite.core.validate import QUEUE_WORD, grammar_problem, text_probl
 from hvdbench.launchers.base import launcher_names
 from hvdbench.launchers.container import RECIPE_PYTHON, RUNTIMES
 from hvdbench.launchers.policy import retry_count
-from hvdbench.launchers.runs import DEFAULT_SWEEP
+from hvdbench.launchers.runs import DEFAULT_SWEEP, SCREEN_MODES
 
 
 def label(text: str) -> str:
@@ -275,6 +275,8 @@ def _screen(sub: Any) -> None:
                              "slots, its arguments followed by yours)")
     screen.add_argument("--cpu-slots", type=positive_int, default=None, metavar="N",
                         help="on a node without GPUs: screen N CPU slots (an even share of the cores each)")
+    screen.add_argument("--mode", choices=tuple(SCREEN_MODES), default="gpu",
+                        help="; ".join(f"{k}: {v}" for k, v in SCREEN_MODES.items()) + " (default gpu)")
     screen.add_argument("--no-pairs", dest="pairs", action="store_false", help="screen GPUs alone only")
     screen.add_argument("--hosts", default=None,
                         help="nodes to screen, comma-separated or a SLURM host list (node[01-16]); default: this one")

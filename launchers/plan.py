@@ -39,6 +39,7 @@ def sizes(sweep: Sweep) -> list[tuple[int, int]]:
 
 
 EACH = "each"  # every GPU alone at one GPU, one placement per link class at more (screening)
+ALL = "all"  # every GPU of the node (or, screening a node without GPUs, every CPU slot)
 
 
 def _resolve(sweep: Sweep, topo: Topology | None, per_node: int,
@@ -55,6 +56,9 @@ def _resolve(sweep: Sweep, topo: Topology | None, per_node: int,
         return list(dict.fromkeys(explicit(topo, ids) for ids in explicit_ids)) or [None]  # type: ignore[arg-type]
     if not sweep.placements:
         return [None]
+    if topo is None and sweep.cpu_slots and ALL in sweep.placements:  # a whole node without GPUs, slot by slot
+        slots = cpu_slots(sweep.cpu_slots, sorted(os.sched_getaffinity(0)))[:per_node]
+        return [Placement("cpu:all", (), None, tuple(c for slot in slots for c in slot.cpus), ())]
     assert topo is not None
     found: list[Placement | None] = []
     classes = by_link_class(topo, per_node)
@@ -141,8 +145,9 @@ def _adaptive(sweep: Sweep) -> tuple[str, ...]:
 
 def _cpus(topo: Topology | None, placement: Placement | None, per_node: int, bind: bool) -> tuple[str, ...] | None:
     """The CPUs of each local rank's GPU (or of a CPU slot), where they are known and binding is on."""
-    if bind and placement is not None and not placement.devices and placement.cpus:
-        return (format_cpus(placement.cpus),)
+    if bind and placement is not None and not placement.devices and placement.cpus:  # CPU slots: an even share each
+        share = len(placement.cpus) // per_node
+        return tuple(format_cpus(placement.cpus[i * share:(i + 1) * share]) for i in range(per_node))
     if not bind or topo is None:
         return None
     devices = placement.devices if placement is not None else tuple(range(per_node))
@@ -239,7 +244,7 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
 def _check_sizes(sweep: Sweep, topo: Topology | None) -> None:
     """Placements need a topology and must exist on it; GPUs per node within the node's; nodes within hosts."""
     node_gpus = sweep.node_gpus or (len(topo.gpus) if topo is not None else None)
-    if sweep.placements and topo is None and not (sweep.placements == (EACH,) and sweep.cpu_slots):
+    if sweep.placements and topo is None and not (set(sweep.placements) <= {EACH, ALL} and sweep.cpu_slots):
         raise SweepError(f"{sweep.path}: axes.placements needs the node's topology: give topology: FILE "
                          "(saved 'nvidia-smi topo -m') or run where GPUs are visible")
     if topo is not None and sweep.placements:

@@ -97,6 +97,28 @@ def screen_sweep(benchmark: str | None, args: Sequence[str], *, topology: Path |
                  placements=("each",), baseline=False, topology=topology, cpu_slots=cpu_slots)
 
 
+SCREEN_MODES = {"gpu": "each GPU (or CPU slot) alone, one after another, then one pair per link class",
+                "node": "every GPU of the node at once, each training alone (--independent), then all together",
+                "both": "gpu, then node"}
+
+
+def screen_plan(sweep: Sweep, topo: Topology | None, mode: str) -> Plan:
+    """What ``hvdbench screen --mode`` runs on a node: ``gpu`` the sweep as built; ``node`` every GPU (or CPU slot)
+    of the node at once, each rank training alone, then all ranks together, both under the node's full power
+    and heat; ``both`` the one, then the other."""
+    if mode not in SCREEN_MODES:
+        raise UsageError(f"--mode {mode}: valid: {', '.join(SCREEN_MODES)}")
+    plans = [plan(sweep, topo)] if mode in ("gpu", "both") else []
+    if mode in ("node", "both"):
+        count = sweep.cpu_slots or (len(topo.gpus) if topo is not None else 0)
+        if count < 2:
+            raise UsageError(f"--mode {mode}: a node of {count} GPU(s) or slot(s) has nothing to load at once; "
+                             "--mode gpu screens it (on a node without GPUs, --cpu-slots 2 or more)")
+        plans.append(plan(replace(sweep, np=(count,), placements=("all",), independent=(True, False)), topo))
+    return Plan(tuple(s for p in plans for s in p.specs), frozenset(b for p in plans for b in p.baselines),
+                tuple(n for p in plans for n in p.skipped))
+
+
 def pin_to_hosts(planned: Plan, hosts: Sequence[str]) -> Plan:
     """The plan run on each host in turn (one node each): how a cluster's every node is screened."""
     if len(hosts) < 2:

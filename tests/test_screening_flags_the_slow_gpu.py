@@ -81,6 +81,68 @@ def test_a_node_counts_as_its_slowest_gpu(tmp_path: Path) -> None:
     assert list(zip(gpus["host"], gpus["unit"])) == [("node2", "single:2")]
 
 
+def _full_node(root: Path, standin: StandInNvml, slow: dict[int, float], alone: bool = True) -> None:
+    """Each GPU alone (1% noise, all equal), then all 8 at once each training alone (slowed by ``slow``), then
+    together; telemetry as the stand-in reports under full load."""
+    rng = np.random.default_rng(3)
+    nvml = Nvml(standin)
+    handles = [nvml.handle(None, str(gpu)) for gpu in range(8)]
+    for gpu in range(8) if alone else ():
+        spec = RunSpec(benchmark="imagenet", np=1, placement=f"single:{gpu}", devices=(gpu,))
+        write_run(root, spec, [list(0.1 * (1 + 0.01 * rng.standard_normal(30)))], samples=64,
+                  gpu=nvml.static(handles[gpu]), host="node1")
+    loaded = [list(0.102 * slow.get(g, 1.0) * (1 + 0.01 * rng.standard_normal(30))) for g in range(8)]
+    for args, steps in ((("--independent",), loaded), ((), [[max(s) * 1.05 for s in zip(*loaded)]] * 8)):
+        spec = RunSpec(benchmark="imagenet", args=args, np=8, placement="all", devices=tuple(range(8)))
+        write_run(root, spec, steps, samples=64, telemetry=[nvml.sample(h) for h in handles],
+                  gpu=[nvml.static(h) for h in handles], host="node1")
+
+
+def test_full_node_screening_names_the_gpu_that_slows_only_under_full_load(tmp_path: Path) -> None:
+    """All eight GPUs equal alone; at full load every one is at its power cap (normal), and GPU 3 also runs
+    hot with its clocks slowed for heat and falls 8% behind: only GPU 3 is named, with the evidence."""
+    from hvdbench.analysis.tables.full_node import full_node_table
+
+    standin = StandInNvml(PCIE)
+    for state in standin.states:
+        state.clock_events, state.temperature = 0x4, 70  # sw_power_cap on every GPU under full load
+    standin.states[3].clock_events, standin.states[3].temperature, standin.states[3].sm_clock = 0x24, 88, 1300
+    _full_node(tmp_path, standin, {3: 1.08})
+    collection = collect([tmp_path])
+    full = full_node_table(collection, run_stats_table(collection))
+    gpus = full[full["level"] == "gpu"]
+    assert len(gpus) == 8 and list(gpus[gpus["flagged"]]["unit"]) == [standin.bus[3]]
+    why = gpus[gpus["flagged"]].iloc[0]["evidence"]
+    assert "below the node's median under full load" in why and "clocks slowed: sw_thermal_slowdown" in why
+    assert "alone " in why and "under full load" in why and "temperature 88 vs 70" in why
+    assert gpus["alone"].notna().all() and gpus[~gpus["flagged"]]["evidence"].eq("telemetry shows no difference").all()
+    node = full[full["level"] == "node"].iloc[0]
+    assert node["flagged"] and 0.8 < node["together"] / node["throughput"] < 1.0
+
+
+def test_full_node_screening_flags_none_of_equal_gpus(tmp_path: Path) -> None:
+    _full_node(tmp_path, StandInNvml(PCIE), {}, alone=False)
+    collection = collect([tmp_path])
+    from hvdbench.analysis.tables.full_node import full_node_table
+
+    full = full_node_table(collection, run_stats_table(collection))
+    assert len(full) == 9 and not full["flagged"].any() and full["alone"].isna().all()
+
+
+def test_screen_mode_node_loads_every_gpu_at_once_then_together() -> None:
+    from hvdbench.launchers.runs import screen_plan
+    from hvdbench.suite.core.errors import UsageError
+
+    sweep = screen_sweep(None, [], topology=None, cpu_slots=None, pairs=True, launcher="horovodrun", system="s",
+                         timeout=60)
+    node = screen_plan(sweep, PCIE, "node").specs
+    assert [(s.np, s.placement, "--independent" in s.args) for s in node] == [(8, "all", True), (8, "all", False)]
+    both = screen_plan(sweep, PCIE, "both").specs
+    assert len(both) == len(screen_plan(sweep, PCIE, "gpu").specs) + 2 and both[-2:] == node
+    with pytest.raises(UsageError, match="nothing to load at once"):
+        screen_plan(sweep, parse_topo_text("\tGPU0\tCPU Affinity\nGPU0\t X \t0-7\n"), "node")
+
+
 @pytest.mark.slow
 def test_screen_on_cpu_slots_flags_the_slot_a_busy_process_shares(tmp_path: Path, hvd_env: dict) -> None:
     """Real ranks: two CPU slots screened one after the other while a busy loop holds the last CPU."""
@@ -91,8 +153,8 @@ def test_screen_on_cpu_slots_flags_the_slot_a_busy_process_shares(tmp_path: Path
                              f"import os; os.sched_setaffinity(0, {{{cpus[-1]}}})\nwhile True: pass"])
     try:
         out = tmp_path / "screen"
-        proc = subprocess.run([hvdbench_exe(), "screen", "--cpu-slots", "2", "-o", str(out), "--steps", "40"],
-                              capture_output=True, text=True, env=hvd_env, timeout=600)
+        proc = subprocess.run([hvdbench_exe(), "screen", "--cpu-slots", "2", "--mode", "both", "-o", str(out),
+                               "--steps", "40"], capture_output=True, text=True, env=hvd_env, timeout=600)
     finally:
         busy.kill()
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -100,6 +162,13 @@ def test_screen_on_cpu_slots_flags_the_slot_a_busy_process_shares(tmp_path: Path
     assert list(table["unit"]) == ["cpu:0", "cpu:1"] and list(table["flagged"]) == [False, True]
     assert table.loc[1, "evidence"].startswith("process CPU ")  # the rank got less of its core: contention
     assert "screening: 1 of 2 GPU(s)/node(s) flagged" in proc.stdout
+    # --mode both: then both slots at once, each rank alone on its own slot, then together
+    full = pd.read_csv(out / "report" / "full_node.csv", keep_default_na=False)
+    assert list(full["unit"]) == ["cpu:0", "cpu:1", "2 ranks"] and list(full["level"]) == ["gpu", "gpu", "node"]
+    assert list(full["flagged"]) == [False, True, True]
+    assert "below the node's median under full load" in full.loc[1, "evidence"]
+    assert full.loc[0, "alone"] and full.loc[2, "together"] and "of the ranks alone at once" in full.loc[2, "evidence"]
+    assert "full-node screening: 1 of 2 GPU(s) flagged under full load: " in proc.stdout
 
 
 def test_screen_without_gpus_refuses_in_one_line(tmp_path: Path) -> None:

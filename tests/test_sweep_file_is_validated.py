@@ -185,7 +185,8 @@ axes: {np: [2], env: {NCCL_DEBUG: "INFO; touch pwned"}}
     assert lines[0].split(":")[0].startswith("cifar10-np1-") and "(baseline)" in lines[0]
     assert "NCCL_DEBUG='INFO; touch pwned' horovodrun -np 2 -H localhost:2 --gloo" in lines[1]
     assert f"--log-dir '{tmp_path / 'res dir'}/cifar10-np2-" in lines[1]
-    assert lines[-1].startswith("2 run(s), 1 of them 1-GPU baselines")
+    assert lines[-2].startswith("2 run(s), 1 of them 1-GPU baselines")
+    assert lines[-1].startswith("node-hours from step times: not estimated")
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "res dir").exists()
 
 
@@ -199,12 +200,14 @@ def test_a_bad_sweep_file_on_the_command_line_is_one_line(tmp_path: Path) -> Non
 def test_submit_dry_run_shows_each_jobs_resources_and_what_its_tasks_run(tmp_path: Path) -> None:
     path = _write(tmp_path, "name: t\nlauncher: srun\nworkloads: [mlp]\naxes: {np: [2]}\n"
                             "slurm: {partition: gpu, time: 30, mpi: pmi2}\n")
-    out = subprocess.run([hvdbench_exe(), "submit", str(path), "--dry-run", "-o", str(tmp_path / "r")],
+    out = subprocess.run([hvdbench_exe(), "submit", str(path), "--dry-run", "-o", str(tmp_path / "r"),
+                          "--step-time", "0.001"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 5 and lines[2].startswith("mlp-np2-")
+    assert len(lines) == 6 and lines[2].startswith("mlp-np2-")
     assert lines[4].startswith("2 run(s), 1 of them 1-GPU baselines added for speedup")
+    assert lines[5] == ("node-hours from step times: about 0.00 (2 from --step-time 0.001 s (start-up not counted))")
     assert "nodes=1 tasks_per_node=2 slurm_srun_args=['--mpi=pmi2', '--kill-on-bad-exit=1'] gpus_per_node=2" in lines[2]
     assert lines[3].startswith("    each task runs: ")
     assert lines[3].endswith(f"--log-dir {tmp_path / 'r'}/{lines[2].split(':')[0]}")

@@ -33,6 +33,7 @@ from ..tables.p2p import host_rows, matrix_rows, p2p_table
 from .plots import all_plots, breakdown_plot
 from ..projection.project import DEFAULT_NODES, Projection, project, projection_section
 from ..tables.scaling import matrices, run_stats_table, scaling_table, straggler_table
+from ..tables.full_node import THRESHOLD as FULL_THRESHOLD, full_node_table
 from ..tables.screening import THRESHOLD, screening_table
 from ..tables.summary import best_configurations, cross_model, describe, executive_lines, knob_table
 from ..stats import STRAGGLER_THRESHOLD
@@ -111,6 +112,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         _nothing_to_report(collection, warmup)
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
+    full = full_node_table(collection, stats)
     given = _given(table, baseline, first_given)
     compared = compare_table(table, prices or {}, stats.attrs.get("draws"), baseline or given)
     if costs:
@@ -118,7 +120,8 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     headline = [_headline(f"{system}: {args or '(defaults)'}", group)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
     decided = _decision(table, compared, baseline, margin, weights or {}, given)
-    summary = ((decided[0].lines if decided else []) + (executive_lines(table, screen, slow) if len(table) else [])
+    summary = ((decided[0].lines if decided else [])
+               + (executive_lines(table, screen, slow, full) if len(table) else [])
                + views.fabric_alerts(collection.runs) + views.params_alerts(collection.runs))
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
     sections += decided
@@ -131,8 +134,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         sections.append(Section(title, text, header, rows))
     tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow, "system": described}
     sections += _buyer_sections(collection, table, stats, tables)
-    if len(screen):
-        sections.append(Section("Screening", views.screening_text(THRESHOLD), *views.screening_rows(screen)))
+    sections += _screen_sections(screen, full, tables)
     sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
     sections += _recorded_sections(collection, table, tables)
     sections.append(Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats)))
@@ -142,8 +144,6 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     sections += [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
     if not compared.empty:
         tables["compare"] = compared
-    if len(screen):
-        tables["screening"] = screen
     if len(collection.profile):
         tables["profile"] = collection.profile
     sections += _bandwidth_sections(collection, comm, table, tables)
@@ -336,7 +336,26 @@ def terminal_text(report: Report, collection: Collection) -> str:
         flagged = screen[screen["flagged"]]
         notes.append(f"screening: {len(flagged)} of {len(screen)} GPU(s)/node(s) flagged"
                      + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples()) if len(flagged) else ""))
+    if "full_node" in report.tables:
+        full = report.tables["full_node"]
+        flagged = full[full["flagged"] & (full["level"] == "gpu")]
+        notes.append(f"full-node screening: {len(flagged)} of {(full['level'] == 'gpu').sum()} GPU(s) flagged under "
+                     "full load" + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples())
+                                    if len(flagged) else ""))
     return "\n\n".join(texts) + ("\n" + inert("; ".join(notes)) if notes else "")
+
+
+def _screen_sections(screen: pd.DataFrame, full: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Screening (each GPU alone against its fleet) and full-node screening, where the runs hold them."""
+    sections = []
+    if len(screen):
+        sections.append(Section("Screening", views.screening_text(THRESHOLD), *views.screening_rows(screen)))
+        tables["screening"] = screen
+    if len(full):
+        sections.append(Section("Full-node screening", views.full_node_text(FULL_THRESHOLD),
+                                *views.full_node_rows(full)))
+        tables["full_node"] = full
+    return sections
 
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,

@@ -285,6 +285,25 @@ def screening_rows(screen: pd.DataFrame) -> Rows:
              for r in screen.itertuples()])
 
 
+def full_node_text(threshold: float) -> str:
+    return ("Every GPU (or CPU slot) of a node training alone at the same time (--independent over the whole node: "
+            "its full power and heat), each rank's own throughput against the node's median rank and against the "
+            "same GPU alone (its 1-GPU screening run, where there is one); then the node's ranks together (the "
+            f"synchronous run) against their sum alone at once. Flagged: more than {threshold:.0%} below the node's "
+            f"median, more than {threshold:.0%} further behind its own 1-GPU figure than the node's median GPU, or "
+            "clocks slowed for heat or by the board (a power cap alone is a GPU at full load, named only where "
+            "the others show none). Temperature and power: the highest sampled.")
+
+
+def full_node_rows(full: pd.DataFrame) -> Rows:
+    return (["workload", "host", "level", "unit", "GPU", "throughput", "vs node", "alone", "under load / alone",
+             "SM clock (MHz)", "max °C", "max W", "clock events", "together", "flagged", "evidence"],
+            [[f"{r.system} {r.benchmark} {r.model}", text(r.host), r.level, text(r.unit), text(r.gpu),
+              fmt(r.throughput), pct(r.vs_node), fmt(r.alone), pct(r.under_load), fmt(r.sm_clock_mhz, 0),
+              fmt(r.temperature_max_c, 0), fmt(r.power_max_w, 0), text(r.clock_events) if r.clock_events else "",
+              fmt(r.together), "FLAGGED" if r.flagged else "", text(r.evidence)] for r in full.itertuples()])
+
+
 WARMUP_TEXT = ("Steps left out of each run: at least those it ran as warm-up; more where its step times show a "
                "longer initial transient (the run of steps from the start, gaps of up to 3 allowed, further than 4 "
                "robust SDs from the second half's median); n/a where fewer than 20 steps leave nothing to detect.")

@@ -123,9 +123,11 @@ def _ranks(row: pd.Series) -> str:
     return "GPU(s)" if on_gpu_name(row.get("device_name")) else "CPU rank(s)"
 
 
-def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers: pd.DataFrame) -> list[str]:
+def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers: pd.DataFrame,
+                    full: pd.DataFrame | None = None) -> list[str]:
     """Per system, up to five lines a buyer can paste: each workload's throughput at its largest scale with
-    its efficiency and interval, the interconnect's cost, the best configuration, and any flagged GPU or node."""
+    its efficiency and interval, the interconnect's cost, the best configuration, and any flagged GPU or node
+    (by screening alone, or under full load: ``full``)."""
     out: list[str] = []
     best = best_configurations(table)
     for system, rows in best.groupby("system", sort=True):
@@ -148,9 +150,12 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
                                                      for _, r in rows.iterrows()]) + ".")
         flagged = [] if screen is None or screen.empty else \
             [f"{r.host} {r.unit}" for r in screen[(screen["system"] == system) & screen["flagged"]].itertuples()]
+        if full is not None and len(full):
+            flagged += [f"{r.host} {r.unit} under full load" for r in
+                        full[(full["system"] == system) & full["flagged"] & (full["level"] == "gpu")].itertuples()]
         slow = stragglers[stragglers["system"] == system]
         if flagged:
-            out.append("  Flagged: " + ", ".join(flagged) + " (see Screening).")
+            out.append("  Flagged: " + ", ".join(flagged) + " (see Screening and Full-node screening).")
         elif len(slow):
             out.append(f"  Stragglers: {len(slow)} rank(s) slower than their run's median (see Stragglers).")
         else:
