@@ -30,7 +30,7 @@ from .core.gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visib
 from .core.records import RecordWriter, rank_log_name
 from .core.errors import SpecError, UsageError
 from .core.nccl_log import info_variables
-from .core.node_power import RaplSampler
+from .core.node_power import NodePower
 from .core.node_topology import gpu_nics
 from .core.spec import RANK_FILES, RUN_FILE, RunFolder, RunSpec, keep_earlier_attempt
 from .timing import Runtime, StepOutcome, measure
@@ -260,7 +260,7 @@ class Session:
     nvml: Nvml
     gpu_handle: Any
     run_id: str
-    node_power: RaplSampler | None = None  # local rank 0: the node's CPU and DRAM power from RAPL
+    node_power: NodePower | None = None  # local rank 0: the node's CPU and DRAM power (RAPL), the BMC's reading
 
     def environment(self) -> dict[str, Any]:
         """The env record's common fields: run id, device, NVML, GPU, Horovod, host, MPI and variables."""
@@ -306,7 +306,7 @@ def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespac
         handle = nvml.handle(gpu, visible_device(backend.device_index(device))) if backend.on_gpu(device) else None
         refuse_shared_gpus(runtime, (nvml.bus_id(handle) if handle is not None else None) or gpu)
         yield Session(backend, hvd, runtime, flags, writer, log_dir, device, threads, nvml, handle, run_id,
-                      RaplSampler() if runtime.local_rank == 0 else None)
+                      NodePower() if runtime.local_rank == 0 else None)
 
 
 def refuse_shared_gpus(runtime: Runtime, bus_id: str | None) -> None:

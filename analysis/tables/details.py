@@ -29,12 +29,15 @@ def window_telemetry(collection: Collection) -> pd.DataFrame:
     return merged[(merged["t_s"] >= merged["start_s"]) & (merged["t_s"] <= merged["end_s"])]
 
 
-def mean_power(collection: Collection) -> dict[str, float]:
-    """Per run, the sum over ranks of each rank's mean GPU power in its timed window."""
-    sampled = window_telemetry(collection).dropna(subset=["power_w"])
+def mean_power(collection: Collection, column: str = "power_w") -> dict[str, float]:
+    """Per run, the sum over ranks of each rank's mean power in its timed window: the GPUs' (``power_w``), or what
+    each node's local rank 0 reads of its node (``cpu_power_w``: RAPL's CPU packages and DRAM; ``node_power_w``:
+    the BMC's whole node)."""
+    sampled = window_telemetry(collection)
+    sampled = sampled.dropna(subset=[column]) if column in sampled else sampled.iloc[0:0]
     if sampled.empty:
         return {}
-    return sampled.groupby(["run_id", "rank"])["power_w"].mean().groupby(level=0).sum().to_dict()
+    return sampled.groupby(["run_id", "rank"])[column].mean().groupby(level=0).sum().to_dict()
 
 
 def _energy(samples: pd.DataFrame, seconds: float) -> tuple[float, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ RUN_STATS_SCHEMA: dict[str, str] = {
     "run_id": "string", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
     "median_rate": "float64", "median_step_s": "float64", "cv": "float64", "steps": "int64",
     "warmup_asked": "int64", "warmup_used": "int64", "warmup_detected": "int64", "mean_power_w": "float64",
+    "cpu_power_w": "float64", "node_power_w": "float64",
 }
 SCALING_SCHEMA: dict[str, str] = {
     **{name: "string" for name in CONFIG}, "batch_size": "Int64", "precision": "string", "independent": "bool",
@@ -25,7 +27,8 @@ SCALING_SCHEMA: dict[str, str] = {
     "repeats": "int64", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
     "ci_method": "string", "repeat_min": "float64", "repeat_max": "float64", "median_rate": "float64",
     "per_rank": "float64", "median_step_ms": "float64", "cv": "float64", "warmup_used": "float64",
-    "mean_power_w": "float64", "speedup": "float64", "efficiency": "float64",
+    "mean_power_w": "float64", "cpu_power_w": "float64", "node_power_w": "float64", "speedup": "float64",
+    "efficiency": "float64",
     "node_speedup": "float64", "node_efficiency": "float64", "comm_cost": "float64",
     **{f"{name}_{end}": "float64" for name in ("speedup", "efficiency", "node_speedup", "node_efficiency", "comm_cost")
        for end in ("low", "high")},
@@ -54,13 +57,14 @@ def run_stats_table(collection: Collection, warmup: int | None = None, salt: str
     """Statistics of every complete run (status ok), one row each; ``warmup`` overrides the detected
     warm-up of every run; ``salt`` makes this collection's resamples independent of another's that holds the
     same run ids (stats.run_stats)."""
-    power = mean_power(collection)
+    power = {column: mean_power(collection, column) for column in ("power_w", "cpu_power_w", "node_power_w")}
     rows = []
     draws: dict[str, np.ndarray] = {}
     for run_id, matrix in matrices(collection).items():
         stats = run_stats(matrix, warmup, draws, run_id, salt)
         if stats is not None:
-            rows.append({"run_id": run_id, **stats.__dict__, "mean_power_w": power.get(run_id, float("nan"))})
+            rows.append({"run_id": run_id, **stats.__dict__, "mean_power_w": power["power_w"].get(run_id, math.nan),
+                         **{column: power[column].get(run_id, math.nan) for column in ("cpu_power_w", "node_power_w")}})
     table = pd.DataFrame(rows, columns=list(RUN_STATS_SCHEMA)).astype(RUN_STATS_SCHEMA)
     table.attrs["draws"] = draws  # each run's bootstrap resamples, for intervals on ratios (scaling_table)
     return table
@@ -123,7 +127,8 @@ def _combine(group: pd.DataFrame) -> dict[str, Any]:
         "repeat_min": float(group["throughput"].min()), "repeat_max": float(group["throughput"].max()),
         "median_rate": float(group["median_rate"].median()), "per_rank": throughput / np_,
         "median_step_ms": float(group["median_step_s"].median() * 1e3), "cv": float(group["cv"].median()),
-        "warmup_used": float(group["warmup_used"].median()), "mean_power_w": float(group["mean_power_w"].median()),
+        "warmup_used": float(group["warmup_used"].median()),
+        **{column: float(group[column].median()) for column in ("mean_power_w", "cpu_power_w", "node_power_w")},
         **_achieved(group, throughput / np_),
     }
 
@@ -174,7 +179,8 @@ def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> 
     return table[list(SCALING_SCHEMA)].astype(SCALING_SCHEMA).sort_values(CONFIG + SIZE, ignore_index=True)
 
 
-BASE_COLUMNS = [c for c in SCALING_SCHEMA if not c.startswith(("speedup", "efficiency", "node_", "comm_cost"))
+BASE_COLUMNS = [c for c in SCALING_SCHEMA if not c.startswith(("speedup", "efficiency", "node_speedup",
+                                                                  "node_efficiency", "comm_cost"))
                 and c != "baseline"]
 
 

@@ -1,7 +1,8 @@
 """What a sample costs on each offer: a costs file (TOML, one table per system) turned into US dollars per GPU-hour,
 then into dollars per million samples with the throughput's 95% interval. An owned system: purchase price over its
-years of use at its expected utilisation, plus energy (node power, or the measured GPU power where the file gives
-none, said as "GPU power only", times PUE times the power price); a rented one: its hourly price per node.
+years of use at its expected utilisation, plus energy (node power from the file, else as measured: the BMC's whole
+node, else the GPUs' plus the CPUs' and DRAM's from RAPL, else the GPUs' alone, said as "GPU power only"; times PUE
+times the power price); a rented one: its hourly price per node.
 
     [systems.DGX]                       [systems.L40S]
     purchase_usd = 400000               hourly_usd = 14.0   # per node-hour, energy included
@@ -45,15 +46,21 @@ class Cost:
     pue: float | None = None
     node_power_kw: float | None = None
 
-    def per_gpu_hour(self, gpu_power_w: float) -> tuple[float, str]:
-        """Dollars per GPU-hour and what the energy counted: the node's power, the GPUs' measured power only, or
-        none (a rented node's price includes it). NaN where owned, no node power and no GPU power measured."""
+    def per_gpu_hour(self, gpu_power_w: float, cpu_power_w: float = math.nan,
+                     node_power_w: float = math.nan) -> tuple[float, str]:
+        """Dollars per GPU-hour and what the energy counted (each figure per GPU): the node's power from the file,
+        else the node's as its BMC measured it, else the GPUs' measured power plus the CPUs' and DRAM's (RAPL),
+        else the GPUs' only; none for a rented node (its price includes it). NaN where owned and none is known."""
         if self.hourly_usd is not None:
             return self.hourly_usd / self.gpus_per_node, "in the hourly price"
         assert self.purchase_usd is not None and self.years and self.utilisation and self.pue is not None
         capital = self.purchase_usd / (self.years * HOURS_PER_YEAR * self.utilisation) / self.gpus_per_node
         if self.node_power_kw is not None:
-            kw, said = self.node_power_kw / self.gpus_per_node, "node power"
+            kw, said = self.node_power_kw / self.gpus_per_node, "node power from the costs file"
+        elif math.isfinite(node_power_w):
+            kw, said = node_power_w / 1000.0, "node power measured by the BMC"
+        elif math.isfinite(cpu_power_w):
+            kw, said = (gpu_power_w + cpu_power_w) / 1000.0, "GPU power and CPUs/DRAM (RAPL); not NICs, fans"
         else:
             kw, said = gpu_power_w / 1000.0, "GPU power only"
         return capital + kw * self.pue * (self.power_usd_per_kwh or 0.0), said
@@ -106,19 +113,21 @@ def cost_columns(compared: pd.DataFrame, scaling: pd.DataFrame, costs: dict[str,
         raise UsageError(f"the costs file names system(s) {', '.join(unknown)} that no result has; systems: "
                          f"{', '.join(sorted(set(scaling['system'])))}")
     out = compared.copy()
-    power = scaling.set_index("runs")["mean_power_w"] if "runs" in scaling else pd.Series(dtype="float64")
+    columns = ["mean_power_w", "cpu_power_w", "node_power_w"]
+    power = scaling.set_index("runs")[columns] if "runs" in scaling else pd.DataFrame(columns=columns)
     spans = scaling.set_index("runs")[["ci_low", "ci_high"]] if "runs" in scaling else None
     per_m, low, high, said = [], [], [], []
     for row in out.itertuples():
         cost = costs.get(row.system)
-        watts = float(power.get(row.runs, float("nan"))) / row.np if len(power) else float("nan")  # per GPU
+        measured = power.loc[row.runs] if row.runs in power.index else pd.Series(math.nan, index=columns)
+        watts = [float(measured[c]) / row.np for c in columns]  # per GPU: its own, its share of the node's
         if cost is None:
             per_m.append(math.nan)
             low.append(math.nan)
             high.append(math.nan)
             said.append("no costs given")
             continue
-        usd, what = cost.per_gpu_hour(watts)
+        usd, what = cost.per_gpu_hour(*watts)
         hour = usd * row.np
         per_m.append(hour / (row.throughput * 3600.0) * 1e6)
         ci = spans.loc[row.runs] if spans is not None and row.runs in spans.index else None

@@ -105,6 +105,9 @@ TELEMETRY = (
     Field("rss_bytes", "int", "this process's resident memory", "float64"),
     Field("cpu_power_w", "float", "local rank 0: the node's CPU packages and DRAM since the last sample, from RAPL "
                                   "(core/node_power.py); absent where the kernel does not expose it", "float64"),
+    Field("node_power_w", "float", "local rank 0: the whole node's power as its BMC reads it (ipmitool dcmi power "
+                                   "reading, at most every 5 s); absent without ipmitool, an IPMI device or a reading",
+          "float64"),
     Field("note", "str", "once, on the first sample: why GPU telemetry is off"),
 )
 
@@ -156,7 +159,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("gpu_nics", "list", "on a GPU: the NICs its GPU shares a PCIe switch with (PIX, PXB), where GPUDirect "
                                   "RDMA pays; null where the topology is unknown"),
         Field("node_power", "dict", "local rank 0: the RAPL zones its telemetry reads the node's CPU and DRAM power "
-                                    "from (rapl), or why none (reason); null on the node's other ranks"),
+                                    "from (rapl), or why none (reason); the BMC command it reads the whole node's "
+                                    "power with (bmc), or why none (bmc_reason); null on the node's other ranks"),
         Field("node_fabric", "dict", "the node's HCA ports from ibstat or ibv_devinfo (device, port, state, rate, "
                                      "link layer, model, firmware), OFED, UCX, HPC-X and LOADEDMODULES "
                                      "(core/hca.py); local rank 0 only, null on the node's other ranks"),
