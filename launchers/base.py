@@ -18,7 +18,7 @@ from hvdbench.suite.core import bind as binder
 from hvdbench.suite.core.environment import parse_mpi_version
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.gpu_choice import PLACEMENT_VARIABLE
-from hvdbench.suite.core.spec import CONTROLLERS, RunSpec
+from hvdbench.suite.core.spec import CONTROLLERS, HOROVOD_CONTROLLERS, RunSpec
 
 from .container import Container, runtime
 
@@ -65,10 +65,12 @@ class Launcher(ABC):
     transports (TRANSPORTS) it can select, ``transport_note`` why only those, ``transport_variables``
     the variables each sets (a launcher with flags for them sets none); ``version_command``: the argv
     whose output tells which MPI its tool is, one of ``mpi_flavours`` (suite/core/environment.py's names;
-    ``mpi_name`` in messages), judged by ``flavour_problem`` before any run starts."""
+    ``mpi_name`` in messages), judged by ``flavour_problem`` before any run starts; ``starts_horovod``: its ranks
+    meet through Horovod (else through torch.distributed alone: PyTorch workloads with an exchange of their own)."""
 
     name: ClassVar[str]
-    controllers: ClassVar[tuple[str, ...]] = CONTROLLERS
+    controllers: ClassVar[tuple[str, ...]] = HOROVOD_CONTROLLERS
+    starts_horovod: ClassVar[bool] = True
     controller_note: ClassVar[str] = ""
     needs_hosts: ClassVar[bool] = True
     task_per_rank: ClassVar[bool] = False

@@ -124,6 +124,33 @@ def _nothing_to_change(framework: str, knobs: dict[str, Any], independent: bool)
     return None
 
 
+def _needs_horovod(launcher: str, info: Any, flags: Any) -> str | None:
+    """Why a launcher whose ranks meet through torch.distributed alone (torchrun) cannot run this workload, or
+    None: TensorFlow's and the collectives' ranks meet through Horovod, as does Horovod's own exchange."""
+    if launcher_class(launcher).starts_horovod:
+        return None
+    if info.framework != "pytorch" or not info.trains:
+        return f"{info.name} with launcher {launcher}: its ranks meet through Horovod, which {launcher} does not start"
+    if flags.exchange == "horovod" and not flags.independent:
+        return (f"{info.name} with launcher {launcher}: --exchange horovod needs Horovod, which {launcher} does not "
+                "start; give --exchange ddp, fsdp or ps (or --independent)")
+    return None
+
+
+def _checked(sweep: Sweep, index: int, info: Any, args: tuple[str, ...]) -> Any:
+    """A run's arguments parsed by its benchmark; a flag given twice or a bad value is a SweepError naming the
+    workload."""
+    name = sweep.workloads[index].benchmark
+    twice = _given_twice(args)
+    if twice:
+        raise SweepError(f"{sweep.path}: workloads[{index}] ({name}): {twice} is given twice (its args and the "
+                         "sweep's axes or target_ci/max_steps); keep one")
+    try:
+        return info.check(args)
+    except UsageError as exc:
+        raise SweepError(f"{sweep.path}: workloads[{index}] ({name} {' '.join(args)}): {exc}") from None
+
+
 def _given_twice(args: tuple[str, ...]) -> str | None:
     """The first flag a run's arguments give more than once (the last would silently win), or None."""
     seen: set[str] = set()
@@ -211,17 +238,12 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                                              dict(zip(knob_names, knob_values)),
                                              _adaptive(sweep) if info.trains else ()),
                                  _base(sweep))
-            twice = _given_twice(args)
-            if twice:
-                raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark}): {twice} is given "
-                                 "twice (its "
-                                 "args and the sweep's axes or target_ci/max_steps); keep one")
-            try:
-                flags = info.check(args)
-            except UsageError as exc:
-                raise SweepError(f"{sweep.path}: workloads[{index}] ({workload.benchmark} {' '.join(args)}): "
-                                 f"{exc}") from None
+            flags = _checked(sweep, index, info, args)
             for (launcher, controller), env in itertools.product(sweep.launchers, _env_product(sweep)):
+                without_horovod = _needs_horovod(launcher, info, flags)
+                if without_horovod:
+                    skipped.append(without_horovod)
+                    continue
                 run = RunSpec(benchmark=info.name, framework=info.framework, args=args, launcher=launcher,
                               controller=controller, env=env, system=sweep.system, transport=_transport(sweep),
                               image=sweep.container.image if sweep.container else None,
@@ -288,10 +310,11 @@ def _sized(sweep: Sweep, run: RunSpec, flags: Any, topo: Topology | None, placed
 
 def _baselines(sweep: Sweep, run: RunSpec, topo: Topology | None) -> list[RunSpec]:
     """The 1-GPU runs a configuration's speedup is measured against: its arguments without the exchange's flags
-    (one baseline serves every exchange) and without the variables that only tune the exchange (HOROVOD_*,
-    NCCL_*), one per repeat."""
+    (one baseline serves every exchange; under a launcher without Horovod, the exchange's own at one rank) and
+    without the variables that only tune the exchange (HOROVOD_*, NCCL_*), one per repeat."""
     compute_env = tuple((k, v) for k, v in run.env if not k.startswith(COMM_PREFIXES))
-    return [replace(run, args=without(run.args, EXCHANGE_FLAGS), np=1, nodes=1, env=compute_env,
+    args = without(run.args, EXCHANGE_FLAGS) if launcher_class(run.launcher).starts_horovod else run.args
+    return [replace(run, args=args, np=1, nodes=1, env=compute_env,
                     cpus=_cpus(topo, None, 1, sweep.bind_cpus), repeat=repeat) for repeat in range(sweep.repeats)]
 
 

@@ -94,6 +94,10 @@ def init_process_group(objects: HorovodObjects, rank: int, size: int, device: to
     facts to record."""
     import torch.distributed as dist
 
+    if dist.is_initialized():  # torchrun's world (suite/torchrun.py): its group already joins the ranks
+        return {"backend": "nccl" if device.type == "cuda" else "gloo", "rendezvous":
+                f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} (torchrun)",
+                "gloo_interface": os.environ.get("GLOO_SOCKET_IFNAME")}
     hosts = objects.allgather_object(socket.gethostname())
     one_host = len(set(hosts)) == 1
     gloo_interface(one_host, os.environ)
@@ -376,6 +380,9 @@ def make_exchange(flags: argparse.Namespace, hvd: Any, objects: HorovodObjects, 
     if flags.independent:
         return Independent()
     if flags.exchange == "horovod":
+        if not hasattr(hvd, "DistributedOptimizer"):
+            raise UsageError("--exchange horovod needs Horovod, which torchrun does not start: --exchange ddp, fsdp "
+                             "or ps (or launcher horovodrun, mpirun, mpiexec or srun)")
         return HorovodExchange(hvd, compression())
     started = init_process_group(objects, hvd.rank(), hvd.size(), device)
     exchange: Exchange

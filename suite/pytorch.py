@@ -23,6 +23,7 @@ from .core.gpu_choice import GpuChoice, choose_gpu
 from .core.records import RecordWriter
 from .exchange import Exchange, make_exchange, scaler_for
 from .timing import HorovodObjects, StepOutcome
+from .torchrun import TorchrunWorld, launched_by_torchrun
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
                         check_precision, weight_dtype)
 
@@ -265,6 +266,9 @@ class TorchBackend:
     choice: GpuChoice | None = None
 
     def init(self) -> Any:
+        """Horovod, or under torchrun torch.distributed alone (suite/torchrun.py)."""
+        if launched_by_torchrun():
+            return TorchrunWorld().init()
         import horovod.torch as hvd
 
         gloo_on_loopback()

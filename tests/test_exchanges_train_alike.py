@@ -29,11 +29,12 @@ from hvdbench.suite.exchange import rendezvous_address, shard_units
 MLP = ["--batch-size", "4", "--mlp-input", "32", "--mlp-widths", "64,64", "--warmup-steps", "1", "--steps", "3"]
 
 
-def _train(log_dir: Path, env: dict, *extra: str, mpi: bool = False) -> list[dict]:
-    """Two ranks of the MLP under horovodrun; each rank's env and summary records."""
-    proc = subprocess.run(["horovodrun", "-np", "2", "-H", "localhost:2", "--mpi" if mpi else "--gloo",
-                           sys.executable, str(REPO / "suite" / "mlp.py"), *MLP, *extra, "--log-dir", str(log_dir)],
-                          capture_output=True, text=True, env=env, timeout=300)
+def _train(log_dir: Path, env: dict, *extra: str, mpi: bool = False, torchrun: bool = False) -> list[dict]:
+    """Two ranks of the MLP under horovodrun (or torchrun: no Horovod); each rank's env and summary records."""
+    launch = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--no-python"]
+              if torchrun else ["horovodrun", "-np", "2", "-H", "localhost:2", "--mpi" if mpi else "--gloo"])
+    proc = subprocess.run([*launch, sys.executable, str(REPO / "suite" / "mlp.py"), *MLP, *extra,
+                           "--log-dir", str(log_dir)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = []
     for rank in (0, 1):
@@ -55,6 +56,11 @@ def test_every_exchange_ends_with_the_same_parameters_on_every_rank(tmp_path: Pa
             assert facts["backend"] == "gloo" and facts["rendezvous"].startswith("127.0.0.1:")
         finals[exchange] = sums[0]
     assert ranks[0]["env"]["exchange"]["ps_device"] == "cpu"  # a CPU run's parameter server is in host memory
+    under_torchrun = _train(tmp_path / "torchrun-ddp", hvd_env, "--exchange", "ddp", torchrun=True)
+    finals["ddp under torchrun"] = under_torchrun[0]["summary"]["param_checksum"]
+    assert under_torchrun[1]["summary"]["param_checksum"] == pytest.approx(finals["ddp under torchrun"], rel=1e-9)
+    assert under_torchrun[0]["env"]["horovod"] is None and under_torchrun[0]["env"]["torchrun"]["backend"] == "gloo"
+    assert under_torchrun[0]["env"]["exchange"]["rendezvous"].endswith("(torchrun)")
     for exchange, value in finals.items():
         assert value == pytest.approx(finals["horovod"], rel=1e-6), exchange
     alone = _train(tmp_path / "independent", hvd_env, "--independent")

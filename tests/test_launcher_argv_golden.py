@@ -34,6 +34,12 @@ GOLDEN: dict[str, tuple[str, list[str]]] = {
                        "-x", "NCCL_SOCKET_IFNAME", "-x", "PATH", "-x", "PYTHONPATH", *TAIL]),
     "srun": ("mpi", ["srun", "--mpi=pmix", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--kill-on-bad-exit=1",
                      "--cpu-bind=none", "--job-name=hvdbench-cifar10", *TAIL]),
+    # one torchrun agent per node through srun, meeting at the first node's c10d rendezvous
+    "torchrun": ("c10d", ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n1,n2",
+                          "--kill-on-bad-exit=1", "--cpu-bind=none", "--job-name=hvdbench-cifar10", PY, "-m",
+                          "torch.distributed.run", "--nproc-per-node=2", "--nnodes=2", "--rdzv-backend=c10d",
+                          "--rdzv-endpoint=n1:29400", "--rdzv-id=cifar10-np4-n2-r0-{id}", "--max-restarts=0",
+                          "--no-python", *TAIL]),
 }
 
 
@@ -51,14 +57,15 @@ def test_golden_argv(name: str) -> None:
     spec = RunSpec(benchmark="cifar10", args=("--batch-size", "32"), np=4, nodes=2, launcher=name,
                    controller=controller, env=(("HOROVOD_CYCLE_TIME", "2"), ("NCCL_SOCKET_IFNAME", "ib0")))
     ctx = LaunchContext(python=PY, run_dir=Path("/r/run"), hosts=("n1", "n2"))
-    assert get_launcher(name).command(spec, ctx) == expected
+    assert get_launcher(name).command(spec, ctx) == [a.replace("cifar10-np4-n2-r0-{id}", spec.id) for a in expected]
 
 
 @pytest.mark.parametrize("name", launcher_names())
 def test_each_launcher_refuses_a_controller_it_does_not_start(name: str) -> None:
     cls = launcher_class(name)
     for controller in set(CONTROLLERS) - set(cls.controllers):
-        with pytest.raises(UsageError, match=f"launcher {name} runs Horovod's .* not '{controller}'"):
+        with pytest.raises(UsageError, match=f"launcher {name} (runs Horovod's|starts torch.distributed's) .* not "
+                                             f"'{controller}'"):
             get_launcher(name).command(RunSpec(benchmark="cifar10", launcher=name, controller=controller),
                                        LaunchContext(python=PY, run_dir=Path("/r/run")))
 
@@ -215,3 +222,27 @@ def test_no_binding_without_cpu_lists() -> None:
     spec = RunSpec(benchmark="cifar10", np=2, launcher="srun", controller="mpi")
     argv = get_launcher("srun").command(spec, LaunchContext(python=PY, run_dir=RUN_DIR))
     assert "hvdbench.suite.core.bind" not in argv and argv[-4:-2] == [PY, str(get_benchmark("cifar10").path)]
+
+
+def test_torchrun_on_one_node_picks_its_own_port_and_keeps_the_binder() -> None:
+    spec = RunSpec(benchmark="cifar10", args=("--exchange", "ddp"), np=2, launcher="torchrun", controller="c10d",
+                   cpus=("0", "1"))
+    argv = get_launcher("torchrun").command(spec, LaunchContext(python=PY, run_dir=Path("/r/run")))
+    assert argv == [PY, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone", "--nnodes=1",
+                    "--max-restarts=0", "--no-python", PY, "-m", "hvdbench.suite.core.bind", "0;1", "--", CIFAR,
+                    "--exchange", "ddp", "--log-dir", "/r/run"]
+
+
+@pytest.mark.parametrize("benchmark, args, says", [
+    ("cifar10", (), "--exchange horovod needs Horovod, which torchrun does not start"),
+    ("tf_mlp", (), "tf_mlp with launcher torchrun: its ranks meet through Horovod"),
+    ("collectives", (), "collectives with launcher torchrun: its ranks meet through Horovod")])
+def test_torchrun_refuses_what_needs_horovod_in_one_line(benchmark: str, args: tuple[str, ...], says: str) -> None:
+    from hvdbench.launchers.plan import plan
+    from hvdbench.launchers.runs import benchmark_sweep
+    from hvdbench.launchers.sweep import SweepError
+
+    sweep = benchmark_sweep(benchmark, list(args), np=[2], launcher="torchrun", controller=None, repeats=1,
+                            system="s", timeout=60, devices=None, topology=None)
+    with pytest.raises(SweepError, match=says):
+        plan(sweep)

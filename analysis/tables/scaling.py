@@ -27,8 +27,7 @@ SCALING_SCHEMA: dict[str, str] = {
     "repeats": "int64", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
     "ci_method": "string", "repeat_min": "float64", "repeat_max": "float64", "median_rate": "float64",
     "per_rank": "float64", "median_step_ms": "float64", "cv": "float64", "warmup_used": "float64",
-    "mean_power_w": "float64", "cpu_power_w": "float64", "node_power_w": "float64", "speedup": "float64",
-    "efficiency": "float64",
+    "mean_power_w": "float64", "speedup": "float64", "efficiency": "float64",
     "node_speedup": "float64", "node_efficiency": "float64", "comm_cost": "float64",
     **{f"{name}_{end}": "float64" for name in ("speedup", "efficiency", "node_speedup", "node_efficiency", "comm_cost")
        for end in ("low", "high")},
@@ -36,6 +35,7 @@ SCALING_SCHEMA: dict[str, str] = {
     "exchange": "string",
     "threads": "Int64", "runs": "string", "device_name": "string", "tf32": "boolean", "flops_per_sample": "float64",
     "tflops_per_gpu": "float64", "peak_tflops": "float64", "pct_of_peak": "float64", "peak": "string",
+    "cpu_power_w": "float64", "node_power_w": "float64",  # what each node's first rank read of its node
 }
 STRAGGLER_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",

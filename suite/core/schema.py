@@ -141,7 +141,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
                                   "--independent), and for torch.distributed ones the backend (nccl, gloo), where the "
                                   "ranks met, DDP's bucket size, FSDP's units, the parameter server's place"),
         Field("horovod", "dict", "Horovod version, build, controller, rank layout, the NCCL version it was built "
-                                 "with (nccl_version; the framework's own is device.nccl)"),
+                                 "with (nccl_version; the framework's own is device.nccl)); null under torchrun"),
+        Field("torchrun", "dict", "under torchrun (no Horovod): the torch.distributed backend, torchrun's run id, "
+                                  "NCCL's version, where the ranks met, the rank layout; absent otherwise"),
         Field("pid", "int", "process id"),
         Field("os", "str", "platform string"),
         Field("cpu_model", "str", "CPU model name"),

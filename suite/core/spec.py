@@ -29,7 +29,8 @@ ATTEMPT_PREFIX = "attempt-"  # earlier attempts of a run, moved aside by a rerun
 # the same run)
 RANK_FILES = (RANK_LOGS, "trace-rank*.json", "tf-profile-rank*", NCCL_LOG.format(rank="*"))
 ATTEMPT_FILES = (*RANK_FILES, "timeline*.json", STATUS_FILE, LAUNCHER_LOG, TASK_LOG.format(task="*"), COMMAND_FILE)
-CONTROLLERS = ("gloo", "mpi")
+HOROVOD_CONTROLLERS = ("gloo", "mpi")  # Horovod's controllers, which its launchers start
+CONTROLLERS = (*HOROVOD_CONTROLLERS, "c10d")  # ... and torch.distributed's own rendezvous (torchrun: no Horovod)
 # How MPI moves bytes: auto (MPI's own choice, UCX where built in), ucx (required), tcp (Open MPI's ob1 with
 # TCP between nodes and shared memory within; no UCX, no verbs). A spec stores None for auto.
 TRANSPORTS = ("auto", "ucx", "tcp")
