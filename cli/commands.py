@@ -12,7 +12,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.environment import IMAGE_ID_VARIABLE
 from hvdbench.suite.core.errors import HvdbenchError, ReportError, UsageError
 from hvdbench.suite.core.spec import RUN_FILE, RunSpec, RunStatus
@@ -210,46 +209,39 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
 def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
     """The largest model that trains at one rank count: short real runs of growing shapes (launchers/fit.py);
     a dry run prints the first trial and how the search goes on."""
-    from hvdbench.launchers import fit
+    from hvdbench.launchers.fit import FitOptions, grown_flag
 
     if len(args.np) != 1:
         raise UsageError("--fit searches at one rank count (--np N)")
-    flag = fit.grown_flag(args.benchmark, args.fit_grow)
-    flags = get_benchmark(args.benchmark).check(bench_args)
-    on_cpu = flags.device == "cpu" or not here_gpus()
-    if on_cpu and args.memory_cap is None and not args.dry_run:
-        raise UsageError("--fit on the CPU needs --memory-cap GIB: running out of host memory ends in the "
-                         "kernel's OOM killer, not in an error a trial can read")
-    step, start = (flags.heads if args.fit_grow == "width" else 1), getattr(flags, args.fit_grow)
+    grown_flag(args.benchmark, args.fit_grow)
+    sweep = with_container(benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
+                                           controller=args.controller, repeats=1, system=args.system,
+                                           timeout=args.timeout, devices=args.devices, topology=args.topology,
+                                           transport=args.transport), args)
+    options = FitOptions(args.fit_grow, args.memory_cap, args.fit_limit)
+    return fit_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, options, args)
 
-    def sweep_of(value: int) -> Sweep:
-        return with_container(benchmark_sweep(args.benchmark, fit.trial_args(bench_args, flag, value), np=args.np,
-                                              launcher=args.launcher, controller=args.controller, repeats=1,
-                                              system=args.system, timeout=args.timeout, devices=args.devices,
-                                              topology=args.topology, transport=args.transport), args)
 
+def fit_here(sweep: Sweep, planned: Plan, root: Path, options: Any, args: argparse.Namespace) -> int:
+    """Each planned configuration's search for the largest model, here, one trial after another (``hvdbench run
+    --fit``, a sweep file's ``fit:``); a dry run prints each search's first trial."""
+    from hvdbench.launchers import fit
+
+    searches = fit.seeds(planned.specs, planned.baselines, root, options, here_gpus(), need_cap=not args.dry_run)
     if args.dry_run:
-        print(f"fit: trials from {flag} {start}, doubling while a trial fits (up to {args.fit_limit}), then halving "
-              "the gap to the smallest that did not; the first trial:")
-        return _run_here(sweep_of(start), plan(sweep_of(start), None, here_gpus()), args.output, args)
-    if on_cpu:  # the ranks' peak resident set then counts live tensors, not what glibc kept (launchers/fit.py)
+        for seed in searches:
+            first = replace(seed.spec, args=fit.trial_args(seed.spec.args, seed.flag, seed.start))
+            print(f"fit: {first.id}: trials from {seed.flag} {seed.start}, doubling while a trial fits (up to "
+                  f"{options.limit}), then halving the gap to the smallest that did not; the first trial: "
+                  + local_executor(sweep, root, resume=True).describe(first))
+        return 0
+    if any(seed.on_cpu for seed in searches):  # peak resident sets count live tensors, not what glibc kept
         os.environ.update(fit.CPU_ALLOCATOR)
-
-    def trial(value: int) -> tuple[Path, Any, Any]:
-        sweep = sweep_of(value)
-        spec = plan(sweep, sweep_topology(sweep), here_gpus()).specs[0]
-        status = local_executor(sweep, args.output, resume=args.resume, timeout=args.timeout).execute([spec])[0]
-        return args.output / spec.id, spec, status
-
-    check_launchers([args.launcher])
-    cap = fit.cap_bytes(args.memory_cap)
-    trials = fit.search(trial, start, step, args.fit_limit, cap)
-    facts = {"benchmark": args.benchmark, "exchange": flags.exchange, "np": args.np[0], "grow": args.fit_grow,
-             "flag": flag, "start": start, "cap_bytes": cap, "args": bench_args,
-             "memory": f"peak resident set per rank ({fit.CPU_ALLOCATOR_TEXT})" if on_cpu
-             else "peak device memory allocated per rank"}
-    fit.write_result(fit.fit_file(args.output, flags.exchange, args.np[0], args.fit_grow), facts, trials)
-    for line in fit.summary_lines(args.output):
+    check_launchers(name for name, _ in sweep.launchers)
+    executor = local_executor(sweep, root, resume=args.resume, timeout=getattr(args, "timeout", None))
+    for seed in searches:
+        fit.run_seed(seed, options, lambda spec: executor.execute([spec])[0], root)
+    for line in fit.summary_lines(root):
         print(f"fit: {line}")
     return 0
 
@@ -310,6 +302,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                     adjust=lambda s: with_container(s, args))
     else:
         sweep, planned, root = load(args.file, args.output, here=True, adjust=lambda s: with_container(s, args))
+    if sweep.fit is not None:
+        return fit_here(sweep, planned, root, sweep.fit, args)
     return _run_here(sweep, planned, root, args, in_allocation=args.in_allocation)
 
 
@@ -319,6 +313,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from hvdbench.launchers.slurm_queue import run_dirs
 
     sweep, planned, root = load(args.file, args.output, adjust=lambda s: with_container(s, args))
+    if sweep.fit is not None:
+        raise UsageError(f"{args.file}: fit: searches run one trial after another, each judged before the next: "
+                         "hvdbench sweep FILE (in an allocation: the sbatch template's sweep --in-allocation)")
     executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
                              retries=sweep.retries if args.retries is None else args.retries, container=sweep.container)
     if args.dry_run:

@@ -5,16 +5,18 @@ not. Run once per exchange into one output folder (``--exchange horovod``, then 
 files side by side answer the buyer's question of an 80 GB against a 48 GB GPU: how large a model trains
 sharded against as replicas.
 
+A sweep file's ``fit:`` block runs one search per configuration and rank count the sweep plans (``sweep_fits``).
 Building a trial and judging it are pure (``trial_args``, ``next_value``, ``judge``); running is ``search``."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from hvdbench.suite.core.axes import without
+from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.records import ParseStats, read_records
 from hvdbench.suite.core.spec import RunFolder, RunSpec, RunStatus
@@ -30,6 +32,69 @@ MAX_TRIALS = 16  # doubling from 1 to 2^8 and bisecting back is fewer
 # same LM). A fixed threshold returns every block of 128 KiB or more to the system when it is freed.
 CPU_ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 CPU_ALLOCATOR_TEXT = "glibc's mmap threshold fixed at 128 KiB: freed tensors leave the resident set"
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """A sweep file's ``fit:`` block: what to grow, the memory cap (GiB; required on the CPU), the largest value."""
+
+    grow: str = "layers"
+    memory_cap_gib: float | None = None
+    limit: int = 4096
+
+
+@dataclass(frozen=True)
+class Seed:
+    """One search of a sweep: the planned run it grows from, its flag, first value and step, and its file."""
+
+    spec: RunSpec
+    flag: str
+    start: int
+    step: int
+    exchange: str
+    on_cpu: bool
+    path: Path
+
+
+def seeds(specs: Sequence[RunSpec], baselines: frozenset[str], root: Path, options: FitOptions,
+          here_gpus: int | None, need_cap: bool = True) -> list[Seed]:
+    """The searches of a planned sweep: each configuration and rank count once (its first repeat; no 1-rank
+    baselines), each with its own result file; two that would share a file, or (``need_cap``: before running) a
+    CPU search without a cap, are a UsageError."""
+    out: list[Seed] = []
+    for spec in (s for s in specs if s.repeat == 0 and s.id not in baselines):
+        flags = get_benchmark(spec.benchmark).check(list(spec.args))
+        flag = grown_flag(spec.benchmark, options.grow)
+        on_cpu = flags.device == "cpu" or not here_gpus
+        if need_cap and on_cpu and options.memory_cap_gib is None:
+            raise UsageError("--fit on the CPU needs --memory-cap GIB (a sweep file's fit.memory_cap_gib): running "
+                             "out of host memory ends in the kernel's OOM killer, not in an error a trial can read")
+        path = fit_file(root, flags.exchange, spec.np, options.grow)
+        if any(seed.path == path for seed in out):
+            raise UsageError(f"fit: two searches would both be {path.name} (they differ in another axis or launcher); "
+                             "keep one value of the others")
+        out.append(Seed(spec, flag, getattr(flags, options.grow), flags.heads if options.grow == "width" else 1,
+                        flags.exchange, on_cpu, path))
+    return out
+
+
+def run_seed(seed: Seed, options: FitOptions, execute: Callable[[RunSpec], RunStatus], root: Path,
+             say: Callable[[str], None] = print) -> dict:
+    """One search from its seed (``execute`` runs a trial's spec and returns its status); its result file."""
+    def trial(value: int) -> tuple[Path, RunSpec, RunStatus]:
+        spec = replace(seed.spec, args=trial_args(seed.spec.args, seed.flag, value))
+        return root / spec.id, spec, execute(spec)
+
+    say(f"fit: {seed.spec.benchmark} at {seed.spec.np} rank(s), exchange {seed.exchange}: {seed.flag} from "
+        f"{seed.start}")
+    cap = cap_bytes(options.memory_cap_gib)
+    trials = search(trial, seed.start, seed.step, options.limit, cap, say)
+    facts: dict[str, Any] = {
+        "benchmark": seed.spec.benchmark, "exchange": seed.exchange, "np": seed.spec.np, "grow": options.grow,
+        "flag": seed.flag, "start": seed.start, "cap_bytes": cap, "args": list(seed.spec.args),
+        "launcher": seed.spec.launcher, "memory": f"peak resident set per rank ({CPU_ALLOCATOR_TEXT})"
+        if seed.on_cpu else "peak device memory allocated per rank"}
+    return write_result(seed.path, facts, trials)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from hvdbench.suite.core.validate import (CONSTRAINT, GRES_TYPE, DIRECTIVE, HOST
 
 from .base import PMI_PLUGINS, default_controllers, launcher_class, launcher_names
 from .container import IMAGE, INTERPRETER, RECIPE_PYTHON, RUNTIMES, VARIABLE, Container, parse_mount
+from .fit import GROWABLE, FitOptions
 from .policy import MAX_RETRIES
 from .sweep_file import SweepError, read_document
 
@@ -147,6 +148,7 @@ class Sweep:
     output: Path | None = None
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     container: Container | None = None  # every rank inside this image (launchers/container.py)
+    fit: FitOptions | None = None  # a search for the largest model per configuration instead of measurements
 
 
 class _Reader:
@@ -231,6 +233,11 @@ class _Reader:
     def seconds(self, value: Any, key: str) -> float:
         if number_problem(value, above=0):
             self.fail(key, f"expected a positive, finite number of seconds, got {value!r}")
+        return float(value)
+
+    def amount(self, value: Any, key: str) -> float:
+        if number_problem(value, above=0):
+            self.fail(key, f"expected a positive, finite number, got {value!r}")
         return float(value)
 
     def percent(self, value: Any, key: str) -> float:
@@ -353,7 +360,8 @@ _TOP = ("name", "system", "launcher", "controller", "repeats", "max_runs", "time
         "target_ci", "max_steps",
         "workloads", "axes", "baseline",
         "bind_cpus", "node_gpus", "cpu_slots", "topology", "hosts", "ssh_port", "ssh_identity_file", "output",
-        "slurm", "container")
+        "slurm", "container", "fit")
+_FIT = ("grow", "memory_cap_gib", "limit")
 _CONTAINER = ("image", "runtime", "mounts", "env", "python")
 KNOB_AXES = tuple(name for name in AXES if name not in ("batch_size", "precision"))
 _AXES = ("np", "nodes", "gpus_per_node", "placements", "batch_size", "precision", "independent", *KNOB_AXES, "env")
@@ -407,7 +415,7 @@ def load_sweep(path: Path) -> Sweep:
         ssh_port=top.get("ssh_port", top.port, None),
         ssh_identity_file=top.get("ssh_identity_file", top.plain_path, None),
         output=top.get("output", lambda v, k: Path(top.text(v, k)).expanduser(), None),  # relative to where it runs
-        slurm=_slurm_options(slurm), container=_container(top),
+        slurm=_slurm_options(slurm), container=_container(top), fit=_fit(top, workloads),
     )
     _check_sweep(sweep, top, axes, slurm)
     return sweep
@@ -452,6 +460,20 @@ def _container(top: _Reader) -> Container | None:
                      env=box.many("env", box.grammar(VARIABLE, "a variable name")),
                      python=box.get("python", box.grammar(INTERPRETER, "python3 or an absolute path inside the image"),
                                     RECIPE_PYTHON))
+
+
+def _fit(top: _Reader, workloads: tuple[Workload, ...]) -> FitOptions | None:
+    """The fit: table (absent: the sweep measures): every workload must have a shape to grow."""
+    if top.data.get("fit") is None:
+        return None
+    block = _Reader(top.path, top.data["fit"], "fit", _FIT)
+    for i, workload in enumerate(workloads):
+        if workload.benchmark not in GROWABLE:
+            top.fail(f"workloads[{i}]", f"{workload.benchmark} has no shape for fit: to grow (offered: "
+                                        f"{', '.join(GROWABLE)})")
+    return FitOptions(grow=block.get("grow", block.choice(("layers", "width")), "layers"),
+                      memory_cap_gib=block.get("memory_cap_gib", block.amount, None),
+                      limit=block.get("limit", block.positive, 4096))
 
 
 def _slurm_options(slurm: _Reader) -> SlurmOptions:

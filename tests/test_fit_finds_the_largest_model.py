@@ -6,6 +6,7 @@ memory cap, FSDP trains a deeper Transformer LM than Horovod's replicas (docs/re
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -89,19 +90,51 @@ def test_a_fit_that_cannot_be_judged_is_refused_in_one_line(tmp_path: Path, args
 
 @pytest.mark.slow
 def test_fsdp_trains_a_deeper_model_than_replicas_under_one_memory_cap(tmp_path: Path, hvd_env: dict) -> None:
+    """A sweep file's fit: block, one search per exchange (what `hvdbench run lm --fit` runs for one)."""
     root = tmp_path / "fit"
-    shape = ["--width", "512", "--heads", "8", "--context", "16", "--vocab", "256", "--batch-size", "2",
-             "--threads", "1", "--telemetry-interval", "0", "--layers", "8"]
-    for exchange in ("horovod", "fsdp"):
-        # measured here: replicas peak at 0.64 GiB with 8 layers, FSDP at 0.50 with 8 and 0.65 with 16; the cap
-        # sits so that a machine whose ranks start 100 MB lighter or heavier still separates the two
-        out = subprocess.run([hvdbench_exe(), "run", "lm", "--fit", "--np", "2", "--memory-cap", "0.62",
-                              "--fit-limit", "12", "-o", str(root), "--", *shape, "--exchange", exchange],
-                             capture_output=True, text=True, env=hvd_env, timeout=900)
-        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    # measured here: replicas peak at 0.64 GiB with 8 layers, FSDP at 0.50 with 8 and 0.65 with 16; the cap
+    # sits so that a machine whose ranks start 100 MB lighter or heavier still separates the two
+    sweep = tmp_path / "fit.yaml"
+    sweep.write_text("""
+name: fit
+workloads:
+  - benchmark: lm
+    args: [--width, '512', --heads, '8', --context, '16', --vocab, '256', --batch-size, '2', --threads, '1',
+           --telemetry-interval, '0', --layers, '8']
+axes: {np: [2], exchange: [horovod, fsdp]}
+fit: {grow: layers, memory_cap_gib: 0.62, limit: 12}
+""")
+    out = subprocess.run([hvdbench_exe(), "sweep", str(sweep), "-o", str(root)], capture_output=True, text=True,
+                         env=hvd_env, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     results = {e: json.loads((root / f"fit-{e}-np2-layers.json").read_text()) for e in ("horovod", "fsdp")}
     replicas, sharded = (results[e]["largest"] for e in ("horovod", "fsdp"))
     assert sharded and sharded["value"] > (replicas["value"] if replicas else 0), results  # here: 12 against none
     assert sharded["parameters"] > (replicas["parameters"] if replicas else 0)
     assert results["fsdp"]["memory"].startswith("peak resident set per rank (glibc's mmap threshold fixed")
     assert "exchange fsdp, cap 0.62 GiB: largest --layers" in out.stdout and "exchange horovod" in out.stdout
+
+
+def test_a_sweeps_fit_block_is_checked_and_plans_one_search_per_configuration(tmp_path: Path) -> None:
+    from hvdbench.launchers.fit import FitOptions, seeds
+    from hvdbench.launchers.plan import plan
+    from hvdbench.launchers.sweep import SweepError, load_sweep
+
+    path = tmp_path / "fit.yaml"
+    path.write_text("workloads: [lm]\naxes: {np: [1, 2], exchange: [ddp, fsdp]}\nfit: {memory_cap_gib: 1}\n")
+    sweep = load_sweep(path)
+    assert sweep.fit == FitOptions("layers", 1.0, 4096)
+    planned = plan(sweep)
+    found = seeds(planned.specs, planned.baselines, tmp_path, sweep.fit, None)
+    assert sorted(s.path.name for s in found) == ["fit-ddp-np1-layers.json", "fit-ddp-np2-layers.json",
+                                                  "fit-fsdp-np1-layers.json", "fit-fsdp-np2-layers.json"]
+    for text, says in (("workloads: [cifar10]\nfit: {}\n", "workloads[0]: cifar10 has no shape for fit: to grow"),
+                       ("workloads: [lm]\nfit: {grow: depth}\n", "fit.grow: 'depth' is not one of layers, width"),
+                       ("workloads: [lm]\nfit: {memory_cap_gib: -1}\n", "fit.memory_cap_gib: expected a positive")):
+        path.write_text(text)
+        with pytest.raises(SweepError, match=re.escape(says)):
+            load_sweep(path)
+    path.write_text("workloads: [lm]\naxes: {np: [2], batch_size: [2, 4]}\nfit: {memory_cap_gib: 1}\n")
+    planned = plan(load_sweep(path))
+    with pytest.raises(UsageError, match="two searches would both be fit-horovod-np2-layers.json"):
+        seeds(planned.specs, planned.baselines, tmp_path, FitOptions(memory_cap_gib=1.0), None)
