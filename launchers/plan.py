@@ -13,6 +13,7 @@ from typing import Any, Iterable
 from hvdbench.suite.core.axes import EXCHANGE_FLAGS, axis_flags, without
 from hvdbench.suite.core.catalog import get_benchmark
 from hvdbench.suite.core.errors import UsageError
+from hvdbench.suite.core.flags import FRAMEWORK_EXCHANGES
 from hvdbench.suite.core.spec import RunSpec
 
 from .base import launcher_class, launcher_names
@@ -110,17 +111,19 @@ def _bench_args(workload: Workload, framework: str, batch: int | None, precision
 
 def _nothing_to_change(framework: str, knobs: dict[str, Any], independent: bool) -> str | None:
     """Why a combination of swept values is left out of the plan, or None: an exchange other than Horovod on
-    independent ranks (they exchange nothing: one independent run serves every exchange), on a TensorFlow
-    workload (Horovod is its only exchange), or a parameter server with fp16 compression (it sums at one place)."""
+    independent ranks (they exchange nothing: one independent run serves every exchange), one the framework does
+    not offer (core/flags.py FRAMEWORK_EXCHANGES), or a parameter server or TensorFlow's strategy with fp16
+    compression (they sum in the gradients' own precision)."""
     exchange = knobs.get("exchange", "horovod")
     if exchange == "horovod":
         return None
     if independent:
         return f"exchange {exchange} with independent ranks: they exchange nothing, one independent run serves all"
-    if framework != "pytorch":
-        return f"exchange {exchange} on {framework} workloads: they exchange through Horovod only"
-    if exchange == "ps" and knobs.get("fp16_allreduce"):
-        return "exchange ps with fp16_allreduce: the parameter server sums gradients in their own precision"
+    offered = FRAMEWORK_EXCHANGES.get(framework, ("horovod",))
+    if exchange not in offered:
+        return f"exchange {exchange} on {framework} workloads: theirs are {', '.join(offered)}"
+    if exchange in ("ps", "mirrored") and knobs.get("fp16_allreduce"):
+        return f"exchange {exchange} with fp16_allreduce: it sums gradients in their own precision"
     return None
 
 

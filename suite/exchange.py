@@ -11,68 +11,27 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import fcntl
 import os
 import socket
-import struct
-from typing import Any, Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, MutableMapping
 
 import torch
 from torch import nn
 
+from .core.addresses import IFACE_VARIABLES, named_interface, reachable_address
 from .core.errors import UsageError
 from .timing import HorovodObjects
 
 Update = Callable[[torch.optim.Optimizer], None]
 MakeOptimizer = Callable[[Iterable[torch.Tensor]], torch.optim.Optimizer]
 STORE_TIMEOUT = datetime.timedelta(minutes=10)  # ranks of one job start within minutes of each other
-_SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
-
-
-def interface_address(name: str) -> str | None:
-    """The IPv4 address of a network interface, or None where it has none (or does not exist)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        try:
-            packed = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, struct.pack("256s", name[:15].encode()))
-        except OSError:
-            return None
-    return socket.inet_ntoa(packed[20:24])
-
-
-IFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME")
-
-
-def named_interface(environ: Mapping[str, str], variables: Sequence[str]) -> str | None:
-    """The first interface these variables name to use (the first of a list; NCCL's "^name" excludes and names
-    none, its "=name" is an exact name)."""
-    for variable in variables:
-        iface = environ.get(variable, "").split(",")[0].lstrip("=")
-        if iface and not iface.startswith("^"):
-            return iface
-    return None
-
-
 def rendezvous_address(one_host: bool, environ: MutableMapping[str, str]) -> str:
-    """Where rank 0's store listens, as the other ranks reach it: MASTER_ADDR where set; loopback when every
-    rank is on rank 0's host; else the address of the interface the job's Gloo or NCCL traffic is told to use,
-    else the host name's address. A UsageError where none of these gives an address other hosts can reach."""
+    """Where rank 0's store listens, as the other ranks reach it: MASTER_ADDR where set, else rank 0's own
+    reachable address (core/addresses.py)."""
     if environ.get("MASTER_ADDR"):
         return environ["MASTER_ADDR"]
-    if one_host:
-        return "127.0.0.1"
-    iface = named_interface(environ, IFACE_VARIABLES)
-    address = interface_address(iface) if iface else None
-    if address:
-        return address
-    try:
-        address = socket.gethostbyname(socket.gethostname())
-    except OSError:
-        address = "127.0.0.1"
-    if address.startswith("127."):
-        raise UsageError("the ranks span hosts, but rank 0's host name resolves to loopback and no "
-                         f"{'/'.join(IFACE_VARIABLES)} names an interface: set MASTER_ADDR to an address of "
-                         "rank 0's host that the other hosts reach")
-    return address
+    return reachable_address(one_host, environ, "set MASTER_ADDR to an address of rank 0's host that the other "
+                                                "hosts reach")
 
 
 def gloo_interface(one_host: bool, environ: MutableMapping[str, str]) -> None:

@@ -30,6 +30,7 @@ from .core.flags import check_device  # noqa: E402
 from .core.gpu import refuse_unseen_gpus  # noqa: E402
 from .core.gpu_choice import GpuChoice, choose_gpu  # noqa: E402
 from .core.records import RecordWriter  # noqa: E402
+from .tf_mirrored import local_value, start_strategy  # noqa: E402
 from .timing import HorovodObjects, StepOutcome  # noqa: E402
 
 HostBatch = tuple[np.ndarray, ...]
@@ -178,8 +179,10 @@ def from_wire(tensor: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
 class KerasTrainer:
     """One rank's model, optimizer and batches; ``step`` trains one step, ``breakdown_step`` times its parts."""
 
-    def __init__(self, hvd: Any, workload: KerasWorkload, flags: argparse.Namespace, device: str, seed: int) -> None:
+    def __init__(self, hvd: Any, workload: KerasWorkload, flags: argparse.Namespace, device: str, seed: int,
+                 strategy: Any = None, strategy_facts: dict[str, Any] | None = None) -> None:
         self.hvd, self.workload, self.flags, self.device = hvd, workload, flags, device
+        self.strategy = strategy  # --exchange mirrored: TensorFlow's strategy exchanges inside the optimizer's step
         self.model = workload.model
         self.variables = list(self.model.trainable_variables)
         self.parameters = int(sum(np.prod(v.shape) for v in self.variables))
@@ -190,8 +193,8 @@ class KerasTrainer:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(self.variables)
         self.optimizer = optimizer
-        self.distributed = not flags.independent
-        self.facts = {"exchange": {"name": "horovod" if self.distributed else "none"}}
+        self.distributed = not flags.independent and strategy is None  # through Horovod
+        self.facts = {"exchange": strategy_facts or {"name": "horovod" if self.distributed else "none"}}
         self.unit: str | None = None  # the catalog's
         self.compression = hvd.Compression.fp16 if flags.fp16_allreduce else hvd.Compression.none
         if self.distributed:  # every variable exists now, so one broadcast before the first step suffices
@@ -201,6 +204,7 @@ class KerasTrainer:
         self.compute = tf.function(self._compute, jit_compile=flags.xla, reduce_retracing=True)
         self.exchange = tf.function(self._exchange)
         self.apply = tf.function(self._apply)
+        self.replicated = tf.function(lambda batch: strategy.run(self._replica_step, args=(batch,)))
         smallest = min(self.variables, key=lambda v: int(np.prod(v.shape)))
         self.fence = lambda: smallest.value.numpy()
 
@@ -225,8 +229,22 @@ class KerasTrainer:
     def _apply(self, grads: list[tf.Tensor]) -> None:
         self.optimizer.apply_gradients(zip(grads, self.variables))
 
+    def _replica_step(self, batch: tuple[tf.Tensor, ...]) -> tf.Tensor:
+        """One replica's step under the strategy: its own loss, backward, and the optimizer's step, in which Keras
+        all-reduces the gradients to their mean over the replicas (as Horovod's Average: the two end a run with
+        the same parameters)."""
+        with tf.GradientTape() as tape:
+            loss = self.workload.loss(self.model, batch)
+            scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, self.variables)
+        self.optimizer.apply_gradients(zip(grads, self.variables))
+        return loss
+
     def step(self) -> StepOutcome:
         """One training step on this rank's device: batch, compute, exchange (unless independent), apply."""
+        if self.strategy is not None:  # the strategy places the step on its worker's device
+            batch, counts = self.feed.next()
+            return StepOutcome(local_value(self.strategy, self.replicated(batch)), counts)
         with tf.device(self.device):
             return self._step()
 
@@ -318,16 +336,23 @@ class TFBackend:
     framework = "tensorflow"
     choice: GpuChoice | None = None
 
+    strategy: tuple[Any, dict[str, Any] | None] = (None, None)  # --exchange mirrored's, and its facts
+
     def init(self) -> Any:
         import horovod.tensorflow as hvd
 
         gloo_on_loopback()
         hvd.init()
+        self.hvd = hvd
         return hvd
 
     def prepare(self, flags: argparse.Namespace, local_rank: int, local_size: int) -> tuple[str, dict[str, int | None]]:
+        """Threads and device; under --exchange mirrored the strategy too, before TensorFlow's first operation."""
         threads = set_threads(flags, local_size)
         device, self.choice = pin_device(flags.device, local_rank)  # TensorFlow calls it /GPU:0
+        if flags.exchange == "mirrored" and not flags.independent:
+            self.strategy = start_strategy(flags.log_dir, self.hvd.rank(), self.hvd.size(),
+                                           self.hvd.cross_size() == 1, "GPU" in device)
         return device, threads
 
     def runtime(self, hvd: Any, device: str | None) -> TFRuntime:
@@ -348,9 +373,11 @@ class TFBackend:
 
     def trainer(self, build: Callable[[TFBuildContext], KerasWorkload], session: harness.Session) -> KerasTrainer:
         runtime, flags, device = session.runtime, session.flags, session.device
-        with tf.device(device):
+        strategy, facts = self.strategy
+        with strategy.scope() if strategy is not None else tf.device(device):
             workload = build(TFBuildContext(flags, runtime.rank, runtime.size, keras.config.image_data_format()))
-            trainer = KerasTrainer(session.hvd, workload, flags, device, flags.seed + 1 + runtime.rank)
+            trainer = KerasTrainer(session.hvd, workload, flags, device, flags.seed + 1 + runtime.rank, strategy,
+                                   facts)
         runtime.fence = trainer.fence  # type: ignore[attr-defined]
         return trainer
 

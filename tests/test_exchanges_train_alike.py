@@ -29,11 +29,12 @@ from hvdbench.suite.exchange import rendezvous_address, shard_units
 MLP = ["--batch-size", "4", "--mlp-input", "32", "--mlp-widths", "64,64", "--warmup-steps", "1", "--steps", "3"]
 
 
-def _train(log_dir: Path, env: dict, *extra: str, mpi: bool = False, torchrun: bool = False) -> list[dict]:
+def _train(log_dir: Path, env: dict, *extra: str, mpi: bool = False, torchrun: bool = False,
+           script: str = "mlp.py") -> list[dict]:
     """Two ranks of the MLP under horovodrun (or torchrun: no Horovod); each rank's env and summary records."""
     launch = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--no-python"]
               if torchrun else ["horovodrun", "-np", "2", "-H", "localhost:2", "--mpi" if mpi else "--gloo"])
-    proc = subprocess.run([*launch, sys.executable, str(REPO / "suite" / "mlp.py"), *MLP, *extra,
+    proc = subprocess.run([*launch, sys.executable, str(REPO / "suite" / script), *MLP, *extra,
                            "--log-dir", str(log_dir)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = []
@@ -69,6 +70,22 @@ def test_every_exchange_ends_with_the_same_parameters_on_every_rank(tmp_path: Pa
 
 
 @pytest.mark.slow
+def test_tensorflows_mirrored_strategy_ends_where_horovod_does(tmp_path: Path, hvd_env: dict) -> None:
+    """TensorFlow's MultiWorkerMirroredStrategy, one worker per rank, meeting through the run folder: equal
+    parameters on both ranks, and the same as Horovod's exchange reaches from the same start and batches."""
+    finals = {}
+    for exchange in ("horovod", "mirrored"):
+        ranks = _train(tmp_path / exchange, hvd_env, "--exchange", exchange, script="tf_mlp.py")
+        sums = [r["summary"]["param_checksum"] for r in ranks]
+        assert sums[0] == pytest.approx(sums[1], rel=1e-9), exchange
+        finals[exchange] = sums[0]
+    facts = ranks[0]["env"]["exchange"]
+    assert facts["name"] == "mirrored" and facts["backend"] == "ring" and facts["replicas"] == 2
+    assert len(facts["workers"]) == 2 and all(w.startswith("127.0.0.1:") for w in facts["workers"])
+    assert finals["mirrored"] == pytest.approx(finals["horovod"], rel=1e-6)
+
+
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_ddp_with_fp16_buckets_starts_from_what_mpi_gave_horovod(tmp_path: Path, hvd_env: dict) -> None:
     ranks = _train(tmp_path / "ddp-mpi", hvd_env, "--exchange", "ddp", "--fp16-allreduce", "--bucket-mb", "1",
@@ -81,7 +98,10 @@ def test_ddp_with_fp16_buckets_starts_from_what_mpi_gave_horovod(tmp_path: Path,
 
 @pytest.mark.bad_input
 @pytest.mark.parametrize("benchmark,args,says", [
-    ("tf_mlp", ["--exchange", "fsdp"], "--exchange fsdp applies to PyTorch workloads"),
+    ("tf_mlp", ["--exchange", "fsdp"], "--exchange fsdp does not apply to tensorflow workloads; theirs: horovod, "
+                                       "mirrored"),
+    ("mlp", ["--exchange", "mirrored"], "--exchange mirrored does not apply to pytorch workloads"),
+    ("tf_mlp", ["--exchange", "mirrored", "--fp16-allreduce"], "--fp16-allreduce with --exchange mirrored"),
     ("mlp", ["--exchange", "ps", "--fp16-allreduce"], "the parameter server (--exchange ps) sums"),
     ("mlp", ["--exchange", "allgather"], "invalid choice: 'allgather'"),
     ("mlp", ["--exchange", "ddp", "--independent"], "would have nothing to exchange"),
@@ -122,7 +142,7 @@ axes: {np: [2], independent: [false, true], exchange: [horovod, ddp, fsdp, ps], 
     tf = [s for s in planned.specs if s.benchmark == "tf_mlp"]
     assert tf and all("--exchange" not in s.args for s in tf)
     assert any("exchange ps with fp16_allreduce" in note for note in planned.skipped)
-    assert any("on tensorflow workloads" in note for note in planned.skipped)
+    assert any("on tensorflow workloads: theirs are horovod, mirrored" in note for note in planned.skipped)
 
 
 def test_the_ranks_meet_where_the_environment_says() -> None:

@@ -156,7 +156,7 @@ class FittedWorkload:
     measured_per_node: int = 1  # the most ranks per node any of its runs had
 
 
-ALLREDUCE_EXCHANGES = ("horovod", "ddp")  # what the step model's allreduce describes; FSDP and PS are left out
+ALLREDUCE_EXCHANGES = ("horovod", "ddp")  # what the step model's allreduce describes; FSDP, PS, mirrored left out
 
 
 def label_of(row: pd.Series) -> str:
@@ -210,7 +210,8 @@ def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[s
     if modelled.empty:
         raise ReportError(f"exchange(s) {', '.join(sorted(set(exchanging['exchange'].dropna())))} cannot be projected: "
                           "the projection models an allreduce of the gradients (horovod, ddp), not a sharded "
-                          "exchange's all-gathers and reduce-scatters or a parameter server's reduce and broadcast")
+                          "exchange's all-gathers and reduce-scatters, a parameter server's reduce and broadcast, or "
+                          "TensorFlow's strategy (its all-reduce inside the optimizer's step, after backward)")
     twins = scaling[scaling["independent"].astype(bool)]
     runs = collection.runs.set_index("run_id")
     out = []

@@ -20,7 +20,10 @@ EXCHANGES = {  # --exchange: how a rank's gradients reach the others (suite/exch
     "ddp": "PyTorch DistributedDataParallel: bucketed allreduce overlapped with backward (NCCL on GPUs, Gloo on CPUs)",
     "fsdp": "PyTorch fully sharded data parallel (FSDP2): parameters, gradients and optimizer state sharded",
     "ps": "a parameter server: gradients summed at rank 0's GPU or host memory, updated there, sent back",
+    "mirrored": "TensorFlow's MultiWorkerMirroredStrategy, one worker per rank: its own all-reduce (NCCL on GPUs, "
+                "a ring on CPUs) inside the optimizer's step",
 }
+FRAMEWORK_EXCHANGES = {"pytorch": ("horovod", "ddp", "fsdp", "ps"), "tensorflow": ("horovod", "mirrored")}
 DDP_BUCKET_MB = 25.0  # DistributedDataParallel's own default bucket_cap_mb
 
 
@@ -231,9 +234,15 @@ def check_flags(flags: argparse.Namespace, *, cnn: bool, framework: str = "pytor
 def check_exchange(flags: argparse.Namespace, framework: str) -> None:
     """--exchange with the framework, --independent, --fp16-allreduce and its own options; sets their defaults."""
     exchange = getattr(flags, "exchange", "horovod")
-    if framework != "pytorch" and exchange != "horovod":
-        raise UsageError(f"--exchange {exchange} applies to PyTorch workloads; {framework} workloads exchange "
-                         "gradients through Horovod")
+    offered = FRAMEWORK_EXCHANGES.get(framework, ("horovod",))
+    if exchange not in offered:
+        raise UsageError(f"--exchange {exchange} does not apply to {framework} workloads; theirs: {', '.join(offered)}")
+    if exchange == "mirrored":
+        for option, why in (("fp16_allreduce", "the strategy all-reduces gradients in their own precision"),
+                            ("breakdown", "the strategy all-reduces inside the optimizer's step: no phase of its own"),
+                            ("xla", "the strategy's step is not compiled with XLA here")):
+            if getattr(flags, option, False):
+                raise UsageError(f"--{option.replace('_', '-')} with --exchange mirrored: {why}")
     if flags.independent and exchange != "horovod":
         raise UsageError(f"--independent trains each rank alone: --exchange {exchange} would have nothing to exchange")
     if exchange == "ps" and flags.fp16_allreduce:

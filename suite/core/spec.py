@@ -24,11 +24,13 @@ LAUNCHER_LOG = "launcher.log"  # the launcher's (or, under a scheduler, the firs
 COMMAND_FILE = "command.sh"  # the attempt's command, shell-quoted
 TASK_LOG = "task-{task}.log"  # a scheduler task's output where each task starts one rank
 NCCL_LOG = "nccl-rank-{rank}.log"  # a rank's NCCL INFO output (INIT, NET) on a GPU: the network NCCL used
+RENDEZVOUS = "rendezvous-{token}"  # where --exchange mirrored's workers leave their addresses for each other
 ATTEMPT_PREFIX = "attempt-"  # earlier attempts of a run, moved aside by a rerun; never read as runs
 # what one attempt's ranks leave in its run directory, and what its launcher leaves besides (run.json stays:
 # the same run)
 RANK_FILES = (RANK_LOGS, "trace-rank*.json", "tf-profile-rank*", NCCL_LOG.format(rank="*"))
-ATTEMPT_FILES = (*RANK_FILES, "timeline*.json", STATUS_FILE, LAUNCHER_LOG, TASK_LOG.format(task="*"), COMMAND_FILE)
+ATTEMPT_FILES = (*RANK_FILES, "timeline*.json", STATUS_FILE, LAUNCHER_LOG, TASK_LOG.format(task="*"), COMMAND_FILE,
+                 RENDEZVOUS.format(token="*"))
 HOROVOD_CONTROLLERS = ("gloo", "mpi")  # Horovod's controllers, which its launchers start
 CONTROLLERS = (*HOROVOD_CONTROLLERS, "c10d")  # ... and torch.distributed's own rendezvous (torchrun: no Horovod)
 # How MPI moves bytes: auto (MPI's own choice, UCX where built in), ucx (required), tcp (Open MPI's ob1 with
