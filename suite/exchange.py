@@ -21,6 +21,7 @@ from torch import nn
 from .core.addresses import IFACE_VARIABLES, named_interface, reachable_address
 from .core.errors import UsageError
 from .timing import HorovodObjects
+from .torchrun import TorchrunWorld
 
 Update = Callable[[torch.optim.Optimizer], None]
 MakeOptimizer = Callable[[Iterable[torch.Tensor]], torch.optim.Optimizer]
@@ -339,7 +340,7 @@ def make_exchange(flags: argparse.Namespace, hvd: Any, objects: HorovodObjects, 
     if flags.independent:
         return Independent()
     if flags.exchange == "horovod":
-        if not hasattr(hvd, "DistributedOptimizer"):
+        if isinstance(hvd, TorchrunWorld):
             raise UsageError("--exchange horovod needs Horovod, which torchrun does not start: --exchange ddp, fsdp "
                              "or ps (or launcher horovodrun, mpirun, mpiexec or srun)")
         return HorovodExchange(hvd, compression())

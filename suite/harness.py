@@ -269,7 +269,7 @@ class Session:
                 "gpu_choice": self.backend.choice.record() if self.backend.choice is not None
                 else choice_record(self.runtime.local_rank),
                 "gpu_nics": gpu_nics(self.backend.choice.physical) if self.backend.choice is not None else None,
-                **({"horovod": None, "torchrun": self.hvd.info()} if hasattr(self.hvd, "info")
+                **({"horovod": None, "torchrun": self.hvd.info()} if getattr(self.hvd, "without_horovod", False)
                    else {"horovod": horovod_info(self.hvd)}), **base_environment(),
                 "node_power": self.node_power.facts() if self.node_power is not None else None}
 
@@ -296,7 +296,8 @@ def rank_session(backend: Backend, info: BenchmarkInfo, flags: argparse.Namespac
         early = exc
     runtime = backend.runtime(hvd, device)
     with rank_logging(runtime, benchmark=info.name, framework=info.framework,
-                      controller=getattr(hvd, "controller", None) or ("mpi" if hvd.mpi_enabled() else "gloo"),
+                      controller=hvd.controller if getattr(hvd, "without_horovod", False)
+                      else "mpi" if hvd.mpi_enabled() else "gloo",
                       flags=flags, argv=argv, label=label) as (log_dir, writer, run_id):
         if early is not None:
             raise early

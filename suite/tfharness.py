@@ -204,7 +204,8 @@ class KerasTrainer:
         self.compute = tf.function(self._compute, jit_compile=flags.xla, reduce_retracing=True)
         self.exchange = tf.function(self._exchange)
         self.apply = tf.function(self._apply)
-        self.replicated = tf.function(lambda batch: strategy.run(self._replica_step, args=(batch,)))
+        self.replicated = tf.function(lambda batch: strategy.run(self._replica_step, args=(batch,))) \
+            if strategy is not None else None
         smallest = min(self.variables, key=lambda v: int(np.prod(v.shape)))
         self.fence = lambda: smallest.value.numpy()
 

@@ -36,6 +36,7 @@ class TorchrunWorld:
     Gloo group for the harness's barrier and object collectives, started from torchrun's variables."""
 
     controller = "c10d"
+    without_horovod = True  # what the framework-free harness asks (it cannot import this module's torch)
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._env = os.environ if environ is None else environ

@@ -17,7 +17,7 @@ from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.flags import MAX_STEPS_FACTOR
 from hvdbench.suite.core.spec import RunSpec
 
-from ..collect import Collection, collect
+from ..collect import Collection, collect, step_rows
 from ..keys import measured_args
 
 MEASURED_KEY = ["benchmark", "work", "nodes", "np"]
@@ -74,13 +74,17 @@ def measured_timings(collection: Collection) -> dict[tuple[Any, ...], Timing]:
     """Per (benchmark, arguments without run length, nodes, ranks): the timing of its first finished run that
     logged steps; rank 0's steps (every rank steps together)."""
     runs = collection.runs[(collection.runs["status"] == "ok") & collection.runs["wall_s"].notna()]
-    steps = collection.steps[collection.steps["rank"] == 0]
+    rows = step_rows(collection)
     out: dict[tuple[Any, ...], Timing] = {}
     for run in runs.itertuples():
         key = (run.benchmark, measured_args(run.args), int(run.nodes), int(run.np))
-        mine = steps[steps["run_id"] == run.run_id]
-        timed, warm = mine[~mine["warmup"].astype(bool)]["duration"], mine[mine["warmup"].astype(bool)]["duration"]
-        if key in out or not len(timed):
+        if key in out or run.run_id not in rows:
+            continue
+        mine = collection.steps.iloc[rows[run.run_id]]
+        mine = mine[mine["rank"] == 0]
+        warm_rows = mine["warmup"].astype(bool)
+        timed, warm = mine[~warm_rows]["duration"], mine[warm_rows]["duration"]
+        if not len(timed):
             continue
         start = max(float(run.wall_s) - float(mine["duration"].sum()), 0.0)
         out[key] = Timing(start, float(warm.mean()) if len(warm) else float(timed.median()), float(timed.median()))
