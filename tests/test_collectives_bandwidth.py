@@ -117,7 +117,7 @@ def test_gloo_run_skips_the_mpi_backend_and_says_why(tmp_path: Path, hvd_env: di
 
 def test_a_slow_call_moves_the_call_by_call_figure_but_not_the_batch_figure() -> None:
     """One call 100 times slower than the others among 5 batches of 20: the figure of calls timed one by one
-    (their mean) moves by about 6x; the batches' median does not move beyond jitter (nccl-tests' timing)."""
+    (their mean) moves by about 2x; the batches' median does not move beyond jitter (nccl-tests' timing)."""
     import time as clock
 
     from hvdbench.suite.comm import Buffers, Case, measure, measure_batches
@@ -133,7 +133,7 @@ def test_a_slow_call_moves_the_call_by_call_figure_but_not_the_batch_figure() ->
 
         def call() -> torch.Tensor:
             count[0] += 1
-            clock.sleep(0.050 if count[0] == slow_at else 0.0005)
+            clock.sleep(0.200 if count[0] == slow_at else 0.002)
             return result
         return call
 
@@ -144,10 +144,13 @@ def test_a_slow_call_moves_the_call_by_call_figure_but_not_the_batch_figure() ->
         return figure(np.array(measure(lambda _t: call(), buffers, case, rank=0, iters=100, warmup=0,
                                        barrier=nothing, sync=nothing)), "each")
 
-    each = {slow: each_figure(calls(slow)) for slow in (None, 50)}
-    batch = {slow: figure(np.array(measure_batches(calls(slow), buffers, case, rank=0, iters=20, batches=5,
-                                                   warmup=0, barrier=nothing, sync=nothing)), "batch")
-             for slow in (None, 50)}
+    def batch_figure(call: Callable[[], torch.Tensor]) -> float:
+        return figure(np.array(measure_batches(call, buffers, case, rank=0, iters=20, batches=5, warmup=0,
+                                               barrier=nothing, sync=nothing)), "batch")
+
+    # each figure the least of 3 tries: a machine busy with other work only ever adds time
+    each = {slow: min(each_figure(calls(slow)) for _ in range(3)) for slow in (None, 50)}
+    batch = {slow: min(batch_figure(calls(slow)) for _ in range(3)) for slow in (None, 50)}
     assert each[50] / each[None] > 1.5
     assert batch[50] / batch[None] < 1.2
 

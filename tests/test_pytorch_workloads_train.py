@@ -1,6 +1,6 @@
 """Every PyTorch workload of the catalog trains two steps at each of its smoke sizes under horovodrun -np 2 on
 CPU: finite loss, identical parameters on both ranks (gradients were averaged), different ones under
---independent. The workloads come from the catalog (BenchmarkInfo.smoke): a new entry is tested for free."""
+--independent (on two light workloads: one path for every model). The workloads come from the catalog (BenchmarkInfo.smoke): a new entry is tested for free."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def train(benchmark: str, args: list[str], log_dir: Path, env: dict, *extra: str
     assert all(s["kind"] == "summary" and s["loss_finite"] for s in summaries)
     return summaries
 
+ALONE = ("mlp", "cifar10-0")  # the workloads whose --independent run is also trained (see the test)
 
 @pytest.mark.slow
 @pytest.mark.mpi
@@ -53,5 +54,6 @@ def test_workload_trains_with_averaged_gradients_and_alone_when_independent(
     benchmark, args = WORKLOADS[workload]
     together = train(benchmark, args, tmp_path / "allreduce", hvd_env)
     assert together[0]["param_checksum"] == together[1]["param_checksum"]
-    alone = train(benchmark, args, tmp_path / "independent", hvd_env, "--independent")
-    assert alone[0]["param_checksum"] != alone[1]["param_checksum"]
+    if workload in ALONE:  # --independent is the harness's one path for every model: two light models show it
+        alone = train(benchmark, args, tmp_path / "independent", hvd_env, "--independent")
+        assert alone[0]["param_checksum"] != alone[1]["param_checksum"]

@@ -1,6 +1,6 @@
 """Every TensorFlow workload trains two steps at a tiny size under horovodrun -np 2 on CPU: finite loss,
 identical trainable variables on both ranks (gradients averaged through hvd.grouped_allreduce),
-different ones under --independent; XLA on and off; the Keras knobs; bad flags refused before training."""
+different ones under --independent (on two light workloads: one path for every model); XLA on and off; the Keras knobs; bad flags refused before training."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ def train(benchmark: str, args: list[str], log_dir: Path, env: dict, *extra: str
     return ranks
 
 
+ALONE = ("tf_mlp", "tf_cifar10")  # the workloads whose --independent run is also trained (see the test)
+
+
 def checksums(ranks: list[list[dict]]) -> list[float]:
     return [records[-1]["param_checksum"] for records in ranks]
 
@@ -49,8 +52,9 @@ def test_tf_workload_trains_with_averaged_gradients_and_alone_when_independent(
     benchmark, args = WORKLOADS[workload]
     together = checksums(train(benchmark, args, tmp_path / "allreduce", hvd_env))
     assert together[0] == together[1]
-    alone = checksums(train(benchmark, args, tmp_path / "independent", hvd_env, "--independent"))
-    assert alone[0] != alone[1]
+    if workload in ALONE:  # --independent is the harness's one path for every model: two light models show it
+        alone = checksums(train(benchmark, args, tmp_path / "independent", hvd_env, "--independent"))
+        assert alone[0] != alone[1]
 
 
 @pytest.mark.tf
