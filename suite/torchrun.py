@@ -67,12 +67,6 @@ class TorchrunWorld:
     def cross_size(self) -> int:
         return int(self._env.get("GROUP_WORLD_SIZE", "1"))
 
-    def mpi_enabled(self) -> bool:
-        return False
-
-    def nccl_built(self) -> int:
-        return nccl_version_code() or 0
-
     def barrier(self) -> None:
         dist.barrier(group=self._objects)
 
