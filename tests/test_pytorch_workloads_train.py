@@ -1,6 +1,7 @@
 """Every PyTorch workload of the catalog trains two steps at each of its smoke sizes under horovodrun -np 2 on
 CPU: finite loss, identical parameters on both ranks (gradients were averaged), different ones under
---independent (on two light workloads: one path for every model). The workloads come from the catalog (BenchmarkInfo.smoke): a new entry is tested for free."""
+--independent (on two light workloads: one path for every model). The workloads come from the catalog
+(BenchmarkInfo.smoke): a new entry is tested for free."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Every TensorFlow workload trains two steps at a tiny size under horovodrun -np 2 on CPU: finite loss,
 identical trainable variables on both ranks (gradients averaged through hvd.grouped_allreduce),
-different ones under --independent (on two light workloads: one path for every model); XLA on and off; the Keras knobs; bad flags refused before training."""
+different ones under --independent (on two light workloads: one path for every model); XLA on and off;
+the Keras knobs; bad flags refused before training."""
 
 from __future__ import annotations
 
