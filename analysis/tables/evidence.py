@@ -17,6 +17,7 @@ POWER_GAP = 0.05       # power this much off the peers' median is named
 TEMPERATURE_GAP = 5.0  # degrees C above the peers' median
 CPU_GAP = 0.10         # a rank's process getting this much less CPU than its peers (contention)
 AT_LIMIT = 0.97        # power at this fraction of the enforced limit is "at the limit"
+NO_DIFFERENCE = "telemetry shows no difference"
 EVIDENCE_COLUMNS = ["run_id", "rank", *MEANS, *LOWEST, "clock_events"]
 UNITS = {"sm_clock_mhz": "MHz", "memory_clock_mhz": "MHz", "power_w": "W", "temperature_c": "°C",
          "process_cpu_pct": "% of a core"}
@@ -103,4 +104,4 @@ def evidence(mine: pd.Series | None, peers: pd.DataFrame, facts: pd.Series | Non
     if mine is None:
         return "no telemetry recorded"
     found = against_peers(mine, peers) + against_limits(mine, facts)
-    return "; ".join(found) if found else "telemetry shows no difference"
+    return "; ".join(found) if found else NO_DIFFERENCE

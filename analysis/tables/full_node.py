@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..collect import Collection
 from ..keys import WORKLOAD, measured_args
-from .evidence import against_limits, against_peers, rank_telemetry
+from .evidence import NO_DIFFERENCE, evidence, rank_telemetry
 from .scaling import matrices
 
 THRESHOLD = 0.05
@@ -119,19 +119,18 @@ def _rows_of_run(run: Any, matrix: Any, units: pd.DataFrame, env: pd.DataFrame, 
                      "sm_clock_mhz": None if mine is None else mine["sm_clock_mhz"],
                      "temperature_max_c": None if peak is None else peak["temperature_c"],
                      "power_max_w": None if peak is None else peak["power_w"],
-                     "clock_events": "" if mine is None else str(mine["clock_events"] or ""), "_key": key})
+                     "clock_events": "" if mine is None else str(mine["clock_events"] or ""), "_key": key,
+                     "_mine": mine})
     loads = [r["under_load"] for r in rows if r["under_load"]]
     median_load = float(np.median(loads)) if loads else None
+    ranks = tele.xs(run.run_id, level="run_id") if run.run_id in tele.index.get_level_values(0) else tele.iloc[0:0]
     for row in rows:
-        key = row.pop("_key")
+        key, mine = row.pop("_key"), row.pop("_mine")
         flagged, why = _judge(row, median_load, threshold)
-        mine = tele.loc[key] if key in tele.index else None
-        peers = tele.xs(run.run_id, level="run_id").drop(index=key[1], errors="ignore") \
-            if run.run_id in tele.index.get_level_values(0) else tele.iloc[0:0]
-        facts = env.loc[key] if key in env.index else None
-        seen = ([] if mine is None else against_peers(mine, peers) + against_limits(mine, facts))
-        row.update(flagged=flagged, evidence="; ".join(why + seen) or (
-            "no telemetry recorded" if mine is None else "telemetry shows no difference"))
+        peers, facts = ranks.drop(index=key[1], errors="ignore"), env.loc[key] if key in env.index else None
+        seen = evidence(mine, peers, facts)  # the telemetry's word, as the screening and straggler tables give it
+        row.update(flagged=flagged, evidence="; ".join(why + ([seen] if mine is not None and seen != NO_DIFFERENCE
+                                                               or not why else [])))
     return rows
 
 

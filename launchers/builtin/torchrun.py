@@ -28,10 +28,6 @@ class Torchrun(Launcher):
     def controllers_text(cls) -> str:
         return f"starts torch.distributed's c10d rendezvous only ({cls.controller_note})"
 
-    def check_controller(self, controller: str) -> None:
-        if controller not in self.controllers:
-            raise UsageError(f"launcher {self.name} {self.controllers_text()}, not {controller!r}; use controller c10d")
-
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)
         self.check_transport(spec.transport)
