@@ -21,6 +21,7 @@ from hvdbench.suite.core.schema import KINDS
 from hvdbench.suite.core.hca import active_rdma
 from hvdbench.suite.core.nccl_log import read_nccl_log, run_fabric
 from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, RunFolder, RunSpec
+from hvdbench.suite.core.validate import inert
 
 from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
 
@@ -329,13 +330,22 @@ def _read_specs(roots: list[Path]) -> tuple[list[tuple[Path, Path, RunSpec]], li
 
 def _one_copy_each(specs: list[tuple[Path, Path, RunSpec]],
                    errors: list[str]) -> tuple[list[tuple[Path, Path, RunSpec]], list[str]]:
-    """A run is its id: where two folders hold the same run (a backup copy, a copied run.json), one is read
-    and each other one is left out with a line saying which copy was used and why; never a second repeat."""
+    """A run is its id: where two folders of one results root hold the same run (a backup copy, a copied run.json),
+    one is read and each other one is left out with a line saying which copy was used and why; never a second
+    repeat. Two results roots that hold the same run id are two measurements (two vendors' runs that both kept the
+    default --system), never copies: a ReportError saying so, never a root dropped."""
     by_id: dict[str, list[tuple[Path, Path, RunSpec]]] = {}
     for item in specs:
         by_id.setdefault(item[2].id, []).append(item)
     kept = []
     for run_id, copies in by_id.items():
+        roots = list(dict.fromkeys(root for root, _, _ in copies))
+        if len(roots) > 1:
+            system = copies[0][2].system
+            raise ReportError(f"results roots {inert(roots[0])} and {inert(roots[1])} both hold run {run_id} (system "
+                              f"{inert(system)!r}): runs of two roots are two measurements, not copies; give each "
+                              "root its own --system when running it (hvdbench run … --system NAME), or report them "
+                              "one at a time")
         ranked = sorted(copies, key=lambda c: _copy_rank(c[1], run_id))
         kept.append(ranked[0])
         why = _copy_why(ranked[0][1], run_id)
@@ -388,7 +398,8 @@ def _run_row(root: Path, folder: RunFolder, run: _Run, logged: int) -> dict[str,
     wall = recorded.seconds if recorded is not None and recorded.seconds else (run.last or None)
     fabric = _fabric(folder, spec.nodes, run.env or {})
     judged = {"root": str(root), "status": outcome.status, "reason": outcome.reason, "ranks_logged": logged,
-              "wall_s": wall, "setup_s": run.timed.get(0), "fabric": fabric, **_attempts(folder)}
+              "wall_s": wall, "setup_s": run.timed.get(0), "fabric": fabric, "position": folder.order() or None,
+              **_attempts(folder)}
     return run_row(RunFacts(spec, run.records, judged))
 
 

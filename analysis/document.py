@@ -23,6 +23,9 @@ class Section:
     code: bool = False  # the title is a literal (arguments), shown as code
     lines: list[str] = field(default_factory=list)  # a list of short lines (the executive summary)
     folded: tuple[int, ...] = ()  # columns a reader rarely needs: folded away on a narrow page (HTML)
+    banner: list[str] = field(default_factory=list)  # what a reader must see before any figure (CPU stand-ins ...)
+    figure: tuple[str, str] | None = None  # (file name, SVG) drawn inside the section
+    foot: list[str] = field(default_factory=list)  # small print after the section: what its verdicts rest on
 
 
 @dataclass
@@ -85,6 +88,7 @@ def section_markdown(section: Section) -> list[str]:
     title = md_code(section.title) if section.code and not re.search(r"[<>&]", section.title) \
         else md_text(section.title)
     out = [f"## {title}", ""]
+    out += [f"> **{md_text(line)}**" for line in section.banner] + ([""] if section.banner else [])
     if section.text:
         out += [md_text(section.text), ""]
     if section.lines:
@@ -92,6 +96,10 @@ def section_markdown(section: Section) -> list[str]:
                 for line in section.lines] + [""]
     if section.header:
         out += [markdown_table(section.header, section.rows), ""]
+    if section.figure is not None:
+        out += [f"![{md_text(section.title).replace(']', ')')}]({section.figure[0]})", ""]
+    if section.foot:
+        out += [f"<sub>{md_text(line)}</sub>  " for line in section.foot] + [""]
     return out
 
 

@@ -10,14 +10,14 @@ import shlex
 from hvdbench.suite.core.axes import AXES
 
 WORKLOAD = ["system", "framework", "benchmark", "model"]  # the same work on one system, any arguments
-ARGS = [*WORKLOAD, "args"]  # ... with the same arguments: a screened fleet, a workload's row
+ARGS = [*WORKLOAD, "args", "inputs"]  # ... with the same arguments and the same files they name (a model file)
 LAUNCH = ["launcher", "controller", "placement", "knobs"]  # how its ranks were started and tuned
 CONFIG = [*ARGS, *LAUNCH]  # one configuration: a row of the scaling table per size
 SIZE = ["nodes", "np"]
 KNOBS = list(AXES)  # the swept knobs (batch size, precision, layout, compiler, data, fp16 exchange, exchange, threads)
 SHARED = [*KNOBS, "independent", "base_args"]  # what every run of one configuration shares besides CONFIG
-BASELINE = ["system", "framework", "benchmark", "base_args"]  # an --independent twin shares its 1-GPU baseline
-TWIN = [*WORKLOAD, "base_args", *LAUNCH, *SIZE]  # an exchanging row and its --independent twin
+BASELINE = ["system", "framework", "benchmark", "base_args", "inputs"]  # an --independent twin shares its baseline
+TWIN = [*WORKLOAD, "base_args", "inputs", *LAUNCH, *SIZE]  # an exchanging row and its --independent twin
 ONE_KNOB = [*WORKLOAD, *LAUNCH, *SIZE, "independent"]  # configurations that may differ in one knob only
 ACROSS_SYSTEMS = [*ARGS[1:], "np"]  # the same workload and size on different systems
 PLACEMENTS = [*ARGS, "np"]  # the same workload and size on differently linked GPUs

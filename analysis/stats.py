@@ -1,5 +1,5 @@
 """Statistics of one run: where steady state starts, throughput from every rank's own step times with a
-bootstrap interval, variation, and stragglers."""
+block-bootstrap interval (blocks as long as the run's own autocorrelation asks), variation, and stragglers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.metrics import CONFIDENCE, percentile_interval, rank_throughput, throughput_resamples
+from hvdbench.suite.core.metrics import (CONFIDENCE, block_length, percentile_interval, rank_throughput,
+                                         throughput_resamples)
 from hvdbench.suite.core.metrics import total_throughput as total_throughput_of
 
 MIN_INTERVAL_STEPS = 5  # steady steps a 95% interval needs; below it the report says "n/a (too few steps)"
@@ -26,7 +27,7 @@ class RunStats:
     """Throughput of one run over its steady-state steps."""
 
     throughput: float      # sum over ranks of that rank's samples / its own summed step time
-    ci_low: float          # 95% percentile bootstrap of throughput, whole steps (all ranks) resampled
+    ci_low: float          # 95% percentile bootstrap of throughput, blocks of whole steps (all ranks) resampled
     ci_high: float
     median_rate: float     # sum over ranks of the median per-step rate (samples / duration)
     median_step_s: float   # the slowest rank's median step time
@@ -35,6 +36,7 @@ class RunStats:
     warmup_asked: int      # steps the benchmark ran as warm-up
     warmup_used: int       # steps left out: max(asked, detected), or the explicit override
     warmup_detected: int   # end of the initial transient found in the step times (-1: too few steps)
+    block_steps: int = 1   # consecutive steps per resampled block (metrics.block_length; 1: no autocorrelation)
 
 
 def detect_warmup(series: np.ndarray) -> int:
@@ -161,24 +163,27 @@ def total_throughput(durations: np.ndarray, samples: np.ndarray) -> float:
 
 
 def throughput_draws(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
-                     seed: int = 0) -> np.ndarray:
-    """``n`` bootstrap resamples of total throughput, resampling whole steps (all ranks together).
+                     seed: int = 0, block: int = 1) -> np.ndarray:
+    """``n`` bootstrap resamples of total throughput, resampling whole steps (all ranks together) in circular
+    blocks of ``block`` steps.
 
     A resample is a vector of step counts, so every resample's per-rank sums are one matrix product:
     cheap for 1,024 ranks x 1,000 steps."""
     samples = np.broadcast_to(samples, durations.shape)
     if durations.shape[0] < 2:
         return np.full(n, total_throughput(durations, samples))
-    return throughput_resamples(durations, samples, n, seed)
+    return throughput_resamples(durations, samples, n, seed, block)
 
 
 def bootstrap_interval(durations: np.ndarray, samples: np.ndarray, *, n: int = BOOTSTRAP_SAMPLES,
-                       confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap of total throughput, resampling whole steps (all ranks together)."""
+                       confidence: float = CONFIDENCE, seed: int = 0, block: int | None = None) -> tuple[float, float]:
+    """Percentile bootstrap of total throughput, resampling whole steps (all ranks together) in blocks of
+    ``block`` steps (None: as long as the series' autocorrelation asks, ``block_length``)."""
     if durations.shape[0] < 2:
         value = total_throughput(durations, np.broadcast_to(samples, durations.shape))
         return value, value
-    return percentile_interval(throughput_draws(durations, samples, n=n, seed=seed), confidence)
+    block = block_length(durations.mean(axis=1)) if block is None else block
+    return percentile_interval(throughput_draws(durations, samples, n=n, seed=seed, block=block), confidence)
 
 
 def run_stats(steps: pd.DataFrame | StepMatrix, warmup: int | None = None,
@@ -200,7 +205,8 @@ def run_stats(steps: pd.DataFrame | StepMatrix, warmup: int | None = None,
     durations, samples = durations[used:], samples[used:]
     if durations.size == 0:
         return None
-    resamples = throughput_draws(durations, samples)
+    block = block_length(durations.mean(axis=1))
+    resamples = throughput_draws(durations, samples, block=block)
     if durations.shape[0] < MIN_INTERVAL_STEPS:  # no interval from too few steps, nor from ratios built on them
         resamples = np.full(len(resamples), np.nan)
     low, high = percentile_interval(resamples) if durations.shape[0] >= MIN_INTERVAL_STEPS else (np.nan, np.nan)
@@ -213,6 +219,7 @@ def run_stats(steps: pd.DataFrame | StepMatrix, warmup: int | None = None,
         median_step_s=float(np.median(durations, axis=0).max()),
         cv=float((durations.std(axis=0, ddof=1) / means).mean()) if durations.shape[0] > 1 else 0.0,
         steps=int(durations.shape[0]), warmup_asked=asked, warmup_used=int(used), warmup_detected=detected,
+        block_steps=block,
     )
 
 

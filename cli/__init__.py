@@ -57,7 +57,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return commands.report(args.dirs, args.output, warmup=args.warmup, prices=args.price,
                                    systems=args.command == "compare", peaks=args.peaks,
                                    baseline=getattr(args, "baseline", None), margin=getattr(args, "margin", 2.0),
-                                   costs=args.costs, weights=args.weights)
+                                   costs=args.costs, weights=args.weights, min_runs=args.min_runs,
+                                   borrow_spread=args.borrow_spread)
         return {"topo": commands.cmd_topo, "sweep": commands.cmd_sweep, "submit": commands.cmd_submit,
                 "status": commands.cmd_status, "project": commands.cmd_project,
                 "accept": commands.cmd_accept, "nccl-log": commands.cmd_nccl_log}[args.command](args)

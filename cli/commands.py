@@ -30,14 +30,17 @@ from hvdbench.launchers.sweep import Sweep
 def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
            prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None,
            baseline: str | None = None, margin: float = 2.0, costs: Path | None = None,
-           weights: Path | None = None) -> int:
-    """Build the report of results roots and print its headline tables (``baseline``, ``margin`` in percent: the
-    decision between systems)."""
+           weights: Path | None = None, min_runs: int | None = None, borrow_spread: bool = False) -> int:
+    """Build the report of results roots and print its headline tables (``baseline``, ``margin`` in percent,
+    ``min_runs`` and ``borrow_spread``: the decision between systems)."""
     from hvdbench.analysis.verdicts.compare import parse_prices
-    from hvdbench.analysis.report.build import build_report
+    from hvdbench.analysis.report.build import Judging, build_report
+    from hvdbench.suite.core.metrics import MIN_RUNS
 
     if systems and len(dirs) < 2:
         raise UsageError("hvdbench compare: give two or more results roots (one per system)")
+    if systems and len({Path(d).resolve() for d in dirs}) < len(dirs):
+        raise UsageError("hvdbench compare: a results root is given twice: nothing to compare it with")
     out = output or (Path(dirs[0]) / "report")
     from hvdbench.analysis.verdicts.costs import load_costs
     from hvdbench.analysis.verdicts.decision import load_weights
@@ -45,12 +48,22 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
     costed = load_costs(costs) if costs is not None else None  # a bad file is one line before any results is read
     weighted = load_weights(weights) if weights is not None else None
     first = first_system(dirs[0]) if systems and baseline is None else None
-    text, paths = build_report(list(dirs), out, warmup=warmup, prices=parse_prices(list(prices)), peaks=peaks,
-                               baseline=baseline, margin=margin / 100.0, costs=costed, weights=weighted,
-                               first_given=first)
+    judging = Judging(baseline, margin / 100.0, MIN_RUNS if min_runs is None else min_runs, borrow_spread,
+                      parse_prices(list(prices)), costed or {}, weighted or {}, first)
+    text, paths = build_report(list(dirs), out, warmup=warmup, peaks=peaks, judging=judging,
+                               extend=_two_systems if systems else None)
     print(text)
     print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
     return 0
+
+
+def _two_systems(report: Any, collection: Any) -> str:
+    """compare's check before its report is written: the results hold two systems or more."""
+    found = sorted(set(collection.runs["system"]))
+    if len(found) < 2:
+        raise UsageError(f"hvdbench compare: the results hold one system ({inert(', '.join(found))}): nothing to "
+                         "compare; give each offer's runs their own --system (hvdbench run … --system NAME)")
+    return ""
 
 
 def first_system(root: Path) -> str | None:
@@ -77,7 +90,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
     said: dict[str, Any] = {}
 
     def extend(report: Any, collection: Any) -> str:
-        table = acceptance.judge(criteria, report.tables, collection)
+        table = acceptance.judge(criteria, report.tables, collection, args.min_runs, args.borrow_spread)
         report.tables["acceptance"] = table
         header, rows = acceptance.rows(table)
         report.sections.insert(0, Section("Acceptance", acceptance.SECTION_TEXT, header, rows))
@@ -102,7 +115,8 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     if len(args.dirs) != 2:
         raise UsageError("hvdbench compare --regressions: give two results roots, OLD then NEW")
     out = args.output or (Path(args.dirs[1]) / "report")
-    text, paths, table = compare_results(args.dirs[0], args.dirs[1], out, args.margin / 100.0, args.warmup)
+    text, paths, table = compare_results(args.dirs[0], args.dirs[1], out, args.margin / 100.0, args.warmup,
+                                         args.min_runs, args.borrow_spread)
     print(text)
     print(f"regressions: {paths['markdown']} and {paths['csv']}")
     return exit_status(table)
@@ -379,25 +393,30 @@ def cmd_topo(args: argparse.Namespace) -> int:
 
 
 def cmd_nccl_log(args: argparse.Namespace) -> int:
-    """Print what each NCCL log says NCCL used; 2 where a file cannot be read (the others still printed)."""
-    from hvdbench.suite.core.nccl_log import fabric_lines, read_nccl_log
+    """Print what each NCCL log says NCCL used, run by run where a log holds several; 2 where a file cannot be
+    read (the others still printed)."""
+    from hvdbench.suite.core.nccl_log import fabric_lines, read_nccl_runs
     from hvdbench.suite.core.validate import inert
 
-    found: dict[str, dict[str, object]] = {}
+    found: dict[str, object] = {}
     status = 0
     for path in args.files:
         try:
-            fabric = read_nccl_log(path)
+            runs = read_nccl_runs(path)
         except ValueError as exc:
             print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
             status = 2
             continue
         if args.json:
-            found[str(path)] = fabric.as_dict()
-        else:
-            print(f"{inert(path)}:")
+            found[str(path)] = runs[0].as_dict() if len(runs) == 1 else [run.as_dict() for run in runs]
+            continue
+        print(f"{inert(path)}:" + (f" {len(runs)} runs (NCCL started {len(runs)} times), each read on its own"
+                                    if len(runs) > 1 else ""))
+        for i, fabric in enumerate(runs, 1):
+            if len(runs) > 1:
+                print(f"  run {i} of {len(runs)}:")
             for line in fabric_lines(fabric):
-                print(f"  {inert(line)}")
+                print(f"{'    ' if len(runs) > 1 else '  '}{inert(line)}")
     if args.json:
         print(json.dumps(found, indent=2))
     return status

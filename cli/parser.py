@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdbench.suite.core.catalog import BENCHMARKS
+from hvdbench.suite.core.metrics import MIN_RUNS
 from hvdbench.suite.core.flags import Parser, int_list, non_negative_int, percent, positive_float, positive_int
 from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
 from hvdbench.suite.core.validate import QUEUE_WORD, grammar_problem, text_problem
@@ -162,6 +163,20 @@ def _reports(sub: Any) -> None:
         report.add_argument("--peaks", type=Path, default=None, metavar="FILE",
                             help="a peak table (TOML, as analysis/tables/peaks.toml) for GPUs or CPUs the built-in one "
                                  "lacks; its entries are tried first")
+        _judging(report)
+
+
+def _judging(parser: Any) -> None:
+    """The options every verdict between runs takes: the runs a side needs, and borrowing the spread between runs."""
+    parser.add_argument("--min-runs", type=positive_int, default=MIN_RUNS, metavar="N",
+                        help=f"complete runs of a configuration a verdict needs on each side (default {MIN_RUNS}): "
+                             "with fewer, "
+                             "the spread between runs is unknown and the verdict is 'not judged' (exit status 4 for "
+                             "accept and compare --regressions); 1 judges on within-run intervals alone")
+    parser.add_argument("--borrow-spread", action="store_true",
+                        help="judge a configuration of fewer than --min-runs runs with the spread between runs pooled "
+                             "from the same system's configurations that have that many; every line that used it "
+                             "says so")
 
 
 def _accept(sub: Any) -> None:
@@ -180,6 +195,7 @@ def _accept(sub: Any) -> None:
     accept.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
                         help="leave out exactly the first N steps of every run (default: detected)")
     accept.add_argument("--peaks", type=Path, default=None, metavar="FILE", help="a peak table (as report's)")
+    _judging(accept)
 
 
 def _project(sub: Any) -> None:
@@ -316,4 +332,5 @@ def _nccl_log(sub: Any) -> None:
                     "the node count where the log shows it, and warnings (sockets beside an RDMA device, no "
                     "GPUDirect RDMA). What the log shows NCCL did, not what the environment asked for.")
     nccl.add_argument("files", nargs="+", type=Path, help="NCCL log files")
-    nccl.add_argument("--json", action="store_true", help="print JSON: one object per file, by file name")
+    nccl.add_argument("--json", action="store_true", help="print JSON by file name: one object per file, a list of "
+                                                         "them (run by run) where a log holds several runs")

@@ -33,6 +33,14 @@ class Executor:
     def __init__(self, root: Path, *, python: str = sys.executable, resume: bool = True, retries: int = 0,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         self.root, self.python, self.resume, self.retries, self.report = root, python, resume, retries, report
+        self.order: dict[str, dict[str, int]] = {}  # each planned run's position and round (run.json's order)
+
+    def plan_order(self, specs: Sequence[RunSpec]) -> None:
+        """Where each spec stands in the plan about to run (its position of how many, its round of how many): written
+        into its run.json, so a report says how its repeats were spread in time."""
+        rounds = max((spec.repeat for spec in specs), default=0) + 1
+        self.order = {spec.id: {"position": i, "of": len(specs), "round": spec.repeat + 1, "rounds": rounds}
+                      for i, spec in enumerate(specs, 1)}
 
     def describe(self, spec: RunSpec) -> str:
         """What running ``spec`` would do, as the dry run prints it."""
@@ -66,7 +74,7 @@ class Executor:
                 raise LaunchError(f"{spec.id}: process(es) {', '.join(map(str, stuck))} of an earlier attempt do "
                                   "not end; the run's folder is left as it is")
         try:
-            spec.write(run_dir)
+            spec.write(run_dir, self.order.get(spec.id))
             keep_earlier_attempt(run_dir)
         except OSError as exc:
             raise LaunchError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None

@@ -108,6 +108,7 @@ class LocalExecutor(Executor):
     def run_all(self, specs: Iterable[RunSpec]) -> list[RunStatus]:
         """Run every spec; SIGTERM/SIGUSR2 stop the one in flight (recorded) and end the sweep."""
         specs = list(specs)
+        self.plan_order(specs)
         results: list[RunStatus] = []
         done: Counter[str] = Counter()
         with results_lock(self.root), stop_signals():

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import os
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from hvdbench.suite.core.axes import EXCHANGE_FLAGS, axis_flags, without
 from hvdbench.suite.core.catalog import get_benchmark
@@ -247,7 +248,8 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                 if without_horovod:
                     skipped.append(without_horovod)
                     continue
-                run = RunSpec(benchmark=info.name, framework=info.framework, args=args, launcher=launcher,
+                run = RunSpec(benchmark=info.name, framework=info.framework, args=args, inputs=file_inputs(info, args),
+                              launcher=launcher,
                               controller=controller, env=env, system=sweep.system, transport=_transport(sweep),
                               image=sweep.container.image if sweep.container else None,
                               runtime=sweep.container.runtime if sweep.container else None)
@@ -319,6 +321,27 @@ def _baselines(sweep: Sweep, run: RunSpec, topo: Topology | None) -> list[RunSpe
     args = without(run.args, EXCHANGE_FLAGS) if launcher_class(run.launcher).starts_horovod else run.args
     return [replace(run, args=args, np=1, nodes=1, env=compute_env,
                     cpus=_cpus(topo, None, 1, sweep.bind_cpus), repeat=repeat) for repeat in range(sweep.repeats)]
+
+
+def file_inputs(info: Any, args: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
+    """What the files a run's path flags name hold, hashed (``--model-file``: its source): part of the run's identity,
+    so a file edited between two runs makes another run, never the old one's twin; None where no flag names a
+    regular file."""
+    found = []
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        given = value if name in info.paths and eq else args[i + 1] if arg in info.paths and i + 1 < len(args) else None
+        if given is None or not Path(given).is_file():
+            continue
+        digest = hashlib.sha256()
+        try:
+            with open(given, "rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+        except OSError:
+            continue
+        found.append((name, f"sha256:{digest.hexdigest()[:16]}"))
+    return tuple(found) or None
 
 
 def _base(sweep: Sweep) -> Path:

@@ -80,6 +80,7 @@ class SlurmExecutor(Executor):
         if problem:
             raise LaunchError(problem)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.plan_order(todo)
         submitted: list[tuple[RunSpec, str]] = []
         # one submitit executor per set of job parameters: each job gets exactly what describe() shows for it
         groups: dict[str, tuple[dict[str, Any], list[RunSpec]]] = {}
@@ -90,7 +91,7 @@ class SlurmExecutor(Executor):
             executor = submitit.AutoExecutor(folder=self.root / JOBS_DIR / "%j", cluster="slurm")
             executor.update_parameters(**params)
             for spec in group:
-                spec.write(self.root / spec.id)
+                spec.write(self.root / spec.id, self.order.get(spec.id))
             try:
                 if self.options.array_parallelism and len(group) > 1:
                     with executor.batch():

@@ -1,8 +1,9 @@
 """Adaptive run length: timed steps run in chunks until the 95% interval of the run's throughput is within
 plus or minus ``target`` percent of it (or ``max_steps`` is reached). Rank 0 decides from every rank's own
 step times and tells the others (``timing.Adaptive``), so every rank stops after the same step. The interval
-is the report's (``metrics.throughput_resamples``: a percentile bootstrap over whole steps, every rank's own
-rate summed), on fewer resamples; the report judges warm-up again, so its interval can differ a little."""
+is the report's (``metrics.throughput_resamples``: a percentile bootstrap over blocks of whole steps as long as
+the steps' autocorrelation asks, every rank's own rate summed), on fewer resamples; the report judges warm-up again,
+so its interval can differ a little."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .core.metrics import percentile_interval, rank_throughput, throughput_resamples, total_throughput
+from .core.metrics import block_length, percentile_interval, rank_throughput, throughput_resamples, total_throughput
 
 RESAMPLES = 500
 
@@ -20,7 +21,8 @@ def relative_half_width(durations: np.ndarray, samples: np.ndarray, *, n: int = 
     for (steps x ranks) matrices of step durations and samples; infinite below two steps."""
     if durations.shape[0] < 2:
         return float("inf")
-    low, high = percentile_interval(throughput_resamples(durations, samples, n, seed))
+    block = block_length(durations.mean(axis=1))
+    low, high = percentile_interval(throughput_resamples(durations, samples, n, seed, block))
     value = total_throughput(rank_throughput(samples.sum(axis=0), durations.sum(axis=0)))
     return float((high - low) / 2.0 / value)
 

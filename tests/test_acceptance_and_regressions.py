@@ -30,11 +30,14 @@ def _lognormal(rng: np.random.Generator, mean: float, cv: float, n: int) -> list
     return list(rng.lognormal(np.log(mean) - sigma**2 / 2, sigma, n))
 
 
-def _results(root: Path, step_s: dict[int, float], seed: int = 1, system: str = "dgx") -> None:
+def _results(root: Path, step_s: dict[int, float], seed: int = 1, system: str = "dgx", repeats: int = 3) -> None:
+    """``repeats`` runs of each size, each at its own level (0.5% apart between runs), 2% noise a step."""
     rng = np.random.default_rng(seed)
     for np_, mean in step_s.items():
-        write_run(root, RunSpec(benchmark="cifar10", args=ARGS, np=np_, system=system),
-                  [_lognormal(rng, mean, 0.02, 60) for _ in range(np_)])
+        for repeat in range(repeats):
+            level = mean * rng.lognormal(0.0, 0.005)
+            write_run(root, RunSpec(benchmark="cifar10", args=ARGS, np=np_, system=system, repeat=repeat),
+                      [_lognormal(rng, level, 0.02, 60) for _ in range(np_)])
 
 
 def _criteria(tmp_path: Path, body: str) -> Path:
@@ -76,7 +79,7 @@ min = 1
     assert table["verdict"].to_dict() == {"per GPU at 2": "pass", "efficiency at 2": "fail",
                                           "on the line": "inconclusive", "at 8 GPUs": "not measured"}
     assert status == 1  # one fails
-    assert "more timed steps" in table.loc["on the line", "why"] and "at 2 GPU(s)" in table.loc["at 8 GPUs", "why"]
+    assert "threshold" in table.loc["on the line", "why"] and "at 2 GPU(s)" in table.loc["at 8 GPUs", "why"]
     text = (tmp_path / "out" / "acceptance.txt").read_text()
     assert "per GPU at 2: throughput_per_gpu ≥ 250" in text and "PASS" in text
     assert "System as the runs recorded it" in text
@@ -84,9 +87,28 @@ min = 1
     assert "acceptance" in capsys.readouterr().out
 
 
+def test_one_run_a_criterion_is_not_judged_unless_asked_to_judge_within_runs(tmp_path: Path) -> None:
+    """One run: its interval says how steady that run was, not where the next would land. The default (--min-runs 3)
+    says so and exits 4; --min-runs 1 judges on the within-run interval; --borrow-spread lends the spread between
+    runs measured on another configuration of the same system, and says so."""
+    _results(tmp_path / "r", {1: 0.1}, repeats=1)
+    criteria = _criteria(tmp_path, "[[criterion]]\nname='thr'\nbenchmark='cifar10'\ngpus=1\nmetric='throughput'\n"
+                                   "min=250\n")
+    assert main(["accept", str(criteria), str(tmp_path / "r"), "-o", str(tmp_path / "a")]) == 4
+    row = pd.read_csv(tmp_path / "a" / "acceptance.csv").iloc[0]
+    assert row["verdict"] == "not judged"
+    assert row["why"] == "1 run behind it; the spread between runs is unknown (hvdbench run … --repeats 3)"
+    assert main(["accept", str(criteria), str(tmp_path / "r"), "-o", str(tmp_path / "b"), "--min-runs", "1"]) == 0
+    _results(tmp_path / "r", {2: 0.105}, repeats=3, seed=5)  # another configuration of the system, 3 runs
+    assert main(["accept", str(criteria), str(tmp_path / "r"), "-o", str(tmp_path / "c"), "--borrow-spread"]) == 0
+    row = pd.read_csv(tmp_path / "c" / "acceptance.csv").iloc[0]
+    assert row["verdict"] == "pass" and "run-to-run spread borrowed: " in row["why"] and "from 3 runs of 1 other " \
+        "configuration of dgx" in row["why"]
+
+
 def test_exit_status_gates_a_pipeline() -> None:
     for verdicts, status in ((["pass", "pass"], 0), (["pass", "fail", "inconclusive"], 1),
-                             (["pass", "inconclusive"], 4), (["not measured"], 4)):  # 4: not judged
+                             (["pass", "inconclusive"], 4), (["not measured"], 4), (["pass", "not judged"], 4)):
         assert exit_status(pd.DataFrame({"verdict": verdicts})) == status
 
 
@@ -143,11 +165,8 @@ def test_a_criterion_matching_several_configurations_asks_for_a_narrower_selecto
 
 def test_regressions_mark_only_planted_changes(tmp_path: Path) -> None:
     _results(tmp_path / "old", {1: 0.100, 2: 0.105}, seed=1, system="jan")
-    rng = np.random.default_rng(2)
-    write_run(tmp_path / "new", RunSpec(benchmark="cifar10", args=ARGS, np=1, system="feb"),
-              [_lognormal(rng, 0.100, 0.02, 60)])  # unchanged
-    write_run(tmp_path / "new", RunSpec(benchmark="cifar10", args=ARGS, np=2, system="feb"),
-              [_lognormal(rng, 0.120, 0.02, 60) for _ in range(2)])  # 12.5% slower: planted
+    _results(tmp_path / "new", {1: 0.100}, seed=2, system="feb")  # unchanged
+    _results(tmp_path / "new", {2: 0.120}, seed=3, system="feb")  # 12.5% slower: planted
     write_run(tmp_path / "new", RunSpec(benchmark="mlp", np=1, system="feb"), [[0.01] * 30])  # only in new
     status = main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--regressions",
                    "-o", str(tmp_path / "out")])
@@ -156,6 +175,12 @@ def test_regressions_mark_only_planted_changes(tmp_path: Path) -> None:
     assert changes == {("cifar10", 1): "within noise and margin", ("cifar10", 2): "regression",
                        ("mlp", 1): "not judged: only in new"}
     assert status == 1
+    _results(tmp_path / "one", {2: 0.120}, seed=4, system="feb", repeats=1)  # one run: the spread unknown
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "one"), "--regressions", "-o",
+                 str(tmp_path / "out1")]) == 4
+    change = pd.read_csv(tmp_path / "out1" / "regressions.csv").set_index("np").loc[2, "change"]
+    assert change == "not judged: 3 runs of old and 1 of new; the spread between runs is unknown (hvdbench run … " \
+                     "--repeats 3)"
 
 
 def test_the_shipped_criteria_files_parse() -> None:

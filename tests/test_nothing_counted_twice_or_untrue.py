@@ -113,7 +113,9 @@ def test_too_few_steady_steps_give_no_interval(tmp_path: Path, steady: int, inte
     assert ("n/a (too few steps)" in paths["markdown"].read_text()) is not interval
 
 
-def test_two_repeats_give_the_union_of_their_intervals_not_a_bootstrap_of_two_values(tmp_path: Path) -> None:
+def test_two_repeats_give_an_interval_wider_than_both_runs_not_a_bootstrap_of_two_values(tmp_path: Path) -> None:
+    """Two runs bootstrap to almost nothing: the interval over them is Student's at one degree of freedom (their
+    geometric mean ± 12.7 standard errors), wider than either run's own interval."""
     rng = np.random.default_rng(3)
     for repeat, mean in ((0, 0.10), (1, 0.11)):
         spec = RunSpec(benchmark="cifar10", np=1, repeat=repeat)
@@ -123,5 +125,6 @@ def test_two_repeats_give_the_union_of_their_intervals_not_a_bootstrap_of_two_va
     collection = collect([tmp_path])
     stats = run_stats_table(collection)
     row = scaling_table(collection, stats).iloc[0]
-    assert row["ci_method"] == "steps of 2 repeats"
-    assert row["ci_low"] == stats["ci_low"].min() and row["ci_high"] == stats["ci_high"].max()
+    assert row["ci_method"] == "2 runs resampled, blocks of steps within each (Student's t over runs)"
+    assert row["ci_low"] < stats["ci_low"].min() and row["ci_high"] > stats["ci_high"].max()  # wider than both runs
+    assert row["throughput"] == pytest.approx(float(np.exp(np.log(stats["throughput"]).mean())))

@@ -71,7 +71,7 @@ def test_a_bandwidth_criterion_is_judged_on_exactly_the_runs_of_the_row_it_names
     body = "[[criterion]]\nname = '{name}'\nmetric = 'algbw'\ngpus = 2\nmin = 0.5\n{extra}"
     criteria = _criteria(tmp_path, "\n".join(body.format(name=n, extra=e) for n, e in (
         ("training", "pattern = 'training'\n"), ("isolated", "pattern = 'isolated'\n"))))
-    assert main(["accept", str(criteria), str(root), "-o", str(tmp_path / "out")]) == 1
+    assert main(["accept", str(criteria), str(root), "-o", str(tmp_path / "out"), "--min-runs", "1"]) == 1
     table = pd.read_csv(tmp_path / "out" / "acceptance.csv").set_index("criterion")
     assert table.loc["training", "value"] == pytest.approx(2**20 / 0.001 / 1e9, rel=0.05)  # its own runs only
     assert table.loc["training", "runs"] == fast.id and table.loc["training", "verdict"] == "pass"
@@ -82,7 +82,7 @@ def test_a_bandwidth_criterion_is_judged_on_exactly_the_runs_of_the_row_it_names
     assert "matches 2 configurations" in err and "pattern" in err and err.count("\n") == 1
     _curve(root, 0.002, launcher="mpirun")  # another launcher's isolated curve: named, or refused
     named = _criteria(tmp_path, body.format(name="mpirun", extra="launcher = 'mpirun'\n"))
-    assert main(["accept", str(named), str(root), "-o", str(tmp_path / "out3")]) == 0
+    assert main(["accept", str(named), str(root), "-o", str(tmp_path / "out3"), "--min-runs", "1"]) == 0
 
 
 # 2. selectors the metric's table lacks were ignored; mistyped values read as "not measured"; usage errors exited 2
@@ -138,7 +138,7 @@ def test_a_regression_gate_that_could_not_judge_says_so_and_does_not_pass(tmp_pa
     for side in ("old", "new"):  # two systems in each root: every configuration paired by system
         _sweep_root(tmp_path / side, "dgx", seed=1)
         _sweep_root(tmp_path / side, "l40s", seed=2)
-    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--regressions",
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--regressions", "--min-runs", "1",
                  "-o", str(tmp_path / "a")]) == 0
     assert len(pd.read_csv(tmp_path / "a" / "regressions.csv")) == 4  # none dropped
     _sweep_root(tmp_path / "other", "h100", seed=3)

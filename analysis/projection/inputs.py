@@ -177,7 +177,8 @@ def label_of(row: pd.Series) -> str:
 def _thr_draws(row: pd.Series, draws: dict[str, np.ndarray]) -> np.ndarray:
     """A scaling row's throughput resamples (its value alone where its runs have none)."""
     thr = config_draws(str(row["runs"]).split(","), draws)
-    return np.full(DRAWS, float(row["throughput"])) if thr is None or not len(thr) else np.asarray(thr[:DRAWS], float)
+    return np.full(DRAWS, float(row["throughput"])) if thr is None or not len(thr.draws) else \
+        np.asarray(thr.draws[:DRAWS], float)
 
 
 def _step_draws(row: pd.Series, draws: dict[str, np.ndarray]) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,7 +24,9 @@ from ..keys import ACROSS_SYSTEMS
 from ..verdicts.compare import compare_table, measured_best
 from ..tables.system import system_json, system_table
 from ..verdicts.costs import Cost, cost_columns
-from ..verdicts.decision import decision_lines, unpaired_table, weighted_lines
+from ..verdicts.decision import cost_verdict_lines, decision_lines, decision_table, unpaired_table, weighted_figures
+from . import decision_view
+from ..ratios import MIN_RUNS, pooled_spread
 from ..tables.details import breakdown_table, details_table
 from ..tables.efficiency import Peak, load_peaks, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
@@ -51,10 +53,12 @@ def _intro(collection: Collection, warmup: int | None) -> str:
             "arguments and system); efficiency = speedup / N.")
 
 
-def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None, margin: float,
-              weights: dict[str, float], first_given: str | None = None) -> list[Section]:
-    """The decision between systems, first after the summary: each workload against the baseline in words with
-    its interval, the side-by-side table, and what one system measured alone; nothing for one system."""
+def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
+              margin: float, weights: dict[str, float], first_given: str | None = None,
+              min_runs: int = MIN_RUNS) -> list[Section]:
+    """The decision between systems, first after the summary: one row per workload and size against the baseline
+    (ratio, interval, verdict, runs per side, cost), its forest plot, the weighted figures and costs, what the verdicts
+    rest on; the side-by-side table, and what one system measured alone; nothing for one system."""
     systems = sorted(set(table["system"])) if len(table) else []
     if len(systems) < 2:
         return []
@@ -62,14 +66,22 @@ def _decision(table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
     base: str = baseline or given or systems[0]
     how = ("chosen with --baseline" if baseline else "the first given on the command line; --baseline chooses"
            if given else "the first system by name; --baseline chooses")
-    text = views.decision_text(base, how, margin)
-    lines = decision_lines(compared, base, margin) if len(compared) else [
-        "no decision between the systems: no workload was measured on two of them (see Measured on one system only)"]
-    if weights and len(compared):
-        lines = weighted_lines(compared, weights, margin) + lines
-    if "usd_per_million" in compared:
-        lines += views.cost_lines(compared)
-    out = [Section(f"Decision: {', '.join(s for s in systems if s != base)} against {base}", text, lines=lines)]
+    others = ", ".join(s for s in systems if s != base)
+    section = Section(f"Decision: {others} against {base}", decision_view.decision_text(base, how, margin, min_runs))
+    if len(compared):
+        decided = decision_table(compared, margin, min_runs)
+        weighted = weighted_figures(decided, compared.attrs.get("ratio_draws", {}), weights, margin) if weights else []
+        section.banner = decision_view.banners(collection, decided, compared)
+        section.lines = [w.line() for w in weighted] + [line for line in [decision_view.hourly_line(compared)] if line]
+        section.header, section.rows = decision_view.decision_rows(decided, compared)
+        section.folded = (len(section.header) - 1,)
+        section.figure = (decision_view.FOREST_FILE, decision_view.forest_svg(decided, weighted, margin))
+        section.foot = ["Runs behind these verdicts:"] + decision_view.foot_lines(collection, compared)
+        compared.attrs["decided"], compared.attrs["weighted"] = decided, weighted
+    else:
+        section.lines = ["no decision between the systems: no workload was measured on two of them (see Measured on "
+                         "one system only)"]
+    out = [section]
     if len(compared):
         out.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared, base)))
     alone = unpaired_table(measured_best(table), list(ACROSS_SYSTEMS))
@@ -98,13 +110,47 @@ def _nothing_to_report(collection: Collection, warmup: int | None) -> None:
     raise ReportError(f"no complete run to report: {reasons or 'no timed steps'}")
 
 
+@dataclass(frozen=True)
+class Judging:
+    """How systems are judged against each other: the baseline (None: the first root's system, else the first by
+    name), the change that counts (``margin``), the complete runs a side needs (``min_runs``), whether a side with
+    fewer borrows its system's spread between runs from its other configurations (``borrow_spread``), prices per
+    GPU-hour, a costs file and the buyer's weights; ``first_given``: the first results root's system."""
+
+    baseline: str | None = None
+    margin: float = 0.02
+    min_runs: int = MIN_RUNS
+    borrow_spread: bool = False
+    prices: dict[str, float] = field(default_factory=dict)
+    costs: dict[str, Cost] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+    first_given: str | None = None
+
+
+def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
+              judging: Judging) -> tuple[pd.DataFrame, list[Section]]:
+    """Systems against the baseline: the comparison table (with costs) and the decision's sections."""
+    given = _given(table, judging.baseline, judging.first_given)
+    spreads = pooled_spread(table, dict(zip(stats["run_id"], stats["throughput"])), judging.min_runs) \
+        if judging.borrow_spread else None
+    compared = compare_table(table, judging.prices, stats.attrs.get("draws"), judging.baseline or given, spreads,
+                             judging.min_runs, stats.attrs.get("points"))
+    if judging.costs:
+        compared = cost_columns(compared, table, judging.costs)
+    return compared, _decision(collection, table, compared, judging.baseline, judging.margin, judging.weights, given,
+                               judging.min_runs)
+
+
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
           threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None, baseline: str | None = None,
           margin: float = 0.02, costs: dict[str, Cost] | None = None,
-          weights: dict[str, float] | None = None, first_given: str | None = None) -> Report:
+          weights: dict[str, float] | None = None, first_given: str | None = None,
+          judging: Judging | None = None) -> Report:
     """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in;
-    ``baseline`` and ``margin``: the system the others are judged against, and the change that counts;
-    ``first_given``: the first results root's system, the baseline where none is chosen)."""
+    ``judging``: how systems are judged, else from ``baseline``, ``margin``, ``prices``, ``costs``, ``weights`` and
+    ``first_given`` with the default --min-runs)."""
+    judging = judging or Judging(baseline, margin, prices=prices or {}, costs=costs or {}, weights=weights or {},
+                                 first_given=first_given)
     stats = run_stats_table(collection, warmup)
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
@@ -113,15 +159,10 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
     full = full_node_table(collection, stats)
-    given = _given(table, baseline, first_given)
-    compared = compare_table(table, prices or {}, stats.attrs.get("draws"), baseline or given)
-    if costs:
-        compared = cost_columns(compared, table, costs)
+    compared, decided = _compared(collection, table, stats, judging)
     headline = [_headline(f"{system}: {args or '(defaults)'}", group)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
-    decided = _decision(table, compared, baseline, margin, weights or {}, given)
-    summary = ((decided[0].lines if decided else [])
-               + (executive_lines(table, screen, slow, full) if len(table) else [])
+    summary = (_decision_summary(compared, decided) + (executive_lines(table, screen, slow, full) if len(table) else [])
                + views.fabric_alerts(collection.runs) + views.params_alerts(collection.runs))
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
     sections += decided
@@ -137,26 +178,54 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     sections += _screen_sections(screen, full, tables)
     sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
     sections += _recorded_sections(collection, table, tables)
-    sections.append(Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats)))
-    if collection.runs["target_ci_pct"].notna().any():
-        sections.append(Section("Adaptive run length", views.ADAPTIVE_TEXT,
-                                *views.adaptive_rows(collection.runs, stats)))
-    sections += [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
-    if not compared.empty:
-        tables["compare"] = compared
+    sections += _run_sections(collection, stats)
+    _keep_compared(tables, compared)
     if len(collection.profile):
         tables["profile"] = collection.profile
     sections += _bandwidth_sections(collection, comm, table, tables)
     projected = _projection(collection, warmup, stats)
     if projected is not None:
         sections.append(projection_section(projected))
+    return Report(_intro(collection, warmup), sections, tables, _plots(collection, table, stats, comm, tables),
+                  headline)
+
+
+def _decision_summary(compared: pd.DataFrame, sections: list[Section]) -> list[str]:
+    """The executive summary's line on the decision (once: the verdicts themselves stand in Decision), or why there
+    is none where several systems were measured but no workload on two of them."""
+    decided = compared.attrs.get("decided")
+    if decided is None:
+        return sections[0].lines[:1] if sections else []
+    line = decision_view.summary_line(decided, compared.attrs.get("weighted", []))
+    return [line] if line else []
+
+
+def _keep_compared(tables: dict[str, pd.DataFrame], compared: pd.DataFrame) -> None:
+    """The comparison (compare.csv) and the decision's rows (decision.csv), where systems were compared."""
+    if not compared.empty:
+        tables["compare"] = compared
+        if compared.attrs.get("decided") is not None:
+            tables["decision"] = compared.attrs["decided"]
+
+
+def _run_sections(collection: Collection, stats: pd.DataFrame) -> list[Section]:
+    """Warm-up, the adaptive run lengths and what was left out."""
+    out = [Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats))]
+    if collection.runs["target_ci_pct"].notna().any():
+        out.append(Section("Adaptive run length", views.ADAPTIVE_TEXT, *views.adaptive_rows(collection.runs, stats)))
+    return out + [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
+
+
+def _plots(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame, comm: pd.DataFrame,
+           tables: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Every plot of the report, by title."""
     plots = all_plots(table, matrices(collection), collection.runs, stats, collection.telemetry)
     for title, svg in (("Where a step's time goes (--breakdown)",
                         breakdown_plot(tables["breakdown"]) if "breakdown" in tables else None),
                        ("Collective bus bandwidth against message size", plot_bandwidth(comm) if len(comm) else None)):
         if svg:
             plots[title] = svg
-    return Report(_intro(collection, warmup), sections, tables, plots, headline)
+    return plots
 
 
 def _projection(collection: Collection, warmup: int | None, stats: pd.DataFrame) -> Projection | None:
@@ -206,7 +275,8 @@ def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataF
                     tables: dict[str, pd.DataFrame]) -> list[Section]:
     """Every knob side by side, the cross-model summary and the best configuration of each workload."""
     out: list[Section] = []
-    _tabled(out, tables, "knobs", knob_table(table, stats.attrs.get("draws", {})), "Every knob side by side",
+    _tabled(out, tables, "knobs", knob_table(table, stats.attrs.get("draws", {}), stats.attrs.get("points")),
+            "Every knob side by side",
             views.KNOB_TEXT, views.knob_rows)
     _tabled(out, tables, "cross_model", cross_model(table), "Across workloads", views.CROSS_TEXT, views.cross_rows)
     best = best_configurations(table)
@@ -222,6 +292,8 @@ def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict
     _tabled(out, tables, "breakdown", breakdown_table(collection, table), "Step breakdown", views.BREAKDOWN_TEXT,
             views.breakdown_rows)
     _tabled(out, tables, "details", details_table(collection), "Run details", views.DETAILS_TEXT, views.details_rows)
+    if out and out[-1].title == "Run details":
+        out[-1].folded = views.DETAILS_FOLDED
     header, rows = views.fabric_rows(collection.runs)
     if rows:
         out.append(Section("The network NCCL used", views.FABRIC_TEXT, header, rows))
@@ -284,6 +356,9 @@ def _write_files(report: Report, folder: Path) -> None:
         (folder / "decision.html").write_text(render_html(page), encoding="utf-8")
     for i, svg in enumerate(report.plots.values()):
         (folder / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
+    for section in report.sections:
+        if section.figure is not None:
+            (folder / section.figure[0]).write_text(section.figure[1], encoding="utf-8")
     if "system" in report.tables:
         described = system_json(report.tables["system"])
         (folder / "system.json").write_text(json.dumps(described, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -309,7 +384,10 @@ def terminal_text(report: Report, collection: Collection) -> str:
                                   f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
     decision = next((s for s in report.sections if s.title.startswith("Decision: ")), None)
     if decision is not None:
-        texts.append(inert(decision.title) + "\n" + "\n".join(inert(line) for line in decision.lines))
+        decided = report.tables.get("decision")
+        said = [*decision.banner, *decision_lines(decided), *cost_verdict_lines(decided),
+                *decision_view.cost_figures(report.tables["compare"])] if decided is not None else []
+        texts.append(inert(decision.title) + "\n" + "\n".join(inert(line) for line in [*said, *decision.lines]))
     if "compare" in report.tables:
         compared = report.tables["compare"]
         texts.append("systems side by side\n" + text_table(*views.compare_rows(compared, compared.attrs["baseline"])))
@@ -362,10 +440,11 @@ def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
                  prices: dict[str, float] | None = None, peaks: Path | None = None, baseline: str | None = None,
                  margin: float = 0.02, costs: dict[str, Cost] | None = None, weights: dict[str, float] | None = None,
                  extend: Callable[[Report, Collection], str] | None = None,
-                 first_given: str | None = None) -> tuple[str, dict[str, Path]]:
+                 first_given: str | None = None, judging: Judging | None = None) -> tuple[str, dict[str, Path]]:
     """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
     adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
-    to print besides; ``first_given``: the system of the first root given, the default baseline."""
+    to print besides; ``first_given``: the system of the first root given, the default baseline; ``judging``
+    (where given) says how systems are judged in place of the single options."""
     peak_list = load_peaks(peaks)  # a bad peak file is named before anything is read
     collection = collect(roots)
     if collection.runs.empty:
@@ -373,6 +452,6 @@ def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
     report = build(collection, warmup=warmup, prices=prices, peaks=peak_list, baseline=baseline, margin=margin,
-                   costs=costs, weights=weights, first_given=first_given)
+                   costs=costs, weights=weights, first_given=first_given, judging=judging)
     extra = extend(report, collection) if extend is not None else ""
     return terminal_text(report, collection) + extra, write(report, out_dir)

@@ -7,6 +7,7 @@ reader rarely needs (a section's ``folded`` ones) are folded away until "show ev
 from __future__ import annotations
 
 import html
+import re
 
 from hvdbench.suite.core.validate import inert
 
@@ -30,13 +31,18 @@ label[for=every-column] { font-size: 13px; color: #555; }
 code { background: #f3f3f3; padding: 0 .2em; } figure { margin: 1em 0 2em; } figcaption { font-weight: 600; }
 figure svg { max-width: 100%; height: auto; }
 ul.summary { background: #f7f7f2; border: 1px solid #ddd; padding: .6em 1em .6em 2em; }
+ul.summary ul { padding-left: 1.4em; margin: .15em 0; }
+div.banner { background: #fff4d6; border: 1px solid #e0b84c; padding: .5em 1em; margin: .5em 0; font-weight: 600; }
+p.foot { font-size: 12px; color: #555; margin: .2em 0; }
+figure.forest svg { max-width: 100%; height: auto; }
 @page { margin: 12mm; }
 @media print {
   body { font-size: 9pt; line-height: 1.3; margin: 0; padding: 0; max-width: none; }
   h1 { font-size: 14pt; margin: 0 0 .3em; } h2 { font-size: 11pt; margin: .8em 0 .3em; }
   #every-column, label[for=every-column] { display: none; }
   .scroll { overflow: visible; } table { font-size: 8pt; } th, td { white-space: normal; }
-  ul.summary { padding: .3em .6em .3em 1.6em; } figure { break-inside: avoid; }
+  ul.summary { padding: .3em .6em .3em 1.6em; } figure { break-inside: avoid; margin: .4em 0; }
+  div.banner { padding: .2em .6em; margin: .3em 0; } p.foot { font-size: 7pt; }
 }
 """
 
@@ -72,6 +78,29 @@ def _table(section: Section) -> str:
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
+def _inline(line: str) -> str:
+    """A line of prose, escaped, its `code` spans rendered as code."""
+    escaped = _h(line.strip())
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
+def _lines(lines: list[str]) -> str:
+    """Summary lines as a list; a line indented by two spaces nests under the line before it."""
+    out, nested = ['<ul class="summary">'], False
+    for line in lines:
+        inner = line.startswith("  ")
+        if inner and not nested:
+            out.append("<ul>")
+        elif not inner and nested:
+            out.append("</ul></li>")
+        elif not inner and len(out) > 1:
+            out.append("</li>")
+        nested = inner
+        out.append(f"<li>{_inline(line)}" + ("</li>" if inner else ""))
+    out.append("</ul></li></ul>" if nested else "</li></ul>")
+    return "".join(out)
+
+
 def render_html(report: Report) -> str:
     """The whole page."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -83,13 +112,16 @@ def render_html(report: Report) -> str:
     for section in report.sections:
         title = _h(section.title)
         parts.append(f"<h2><code>{title}</code></h2>" if section.code else f"<h2>{title}</h2>")
+        parts += [f'<div class="banner">{_h(line)}</div>' for line in section.banner]
         if section.text:
             parts.append(f"<p>{_h(section.text)}</p>")
         if section.lines:
-            parts.append('<ul class="summary">' + "".join(f"<li>{_h(line.strip())}</li>"
-                                                          for line in section.lines) + "</ul>")
+            parts.append(_lines(section.lines))
         if section.header:
             parts.append(_table(section))
+        if section.figure is not None:  # drawn by hvdbench itself: every text in it escaped (decision_view)
+            parts.append(f'<figure class="plot forest">{section.figure[1]}</figure>')
+        parts += [f'<p class="foot">{_h(line)}</p>' for line in section.foot]
     if report.plots:
         parts.append("<h2>Plots</h2>")
     for title, svg in report.plots.items():

@@ -178,7 +178,7 @@ def telemetry_plot(telemetry: pd.DataFrame, runs: pd.DataFrame) -> str | None:
             continue
         mean = g.groupby(g["t_s"].round(0))[[c for c, _ in present]].mean()
         for ax, (column, _) in zip(axes, present):
-            ax.plot(mean.index, mean[column], label=plain(f"{run.benchmark} {run.model} ×{run.np}"))
+            ax.plot(mean.index, mean[column], label=plain(f"{run.system}: {run.benchmark} {run.model} ×{run.np}"))
     for ax, (_, title) in zip(axes, present):
         ax.set_ylabel(title, fontsize=7)
         ax.grid(True, alpha=0.3)

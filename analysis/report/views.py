@@ -158,7 +158,7 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
                      [[_workload(r), str(r.np), r.placement or "-", fmt(r.throughput),
                        interval(r.ci_low, r.ci_high), pct(r.throughput / r.best)]
                       for r in by_place.sort_values(keyed + ["throughput"],
-                                                    ascending=[True] * 6 + [False]).itertuples()])))
+                                                    ascending=[True] * len(keyed) + [False]).itertuples()])))
     workload = ARGS
     multi = table.groupby(workload).filter(lambda g: (g["nodes"] > 1).any()) if len(table) else table
     if len(multi):
@@ -304,16 +304,20 @@ def full_node_rows(full: pd.DataFrame) -> Rows:
               fmt(r.together), "FLAGGED" if r.flagged else "", text(r.evidence)] for r in full.itertuples()])
 
 
+DETAILS_FOLDED = (6, 7, 10, 12, 13)  # set-up, GPU util, memory clock, cuDNN autotune, NVLink: behind "every column"
 WARMUP_TEXT = ("Steps left out of each run: at least those it ran as warm-up; more where its step times show a "
                "longer initial transient (the run of steps from the start, gaps of up to 3 allowed, further than 4 "
-               "robust SDs from the second half's median); n/a where fewer than 20 steps leave nothing to detect.")
+               "robust SDs from the second half's median); n/a where fewer than 20 steps leave nothing to detect. "
+               "Block: the consecutive steps its interval resamples together, as long as the run's own "
+               "autocorrelation asks (1: none found).")
 
 
 def warmup_rows(runs: pd.DataFrame, stats: pd.DataFrame) -> Rows:
     merged = runs.merge(stats, on="run_id")
-    return (["run", "GPUs", "warm-up asked", "detected", "left out", "steady steps"],
-            [[r.run_id, str(r.np), str(r.warmup_asked), "n/a" if r.warmup_detected < 0 else str(r.warmup_detected),
-              str(r.warmup_used), str(r.steps)] for r in merged.itertuples()])
+    return (["run", "system", "GPUs", "warm-up asked", "detected", "left out", "steady steps", "block (steps)"],
+            [[r.run_id, r.system, str(r.np), str(r.warmup_asked),
+              "n/a" if r.warmup_detected < 0 else str(r.warmup_detected), str(r.warmup_used), str(r.steps),
+              str(r.block_steps)] for r in merged.itertuples()])
 
 
 ADAPTIVE_TEXT = ("Runs with --target-ci ran their --steps, then chunks of steps until the 95% interval of throughput "
@@ -437,14 +441,18 @@ def ratio_rows(ratio: pd.DataFrame) -> Rows:
 
 KNOB_TEXT = ("Configurations that differ in one knob only (" + ", ".join(name.replace("_", " ") for name in AXES)
              + "), each against the knob's default (the exchange: each against Horovod at the same rank count): the "
-             "throughput ratio with a 95% interval from both runs' resampled steps.")
+             "throughput ratio with a 95% interval from both configurations' resampled runs (blocks of steps within "
+             "each); where a side has one run the interval is within-run only: how steady that run was, not where "
+             "another would land.")
 
 
 def knob_rows(knobs: pd.DataFrame) -> Rows:
-    return (["workload", "GPUs", "knob", "from → to", "throughput", "ratio [95% CI]"],
+    return (["workload", "GPUs", "knob", "from → to", "throughput", "ratio [95% CI]", "runs"],
             [[f"{r.system} {r.framework} {r.benchmark} {r.model}", str(r.np), r.knob.replace("_", " "),
               f"{r.base_value} → {r.value}", f"{fmt(r.base_throughput)} → {fmt(r.throughput)}",
-              "×" + ratio(r.ratio, r.ratio_low, r.ratio_high)] for r in knobs.itertuples()])
+              "×" + ratio(r.ratio, r.ratio_low, r.ratio_high),
+              f"{r.base_runs} / {r.runs}" + (" (within-run only)" if min(r.base_runs, r.runs) < 2 else "")]
+             for r in knobs.itertuples()])
 
 
 CROSS_TEXT = "Over workloads (runs with gradients exchanged), per system and GPU count."
@@ -472,10 +480,11 @@ DETAILS_TEXT = ("Per run: trainable parameters, peak device memory (GPU) or peak
 
 def details_rows(details: pd.DataFrame) -> Rows:
     nvlink = bool(details["nvlink_gbs"].notna().any()) if "nvlink_gbs" in details else False  # where a GPU has it
-    return (["run", "GPUs", "parameters", "peak memory (GB)", "wall (s)", "set-up (s)", "GPU util (%)", "power (W)",
-             "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)", "cuDNN autotune",
+    return (["run", "system", "GPUs", "parameters", "peak memory (GB)", "wall (s)", "set-up (s)", "GPU util (%)",
+             "power (W)", "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)", "cuDNN autotune",
              *(["NVLink per GPU (GB/s, sent + received)"] if nvlink else [])],
-            [[r.run_id, str(r.np), fmt(r.parameters, 0), f"{fmt(r.peak_memory_gb, 2)} {r.memory}", fmt(r.wall_s),
+            [[r.run_id, r.system, str(r.np), fmt(r.parameters, 0), f"{fmt(r.peak_memory_gb, 2)} {r.memory}",
+              fmt(r.wall_s),
               fmt(r.setup_s), fmt(r.gpu_util_pct, 0), fmt(r.power_w, 0), fmt(r.sm_clock_mhz, 0),
               fmt(r.memory_clock_mhz, 0),
               fmt(r.energy_j_per_sample, 4) if not missing(r.energy_j_per_sample) else f"n/a ({r.energy_from})",

@@ -12,17 +12,18 @@ from ..collect import Collection, step_rows
 from .details import mean_power
 from ..keys import BASELINE, CONFIG, SHARED, SIZE, TWIN
 from .evidence import evidence, rank_telemetry
-from ..ratios import config_draws, ratio_interval
-from ..stats import STRAGGLER_THRESHOLD, StepMatrix, median_interval, run_stats, step_matrices, stragglers
+from ..ratios import Resampled, config_draws, ratio_interval
+from ..stats import STRAGGLER_THRESHOLD, StepMatrix, run_stats, step_matrices, stragglers
 
 RUN_STATS_SCHEMA: dict[str, str] = {
     "run_id": "string", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
     "median_rate": "float64", "median_step_s": "float64", "cv": "float64", "steps": "int64",
     "warmup_asked": "int64", "warmup_used": "int64", "warmup_detected": "int64", "mean_power_w": "float64",
-    "cpu_power_w": "float64", "node_power_w": "float64",
+    "cpu_power_w": "float64", "node_power_w": "float64", "block_steps": "int64",
 }
 SCALING_SCHEMA: dict[str, str] = {
-    **{name: "string" for name in CONFIG}, "batch_size": "Int64", "precision": "string", "independent": "bool",
+    **{name: "string" for name in CONFIG if name != "inputs"}, "batch_size": "Int64", "precision": "string",
+    "independent": "bool",
     "base_args": "string", "nodes": "int64", "np": "int64", "unit": "string",
     "repeats": "int64", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
     "ci_method": "string", "repeat_min": "float64", "repeat_max": "float64", "median_rate": "float64",
@@ -36,6 +37,8 @@ SCALING_SCHEMA: dict[str, str] = {
     "threads": "Int64", "runs": "string", "device_name": "string", "tf32": "boolean", "flops_per_sample": "float64",
     "tflops_per_gpu": "float64", "peak_tflops": "float64", "pct_of_peak": "float64", "peak": "string",
     "cpu_power_w": "float64", "node_power_w": "float64",  # what each node's first rank read of its node
+    "first_started": "float64", "span_s": "float64",  # when its first run started, and how long until its last did
+    "inputs": "string", "parameters": "Int64",  # the files its arguments name, hashed; the model's parameters
 }
 STRAGGLER_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
@@ -67,6 +70,7 @@ def run_stats_table(collection: Collection, warmup: int | None = None, salt: str
                          **{column: power[column].get(run_id, math.nan) for column in ("cpu_power_w", "node_power_w")}})
     table = pd.DataFrame(rows, columns=list(RUN_STATS_SCHEMA)).astype(RUN_STATS_SCHEMA)
     table.attrs["draws"] = draws  # each run's bootstrap resamples, for intervals on ratios (scaling_table)
+    table.attrs["points"] = dict(zip(table["run_id"], table["throughput"]))  # each run's own throughput
     return table
 
 
@@ -104,22 +108,17 @@ def straggler_table(collection: Collection, stats: pd.DataFrame,
     return pd.DataFrame(rows, columns=list(STRAGGLER_SCHEMA)).astype(STRAGGLER_SCHEMA)
 
 
-MIN_REPEATS = 3  # repeats an interval over repeats needs
-
-
-def _combine(group: pd.DataFrame) -> dict[str, Any]:
-    """Repeats of one configuration: the median throughput; the interval over steps, or over repeats."""
-    if len(group) == 1:
-        row = group.iloc[0]
-        low, high, method = row["ci_low"], row["ci_high"], "steps"
-    elif len(group) < MIN_REPEATS:  # two repeats bootstrap to nothing: the runs' own intervals, together
-        low, high, method = group["ci_low"].min(), group["ci_high"].max(), f"steps of {len(group)} repeats"
-    else:
-        low, high = median_interval(group["throughput"].to_numpy())
-        method = "repeats"
+def _combine(group: pd.DataFrame, resampled: Resampled | None) -> dict[str, Any]:
+    """Runs of one configuration: the geometric mean of their throughputs, and its interval from the hierarchical
+    resample (its runs resampled, blocks of steps within each; Student's t over the runs: ratios.config_draws); one
+    run's is within-run only."""
+    low, high = resampled.interval if resampled is not None else (np.nan, np.nan)
+    method = ("steps of one run (within-run only: the spread between runs unknown)" if len(group) == 1 else
+              f"{len(group)} runs resampled, blocks of steps within each (Student's t over runs)")
     np_ = int(group["np"].iloc[0])
-    throughput = float(group["throughput"].median())
+    throughput = resampled.value if resampled is not None else float(np.exp(np.log(group["throughput"]).mean()))
     first = group.iloc[0]
+    started = group["started"].dropna() if "started" in group else pd.Series(dtype=float)
     return {
         **{axis: first[axis] for axis in SHARED}, "runs": ",".join(group["run_id"]),
         "unit": first["unit"], "repeats": len(group), "throughput": throughput,
@@ -130,7 +129,16 @@ def _combine(group: pd.DataFrame) -> dict[str, Any]:
         "warmup_used": float(group["warmup_used"].median()),
         **{column: float(group[column].median()) for column in ("mean_power_w", "cpu_power_w", "node_power_w")},
         **_achieved(group, throughput / np_),
+        "parameters": _parameters(group),
+        "first_started": float(started.min()) if len(started) else np.nan,
+        "span_s": float(started.max() - started.min()) if len(started) else np.nan,
     }
+
+
+def _parameters(group: pd.DataFrame) -> Any:
+    """The model's parameters as the runs recorded them (pd.NA where none did)."""
+    known = group["parameters"].dropna() if "parameters" in group else pd.Series(dtype="Int64")
+    return int(known.iloc[0]) if len(known) else pd.NA
 
 
 def _achieved(group: pd.DataFrame, per_gpu: float) -> dict[str, Any]:
@@ -151,12 +159,12 @@ def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> 
     row names the 1-GPU baseline it used."""
     stats = run_stats_table(collection) if stats is None else stats
     runs = collection.runs.merge(stats, on="run_id", how="inner")
-    rows, members = [], []
+    rows, draws = [], []
     for key, group in runs.groupby(CONFIG + SIZE, sort=True, dropna=False):
-        rows.append({**dict(zip(CONFIG + SIZE, key)), **_combine(group)})
-        members.append(list(group["run_id"]))
+        draws.append(config_draws(list(group["run_id"]), stats.attrs.get("draws", {}),
+                                  points=stats.attrs.get("points")))
+        rows.append({**dict(zip(CONFIG + SIZE, key)), **_combine(group, draws[-1])})
     table = pd.DataFrame(rows, columns=[c for c in SCALING_SCHEMA if c in BASE_COLUMNS])
-    draws = [config_draws(ids, stats.attrs.get("draws", {})) for ids in members]
     derived: dict[str, list[Any]] = {name: [] for name in SCALING_SCHEMA if name not in BASE_COLUMNS}
     for i in range(len(table)):
         base, label = _baseline(table, i)
@@ -184,7 +192,7 @@ BASE_COLUMNS = [c for c in SCALING_SCHEMA if not c.startswith(("speedup", "effic
                 and c != "baseline"]
 
 
-def _ratio(out: dict[str, list[Any]], name: str, table: pd.DataFrame, draws: list[np.ndarray | None], i: int,
+def _ratio(out: dict[str, list[Any]], name: str, table: pd.DataFrame, draws: list[Resampled | None], i: int,
            base: int | None, scale: float = 1.0) -> None:
     """Row i's throughput over ``scale`` x row base's, with its interval, appended to out[name],
     out[name_low/_high]."""
@@ -209,6 +217,8 @@ def _baseline(table: pd.DataFrame, i: int) -> tuple[int | None, str]:
     same arguments; among several, the same launcher, controller and knobs."""
     row = table.iloc[i]
     candidates = table[_same(table, row, BASELINE) & (table["np"] == 1)].sort_values("independent", kind="stable")
+    if pd.notna(row["parameters"]):  # a model of another size is never the baseline (an edited model file)
+        candidates = candidates[candidates["parameters"].isna() | (candidates["parameters"] == row["parameters"])]
     if candidates.empty:
         return None, "no 1-GPU run"
     own = candidates[candidates["args"] == row["args"]]

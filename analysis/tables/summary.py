@@ -12,22 +12,23 @@ from hvdbench.suite.core.axes import AXES, without
 
 from .efficiency import MARK_MEANING, efficiency_mark, on_gpu_name
 from ..keys import ONE_KNOB, WORKLOAD
-from ..ratios import config_draws, ratio_interval
+from ..ratios import Resampled, config_draws, ratio_interval
 
 # What must match for two configurations to differ in one knob only (besides the knob's own flags).
 MATCH = ONE_KNOB
 KNOB_SCHEMA: dict[str, str] = {
     "system": "string", "framework": "string", "benchmark": "string", "model": "string", "np": "int64",
     "knob": "string", "base_value": "string", "value": "string", "base_throughput": "float64", "throughput": "float64",
-    "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64",
+    "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "base_runs": "int64", "runs": "int64",
 }
 
 
-def _draws(row: pd.Series, draws: dict[str, np.ndarray]) -> np.ndarray | None:
-    return config_draws(str(row["runs"]).split(","), draws)
+def _draws(row: pd.Series, draws: dict[str, np.ndarray], points: dict[str, float] | None) -> Resampled | None:
+    return config_draws(str(row["runs"]).split(","), draws, points=points)
 
 
-def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray]) -> pd.DataFrame:
+def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray],
+               points: dict[str, float] | None = None) -> pd.DataFrame:
     """For every knob (suite/core/axes.py), configurations that differ in it alone, each against the one at the
     knob's default (or its first value): throughput ratio with a 95% interval from both runs' resamples."""
     rows: list[dict[str, Any]] = []
@@ -43,12 +44,13 @@ def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray]) -> pd.DataFram
             base = group.iloc[ordered[0]]
             for i in ordered[1:]:
                 other = group.iloc[i]
-                low, high = ratio_interval(_draws(other, draws), _draws(base, draws))
+                low, high = ratio_interval(_draws(other, draws, points), _draws(base, draws, points))
                 rows.append({**{k: base[k] for k in (*WORKLOAD, "np")},
                              "knob": name, "base_value": axis.label(values.iloc[ordered[0]]),
                              "value": axis.label(values.iloc[i]),
                              "base_throughput": base["throughput"], "throughput": other["throughput"],
-                             "ratio": other["throughput"] / base["throughput"], "ratio_low": low, "ratio_high": high})
+                             "ratio": other["throughput"] / base["throughput"], "ratio_low": low, "ratio_high": high,
+                             "base_runs": int(base["repeats"]), "runs": int(other["repeats"])})
     return pd.DataFrame(rows, columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA)
 
 
@@ -86,6 +88,9 @@ def _tie(best: pd.Series, table: pd.DataFrame) -> str:
         return ""
     runner = others.iloc[0]
     if runner["ci_high"] < best["ci_low"]:
+        if min(int(best.get("repeats", 1)), int(runner.get("repeats", 1))) < 2:
+            return (f" (ahead of {describe(runner)} on within-run intervals only: one run of one of them, the spread "
+                    "between runs unknown)")
         return ""
     return f" (not told apart from {describe(runner)}: their 95% intervals overlap)"
 
@@ -118,6 +123,18 @@ def _interval(row: pd.Series, name: str) -> str:
     return "" if pd.isna(low) or np.isclose(low, high) else f" [{low:.0%}–{high:.0%}]"
 
 
+def runs_said(row: pd.Series) -> str:
+    """How many runs a row rests on and over what span of time they were made: ``3 runs over 14 min``; ``1 run:
+    within-run interval`` where one run leaves the spread between runs unknown."""
+    count = int(row.get("repeats", 1) or 1)
+    if count == 1:
+        return "1 run: within-run interval"
+    span = row.get("span_s")
+    if span is None or pd.isna(span):
+        return f"{count} runs"
+    return f"{count} runs over {span / 60:.0f} min" if span >= 60 else f"{count} runs over {span:.0f} s"
+
+
 def _ranks(row: pd.Series) -> str:
     """What a row's ranks trained on, in words: GPU(s), or CPU rank(s)."""
     return "GPU(s)" if on_gpu_name(row.get("device_name")) else "CPU rank(s)"
@@ -134,7 +151,7 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
         head = [f"{r['model']} ({r['benchmark']}) on {r['np']} {_ranks(r)}, {r['nodes']} node(s): "
                 f"{r['throughput']:,.1f} "
                 + (f"{r['unit']}/s [{r['ci_low']:,.1f}–{r['ci_high']:,.1f}]" if not pd.isna(r["ci_low"])
-                   else f"{r['unit']}/s [interval n/a: too few steps]")
+                   else f"{r['unit']}/s [interval n/a: too few steps]") + f" ({runs_said(r)})"
                 + (f", efficiency {r['efficiency']:.0%}{efficiency_mark(r['efficiency'], r['efficiency_low'])}"
                    f"{_interval(r, 'efficiency')}" if not pd.isna(r["efficiency"])
                    else ", no 1-GPU baseline") for _, r in rows.iterrows()]

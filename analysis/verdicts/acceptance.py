@@ -4,8 +4,10 @@ A criteria file holds ``[[criterion]]`` tables: a name, a metric, ``min`` or ``m
 the runs (benchmark, model, precision, batch size, launcher ... ``gpus`` or ``nodes``; for bandwidth the
 collective's op, dtype and bytes; for screening the level). A criterion passes where the whole interval
 meets its threshold, fails where the whole interval misses it, is inconclusive where the interval holds the
-threshold (with how much more measurement would decide it, from the spread observed), and is not measured
-where no run matches (with the nearest that exist). Exit status: 0 all pass, 1 any fail, 2 otherwise.
+threshold (with how much more measurement would decide it, from the spread observed), is not judged where the
+runs behind it are fewer than --min-runs (the spread between runs unknown; a screen's units are judged against their
+fleet, whose spread they are), and is not measured where no run matches (with the nearest that exist). Exit status:
+0 all pass, 1 any fail, 4 not judged (inconclusive, too few runs, not measured), 2 a usage error.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hvdbench.suite.core.validate import inert, read_toml
 
 from .. import keys
 from ..collect import Collection
+from ..ratios import MIN_RUNS, config_draws, pooled_spread, too_few_runs
 from ..tables.system import system_table
 from ..tables.comm import iteration_times
 
@@ -62,6 +65,7 @@ CHOICES = {"op": tuple(OPS), "dtype": ("fp32", "fp16", "bf16"), "level": ("gpu",
            "pattern": ("isolated", "training"), "timing": TIMINGS}
 KEYS = ("name", "metric", "min", "max", *SIZES, *dict.fromkeys([*TRAINING_KEYS, *COLLECTIVE_KEYS, *SCREENING_KEYS]))
 NOT_JUDGED = 4  # exit status: a verdict could not be reached (inconclusive, not measured); 2 is a usage error
+NOT_JUDGED_VERDICT = "not judged"  # fewer complete runs than --min-runs behind the criterion
 ACCEPTANCE_SCHEMA: dict[str, str] = {
     "criterion": "string", "metric": "string", "bound": "string", "threshold": "float64", "value": "float64",
     "low": "float64", "high": "float64", "verdict": "string", "why": "string", "runs": "string",
@@ -172,26 +176,59 @@ class Measured:
     unit: str  # "timed steps" or "repeats": what more of would narrow the interval
     runs: str
     how: str = ""  # how it was measured, where a verdict depends on it (a bandwidth curve's timing)
+    complete: int = 0  # complete runs behind it (0: not counted: a screen's units, judged against their fleet)
 
 
-def judge(criteria: list[Criterion], tables: dict[str, pd.DataFrame], collection: Collection) -> pd.DataFrame:
-    """One row per criterion: the value, interval and verdict (pass, fail, inconclusive, not measured)."""
+def judge(criteria: list[Criterion], tables: dict[str, pd.DataFrame], collection: Collection,
+          min_runs: int = MIN_RUNS, borrow_spread: bool = False) -> pd.DataFrame:
+    """One row per criterion: the value, interval and verdict (pass, fail, inconclusive, not judged: fewer than
+    ``min_runs`` complete runs behind it, not measured); ``borrow_spread``: a throughput criterion on fewer runs
+    takes its system's spread between runs (ratios.pooled_spread), said in its why."""
     rows = []
     for criterion in criteria:
         found = MEASURE[METRICS[criterion.metric][0]](criterion, tables, collection)
-        rows.append(verdict(criterion, found) if isinstance(found, Measured) else
+        if borrow_spread and isinstance(found, Measured) and 0 < found.complete < min_runs:
+            found = _borrowed(criterion, found, tables, min_runs)
+        rows.append(verdict(criterion, found, min_runs) if isinstance(found, Measured) else
                     {"criterion": criterion.name, "metric": criterion.metric, "bound": criterion.bound,
                      "threshold": criterion.threshold, "value": math.nan, "low": math.nan, "high": math.nan,
                      "verdict": "not measured", "why": found, "runs": ""})
     return pd.DataFrame(rows, columns=list(ACCEPTANCE_SCHEMA)).astype(ACCEPTANCE_SCHEMA)
 
 
-def verdict(criterion: Criterion, m: Measured) -> dict[str, Any]:
-    """pass, fail or inconclusive, from where the interval lies against the threshold."""
+def verdict(criterion: Criterion, m: Measured, min_runs: int = MIN_RUNS) -> dict[str, Any]:
+    """pass, fail or inconclusive, from where the interval lies against the threshold; not judged on fewer than
+    ``min_runs`` complete runs."""
     row = {"criterion": criterion.name, "metric": criterion.metric, "bound": criterion.bound,
            "threshold": criterion.threshold, "value": m.value, "low": m.low, "high": m.high, "runs": m.runs}
+    few = too_few_runs({"the criterion's configuration": m.complete}, min_runs) if m.complete else ""
+    if few:
+        why = few.replace("of the criterion's configuration", "behind it")
+        return {"verdict": NOT_JUDGED_VERDICT, "why": why} | row
     said = verdict_of(criterion, m)
     return {**said, "why": said["why"] + (f"; {m.how}" if m.how else "")} | row
+
+
+PROPORTIONAL = ("throughput", "throughput_per_gpu", "tflops_per_gpu", "percent_of_peak")  # figures x throughput
+
+
+def _borrowed(criterion: Criterion, m: Measured, tables: dict[str, pd.DataFrame], min_runs: int) -> Measured:
+    """A throughput-proportional figure on fewer than ``min_runs`` runs with its system's spread between runs lent
+    (judged as on enough runs, said in ``how``); others as they were (their why says borrowing does not reach them)."""
+    stats, scaling = tables.get("run_stats", pd.DataFrame()), tables.get("scaling", pd.DataFrame())
+    row = scaling[scaling["runs"] == m.runs]
+    if criterion.metric not in PROPORTIONAL:
+        return replace(m, how="--borrow-spread lends the spread between runs to throughput figures only")
+    spread = pooled_spread(scaling, dict(zip(stats["run_id"], stats["throughput"])), min_runs).get(
+        str(row["system"].iloc[0])) if len(row) else None
+    draws = config_draws(m.runs.split(","), stats.attrs.get("draws", {}), spread, stats.attrs.get("points")) \
+        if spread is not None else None
+    if draws is None or spread is None:
+        return replace(m, how="no spread between runs to borrow: no configuration of this system has "
+                              f"{min_runs} runs")
+    low, high = draws.interval
+    scale = m.value / float(row["throughput"].iloc[0])
+    return replace(m, low=low * scale, high=high * scale, complete=min_runs, how=spread.source)
 
 
 def verdict_of(criterion: Criterion, m: Measured) -> dict[str, str]:
@@ -276,9 +313,9 @@ def _training(criterion: Criterion, tables: dict[str, pd.DataFrame], collection:
     stats = tables.get("run_stats", pd.DataFrame())
     runs = str(row["runs"]).split(",")
     steps = int(stats[stats["run_id"].isin(runs)]["steps"].sum()) if len(stats) else 0
-    repeats = str(row.get("ci_method", "")) == "repeats"
+    repeats = int(row["repeats"]) > 1
     return Measured(value, low, high, int(row["repeats"]) if repeats else steps,
-                    "repeats" if repeats else "timed steps", str(row["runs"]))
+                    "repeats" if repeats else "timed steps", str(row["runs"]), complete=int(row["repeats"]))
 
 
 def _interval_of(metric: str, row: pd.Series, tables: dict[str, pd.DataFrame]) -> tuple[float, float, float]:
@@ -351,7 +388,7 @@ def _collective(criterion: Criterion, tables: dict[str, pd.DataFrame], collectio
            "each": "timed call by call (--timing each: each call's cost of getting there included)"}.get(
                timing, "timed as a training run's steps exchange")
     return Measured(value, int(row["bytes"]) / fast / 1e9 * factor, int(row["bytes"]) / slow / 1e9 * factor,
-                    len(times), unit, ",".join(runs), how)
+                    len(times), unit, ",".join(runs), how, complete=len(runs))
 
 
 def _screening(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:
@@ -378,8 +415,8 @@ MEASURE: dict[str, Callable[[Criterion, dict[str, pd.DataFrame], Collection], Me
 
 
 def exit_status(table: pd.DataFrame) -> int:
-    """0 when every criterion passes, 1 when any fails, NOT_JUDGED (4) when only inconclusive or unmeasured
-    ones remain besides passes (2 stays a usage error's, as for every command)."""
+    """0 when every criterion passes, 1 when any fails, NOT_JUDGED (4) when only inconclusive, not judged (too few
+    runs) or unmeasured ones remain besides passes (2 stays a usage error's, as for every command)."""
     verdicts = set(table["verdict"])
     return 0 if verdicts == {"pass"} else 1 if "fail" in verdicts else NOT_JUDGED
 
@@ -395,9 +432,10 @@ def rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
              for r in table.itertuples()])
 
 
-SECTION_TEXT = ("Each criterion judged with the measurement's 95% interval: pass where the whole interval meets "
-                "the threshold, fail where the whole interval misses it, inconclusive where the interval holds it "
-                "(with the measurement that would likely decide it), not measured where no run matches.")
+SECTION_TEXT = ("Each criterion judged with the measurement's 95% interval (runs and blocks of their steps "
+                "resampled): pass where the whole interval meets the threshold, fail where the whole interval misses "
+                "it, inconclusive where the interval holds it (with the measurement that would likely decide it), not "
+                "judged where fewer complete runs than --min-runs stand behind it, not measured where no run matches.")
 
 
 def facts(collection: Collection) -> list[str]:
@@ -418,7 +456,7 @@ def protocol(path: Path, table: pd.DataFrame, collection: Collection, today: str
     counts = table["verdict"].value_counts()
     lines = [f"Acceptance against {inert(path.name)}, judged {today} by hvdbench accept",
              "Verdicts: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "inconclusive",
-                                                                          "not measured")), ""]
+                                                                          NOT_JUDGED_VERDICT, "not measured")), ""]
     for r in table.itertuples():
         measured = "not measured" if math.isnan(r.value) else \
             f"{r.value:,.4g} [{r.low:,.4g}, {r.high:,.4g}]" if not math.isnan(r.low) else f"{r.value:,.4g}"

@@ -11,14 +11,15 @@ from hvdbench.suite.core.errors import UsageError
 
 from ..tables.efficiency import on_gpu_name
 from ..keys import ACROSS_SYSTEMS, measured_args
-from ..ratios import config_draws, ratio_interval
+from ..ratios import Resampled, Spread, config_draws, ratio_draws
 
 WORKLOAD = ACROSS_SYSTEMS
 COMPARE_SCHEMA: dict[str, str] = {
     "framework": "string", "benchmark": "string", "model": "string", "args": "string", "np": "int64",
     "system": "string", "throughput": "float64", "per_gpu": "float64", "per_watt": "float64",
     "per_dollar": "float64", "relative": "float64", "relative_low": "float64", "relative_high": "float64",
-    "runs": "string", "on_gpu": "bool",
+    "runs": "string", "on_gpu": "bool", "repeats": "int64", "baseline_repeats": "Int64", "spread": "string",
+    "batch_size": "Int64", "precision": "string",
 }
 
 
@@ -46,10 +47,13 @@ def measured_best(scaling: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[str, np.ndarray] | None = None,
-                  baseline: str | None = None) -> pd.DataFrame:
+                  baseline: str | None = None, spreads: dict[str, Spread] | None = None,
+                  min_runs: int = 1, points: dict[str, float] | None = None) -> pd.DataFrame:
     """Rows of workloads (same framework, benchmark, model, arguments but run length, GPUs) measured on two or
     more systems; ``relative`` is throughput over the baseline system's (given, else the first by name), with its
-    95% interval from both systems' resampled runs (``draws``: each run's bootstrap resamples)."""
+    95% interval from both systems' hierarchically resampled runs (``draws``: each run's block-bootstrap resamples;
+    ratios.py). ``spreads`` (--borrow-spread): a system's spread between runs, lent to its configurations of fewer
+    than ``min_runs`` runs. ``repeats`` and ``baseline_repeats`` count the runs each side rests on."""
     systems = sorted(set(scaling["system"]))
     unknown = sorted(set(prices) - set(systems))
     if unknown:
@@ -62,7 +66,7 @@ def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[s
     if shared.empty:
         return pd.DataFrame(columns=list(COMPARE_SCHEMA)).astype(COMPARE_SCHEMA)
     base = baseline or systems[0]
-    out = shared[WORKLOAD + ["system", "throughput", "runs"]].copy()
+    out = shared[WORKLOAD + ["system", "throughput", "runs", "repeats", "batch_size", "precision"]].copy()
     # CPU ranks only where the runs recorded a device that is not a GPU (older runs without one read as GPUs)
     out["on_gpu"] = (shared["device_name"].map(lambda d: not isinstance(d, str) or not d or on_gpu_name(d)).astype(bool)
                      if "device_name" in shared else True)
@@ -76,20 +80,24 @@ def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[s
     base_thr = [mine["throughput"].get(k, float("nan")) for k in keys]
     base_runs = [mine["runs"].get(k) for k in keys]
     out["relative"] = out["throughput"] / pd.Series(base_thr, dtype="float64")
-    resampled: dict[int, np.ndarray] = {}  # row -> the ratio's resamples (this row's draws over the baseline's)
+    out["baseline_repeats"] = pd.array([None if r is None else len(str(r).split(",")) for r in base_runs],
+                                       dtype="Int64")
+    resampled: dict[int, Resampled] = {}  # row -> the ratio's resamples (this row's draws over the baseline's)
 
-    def interval(i: int, runs: str, theirs: str | None) -> tuple[float, float]:
-        if theirs is None:
-            return float("nan"), float("nan")
-        if runs == theirs:
-            return 1.0, 1.0
-        top, bottom = config_draws(runs.split(","), draws or {}), config_draws(theirs.split(","), draws or {})
-        if top is not None and bottom is not None:
-            resampled[i] = top / bottom
-        return ratio_interval(top, bottom)
+    def side(runs: str, system: str) -> Resampled | None:
+        lent = (spreads or {}).get(system) if len(runs.split(",")) < min_runs else None
+        return config_draws(runs.split(","), draws or {}, lent, points)
 
-    intervals = [interval(i, runs, theirs) for i, (runs, theirs) in enumerate(zip(out["runs"], base_runs))]
-    out["relative_low"], out["relative_high"] = [i[0] for i in intervals], [i[1] for i in intervals]
+    spread: list[str] = []
+    out["relative_low"], out["relative_high"] = math.nan, math.nan
+    for i, (runs, theirs, system) in enumerate(zip(out["runs"], base_runs, out["system"])):
+        ratio = None if theirs is None or runs == theirs else ratio_draws(side(runs, system), side(theirs, base))
+        if ratio is not None:
+            resampled[i] = ratio
+        spread.append(ratio.borrowed if ratio is not None else "")
+        interval = (1.0, 1.0) if runs == theirs else ratio.interval if ratio is not None else (math.nan, math.nan)
+        out.loc[i, ["relative_low", "relative_high"]] = interval
+    out["spread"] = spread
     typed = out[list(COMPARE_SCHEMA)].astype(COMPARE_SCHEMA)
     typed.attrs["baseline"] = base  # the system every relative is against
     typed.attrs["ratio_draws"] = resampled

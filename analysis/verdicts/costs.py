@@ -30,6 +30,7 @@ HOURS_PER_YEAR = 8766.0  # 365.25 days
 OWNED = ("purchase_usd", "years", "utilisation", "gpus_per_node", "power_usd_per_kwh", "pue")
 RENTED = ("hourly_usd", "gpus_per_node")
 OPTIONAL = ("node_power_kw",)
+CAPITAL_ONLY = "capital only: the runs recorded no power (give node_power_kw in the costs file); a lower bound"
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ class Cost:
                      node_power_w: float = math.nan) -> tuple[float, str]:
         """Dollars per GPU-hour and what the energy counted (each figure per GPU): the node's power from the file,
         else the node's as its BMC measured it, else the GPUs' measured power plus the CPUs' and DRAM's (RAPL),
-        else the GPUs' only; none for a rented node (its price includes it). NaN where owned and none is known."""
+        else the GPUs' only; none for a rented node (its price includes it). Where an owned system's runs recorded
+        no power at all, the capital part alone, said as such (CAPITAL_ONLY: a lower bound)."""
         if self.hourly_usd is not None:
             return self.hourly_usd / self.gpus_per_node, "in the hourly price"
         assert self.purchase_usd is not None and self.years and self.utilisation and self.pue is not None
@@ -59,10 +61,12 @@ class Cost:
             kw, said = self.node_power_kw / self.gpus_per_node, "node power from the costs file"
         elif math.isfinite(node_power_w):
             kw, said = node_power_w / 1000.0, "node power measured by the BMC"
-        elif math.isfinite(cpu_power_w):
+        elif math.isfinite(cpu_power_w) and math.isfinite(gpu_power_w):
             kw, said = (gpu_power_w + cpu_power_w) / 1000.0, "GPU power and CPUs/DRAM (RAPL); not NICs, fans"
-        else:
+        elif math.isfinite(gpu_power_w):
             kw, said = gpu_power_w / 1000.0, "GPU power only"
+        else:
+            return capital, CAPITAL_ONLY
         return capital + kw * self.pue * (self.power_usd_per_kwh or 0.0), said
 
 
@@ -105,9 +109,10 @@ def load_costs(path: Path) -> dict[str, Cost]:
 
 
 def cost_columns(compared: pd.DataFrame, scaling: pd.DataFrame, costs: dict[str, Cost]) -> pd.DataFrame:
-    """``compared`` with dollars per million samples (and its interval from the throughput's) and what the energy
-    counted, for each system the costs file names (NaN and "no costs given" for the others); a system the file
-    names that no result has is a UsageError."""
+    """``compared`` with dollars per million samples (and its interval from the throughput's), what the energy
+    counted and the derived dollars per GPU-hour, for each system the costs file names (NaN and "no costs given"
+    for the others), and samples per dollar from them where no --price gave it; a system the file names that no
+    result has is a UsageError."""
     unknown = sorted(set(costs) - set(scaling["system"]))
     if unknown:
         raise UsageError(f"the costs file names system(s) {', '.join(unknown)} that no result has; systems: "
@@ -116,7 +121,7 @@ def cost_columns(compared: pd.DataFrame, scaling: pd.DataFrame, costs: dict[str,
     columns = ["mean_power_w", "cpu_power_w", "node_power_w"]
     power = scaling.set_index("runs")[columns] if "runs" in scaling else pd.DataFrame(columns=columns)
     spans = scaling.set_index("runs")[["ci_low", "ci_high"]] if "runs" in scaling else None
-    per_m, low, high, said = [], [], [], []
+    per_m, low, high, said, hourly = [], [], [], [], []
     for row in out.itertuples():
         cost = costs.get(row.system)
         measured = power.loc[row.runs] if row.runs in power.index else pd.Series(math.nan, index=columns)
@@ -126,8 +131,10 @@ def cost_columns(compared: pd.DataFrame, scaling: pd.DataFrame, costs: dict[str,
             low.append(math.nan)
             high.append(math.nan)
             said.append("no costs given")
+            hourly.append(math.nan)
             continue
         usd, what = cost.per_gpu_hour(*watts)
+        hourly.append(usd)
         hour = usd * row.np
         per_m.append(hour / (row.throughput * 3600.0) * 1e6)
         ci = spans.loc[row.runs] if spans is not None and row.runs in spans.index else None
@@ -136,4 +143,7 @@ def cost_columns(compared: pd.DataFrame, scaling: pd.DataFrame, costs: dict[str,
         said.append(what)
     out["usd_per_million"], out["usd_per_million_low"], out["usd_per_million_high"] = per_m, low, high
     out["energy_counted"] = said
+    out["usd_per_gpu_hour"] = hourly
+    priced = out["per_dollar"].isna() & pd.Series(hourly, index=out.index, dtype="float64").notna()
+    out.loc[priced, "per_dollar"] = out["throughput"] * 3600.0 / (out["usd_per_gpu_hour"] * out["np"])
     return out

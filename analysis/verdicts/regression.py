@@ -6,8 +6,8 @@ anything else is within the noise or the margin. Beside each, what else changed 
 (driver, CUDA, NCCL, cuDNN, frameworks, Horovod, the exchange's tuning variables, clocks, the container image, the
 network NCCL used). A configuration measured on one side only is listed, never dropped. Each side's resamples are
 drawn on their own (the two sides of one sweep share run ids), and a comparison that could not judge a configuration
-(too few steps for an interval, a configuration on one side only, nothing paired) says so: it is "not judged", never
-a pass."""
+(too few steps for an interval, fewer complete runs a side than --min-runs, a configuration on one side only, nothing
+paired) says so: it is "not judged", never a pass."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from hvdbench.suite.core.validate import inert
 
 from ..collect import Collection
 from ..keys import CONFIG, SIZE
-from ..ratios import config_draws, ratio_interval
+from ..ratios import MIN_RUNS, Spread, config_draws, direction, pooled_spread, ratio_draws, too_few_runs
 
 PAIR = [k for k in CONFIG if k != "system"] + SIZE + ["independent"]  # what two runs of one configuration share
 FACTS = ("device_name", "host", "cpu_model", "cpu_count", "driver", "cuda", "nccl", "horovod_nccl", "cudnn", "torch",
@@ -37,8 +37,12 @@ REGRESSION_SCHEMA: dict[str, str] = {
 
 def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, np.ndarray],
                      new_draws: dict[str, np.ndarray], old_runs: pd.DataFrame, new_runs: pd.DataFrame,
-                     old_clocks: dict[str, float], new_clocks: dict[str, float], margin: float) -> pd.DataFrame:
-    """One row per configuration of either side: the ratio new / old with its interval and the verdict."""
+                     old_clocks: dict[str, float], new_clocks: dict[str, float], margin: float,
+                     min_runs: int = MIN_RUNS, spreads: tuple[dict[str, Spread], dict[str, Spread]] | None = None,
+                     points: tuple[dict[str, float], dict[str, float]] = ({}, {})) -> pd.DataFrame:
+    """One row per configuration of either side: the ratio new / old with its interval and the verdict; a side of
+    fewer than ``min_runs`` complete runs is not judged unless ``spreads`` (old's and new's, per system) lends it
+    the spread between runs of its system's other configurations."""
     rows = []
     pair = pairing(old, new)
     keyed_old = {tuple(str(r[k]) for k in pair): r for _, r in old.iterrows()}
@@ -58,11 +62,22 @@ def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, 
                          "ratio_high": math.nan, "change": f"{NOT_JUDGED}: only in " + ("new" if a is None else "old"),
                          "what_else_changed": ""})
             continue
-        low, high = ratio_interval(config_draws(str(b["runs"]).split(","), new_draws),
-                                   config_draws(str(a["runs"]).split(","), old_draws))
-        ratio = float(b["throughput"]) / float(a["throughput"])
-        rows.append({**base, "old": float(a["throughput"]), "new": float(b["throughput"]), "ratio": ratio,
-                     "ratio_low": low, "ratio_high": high, "change": _change(low, high, margin),
+        sides = [_side(row, draws, lent, min_runs, mine) for row, draws, lent, mine in
+                 ((b, new_draws, spreads[1] if spreads else {}, points[1]),
+                  (a, old_draws, spreads[0] if spreads else {}, points[0]))]
+        resampled = ratio_draws(*sides)
+        low, high = resampled.interval if resampled is not None else (math.nan, math.nan)
+        borrowed = resampled.borrowed if resampled is not None else ""
+        few = "" if borrowed else too_few_runs({"old": int(a["repeats"]), "new": int(b["repeats"])}, min_runs,
+                                               "hvdbench run … --repeats")
+        change = _change(low, high, margin)
+        if few and not change.startswith(NOT_JUDGED):  # no interval (too few steps) is said first
+            change = f"{NOT_JUDGED}: {few}"
+        elif borrowed:
+            change += f" ({borrowed})"
+        rows.append({**base, "old": float(a["throughput"]), "new": float(b["throughput"]),
+                     "ratio": float(b["throughput"]) / float(a["throughput"]), "ratio_low": low, "ratio_high": high,
+                     "change": change,
                      "what_else_changed": _differences(a, b, old_runs, new_runs, old_clocks, new_clocks)})
     return pd.DataFrame(rows, columns=list(REGRESSION_SCHEMA)).astype(REGRESSION_SCHEMA)
 
@@ -81,14 +96,20 @@ def pairing(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
                      "and these differ; compare one system per root, or give both sides the same labels")
 
 
+def _side(row: pd.Series, draws: dict[str, np.ndarray], spreads: dict[str, Spread], min_runs: int,
+          points: dict[str, float] | None) -> Any:
+    """A configuration's hierarchical resamples, with its system's spread between runs lent where it has fewer than
+    ``min_runs`` runs and one is given (``points``: each of its side's runs' own throughput)."""
+    lent = spreads.get(str(row["system"])) if int(row["repeats"]) < min_runs else None
+    return config_draws(str(row["runs"]).split(","), draws, lent, points)
+
+
 def _change(low: float, high: float, margin: float) -> str:
-    if math.isnan(low) or math.isnan(high):
+    """One rule both ways (ratios.direction): a regression below 1 / (1 + margin), an improvement above 1 + margin."""
+    side = direction(low, high, margin)
+    if side is None:
         return f"{NOT_JUDGED}: too few steps for an interval"
-    if high < 1.0 - margin:
-        return "regression"
-    if low > 1.0 + margin:
-        return "improvement"
-    return "within noise and margin"
+    return {"below": "regression", "above": "improvement"}.get(side, "within noise and margin")
 
 
 def _facts(runs: pd.DataFrame, ids: str, clocks: dict[str, float]) -> dict[str, str]:
@@ -133,8 +154,8 @@ def rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
               r.change, r.what_else_changed or "-"] for r in table.itertuples()])
 
 
-def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float,
-                    warmup: int | None = None) -> tuple[str, dict[str, Any], pd.DataFrame]:
+def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float, warmup: int | None = None,
+                    min_runs: int = MIN_RUNS, borrow_spread: bool = False) -> tuple[str, dict[str, Any], pd.DataFrame]:
     """Both result sets read on their own, paired, judged; regressions.md and regressions.csv written."""
     from pathlib import Path
 
@@ -154,12 +175,16 @@ def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float,
             raise ReportError(f"{root}: no complete training run to compare")
         sides.append((collection, stats, table))
     (old_c, old_s, old_t), (new_c, new_s, new_t) = sides
+    spreads = tuple(pooled_spread(t, dict(zip(s["run_id"], s["throughput"])), min_runs)
+                    for _, s, t in sides) if borrow_spread else None
     table = regression_table(old_t, new_t, old_s.attrs["draws"], new_s.attrs["draws"], old_c.runs, new_c.runs,
                              clocks_of(old_c, window_telemetry(old_c)), clocks_of(new_c, window_telemetry(new_c)),
-                             margin)
+                             margin, min_runs, spreads,  # type: ignore[arg-type]
+                             (old_s.attrs["points"], new_s.attrs["points"]))
     header, body = rows(table)
     section = Section("Regressions", f"{new_dir} against {old_dir}: throughput new / old per configuration with its "
-                      f"95% interval; a change beyond {margin:.0%} whose interval excludes it is marked.",
+                      f"95% interval (runs and blocks of their steps resampled); a change beyond {margin:.0%} whose "
+                      f"interval excludes it is marked; a side of fewer than {min_runs} complete runs is not judged.",
                       header, body)
     out = Path(out)
     try:
@@ -169,7 +194,7 @@ def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float,
         csv_safe(table).to_csv(paths["csv"], index=False)
     except OSError as exc:
         raise ReportError(f"cannot write the comparison into {out}: {exc.strerror}") from None
-    counts = table["change"].str.split(":").str[0].value_counts()
+    counts = table["change"].str.extract(r"^(.+?)(?: \(|:|$)")[0].value_counts()
     summary = ", ".join(f"{n} {change}" for change, n in counts.items())
     if table["change"].str.startswith(NOT_JUDGED).all():
         summary += "; nothing could be judged: no configuration is on both sides with an interval"

@@ -180,6 +180,29 @@ def container_facts(environ: Mapping[str, str] | None = None,
     return None
 
 
+@lru_cache(maxsize=1)
+def hvdbench_version() -> str:
+    """This hvdbench's version as installed, with the commit where it runs from a git checkout (``0.1.0+g1a2b3c4d5e``):
+    what a verdict's runs were measured with."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        release = version("hvdbench")
+    except (ImportError, PackageNotFoundError):
+        release = "unknown"
+    for folder in Path(__file__).resolve().parents:
+        head = folder / ".git" / "HEAD"
+        if head.is_file():
+            try:
+                ref = head.read_text(encoding="utf-8", errors="replace").strip()
+                if ref.startswith("ref: "):
+                    target = folder / ".git" / ref[5:]
+                    ref = target.read_text(encoding="ascii", errors="replace").strip() if target.is_file() else ""
+            except OSError:
+                break
+            return f"{release}+g{ref[:10]}" if re.fullmatch(r"[0-9a-f]{40}", ref) else release
+    return release
+
+
 def base_environment() -> dict[str, Any]:
     """Host, CPU, OS, Python, MPI and the relevant variables; no framework needed."""
     return {
@@ -190,6 +213,7 @@ def base_environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "python": sys.version.split()[0],
+        "hvdbench_version": hvdbench_version(),
         "mpi": {**mpi_info(), "loaded": loaded_mpi()},
         "mpi_components": mpi_components(),
         "variables": relevant_variables(),

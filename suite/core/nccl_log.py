@@ -4,7 +4,12 @@ What the log says NCCL did wins over what the environment asked: the transport o
 ``via NET/<network>/<device>[/GDRDMA]`` line first, then ``Using network <name>``, then the devices on the
 ``NET/IB : Using`` line. A ``NET/Socket : Using`` line alone is no evidence of sockets: NCCL 2.4 prints it for
 its bootstrap interface beside an InfiniBand data network. Lines may carry a launcher's prefix
-(``[1,0]<stdout>:``), NCCL's own (``host:pid:tid [dev] NCCL INFO``) or none. Pure text: no GPU needed."""
+(``[1,0]<stdout>:``), NCCL's own (``host:pid:tid [dev] NCCL INFO``) or none. Pure text: no GPU needed.
+
+Hostile input is read in linear time: every line is cut at MAX_LINE characters, and no pattern nests a quantifier
+or scans to the line's end for each of its characters (the channel's network path and the trailing text of a line
+are split, not matched). A log may hold several runs (a job's output of two runs, an appended file): each NCCL
+process's first "NCCL version" line starts a run, and each run is read on its own (``parse_nccl_runs``)."""
 
 from __future__ import annotations
 
@@ -17,19 +22,20 @@ from .validate import regular_file
 
 INTERNAL_NETWORKS = ("IB", "Socket")  # NCCL's own; any other network name is a plugin's
 _LAUNCHER_PREFIX = re.compile(r"^\[\d+(?:,\d+)?\]<std(?:out|err)>:")
-_NCCL_PREFIX = re.compile(r"^(?P<host>[^\s:]+):\d+:\d+ \[\d+\] (?:(?P<where>\S+) )?NCCL (?P<level>INFO|WARN) ")
+_NCCL_PREFIX = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):\d+ \[\d+\] (?:(?P<where>\S+) )?NCCL (?P<level>INFO|WARN) ")
 _BARE_WARN = re.compile(r"^(?:\S+ )?NCCL WARN ")
 _VERSION = re.compile(r"NCCL version (\S+)")
-_USING_NETWORK = re.compile(r"^Using network (.+?)\s*$")
-_VIA = re.compile(r"\bvia (?P<via>.+?)\s*$")
-_NET_VIA = re.compile(r"^NET/(?P<network>.+)/(?P<device>\d+)(?P<gdr>/GDRDMA)?(?:/\S+)*$")
+MAX_LINE = 4096  # characters of a line read; NCCL's INFO lines are a few hundred
+_VIA = re.compile(r"\bvia ")
+_CHANNEL = re.compile(r"(?:Channel|Ring) \d")
 _IB_DEVICES = re.compile(r"^NET/IB ?: Using (?P<list>.*?)(?:;|$)")
 _IB_DEVICE = re.compile(r"\[(?P<index>\d+)\](?P<name>[^:\s\[]+):\d+/(?P<layer>IB|RoCE)")
 _SOCKET_DEVICES = re.compile(r"^NET/Socket ?: Using (?P<list>.*)$")
 _SOCKET_DEVICE = re.compile(r"\[\d+\](?P<name>[^:\s]+):")
 _GDR_STATE = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA")
-_NET_PLUGIN = re.compile(r"^NET/Plugin ?: Loaded net plugin (?P<name>.+?) \(v\d+\)\s*$")
-_COLLNET_PLUGIN = re.compile(r"^NET/Plugin ?: Loaded collnet plugin (?P<name>.+?) \(v\d+\)\s*$")
+_NET_PLUGIN = re.compile(r"^NET/Plugin ?: Loaded net plugin ")
+_COLLNET_PLUGIN = re.compile(r"^NET/Plugin ?: Loaded collnet plugin ")
+_PLUGIN_VERSION = re.compile(r" \(v\d+\)$")
 _NODES = re.compile(r"\bnNodes (\d+)\b")
 _TESTS_RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device")
 _NO_IB = re.compile(r"^NET/IB ?: No device found|NET/IB ?: Unable to open device (\S+)|ibv_open_device failed")
@@ -75,7 +81,7 @@ class _Seen:
 
 def _message(line: str) -> tuple[str, bool]:
     """A line's message without any launcher's or NCCL's prefix, and whether NCCL marked it WARN."""
-    line = _LAUNCHER_PREFIX.sub("", line.rstrip("\r\n"))
+    line = _LAUNCHER_PREFIX.sub("", line[:MAX_LINE].rstrip("\r\n"))
     match = _NCCL_PREFIX.match(line)
     if match:
         return line[match.end():].strip(), match["level"] == "WARN"
@@ -90,11 +96,38 @@ def _transport(via: str) -> str:
     return re.sub(r"/(?:read|write)$", "", via)
 
 
+def _net_via(via: str) -> tuple[str, str, bool] | None:
+    """``NET/<network>/<device>[/GDRDMA][/...]`` split into the network (which may hold a slash or a space: "AWS
+    Libfabric"), the device index and whether GPUDirect RDMA was used; None for any other path."""
+    if not via.startswith("NET/") or any(c.isspace() for c in via.split("/")[-1]):
+        return None
+    parts = via[4:].split("/")
+    for i in range(1, len(parts)):
+        if parts[i].isdigit() and parts[i].isascii():
+            rest = parts[i + 1:]
+            if all(rest) and not any(c.isspace() for part in rest for c in part):
+                return "/".join(parts[:i]), parts[i], bool(rest) and rest[0] == "GDRDMA"
+    return None
+
+
+def _tail(message: str, pattern: re.Pattern[str]) -> str | None:
+    """The text after ``pattern``'s match at the message's start, without trailing space; None where no match."""
+    found = pattern.match(message)
+    return message[found.end():].rstrip() if found else None
+
+
+def _plugin(message: str, pattern: re.Pattern[str]) -> str | None:
+    """A plugin's name from its load line (``... Loaded net plugin NAME (v8)``)."""
+    rest = _tail(message, pattern)
+    version = _PLUGIN_VERSION.search(rest) if rest else None
+    return rest[:version.start()] if rest and version and version.start() > 0 else None
+
+
 def _see_channel(seen: _Seen, via: str) -> None:
-    net = _NET_VIA.match(via)
+    net = _net_via(via)
     if net:
-        seen.channels.setdefault(net["network"], []).append(bool(net["gdr"]))
-        seen.channel_devices.setdefault(net["network"], set()).add(net["device"])
+        seen.channels.setdefault(net[0], []).append(net[2])
+        seen.channel_devices.setdefault(net[0], set()).add(net[1])
     elif via.split("/")[0] in ("P2P", "SHM", "CollNet", "NVLS"):
         transport = _transport(via)
         if transport not in seen.intra:
@@ -107,10 +140,10 @@ def _see(seen: _Seen, message: str, warn: bool) -> None:
         seen.nccl_warnings.append(message)
     if (version := _VERSION.search(message)) and seen.version is None:
         seen.version = version[1]
-    if named := _USING_NETWORK.match(message):
-        seen.named.append(named[1])
-    if (via := _VIA.search(message)) and re.match(r"^(?:Channel|Ring) \d+", message):
-        _see_channel(seen, via["via"])
+    if message.startswith("Using network ") and message[14:].strip():
+        seen.named.append(message[14:].strip())
+    if _CHANNEL.match(message) and (via := _VIA.search(message)) and message[via.end():].strip():
+        _see_channel(seen, message[via.end():].strip())
     if ib := _IB_DEVICES.match(message):
         for device in _IB_DEVICE.finditer(ib["list"]):
             seen.ib_devices[device["index"]] = (device["name"], device["layer"])
@@ -118,10 +151,10 @@ def _see(seen: _Seen, message: str, warn: bool) -> None:
         seen.socket_devices = [d["name"] for d in _SOCKET_DEVICE.finditer(sockets["list"])]
     if gdr := _GDR_STATE.search(message):
         seen.gdr_states.append(gdr["state"] == "Enabled")
-    if plugin := _NET_PLUGIN.match(message):
-        seen.plugin = plugin["name"]
-    if collnet := _COLLNET_PLUGIN.match(message):
-        seen.collnet = collnet["name"]
+    if plugin := _plugin(message, _NET_PLUGIN):
+        seen.plugin = plugin
+    if collnet := _plugin(message, _COLLNET_PLUGIN):
+        seen.collnet = collnet
     if message.startswith("NVLS multicast support is available") and "NVLS" not in seen.intra:
         seen.intra.append("NVLS")
     if nodes := _NODES.search(message):
@@ -185,6 +218,10 @@ def _warnings(seen: _Seen, fabric: Fabric) -> list[str]:
         said.append(f"NCCL moved data over TCP sockets ({', '.join(seen.socket_devices) or 'an interface'}) "
                     f"though an RDMA device is there{f' ({found})' if found else ''}: "
                     "the InfiniBand/RoCE path was not used")
+    if len(seen.channels) > 1:
+        counts = sorted(((len(v), k) for k, v in seen.channels.items()), reverse=True)
+        said.append("channels disagree: " + ", ".join(f"{n} over {name}" for n, name in counts)
+                    + f" (reported: {counts[0][1]}, the most)")
     flags = seen.channels.get(_channel_name(seen, fabric.network) or "", [])
     if flags and fabric.network != "Socket" and not all(flags):
         said.append(f"no GPUDirect RDMA on {flags.count(False)} of {len(flags)} network channel line(s): "
@@ -195,13 +232,55 @@ def _warnings(seen: _Seen, fabric: Fabric) -> list[str]:
     return said
 
 
-def parse_nccl_log(lines: Iterable[str]) -> Fabric:
-    """What NCCL's INFO output says it used."""
-    seen = _Seen()
+def parse_nccl_runs(lines: Iterable[str]) -> list[Fabric]:
+    """What each run in NCCL's INFO output says it used, in order, so a job's output of two runs, or a log appended
+    to, is read run by run, never one run's version beside another's network and NICs. A run starts at a second
+    "NCCL version" line (NCCL prints it once a job, from its first rank), at a second nccl-tests header
+    (``# nThread``), and at a process not seen before once the run's communicators said "Init COMPLETE"."""
+    runs: list[_Seen] = [_Seen()]
+    pids: set[str] = set()
+    complete = header = False
     for line in lines:
         message, warn = _message(line)
-        if message:
-            _see(seen, message, warn)
+        pid = _pid(line)
+        if not message:
+            continue
+        seen = runs[-1]
+        starts = message.startswith("# nThread ")
+        if ((seen.version is not None and _VERSION.search(message)) or (starts and header)
+                or (complete and pid is not None and pid not in pids)):
+            runs.append(_Seen())
+            pids, complete, header = set(), False, False
+        header = header or starts
+        complete = complete or "Init COMPLETE" in message
+        if pid is not None:
+            pids.add(pid)
+        _see(runs[-1], message, warn)
+    return [_fabric(seen) for seen in runs]
+
+
+def _pid(line: str) -> str | None:
+    """The process id NCCL's prefix names (``host:pid:tid [dev] NCCL ...``), None without one."""
+    match = _NCCL_PREFIX.match(_LAUNCHER_PREFIX.sub("", line[:MAX_LINE]))
+    return match["pid"] if match else None
+
+
+def _last(runs: list[Fabric]) -> Fabric:
+    """The last run's fabric, with a warning where there were several."""
+    last = runs[-1]
+    if len(runs) > 1:
+        last.warnings.insert(0, f"the log holds {len(runs)} runs (NCCL started {len(runs)} times): the last one's "
+                                "figures are shown")
+    return last
+
+
+def parse_nccl_log(lines: Iterable[str]) -> Fabric:
+    """What NCCL's INFO output says it used: its last run's, with a warning where the output holds several."""
+    return _last(parse_nccl_runs(lines))
+
+
+def _fabric(seen: _Seen) -> Fabric:
+    """One run's fabric from what its lines said."""
     network = _network(seen)
     plugin = seen.plugin
     if plugin is None and network and network not in INTERNAL_NETWORKS + ("RoCE",):
@@ -244,15 +323,34 @@ def run_fabric(fabrics: list[Fabric], nodes: int, rdma: Sequence[str] = (),
     return merged
 
 
-def read_nccl_log(path: Path) -> Fabric:
-    """The Fabric of one log file, read line by line (a log of every subsystem may be large); a ValueError of
-    one line where the path is no regular file or cannot be read."""
+def read_nccl_runs(path: Path) -> list[Fabric]:
+    """Each run's Fabric in one log file, read line by line (a log of every subsystem may be large; each line read
+    up to MAX_LINE characters however long it is); a ValueError of one line where the path is no regular file or
+    cannot be read."""
     regular_file(path)
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return parse_nccl_log(handle)
+            return parse_nccl_runs(_capped(handle))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read it ({exc.strerror})") from None
+
+
+def read_nccl_log(path: Path) -> Fabric:
+    """The Fabric of one log file: its last run's, said where it holds several."""
+    return _last(read_nccl_runs(path))
+
+
+def _capped(handle: Any, size: int = 1 << 16) -> Iterable[str]:
+    """A text file's lines, each cut at MAX_LINE characters, without ever holding a longer line whole."""
+    rest = ""
+    while chunk := handle.read(size):
+        rest += chunk
+        lines = rest.split("\n")
+        rest = lines.pop()
+        yield from (line[:MAX_LINE] for line in lines)
+        rest = rest[:MAX_LINE]
+    if rest:
+        yield rest
 
 
 def fabric_lines(fabric: Fabric) -> list[str]:

@@ -21,7 +21,7 @@ from .hca import active_rdma
 from .spec import RunSpec
 
 COMBINE = ("first", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
-JUDGED = ("root", "status", "reason", "ranks_logged", "attempts", "earlier_attempts", "wall_s", "setup_s")
+JUDGED = ("root", "status", "reason", "ranks_logged", "attempts", "earlier_attempts", "wall_s", "setup_s", "position")
 _LIMIT = float(2 ** 63)  # beyond a 64-bit column: no recorded count is that large
 
 
@@ -386,8 +386,14 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          lambda fabric: "; ".join(active_rdma(fabric)) or None),
     _env("fabric_software", ("node_fabric",), "string", "OFED, UCX and HPC-X versions and the loaded modules of rank "
          "0's node", _fabric_software),
+    _env("hvdbench_version", ("hvdbench_version",), "string", "the hvdbench that measured it (version, and its commit "
+         "where it ran from a git checkout)"),
     _env("exchange_backend", ("exchange", "backend"), "string", "torch.distributed's backend under --exchange ddp, "
          "fsdp or ps (nccl, gloo); null under Horovod"),
+    _spec("inputs", "string", "what the files its arguments name held, hashed (--model-file=sha256:…): an edited file "
+                              "is another configuration", lambda s: s.inputs_text),
+    _judged("position", "string", "where the run stood in the plan that ran it (run.json's order): 3 of 12, round 1 "
+                                  "of 3 (a plan runs every configuration once a round, so repeats spread in time)"),
     RunColumn("params_agree", "boolean", "a run that exchanges gradients over 2+ ranks: whether every rank ended with "
               "the same parameters (their sums agree), as data-parallel training must; null where not judged",
               "summary.param_checksum (all ranks)", derive=lambda facts: _params_agree(facts), tables=("details",)),

@@ -150,6 +150,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("cpu_count", "int", "CPUs of the host"),
         Field("affinity", "list", "CPUs this process may run on"),
         Field("python", "str", "Python version"),
+        Field("hvdbench_version", "str", "hvdbench's version, with its commit where it ran from a git checkout"),
         Field("mpi", "dict", "MPI on PATH: mpirun's first line, implementation, version; loaded: the MPI library "
               "this rank loaded (path, implementation, version, MPICH's device), as MPI_Get_library_version says"),
         Field("mpi_components", "dict", "Open MPI transport components in use by this rank (pml, btl, mtl, osc: "

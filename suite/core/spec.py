@@ -36,8 +36,11 @@ CONTROLLERS = (*HOROVOD_CONTROLLERS, "c10d")  # ... and torch.distributed's own 
 # How MPI moves bytes: auto (MPI's own choice, UCX where built in), ucx (required), tcp (Open MPI's ob1 with
 # TCP between nodes and shared memory within; no UCX, no verbs). A spec stores None for auto.
 TRANSPORTS = ("auto", "ucx", "tcp")
+# Where a run stood in the plan that ran it (run.json's "order", beside the spec): its position of how many, and its
+# round of how many (a plan runs every configuration once per round, so repeats are spread in time)
+ORDER_KEYS = ("position", "of", "round", "rounds")
 # Fields added after ids were first published: they enter the id only when set, so older runs keep theirs.
-_HASHED_WHEN_SET = ("cpus", "host", "transport", "image", "runtime")
+_HASHED_WHEN_SET = ("cpus", "host", "transport", "image", "runtime", "inputs")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class RunSpec:
     transport: str | None = None  # MPI transport (TRANSPORTS) where not auto
     image: str | None = None  # the container image every rank runs in (None: none)
     runtime: str | None = None  # the container runtime that starts it (launchers/container.py)
+    inputs: tuple[tuple[str, str], ...] | None = None  # each path flag's file content, hashed (--model-file: sha256)
 
     def __post_init__(self) -> None:
         for name in ("benchmark", "framework", "launcher", "controller", "system"):
@@ -96,6 +100,11 @@ class RunSpec:
                             "rank(s) per node: one per local rank")
 
     @property
+    def inputs_text(self) -> str:
+        """The files the run read, as ``--model-file=sha256:1a2b…`` (empty where its arguments name none)."""
+        return " ".join(f"{flag}={digest}" for flag, digest in self.inputs or ())
+
+    @property
     def ranks_per_node(self) -> int:
         """Ranks (one per GPU) on each node."""
         return self.np // self.nodes
@@ -120,6 +129,7 @@ class RunSpec:
         out["devices"] = None if self.devices is None else list(self.devices)
         out["cpus"] = None if self.cpus is None else list(self.cpus)
         out["env"] = dict(self.env)
+        out["inputs"] = None if self.inputs is None else dict(self.inputs)
         return out
 
     @classmethod
@@ -140,17 +150,28 @@ class RunSpec:
             values["devices"] = tuple(values["devices"])
         if values.get("cpus") is not None:
             values["cpus"] = tuple(str(c) for c in values["cpus"])
-        if "env" in values:
-            env = values["env"]
-            pairs = env.items() if isinstance(env, Mapping) else env
-            values["env"] = tuple(sorted((str(k), str(v)) for k, v in pairs))
+        for name in ("env", "inputs"):
+            if values.get(name) is not None:
+                given = values[name]
+                pairs = given.items() if isinstance(given, Mapping) else given
+                values[name] = tuple(sorted((str(k), str(v)) for k, v in pairs))
         return cls(**values)
 
-    def write(self, run_dir: Path) -> Path:
-        """Write run.json into run_dir (created if needed) and return its path."""
+    def write(self, run_dir: Path, order: Mapping[str, int] | None = None) -> Path:
+        """Write run.json into run_dir (created if needed) and return its path; ``order`` (ORDER_KEYS: its position in
+        the plan that runs it and its round) is kept beside the spec, outside its id; without one, the order an
+        earlier run.json of the same run held stays (a job's task writes run.json again)."""
         run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / RUN_FILE
-        payload = {"schema": 1, "id": self.id, "spec": self.to_dict()}
+        payload: dict[str, Any] = {"schema": 1, "id": self.id, "spec": self.to_dict()}
+        if order is None and path.is_file():
+            try:
+                earlier = json.loads(read_small_text(path, SMALL_FILE, "a run description"))
+                order = earlier.get("order") if earlier.get("id") == self.id else None
+            except (ValueError, OSError, AttributeError):
+                order = None
+        if isinstance(order, Mapping) and all(isinstance(order.get(key), int) for key in ORDER_KEYS):
+            payload["order"] = {key: int(order[key]) for key in ORDER_KEYS}
         _write_whole(path, json.dumps(payload, indent=2) + "\n")
         return path
 
@@ -316,6 +337,18 @@ class RunFolder:
     def spec(self) -> RunSpec:
         """The run's RunSpec (SpecError where run.json is missing or malformed)."""
         return RunSpec.read(self.run_file)
+
+    def order(self) -> str:
+        """Where the run stood in the plan that ran it (``3 of 12, round 1 of 3``); "" where run.json holds no order
+        (a run made by an older hvdbench, or by hand) or an unreadable one."""
+        try:
+            order = json.loads(read_small_text(self.run_file, SMALL_FILE, "a run description")).get("order")
+            values = [order[key] for key in ORDER_KEYS]
+        except (ValueError, OSError, TypeError, KeyError, AttributeError):
+            return ""
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**9 for v in values):
+            return ""
+        return f"{values[0]} of {values[1]}, round {values[2]} of {values[3]}"
 
     @property
     def status(self) -> RunStatus | None:
