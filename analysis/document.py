@@ -50,10 +50,15 @@ def csv_safe(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+_MARKUP = re.compile(r"\]\(|!\[|\*|`|~~|(?<!\w)_|_(?!\w)")  # a link or image, emphasis, code, strike-through
+
+
 def md_text(text: object) -> str:
     """Text from logs made inert in Markdown: one line, control characters as escapes (``inert``), HTML
-    (``<script>``, ``<img onerror>``) as entities, pipes escaped."""
-    return html.escape(inert(text), quote=False).replace("|", "\\|")
+    (``<script>``, ``<img onerror>``) as entities, pipes escaped, and Markdown's own markup (a link or image,
+    emphasis, code, strike-through) escaped, so a label such as ``[x](http://…)`` or ``**DGX**`` reads as written."""
+    escaped = html.escape(inert(text), quote=False).replace("|", "\\|")
+    return _MARKUP.sub(lambda m: "".join("\\" + c if c in "[(*`~_" else c for c in m.group()), escaped)
 
 
 def md_code(text: object) -> str:

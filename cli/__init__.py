@@ -10,7 +10,7 @@ import traceback
 from typing import Any, Sequence
 
 from hvdbench.suite.core.errors import HvdbenchError, UsageError
-from hvdbench.suite.core.validate import visible
+from hvdbench.suite.core.validate import inert, visible
 
 from hvdbench.launchers.local import Stopped
 from . import commands
@@ -62,8 +62,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return {"topo": commands.cmd_topo, "sweep": commands.cmd_sweep, "submit": commands.cmd_submit,
                 "status": commands.cmd_status, "project": commands.cmd_project,
                 "accept": commands.cmd_accept, "nccl-log": commands.cmd_nccl_log}[args.command](args)
-    except HvdbenchError as exc:
-        print(f"hvdbench: error: {exc}", file=sys.stderr)
+    except HvdbenchError as exc:  # one line whatever the message holds (a name with a newline forges none)
+        print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into head and the like
         sys.stdout = open(os.devnull, "w")

@@ -114,6 +114,11 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 
     if len(args.dirs) != 2:
         raise UsageError("hvdbench compare --regressions: give two results roots, OLD then NEW")
+    offers = [flag for flag, given in (("--baseline", args.baseline), ("--price", args.price), ("--costs", args.costs),
+                                       ("--weights", args.weights), ("--peaks", args.peaks)) if given]
+    if offers:
+        raise UsageError(f"hvdbench compare --regressions: {', '.join(offers)}: for judging offers side by side, "
+                         "not OLD against NEW; leave them out (compare without --regressions takes them)")
     out = args.output or (Path(args.dirs[1]) / "report")
     text, paths, table = compare_results(args.dirs[0], args.dirs[1], out, args.margin / 100.0, args.warmup,
                                          args.min_runs, args.borrow_spread)
@@ -211,13 +216,31 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
+    from hvdbench.cli.parser import FIT_FLAGS
+
+    given = [f"--{name.replace('_', '-')}" for name in FIT_FLAGS if getattr(args, name, None) is not None]
+    if given and not args.fit:
+        raise UsageError(f"{', '.join(given)} shape the --fit search: give --fit, or leave them out")
     if args.fit:
         return cmd_fit(args, bench_args)
+    _cpu_ranks_fit(args, bench_args)
     sweep = with_container(benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
                                            controller=args.controller, repeats=args.repeats, system=args.system,
                                            timeout=args.timeout, devices=args.devices, topology=args.topology,
                                            transport=args.transport, retries=args.retries), args)
     return _run_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, args)
+
+
+def _cpu_ranks_fit(args: argparse.Namespace, bench_args: Sequence[str]) -> None:
+    """``hvdbench run`` on a machine whose ranks train on CPUs: no more ranks than it has CPUs (more would time
+    the kernel's scheduler, not training)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    told_cpu = "--device=cpu" in bench_args or any(a == "--device" and b == "cpu" for a, b in zip(bench_args,
+                                                                                                   bench_args[1:]))
+    most = max(args.np)
+    if (told_cpu or not here_gpus()) and most > cpus and not args.dry_run:
+        raise UsageError(f"--np {most}: {most} CPU ranks on a machine with {cpus} CPU(s) for this process; one rank a "
+                         "CPU at most (a sweep file's hosts spread ranks over machines)")
 
 
 def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
@@ -227,12 +250,14 @@ def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
 
     if len(args.np) != 1:
         raise UsageError("--fit searches at one rank count (--np N)")
-    grown_flag(args.benchmark, args.fit_grow)
+    defaults = FitOptions()
+    grow = args.fit_grow or defaults.grow
+    grown_flag(args.benchmark, grow)
     sweep = with_container(benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
                                            controller=args.controller, repeats=1, system=args.system,
                                            timeout=args.timeout, devices=args.devices, topology=args.topology,
                                            transport=args.transport), args)
-    options = FitOptions(args.fit_grow, args.memory_cap, args.fit_limit)
+    options = FitOptions(grow, args.memory_cap, args.fit_limit or defaults.limit)
     return fit_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, options, args)
 
 

@@ -19,8 +19,8 @@ from hvdbench.launchers.runs import DEFAULT_SWEEP, SCREEN_MODES
 
 
 def label(text: str) -> str:
-    """argparse type: a label (system) without control characters."""
-    problem = text_problem(text)
+    """argparse type: a label (system) without control characters, not empty."""
+    problem = text_problem(text) or ("empty: a system needs a name" if not text.strip() else None)
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return text
@@ -89,14 +89,14 @@ def _run(sub: Any) -> None:
                      help="grow the model from the shape given (short real runs, one per shape) to the largest that "
                           "trains at the one rank count of --np with the benchmark's --exchange; kept as "
                           "fit-EXCHANGE-npN-GROW.json in the output folder, all of them printed side by side")
-    fit.add_argument("--fit-grow", choices=("layers", "width"), default="layers",
+    fit.add_argument("--fit-grow", choices=("layers", "width"), default=None,
                      help="what grows: depth (--layers, default) or width (--width, in multiples of --heads)")
-    fit.add_argument("--memory-cap", type=positive_float, default=None, metavar="GIB",
+    fit.add_argument("--memory-cap", type=memory_gib, default=None, metavar="GIB",
                      help="a shape fits only while its busiest rank's peak memory stays within GIB (device memory "
                           "on a GPU, resident set on the CPU); needed on the CPU, where running out means the "
                           "kernel's OOM killer")
-    fit.add_argument("--fit-limit", type=positive_int, default=4096, metavar="N",
-                     help="the largest value tried (default 4096)")
+    fit.add_argument("--fit-limit", type=positive_int, default=None, metavar="N",
+                     help="the largest value tried (default 4096: launchers/fit.py FitOptions)")
     estimate_flags(run)
     container_flags(run)
 
@@ -107,8 +107,8 @@ def estimate_flags(parser: Any) -> None:
     hours.add_argument("--estimate-from", action="append", type=Path, default=[], metavar="DIR",
                        help="results of earlier runs whose step and start-up times time the plan's runs of the same "
                             "work (repeatable; the results root itself is always read)")
-    hours.add_argument("--step-time", type=positive_float, default=None, metavar="SECONDS",
-                       help="seconds per step for runs no earlier run times")
+    hours.add_argument("--step-time", type=step_seconds, default=None, metavar="SECONDS",
+                       help="seconds per step for runs no earlier run times (at most a day)")
 
 
 def container_flags(parser: Any) -> None:
@@ -127,6 +127,25 @@ def container_flags(parser: Any) -> None:
     box.add_argument("--container-python", default=None, metavar="PATH",
                      help="the image's interpreter with hvdbench installed (default: container/Containerfile's, "
                           f"{RECIPE_PYTHON})")
+
+
+FIT_FLAGS = ("fit_grow", "memory_cap", "fit_limit")  # the search's own flags: nothing without --fit
+
+
+def step_seconds(text: str) -> float:
+    """Seconds a training step takes: positive and at most a day (1e300 is a typo, and 300-digit node-hours)."""
+    value = positive_float(text)
+    if value > 86400:
+        raise argparse.ArgumentTypeError(f"{text}: more than a day (86400 s) a step")
+    return value
+
+
+def memory_gib(text: str) -> float:
+    """A memory cap in GiB: positive and at most a PiB (no node has more; 1e30 is a typo)."""
+    value = positive_float(text)
+    if value > 1024 * 1024:
+        raise argparse.ArgumentTypeError(f"{text}: more than a PiB (1048576 GiB); give GiB, e.g. 70")
+    return value
 
 
 def _reports(sub: Any) -> None:

@@ -150,6 +150,12 @@ def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
     return rt.wrap(ctx.container, ctx.root, [ctx.container.python, *bind, "-m", module, *tail], not on_cpu(spec))
 
 
+def container_env(ctx: LaunchContext) -> tuple[str, ...]:
+    """The variables the user named to pass into the image (--container-env): an MPI launcher exports them to every
+    rank's host like the run's knobs (the image's runtime passes the host's environment in)."""
+    return ctx.container.env if ctx.container is not None else ()
+
+
 def on_cpu(spec: RunSpec) -> bool:
     """Whether the benchmark is told to run on the CPU (``--device cpu``): no GPU to hand into a container."""
     args = list(spec.args)

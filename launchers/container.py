@@ -14,13 +14,15 @@ import re
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
 from hvdbench.suite.core.errors import UsageError
 
-IMAGE = re.compile(r"^[A-Za-z0-9_./:@#+%=~-]+$")  # a registry reference, a pyxis/enroot name, a file or a folder
+# a registry reference, a pyxis/enroot name, a file or a folder; never starting with '-' (a runtime would read an
+# image "--bind=/etc:/mnt" as its own option, and the next token, the interpreter, as the image)
+IMAGE = re.compile(r"^[A-Za-z0-9_./:@#+%=~][A-Za-z0-9_./:@#+%=~-]*$")
 MOUNT_PATH = re.compile(r"^/[A-Za-z0-9_./+@%=~-]*$")  # absolute, no ':' or ',' (the runtimes' separators)
 INTERPRETER = re.compile(r"^(?:/[A-Za-z0-9_./+@%=~-]+|python[0-9.]*)$")  # the image's: python3 or an absolute path
 VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -39,10 +41,36 @@ class Container:
     env: tuple[str, ...] = ()
     python: str = RECIPE_PYTHON
 
+    def made_absolute(self, base: Path) -> "Container":
+        """The container with an image that names a relative file or folder (``./img.sif``, ``images/x.sif`` where it
+        exists under ``base``) made absolute against ``base``: ranks start in their run's folder, where a relative
+        image names nothing (the preflight would pass and every rank fail)."""
+        image = self.image
+        if not image.startswith("/") and (image.startswith(("./", "../")) or (base / image).exists()):
+            image = str((base / image).resolve())
+        return replace(self, image=image)
+
+    def mounts_problem(self) -> str | None:
+        """What is wrong with the mounts together, or None: one over the image's root, two on one destination, or
+        one over the image's interpreter (``/tmp:/opt/hvdbench`` hides hvdbench inside the image)."""
+        destinations = [d.rstrip("/") or "/" for _, d in self.mounts]
+        for source, dest in zip((s for s, _ in self.mounts), destinations):
+            if dest == "/":
+                return f"container mount {source}:{dest} covers the image's whole root"
+            if destinations.count(dest) > 1:
+                return f"container mounts: two on {dest}; one destination takes one folder"
+            if self.python.startswith("/") and (self.python == dest or self.python.startswith(dest + "/")):
+                return f"container mount {source}:{dest} hides the image's interpreter {self.python}"
+        return None
+
     def with_results(self, root: Path) -> tuple[tuple[str, str], ...]:
         """The mounts, the results folder at its own path added unless a mount already shows it there; a mount
-        that would hide it (another source over it or over a folder above it) is a UsageError."""
+        that would hide it (another source over it or over a folder above it), or a results folder whose path
+        holds a runtime's separator (',' or ':' in SRC:DST,...), is a UsageError."""
         where = str(root)
+        if "," in where or ":" in where:
+            raise UsageError(f"results folder {where}: ',' and ':' separate the container runtimes' mounts; give "
+                             "-o a folder whose path has neither")
         covering = [(s, d.rstrip("/")) for s, d in self.mounts if where == d or where.startswith(d.rstrip("/") + "/")]
         if not covering:
             return ((where, where), *self.mounts)
@@ -237,4 +265,8 @@ def from_flags(image: str, runtime_name: str | None, mounts: Sequence[str] = (),
         raise UsageError(f"--container-env {bad[0][:60]!r} is not a variable name")
     if python is not None and not INTERPRETER.match(python):
         raise UsageError(f"--container-python {python[:80]!r}: python3 or an absolute path inside the image")
-    return Container(image, runtime_name, tuple(pairs), tuple(env), python or RECIPE_PYTHON)
+    container = Container(image, runtime_name, tuple(pairs), tuple(env), python or RECIPE_PYTHON)
+    problem = container.mounts_problem()
+    if problem:
+        raise UsageError(problem)
+    return container.made_absolute(Path.cwd())

@@ -87,21 +87,25 @@ def completed(run_dir: Path, spec: RunSpec) -> RunStatus | None:
 
 _PREFIX = re.compile(r"^(\[[\d,]+\](<std(?:out|err)>)?:|\d+:)\s*")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b:?")
+# a container runtime's own refusal (Apptainer/Singularity FATAL, podman's Error:, ch-run's error:): the first real
+# reason of a launch that failed in the runtime, ahead of the generic errors of the ranks it never started
+_RUNTIME = re.compile(r"^(?:FATAL:|Error: |(?:ch-run|ch-image)\[\d+\]: )")
 
 
 def failure_reason(log: Path, limit: int = 300) -> str:
     """One line that says why a run failed, best first: a rank's own 'error:' line (its one-line reason, or the
-    benchmark's refusal of its arguments, which peers' generic errors follow), the first exception a rank
-    raised, any error line, the last line."""
+    benchmark's refusal of its arguments, which peers' generic errors follow), a container runtime's own refusal
+    (``FATAL: could not open image``), the first exception a rank raised, any error line, the last line."""
     try:
         raw = log.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return "no launcher log"
     ranked = [(line, _PREFIX.sub("", line.strip())) for line in raw if line.strip()]
     own = [text for _, text in ranked if text.startswith("error: ")]
+    runtime = [text for _, text in ranked if _RUNTIME.match(text)]
     from_ranks = [text for line, text in ranked if _PREFIX.match(line.strip()) and _EXCEPTION.match(text)]
     anywhere = [text for _, text in ranked if _EXCEPTION.match(text) or "error:" in text.lower()]
-    for found in (own, from_ranks):
+    for found in (own, runtime, from_ranks):
         if found:
             return found[0][:limit]
     chosen = anywhere[-1] if anywhere else (ranked[-1][1] if ranked else "no output")

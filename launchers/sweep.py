@@ -46,9 +46,9 @@ HOROVOD_THREAD_AFFINITY HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION HOROVOD_GPU_OPERATI
 # read: HPC-X's RDMA/SHARP plugin, aws-ofi-nccl, Google's FasTrak/TCPX plugins, PyTorch's process group
 NCCL_VARIABLES = frozenset(line for line in (Path(__file__).parent / "nccl-variables.txt").read_text().split()
                            if line.startswith("NCCL_"))
-NCCL_PLUGIN_NAMES = ("NCCL_IBEXT_", "NCCL_SHARP_", "NCCL_PLUGIN_P2P", "NCCL_FASTRAK_", "NCCL_GPUDIRECTTCPX_",
-                     "NCCL_TCPX_", "NCCL_OFI_", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT",
-                     "NCCL_DESYNC_DEBUG", "NCCL_ENABLE_TIMING")
+NCCL_PLUGIN_PREFIXES = ("NCCL_IBEXT_", "NCCL_SHARP_", "NCCL_FASTRAK_", "NCCL_GPUDIRECTTCPX_", "NCCL_TCPX_", "NCCL_OFI_")
+NCCL_OTHER_NAMES = frozenset(("NCCL_PLUGIN_P2P", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT", "NCCL_DESYNC_DEBUG",
+                              "NCCL_ENABLE_TIMING"))  # whole names: NCCL_BLOCKING_WAITT is none of them
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 KNOB_PREFIXES = ("HOROVOD_", "NCCL_", "UCX_", "OMPI_", "CUDA_")
 MCA_PREFIX = "OMPI_MCA_"  # then an Open MPI parameter's own (lower-case) name: OMPI_MCA_btl_tcp_if_include
@@ -332,7 +332,8 @@ class _Reader:
             hint = difflib.get_close_matches(name, sorted(HOROVOD_KNOBS), n=1)
             self.fail(key, f"{name} is not a Horovod knob" + (f" (did you mean {hint[0]}?)" if hint else "")
                       + "; see Horovod's documentation of HOROVOD_* variables")
-        if name.startswith("NCCL_") and name not in NCCL_VARIABLES and not name.startswith(NCCL_PLUGIN_NAMES):
+        if name.startswith("NCCL_") and name not in NCCL_VARIABLES | NCCL_OTHER_NAMES \
+                and not name.startswith(NCCL_PLUGIN_PREFIXES):
             hint = difflib.get_close_matches(name, sorted(NCCL_VARIABLES), n=1)
             self.fail(key, f"{name} is read by no NCCL release from 2.28 to 2.30 nor a known NCCL plugin"
                       + (f" (did you mean {hint[0]}?)" if hint else "") + "; NCCL would ignore it silently")
@@ -454,12 +455,16 @@ def _container(top: _Reader) -> Container | None:
     for key in ("image", "runtime"):
         if key not in box.data:
             box.fail(box.key(key), "missing" + (f": one of {', '.join(RUNTIMES)}" if key == "runtime" else ""))
-    return Container(image=box.get("image", box.grammar(IMAGE, "an image reference, name or path"), ""),
-                     runtime=box.get("runtime", box.choice(tuple(RUNTIMES)), ""),
-                     mounts=box.many("mounts", box.mount),
-                     env=box.many("env", box.grammar(VARIABLE, "a variable name")),
-                     python=box.get("python", box.grammar(INTERPRETER, "python3 or an absolute path inside the image"),
-                                    RECIPE_PYTHON))
+    container = Container(image=box.get("image", box.grammar(IMAGE, "an image reference, name or path"), ""),
+                          runtime=box.get("runtime", box.choice(tuple(RUNTIMES)), ""),
+                          mounts=box.many("mounts", box.mount),
+                          env=box.many("env", box.grammar(VARIABLE, "a variable name")),
+                          python=box.get("python", box.grammar(INTERPRETER, "python3 or an absolute path inside the "
+                                                                            "image"), RECIPE_PYTHON))
+    problem = container.mounts_problem()
+    if problem:
+        box.fail(box.key("mounts"), problem)
+    return container.made_absolute(top.path.parent)
 
 
 def _fit(top: _Reader, workloads: tuple[Workload, ...]) -> FitOptions | None:
@@ -526,9 +531,14 @@ def _check_sweep(sweep: Sweep, top: _Reader, axes: _Reader, slurm: _Reader) -> N
         if option.startswith("container-"):
             slurm.fail(f"slurm.directives[{i}]", f"--{option} is pyxis's srun flag, not a job's #SBATCH line: "
                                                  "give the image in the container: key (image, runtime: pyxis)")
-        if option in SET_BY_HVDBENCH:
-            slurm.fail(f"slurm.directives[{i}]", f"--{option} is set by hvdbench from each run "
-                                                 f"({SET_BY_HVDBENCH[option]}); remove it")
+        # sbatch takes any unambiguous start of a long option (--gpus-per-n is --gpus-per-node): judge what it reads
+        meant = option if option in SET_BY_HVDBENCH or not directive.startswith("--") else next(
+            (name for name in SET_BY_HVDBENCH if len(name) > 1 and len(option) >= 2 and name.startswith(option)),
+            option)
+        if meant in SET_BY_HVDBENCH:
+            said = f"--{option} (sbatch reads it as --{meant})" if meant != option else f"--{option}"
+            slurm.fail(f"slurm.directives[{i}]", f"{said} is set by hvdbench from each run "
+                                                 f"({SET_BY_HVDBENCH[meant]}); remove it")
     for name, _ in sweep.launchers:
         try:
             launcher_class(name).check_transport(sweep.transport)

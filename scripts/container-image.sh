@@ -40,6 +40,9 @@ trap 'rm -rf "$context"' EXIT
 key=$( { echo "$SUITE $PACKAGES"; sha256sum "$wheel" | cut -c1-16
          (cd "$context" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } | sha256sum | cut -c1-12)
 image=hvdbench-cpu+$key  # ch-image spells hvdbench-cpu:KEY this way in its storage
+owners=$CACHE/images/owners  # per image, every checkout that uses it: only an image no other checkout uses is pruned
+mkdir -p "$owners"
+grep -qxF "$ROOT" "$owners/$key" 2>/dev/null || echo "$ROOT" >>"$owners/$key"
 if [[ -d "$CH_IMAGE_STORAGE/img/$image" ]]; then
     echo "$CH_IMAGE_STORAGE/img/$image"
     exit 0
@@ -78,7 +81,6 @@ fi
 (cd "$context" && "${CH_IMAGE[@]}" build --no-cache -t "hvdbench-cpu:$key" -f container/Containerfile "${args[@]}" "${binds[@]}" .) \
     >>"$log" 2>&1 || die "the image did not build from container/Containerfile (log: $log)"
 [[ -d "$CH_IMAGE_STORAGE/img/$image" ]] || die "ch-image built hvdbench-cpu:$key but $CH_IMAGE_STORAGE/img/$image is missing"
-for old in "$CH_IMAGE_STORAGE"/img/hvdbench-cpu+*; do  # each image is GBs: only the newest is kept
-    [[ "$old" == "$CH_IMAGE_STORAGE/img/$image" ]] || "${CH_IMAGE[@]}" delete "hvdbench-cpu:${old##*+}" >>"$log" 2>&1 || true
-done
+# each image is GBs: this checkout's older ones go, never one another checkout uses, never one in use
+bash "$ROOT/scripts/container-image-prune.sh" "$CH_IMAGE_STORAGE" "$owners" "$ROOT" "$image" "${CH_IMAGE[@]}" >>"$log" 2>&1
 echo "$CH_IMAGE_STORAGE/img/$image"

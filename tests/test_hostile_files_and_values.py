@@ -177,8 +177,13 @@ def test_visible_devices_as_the_driver_reads_them(visible: str, index: int, phys
 
 
 def test_text_from_a_run_reaches_the_terminal_with_its_control_characters_shown(tmp_path: Path) -> None:
+    import json
+
     hostile = "sys\x1b]2;pwned\x07\x1b[31m\rgone"
-    run = write_run(tmp_path / "r", RunSpec(benchmark="cifar10", np=1, system=hostile), [[0.1] * 25])
+    run = write_run(tmp_path / "r", RunSpec(benchmark="cifar10", np=1, system="sys"), [[0.1] * 25])
+    payload = json.loads((run / "run.json").read_text())  # a run.json edited by hand: RunSpec refuses such a label
+    payload["spec"]["system"] = hostile
+    (run / "run.json").write_text(json.dumps(payload))
     RunStatus("failed", 1, 1.0, "rank 0: \x1b[2J cleared").write(run)
     for argv in (["status", "r"], ["report", "r", "-o", "out"]):
         proc = subprocess.run([hvdbench_exe(), *argv], capture_output=True, cwd=tmp_path, timeout=120)

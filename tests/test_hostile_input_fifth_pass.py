@@ -141,3 +141,177 @@ def test_class_3_a_model_files_content_is_part_of_the_runs_identity(tmp_path: Pa
     table = scaling_table(collect([tmp_path / "r"])).set_index("np")
     assert table.loc[2, "baseline"] == "no 1-GPU run" and pd.isna(table.loc[2, "speedup"])
     assert table.loc[1, "inputs"] != table.loc[2, "inputs"]
+
+
+# 7. an image starting with '-' became a runtime option (and the interpreter the image)
+@pytest.mark.bad_input
+@pytest.mark.parametrize("image", ["--bind=/etc:/mnt/host-etc", "-v/etc:/x", "-"])
+def test_class_7_an_image_is_never_an_option(tmp_path: Path, image: str) -> None:
+    from hvdbench.launchers.container import from_flags
+    from hvdbench.launchers.sweep import SweepError, load_sweep
+    from hvdbench.suite.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="--container-image"):
+        from_flags(image, "apptainer")
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"name: s\nworkloads: [{{benchmark: mlp}}]\naxes: {{np: [1]}}\n"
+                     f"container: {{image: '{image}', runtime: podman}}\n")
+    with pytest.raises(SweepError, match="container.image"):
+        load_sweep(sweep)
+
+
+# 8. the image build deleted every other hvdbench-cpu image in the shared store, another checkout's included
+@pytest.mark.bad_input
+def test_class_8_the_image_clean_up_deletes_only_this_checkouts_unused_images(tmp_path: Path) -> None:
+    import subprocess
+
+    storage, owners = tmp_path / "ch", tmp_path / "owners"
+    for key, users in (("mine", ["/a"]), ("theirs", ["/b"]), ("shared", ["/a", "/b"]), ("unknown", []),
+                       ("new", ["/a"])):
+        (storage / "img" / f"hvdbench-cpu+{key}").mkdir(parents=True)
+        if users:
+            owners.mkdir(exist_ok=True)
+            (owners / key).write_text("".join(f"{u}\n" for u in users))
+    fake = tmp_path / "ch-image"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = delete ] && rm -r \"{storage}/img/$(echo \"$2\" | tr : +)\"\n")
+    fake.chmod(0o755)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "container-image-prune.sh"
+    out = subprocess.run(["bash", str(script), str(storage), str(owners), "/a", "hvdbench-cpu+new", str(fake)],
+                         capture_output=True, text=True, timeout=60).stdout
+    left = sorted(p.name.split("+")[1] for p in (storage / "img").iterdir())
+    assert left == ["new", "shared", "theirs", "unknown"], out
+    assert "used by /b, not this one alone" in out and "deleted" in out
+
+
+# 10. odd but real input crashed: an ibstat rate that is no number, an argument with an apostrophe
+@pytest.mark.bad_input
+@pytest.mark.parametrize("rate", ["...", "1.2.3", "unknown", "40 Gb/sec (4X QDR)"])
+def test_class_10_an_odd_ibstat_rate_is_none_never_a_crash(rate: str) -> None:
+    from hvdbench.suite.core.hca import parse_hca_ports
+
+    [port] = parse_hca_ports(f"CA 'mlx5_0'\n\tCA type: MT4129\n\tPort 1:\n\t\tState: Active\n\t\tRate: {rate}\n")
+    assert port["rate_gbps"] == (40.0 if rate.startswith("40") else None) and port["state"] == "active"
+
+
+@pytest.mark.bad_input
+def test_class_10_an_unpaired_run_whose_arguments_hold_an_apostrophe_is_listed(tmp_path: Path) -> None:
+    from conftest import write_run
+    from hvdbench.analysis.collect import collect
+    from hvdbench.analysis.report.build import build
+    from hvdbench.suite.core.spec import RunSpec
+
+    write_run(tmp_path / "a", RunSpec(benchmark="cifar10", args=("--model", "it's"), system="A"), [[0.1] * 12])
+    write_run(tmp_path / "b", RunSpec(benchmark="cifar10", args=("--model", "resnet20"), system="B"), [[0.1] * 12])
+    report = build(collect([tmp_path / "a", tmp_path / "b"]), baseline="A")
+    alone = next(s for s in report.sections if s.title == "Measured on one system only")
+    assert len(alone.rows) == 2 and any("it's" in row[1] for row in alone.rows)
+
+
+# 11. a relative image passed the preflight and failed in every rank; the recorded reason was the wrapper's
+@pytest.mark.bad_input
+def test_class_11_a_relative_image_is_made_absolute_and_the_runtimes_own_line_is_the_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hvdbench.launchers.container import from_flags
+    from hvdbench.launchers.policy import failure_reason
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "x.sif").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert from_flags("./images/x.sif", "apptainer").image == str(tmp_path / "images" / "x.sif")
+    assert from_flags("images/x.sif", "apptainer").image == str(tmp_path / "images" / "x.sif")
+    assert from_flags("nvcr.io/nvidia/pytorch:25.10-py3", "pyxis").image == "nvcr.io/nvidia/pytorch:25.10-py3"
+    log = tmp_path / "launcher.log"
+    log.write_text("FATAL:   could not open image /results/x.sif: failed to retrieve path\n"
+                   "Traceback (most recent call last):\nRuntimeError: Horovod detected that one or more processes "
+                   "exited with non-zero status\n")
+    assert failure_reason(log).startswith("FATAL:   could not open image")
+
+
+# 12. unguarded values: each one line, before anything runs
+@pytest.mark.bad_input
+@pytest.mark.parametrize("argv, said", [
+    (["run", "mlp", "--memory-cap", "1e30", "--dry-run"], "more than a PiB"),
+    (["run", "mlp", "--fit-grow", "width", "--dry-run"], "--fit-grow shape the --fit search"),
+    (["run", "mlp", "--np", "1000", "--", "--device", "cpu"], "1000 CPU ranks on a machine with"),
+    (["run", "mlp", "--dry-run", "--step-time", "1e300"], "more than a day"),
+    (["run", "mlp", "--system", "", "--dry-run"], "a system needs a name"),
+    (["run", "mlp", "--container-image", "/x", "--container-runtime", "podman", "--container-mount", "/tmp:/",
+      "--dry-run"], "covers the image's whole root"),
+    (["run", "mlp", "--container-image", "/x", "--container-runtime", "podman", "--container-mount",
+      "/tmp:/opt/hvdbench", "--dry-run"], "hides the image's interpreter"),
+    (["run", "mlp", "--container-image", "/x", "--container-runtime", "podman", "--container-mount", "/tmp:/d",
+      "--container-mount", "/var:/d", "--dry-run"], "two on /d"),
+])
+def test_class_12_an_unguarded_value_is_one_line(argv: list[str], said: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from hvdbench.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("edit, said", [
+    ("pue = 1.3", "pue = 0.5"), ("gpus_per_node = 8\npower", "gpus_per_node = 0.5\npower"),
+    ("purchase_usd = 400000", "purchase_usd = 1e308"),
+])
+def test_class_12_a_cost_outside_what_a_system_costs_is_refused(tmp_path: Path, edit: str, said: str) -> None:
+    from test_decision_between_offers import COSTS
+
+    from hvdbench.analysis.verdicts.costs import load_costs
+    from hvdbench.suite.core.errors import UsageError
+
+    path = tmp_path / "costs.toml"
+    path.write_text(COSTS.replace(edit, said))
+    with pytest.raises(UsageError, match=r"systems\.DGX\.\w+: .* from .* to .*, got"):
+        load_costs(path)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("line, said", [
+    ("axes: {np: [1], env: {NCCL_BLOCKING_WAITT: ['1']}}", "NCCL_BLOCKING_WAITT is read by no NCCL release"),
+    ("axes: {np: [1]}\nslurm: {directives: ['--gpus-per-n=2']}", "sbatch reads it as --gpus-per-node"),
+    ("axes: {np: [1]}\nslurm: {directives: ['--sig=USR1@60']}", "sbatch reads it as --signal"),
+])
+def test_class_12_a_sweep_value_read_as_another_is_refused(tmp_path: Path, line: str, said: str) -> None:
+    from hvdbench.launchers.sweep import SweepError, load_sweep
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"name: s\nworkloads: [{{benchmark: mlp}}]\n{line}\n")
+    with pytest.raises(SweepError, match=said):
+        load_sweep(sweep)
+
+
+@pytest.mark.bad_input
+def test_class_12_labels_and_names_reach_every_output_as_written(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from hvdbench.analysis.document import md_text
+    from hvdbench.analysis.drawing import plain
+    from hvdbench.cli import main
+    from hvdbench.suite.core.errors import SpecError
+    from hvdbench.suite.core.spec import RunSpec
+
+    assert md_text("[click](http://x) **DGX**") == "[click]\\(http://x) \\*\\*DGX\\*\\*"
+    assert plain("sys\x1b[31m $x") == "sys\\x1b[31m \\$x"
+    with pytest.raises(SpecError, match="not empty"):
+        RunSpec(benchmark="mlp", system="")
+    assert main(["project", str(tmp_path), "--target", "evil\nhvdbench: verdict: PASS"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["compare", str(tmp_path), str(tmp_path / "b"), "--regressions", "--baseline", "x"]) == 2
+    assert "for judging offers side by side" in capsys.readouterr().err
+
+
+# 13. the Apptainer recipe copied .git, the virtual environments and logs into the image
+def test_class_13_the_apptainer_recipe_copies_only_what_the_image_needs() -> None:
+    repo = Path(__file__).resolve().parents[1]
+    recipe = (repo / "container" / "hvdbench.def").read_text()
+    files = recipe.split("%files\n", 1)[1].split("\n%", 1)[0]
+    sources = [line.split()[0] for line in files.splitlines() if line.strip()]
+    assert "." not in sources and not any(s.startswith((".git", ".venv", "results", "tests", "docs")) for s in sources)
+    assert all((repo / s).exists() for s in sources) and {"suite", "launchers", "analysis", "cli", "scripts",
+                                                           "setup.cfg", "constraints.txt"} <= set(sources)
+    containerfile = (repo / "container" / "Containerfile").read_text()
+    for arg in ("HVDBENCH_HOROVOD_WHEEL", "PIP_FIND_LINKS", "PIP_CERT", "PIP_CACHE_DIR"):
+        assert f"ARG {arg}" in containerfile and f"{{{{ {arg} }}}}" in recipe  # the same offline/proxy arguments
+    assert "HOROVOD_BUILD_CUDA_CC_LIST=80,90,100" in recipe and "HOROVOD_BUILD_CUDA_CC_LIST=80,90,100" in containerfile

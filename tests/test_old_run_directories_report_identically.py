@@ -26,7 +26,8 @@ GROWN = {"Stragglers": "evidence columns (power, clock events, what differs from
          "Collectives": "busbw as a share of the link's nominal rate; how the curve was timed; a call's own cost",
          "Horovod against raw MPI": "how the curves were timed (calls back to back, or each call alone)",
          "Warm-up": "each run's system, and the block of steps its interval resamples together",
-         "Run details": "each run's system"}
+         "Run details": "each run's system",
+         "(intro)": "how a configuration of several runs is combined, and what its interval resamples"}
 HEADLINE = "| framework | benchmark | model |"
 # table columns whose meaning was corrected on purpose since, and why
 CORRECTED = {"mean_power_w": "GPU power averaged over the timed window only (it took warm-up and set-up samples too)",

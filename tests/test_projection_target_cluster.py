@@ -89,16 +89,19 @@ def test_how_many_nodes_keep_efficiency_above_the_floor_by_point_and_interval() 
                                                         (8, 0.7, 0.6, 0.81), (16, 0.5, 0.4, 0.6))]
     (line,) = efficiency_holds(pd.DataFrame(rows), 80)
     assert line == ("w on l (ring): efficiency stays at or above 80% up to 4 node(s) "
-                    "(95% interval: up to 2 node(s) to 8 node(s))")
+                    "(95% interval: from up to 2 node(s) to up to 8 node(s))")
     (never,) = efficiency_holds(pd.DataFrame(rows), 30)
     assert "through all 16 nodes projected" in never
+    (below,) = efficiency_holds(pd.DataFrame(rows), 99)  # never said as "up to not even 2 nodes"
+    assert below.startswith("w on l (ring): efficiency falls below 99% already at 2 nodes (95% interval: from below "
+                            "it already at 2 nodes to below it already at 2 nodes)")
 
 
 def test_the_report_carries_the_projection_where_the_results_allow_one(tmp_path: Path) -> None:
     root = _results(tmp_path / "r")
     assert hvdbench_main(["report", str(root)]) == 0
     text = (root / "report" / "report.md").read_text()
-    assert "## Projection" in text and "efficiency stays at or above 80%" in text
+    assert "## Projection" in text and "efficiency falls below 80% already at 2 nodes" in text  # never "up to not even"
     one_node = _results(tmp_path / "one", inter=False)  # no run across nodes: no projection section
     assert hvdbench_main(["report", str(one_node)]) == 0
     assert "## Projection" not in (one_node / "report" / "report.md").read_text()

@@ -73,6 +73,11 @@ def test_other_runtimes_wrap_each_rank_whichever_launcher_starts_it(runtime: str
     start = argv.index(wrap[0])
     assert argv[start:] == wrap + INNER
     assert not any(token.startswith("--container-") for token in argv)
+    exported = {"mpirun": ["-x", "WANDB_MODE"], "mpiexec": ["WANDB_MODE"]}.get(launcher)
+    if exported:  # --container-env's names reach every host's ranks as the run's knobs do (the runtime passes them)
+        shown = argv[:start]
+        assert any(shown[i:i + len(exported)] == exported for i in range(len(shown))) or \
+            any("WANDB_MODE" in token.split(",") for token in shown), shown
 
 
 def test_a_cpu_run_gets_no_gpu_flags() -> None:

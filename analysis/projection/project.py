@@ -307,13 +307,14 @@ def efficiency_holds(table: pd.DataFrame, below: float) -> list[str]:
         group = group.sort_values("nodes")
         ends = [_last_holding(group, column, below / 100) for column in ("efficiency", "efficiency_low",
                                                                           "efficiency_high")]
-        point, pessimistic, optimistic = (f"{n:,} node(s)" if n else "not even 2 nodes" for n in ends)
+        point, pessimistic, optimistic = (f"up to {n:,} node(s)" if n else "below it already at 2 nodes" for n in ends)
         never = ends[0] == int(group["nodes"].max())
         unknown = group[["efficiency_low", "efficiency_high"]].isna().any().any()
-        lines.append(f"{workload} on {link} ({algorithm}): efficiency stays at or above {below:g}% "
-                     + (f"through all {ends[0]:,} nodes projected" if never else f"up to {point}")
+        said = f"stays at or above {below:g}% through all {ends[0]:,} nodes projected" if never else \
+            (f"stays at or above {below:g}% {point}" if ends[0] else f"falls below {below:g}% already at 2 nodes")
+        lines.append(f"{workload} on {link} ({algorithm}): efficiency {said}"
                      + (" (95% interval: not computed: too few steady steps in a measurement it rests on)" if unknown
-                        else f" (95% interval: up to {pessimistic} to {optimistic})"))
+                        else f" (95% interval: from {pessimistic} to {optimistic})"))
     return lines
 
 

@@ -48,9 +48,10 @@ def _intro(collection: Collection, warmup: int | None) -> str:
             "transient (see Warm-up)")
     return (f"{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete. Throughput is the sum "
             "over ranks of each rank's samples divided by its own steady-state step time (never rank 0 × N); "
-            f"left out: {rule}. The 95% interval is a percentile bootstrap over whole steps, or over repeats "
-            "where a configuration was repeated. Speedup = throughput(N) / throughput(1 GPU, same workload, "
-            "arguments and system); efficiency = speedup / N.")
+            f"left out: {rule}. A configuration of several runs is their geometric mean; its 95% interval resamples "
+            "the runs and, within each, blocks of its steps (Student's t over the runs); one run's interval is its "
+            "steps' alone (within-run: the spread between runs unknown). Speedup = throughput(N) / throughput(1 GPU, "
+            "same workload, arguments and system); efficiency = speedup / N.")
 
 
 def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
@@ -401,8 +402,7 @@ def terminal_text(report: Report, collection: Collection) -> str:
                      + (" (more in report.md)" if len(collection.spec_errors) > 1 else ""))
     inconsistent = collection.runs[collection.runs["status"] == "inconsistent"]
     if len(inconsistent):
-        notes.append(f"{len(inconsistent)} run(s) hold another run's records and were left out: "
-                     f"{inconsistent['reason'].iloc[0][:200]}")
+        notes.append(f"{len(inconsistent)} run(s) inconsistent and left out: {inconsistent['reason'].iloc[0][:200]}")
     malformed = sum(i.malformed for i in collection.file_issues)
     if malformed:
         notes.append(f"{malformed} malformed log line(s) in {len(collection.file_issues)} file(s)")

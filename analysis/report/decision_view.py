@@ -162,7 +162,7 @@ def _esc(value: object) -> str:
 FOREST_ROW = 22
 FOREST_LABEL = 330
 FOREST_PLOT = 330
-FOREST_FIGURE = 170
+FOREST_FIGURE = 230
 
 
 def _forest_range(values: list[float], margin: float) -> tuple[float, float]:

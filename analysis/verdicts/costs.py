@@ -70,6 +70,16 @@ class Cost:
         return capital + kw * self.pue * (self.power_usd_per_kwh or 0.0), said
 
 
+# what each field may hold: (least, most, what it is); a figure outside is a typo, not a price
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    "purchase_usd": (1.0, 1e11, "US dollars for the whole system"), "years": (0.1, 50.0, "years of use"),
+    "utilisation": (1e-3, 1.0, "a share of the time, above 0 and at most 1"),
+    "gpus_per_node": (1.0, 1024.0, "a whole number of GPUs"), "power_usd_per_kwh": (0.0, 100.0, "US dollars a kWh"),
+    "pue": (1.0, 10.0, "power usage effectiveness: 1 (none lost) or more"),
+    "node_power_kw": (0.01, 1000.0, "kW a node draws"), "hourly_usd": (0.001, 1e6, "US dollars a node-hour"),
+}
+
+
 def _number(path: Path, system: str, table: dict[str, Any], name: str, required: bool) -> float | None:
     value = table.get(name)
     if value is None:
@@ -78,9 +88,9 @@ def _number(path: Path, system: str, table: dict[str, Any], name: str, required:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise UsageError(f"{path}: systems.{system}.{name}: expected a positive, finite number, got {value!r}")
-    if name == "utilisation" and value > 1:
-        raise UsageError(f"{path}: systems.{system}.utilisation: a share of the time, above 0 and at most 1, "
-                         f"got {value!r}")
+    least, most, what = BOUNDS[name]
+    if not least <= value <= most or (name == "gpus_per_node" and value != int(value)):
+        raise UsageError(f"{path}: systems.{system}.{name}: {what}, from {least:g} to {most:g}, got {value!r}")
     return float(value)
 
 

@@ -28,8 +28,8 @@ def _state(text: str) -> str:
 
 
 def _rate(text: str) -> float | None:
-    """Rate: 200 | 25 Gb/sec (1X EDR) -> Gb/s."""
-    match = re.match(r"^\s*([0-9.]+)", text)
+    """Rate: 200 | 25 Gb/sec (1X EDR) -> Gb/s; None where the tool says something else (``Rate: unknown``, ``...``)."""
+    match = re.match(r"^\s*([0-9]{1,6}(?:\.[0-9]{1,6})?)(?![0-9.])", text)
     return float(match.group(1)) if match else None
 
 
@@ -40,6 +40,7 @@ def parse_hca_ports(text: str) -> list[dict[str, Any]]:
     device: dict[str, Any] = {}
     current: dict[str, Any] | None = None
     for line in text.splitlines():
+        line = line[:512]  # a tool's line is short; a longer one is read up to here
         header = _HEADER.match(line.strip())
         if header:
             name = header.group("ca") or header.group("hca") or header.group("dev")

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from .errors import SpecError, WriteError
 from .records import RANK_LOGS, rank_log_name
-from .validate import read_small_text
+from .validate import read_small_text, text_problem
 
 SMALL_FILE = 1 << 20  # run.json and status.json are a few kB; nothing larger is read
 
@@ -74,6 +74,8 @@ class RunSpec:
                 _check_type(self, name, str)
         if not self.benchmark:
             raise SpecError("RunSpec.benchmark must not be empty")
+        if not self.system.strip() or text_problem(self.system):
+            raise SpecError(f"RunSpec.system {self.system[:40]!r}: a label of printable text, not empty")
         for name in ("np", "nodes", "repeat"):
             _check_type(self, name, int)
         if self.np < 1 or self.nodes < 1 or self.repeat < 0:
