@@ -50,15 +50,16 @@ def csv_safe(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-_MARKUP = re.compile(r"\]\(|!\[|\*|`|~~|(?<!\w)_|_(?!\w)")  # a link or image, emphasis, code, strike-through
+_MARKUP = re.compile(r"\]\(|!\[|\*|~~|(?<!\w)_|_(?!\w)")  # a link or image, emphasis, strike-through (code spans stay)
 
 
 def md_text(text: object) -> str:
     """Text from logs made inert in Markdown: one line, control characters as escapes (``inert``), HTML
-    (``<script>``, ``<img onerror>``) as entities, pipes escaped, and Markdown's own markup (a link or image,
-    emphasis, code, strike-through) escaped, so a label such as ``[x](http://…)`` or ``**DGX**`` reads as written."""
+    (``<script>``, ``<img onerror>``) as entities, pipes escaped, and Markdown's markup that acts (a link or image,
+    emphasis, strike-through) escaped, so a label such as ``[x](http://…)`` or ``**DGX**`` reads as written; a code
+    span stays one (it shows its text literally)."""
     escaped = html.escape(inert(text), quote=False).replace("|", "\\|")
-    return _MARKUP.sub(lambda m: "".join("\\" + c if c in "[(*`~_" else c for c in m.group()), escaped)
+    return _MARKUP.sub(lambda m: "".join("\\" + c if c in "[(*~_" else c for c in m.group()), escaped)
 
 
 def md_code(text: object) -> str:

@@ -321,7 +321,11 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
         from hvdbench.launchers.slurm import SlurmExecutor
         from hvdbench.launchers.sweep import SlurmOptions
 
-        options = SlurmOptions(partition=args.partition, gpus=not args.cpu_slots, exclusive=True)
+        from hvdbench.launchers.sweep import job_minutes
+
+        options = SlurmOptions(partition=args.partition, account=args.account, qos=args.qos,
+                               time_min=args.time or job_minutes(args.timeout), gpus=not args.cpu_slots,
+                               exclusive=True)
         executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume, container=sweep.container)
         if args.dry_run:
             return print_plan(planned, executor, args.output, args)
@@ -351,7 +355,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from hvdbench.launchers.slurm import SlurmExecutor
     from hvdbench.launchers.slurm_queue import run_dirs
 
-    sweep, planned, root = load(args.file, args.output, adjust=lambda s: with_container(s, args))
+    def adjusted(sweep: Sweep) -> Sweep:
+        given = {key: value for key, value in (("partition", args.partition), ("account", args.account),
+                                               ("qos", args.qos), ("time_min", args.time)) if value is not None}
+        return with_container(replace(sweep, slurm=replace(sweep.slurm, **given)) if given else sweep, args)
+
+    sweep, planned, root = load(args.file, args.output, adjust=adjusted, scheduled=True)
     if sweep.fit is not None:
         raise UsageError(f"{args.file}: fit: searches run one trial after another, each judged before the next: "
                          "hvdbench sweep FILE (in an allocation: the sbatch template's sweep --in-allocation)")
@@ -410,10 +419,66 @@ def cmd_topo(args: argparse.Namespace) -> int:
     for line in node.notes:
         print(f"note: {line}")
     print("\nlinks between GPUs, fastest first: " + ", ".join(sorted(topo.gpu_classes(), key=link_rank)))
+    nearest = topo.nearest_nics()
+    if nearest:
+        print("nearest NIC of each GPU: " + ", ".join(f"GPU{g} {nic} ({link})" for g, nic, link in nearest))
+    warning = topo.nic_warning()
+    if warning:
+        print(f"warning: {warning}")
     for k, found in placements.items():
         print(f"\nplacements of {k} GPU(s):")
         for placement in found:
             print("  " + placement.describe())
+    return 0
+
+
+def cmd_fabric(args: argparse.Namespace) -> int:
+    """The node's (or the saved outputs') HCA ports, what is wrong with them, GPUDirect RDMA's module."""
+    from hvdbench.suite.core.hca import gdr_ready, node_fabric, parse_hca_ports, port_findings
+    from hvdbench.suite.core.validate import read_small_text
+
+    sources: list[tuple[str, list[dict[str, Any]]]] = []
+    for path in args.files:
+        try:
+            ports = parse_hca_ports(read_small_text(path, 1 << 20, "a saved ibstat output"))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if not ports:
+            raise UsageError(f"{path}: no HCA port in it (not ibstat, ibstatus or ibv_devinfo output?)")
+        sources.append((str(path), ports))
+    if not args.files:
+        facts = node_fabric()
+        if not facts["hca_ports"]:
+            print("no HCA port here: neither ibstat nor ibv_devinfo answered (not installed, or no RDMA device)")
+        else:
+            sources.append((f"this node ({facts['source']})", facts["hca_ports"]))
+        print(gdr_ready())
+    flagged = 0
+    for where, ports in sources:
+        print(f"{inert(where)}:")
+        for p in ports:
+            rate = f"{p['rate_gbps']:g} Gb/s" if isinstance(p.get("rate_gbps"), (int, float)) else "rate not shown"
+            print(f"  {inert(p['device'])} port {p['port']}: {p['state']}, {inert(p.get('physical_state') or '-')}, "
+                  f"{rate}, {inert(p.get('link_layer') or 'link layer not shown')}")
+        for line in port_findings(ports):
+            flagged += 1
+            print(f"  flagged: {inert(line)}")
+    return 1 if flagged else 0 if sources else 4
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    """hvdbench data make: the dataset, made by the suite's own maker in a process of its own (it may need
+    TensorFlow to write TFRecords, which the command line never imports); its output passed on."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "hvdbench.suite.datamake", args.kind, "--to", str(args.to), "--format", args.format,
+            "--samples", str(args.samples), "--seed", str(args.seed)]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    print(done.stdout, end="")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("hvdbench: error: ")]
+    if done.returncode:
+        raise UsageError(errors[-1].removeprefix("hvdbench: error: ") if errors else
+                         f"data make ended with status {done.returncode}: {done.stderr.strip()[-300:]}")
     return 0
 
 

@@ -46,7 +46,8 @@ def build_parser() -> Parser:
     """The command line of every subcommand."""
     parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo, _nccl_log):
+    for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo, _nccl_log, _data,
+                _fabric):
         add(sub)
     return parser
 
@@ -284,6 +285,7 @@ def _submit(sub: Any) -> None:
                         help="requeue a job whose run failed up to N times; jobs are requeueable (node failure, "
                              "preemption) (default: the file's retries)")
     submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
+    slurm_job_flags(submit)
     estimate_flags(submit)
     container_flags(submit)
 
@@ -321,7 +323,7 @@ def _screen(sub: Any) -> None:
     screen.add_argument("-o", "--output", type=Path, default=Path("results/screen"), help="results root")
     screen.add_argument("--timeout", type=positive_float, default=900.0, help="seconds before a run is killed")
     screen.add_argument("--submit", action="store_true", help="as SLURM jobs (submitit), one per run, on its node")
-    screen.add_argument("--partition", type=slurm_word, default=None, help="SLURM partition for --submit")
+    slurm_job_flags(screen)
     screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
     screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
@@ -339,6 +341,45 @@ def _topo(sub: Any) -> None:
     topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")
     topo.add_argument("--exhaustive", action="store_true", help="every subset up to symmetry, labelled by ids")
     topo.add_argument("--json", action="store_true", help="print JSON for other tools")
+
+
+def slurm_job_flags(parser: Any) -> None:
+    """A job's place and time, as submit and screen --submit take them (a sweep file's slurm: keys, replaced)."""
+    jobs = parser.add_argument_group("SLURM jobs (replace the sweep file's slurm: keys)")
+    jobs.add_argument("--partition", type=slurm_word, default=None, help="SLURM partition")
+    jobs.add_argument("--account", type=slurm_word, default=None, help="SLURM account")
+    jobs.add_argument("--qos", type=slurm_word, default=None, help="SLURM QOS")
+    jobs.add_argument("--time", type=positive_int, default=None, metavar="MINUTES",
+                      help="each job's time limit (default: the run's timeout + 25%% + 5 minutes)")
+
+
+def _fabric(sub: Any) -> None:
+    """hvdbench fabric: the node's network ports before a benchmark."""
+    fabric = sub.add_parser(
+        "fabric", help="check this node's HCA ports and GPUDirect RDMA before a benchmark",
+        description="Every HCA port this node's ibstat (else ibv_devinfo) shows, or the saved outputs given: state, "
+                    "physical state, rate and link layer; a port down, or up at a lower rate than its node's other "
+                    "ports, is flagged; whether GPUDirect RDMA's kernel module is loaded. What is absent is said in "
+                    "one line each. Exit status: 0 nothing flagged, 1 a port flagged, 4 no port to judge.")
+    fabric.add_argument("files", nargs="*", type=Path,
+                        help="saved ibstat, ibstatus or ibv_devinfo outputs (default: ask this node's tools)")
+
+
+def _data(sub: Any) -> None:
+    """hvdbench data make: a dataset shaped like a real one, made here."""
+    data = sub.add_parser("data", help="make a dataset shaped like ImageNet, LibriSpeech or WMT (no download)",
+                          description="Datasets for --data files, made here: JPEGs of ILSVRC-2012's pixel and byte "
+                                      "sizes, 16 kHz WAVs of LibriSpeech's lengths with transcripts, token pairs of "
+                                      "WMT's lengths; as ImageFolder, WebDataset shards or TFRecords (imagenet, with "
+                                      "TensorFlow), with a manifest.")
+    verbs = data.add_subparsers(dest="verb", required=True, parser_class=Parser)
+    make = verbs.add_parser("make", help="make one", description=data.description)
+    make.add_argument("kind", choices=["imagenet", "speech", "translation"])
+    make.add_argument("--to", type=Path, required=True, metavar="DIR", help="a new or empty folder")
+    make.add_argument("--format", choices=["folder", "webdataset", "tfrecord"], default="folder",
+                      help="ImageFolder (train/<class>/...), WebDataset .tar shards, or TFRecord shards")
+    make.add_argument("--samples", type=positive_int, default=1000, help="samples to make (default 1000)")
+    make.add_argument("--seed", type=int, default=0, help="the seed (the same seed makes the same bytes)")
 
 
 def _nccl_log(sub: Any) -> None:

@@ -9,6 +9,7 @@ ranks inside: the hybrid model all three document)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -107,15 +108,19 @@ def _missing_file(image: str) -> str | None:
 
 
 class Pyxis(Runtime):
-    """NVIDIA's SLURM plugin: ``srun --container-image=IMG --container-mounts=SRC:DST,... --container-workdir=DIR
-    --container-env=NAME,...`` (the run's knobs and the variables named override any the image sets)."""
+    """NVIDIA's SLURM plugin: ``srun --container-image=IMG --container-name=NAME --container-mounts=SRC:DST,...
+    --container-workdir=DIR --container-env=NAME,...`` (the run's knobs and the variables named override any the image
+    sets). The name (from the image's) lets a job's steps share one import of the image instead of one each. Ranks
+    wired by ``--mpi=pmix`` inside the image need enroot's PMIx hook (``50-slurm-pmi.sh`` in enroot's hooks.d), which
+    enroot ships but does not enable."""
 
     name, tool, srun_only = "pyxis", "srun", True
 
     def flags(self, container: Container, root: Path, knobs: Sequence[str]) -> list[str]:
         mounts = ",".join(f"{s}:{d}" for s, d in container.with_results(root))
         names = sorted({*knobs, *container.env})
-        return [f"--container-image={container.image}", f"--container-mounts={mounts}",
+        named = "hvdbench-" + hashlib.sha256(container.image.encode()).hexdigest()[:10]
+        return [f"--container-image={container.image}", f"--container-name={named}", f"--container-mounts={mounts}",
                 f"--container-workdir={root}", *([f"--container-env={','.join(names)}"] if names else [])]
 
     def wrap(self, container: Container, root: Path, inner: list[str], gpu: bool) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Sequence
 
 from hvdbench.suite.core.axes import EXCHANGE_FLAGS, axis_flags, without
 from hvdbench.suite.core.catalog import get_benchmark
+from hvdbench.suite.core.datasets import MANIFEST
 from hvdbench.suite.core.errors import UsageError
 from hvdbench.suite.core.flags import FRAMEWORK_EXCHANGES
 from hvdbench.suite.core.spec import RunSpec
@@ -213,12 +214,14 @@ def too_many_for_the_gpus(nodes: int, per_node: int, here_gpus: int | None, flag
     return bool(here_gpus) and on_gpu and nodes == 1 and here and per_node > here_gpus  # type: ignore[operator]
 
 
-def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = None) -> Plan:
+def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = None, scheduled: bool = False) -> Plan:
     """Expand the sweep: workloads x batch sizes x precisions x exchange x launchers x knobs x sizes x
     placements x repeats. Arguments are checked against each benchmark; sizes against the node's GPUs and hosts.
     ``here_gpus`` (runs on this node: the GPUs it shows) leaves out, each with a line, one-node GPU runs of
-    more ranks than that, which NCCL would refuse ("Duplicate GPU"); a plan left with nothing is refused."""
-    _check_sizes(sweep, topo)
+    more ranks than that, which NCCL would refuse ("Duplicate GPU"); a plan left with nothing is refused.
+    ``scheduled``: each run is a job of its own nodes, whose hosts the launcher takes from the allocation (a
+    sweep file's hosts then need not list them)."""
+    _check_sizes(sweep, topo, scheduled)
     skipped: list[str] = []
     placed = {per_node: _resolve(sweep, topo, per_node, skipped) for _, per_node in sizes(sweep)}
     _check_size(sweep, placed)
@@ -268,7 +271,7 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
     return Plan(tuple(ordered), frozenset(b.id for b in extra), tuple(skipped))
 
 
-def _check_sizes(sweep: Sweep, topo: Topology | None) -> None:
+def _check_sizes(sweep: Sweep, topo: Topology | None, scheduled: bool = False) -> None:
     """Placements need a topology and must exist on it; GPUs per node within the node's; nodes within hosts."""
     node_gpus = sweep.node_gpus or (len(topo.gpus) if topo is not None else None)
     if sweep.placements and topo is None and not (set(sweep.placements) <= {EACH, ALL} and sweep.cpu_slots):
@@ -281,7 +284,7 @@ def _check_sizes(sweep: Sweep, topo: Topology | None) -> None:
             raise SweepError(f"{sweep.path}: axes: {per_node} GPUs per node, but a node has {node_gpus} "
                              f"(node_gpus / topology); valid: 1-{node_gpus}")
         listed = [name for name, _ in sweep.launchers if launcher_class(name).needs_hosts]
-        if listed and nodes > len(sweep.hosts):
+        if listed and nodes > len(sweep.hosts) and not scheduled:
             schedulers = [name for name in launcher_names() if not launcher_class(name).needs_hosts]
             raise SweepError(f"{sweep.path}: axes.nodes: {nodes} node(s) need as many hosts for {', '.join(listed)}, "
                              f"but hosts lists {len(sweep.hosts)} ({', '.join(sweep.hosts)}); add hosts"
@@ -331,6 +334,8 @@ def file_inputs(info: Any, args: Sequence[str]) -> tuple[tuple[str, str], ...] |
     for i, arg in enumerate(args):
         name, eq, value = arg.partition("=")
         given = value if name in info.paths and eq else args[i + 1] if arg in info.paths and i + 1 < len(args) else None
+        if given is not None and Path(given).is_dir() and (Path(given) / MANIFEST).is_file():
+            given = str(Path(given) / MANIFEST)  # a dataset hvdbench made: its manifest says what it holds
         if given is None or not Path(given).is_file():
             continue
         digest = hashlib.sha256()

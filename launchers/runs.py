@@ -135,16 +135,17 @@ def here_gpus() -> int | None:
 
 
 def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None, here: bool = False,
-         adjust: Callable[[Sweep], Sweep] = lambda sweep: sweep) -> tuple[Sweep, Plan, Path]:
+         adjust: Callable[[Sweep], Sweep] = lambda sweep: sweep, scheduled: bool = False) -> tuple[Sweep, Plan, Path]:
     """A sweep file, its plan and its results root (``output``, else the file's, else results/<name>);
     ``hosts`` (an allocation's) replace the file's; ``here``: the runs go on this node, planned to its GPUs;
-    ``adjust``: what the command line changes in the file's sweep (its container) before it is planned."""
+    ``adjust``: what the command line changes in the file's sweep (its container) before it is planned;
+    ``scheduled``: each run becomes a job whose first task starts every rank over the job's own hosts."""
     sweep = adjust(load_sweep(file))
     for line in sweep_warnings(sweep):
         print(f"hvdbench: warning: {line}", file=sys.stderr)
     if hosts:
         sweep = replace(sweep, hosts=tuple(hosts))
-    planned = plan(sweep, sweep_topology(sweep), here_gpus() if here else None)
+    planned = plan(sweep, sweep_topology(sweep), here_gpus() if here else None, scheduled=scheduled)
     return sweep, planned, output or sweep.output or Path("results") / sweep.name
 
 

@@ -21,6 +21,17 @@ def gpus_needed(spec: RunSpec) -> int:
     return spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
 
 
+def cpus_per_rank(spec: RunSpec) -> int:
+    """CPUs a rank needs: one, and one for each loader worker where its batches come from a DataLoader or files
+    (``--loader-workers``, default 2)."""
+    args = list(spec.args)
+    data = next((b for a, b in zip(args, args[1:]) if a == "--data"), None)
+    if data not in ("loader", "files", "pipeline"):
+        return 1
+    workers = next((b for a, b in zip(args, args[1:]) if a == "--loader-workers"), "2")
+    return 1 + (int(workers) if workers.isdigit() else 2)
+
+
 def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0) -> dict[str, Any]:
     """submitit's parameters for one run: nodes, one task per GPU (one task per node where the launcher
     starts every rank from the first task), GPUs per node, partition, account and the rest."""
@@ -38,16 +49,26 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int
         "slurm_setup": list(options.setup),
         "slurm_additional_parameters": extra,
     }
+    # a typed GPU goes where submitit takes text (its gpus_per_* take counts alone): --gres=gpu:TYPE:N, or
+    # --gpus-per-task=TYPE:1 among the additional parameters
     if options.gpus and options.gpus_per_task:  # each task (rank) gets one GPU, whichever SLURM picks
-        params["gpus_per_task"] = f"{options.gpu_type}:1" if options.gpu_type else 1
+        if options.gpu_type:
+            extra["gpus_per_task"] = f"{options.gpu_type}:1"
+        else:
+            params["gpus_per_task"] = 1
     elif options.gpus:
         # a placement's job has the node to itself (each run checks what it was granted before its ranks start)
         count = gpus_needed(spec)
-        params["gpus_per_node"] = f"{options.gpu_type}:{count}" if options.gpu_type else count
+        if options.gpu_type:
+            params["slurm_gres"] = f"gpu:{options.gpu_type}:{count}"
+        else:
+            params["gpus_per_node"] = count
         if spec.devices is not None:
             params["slurm_exclusive"] = True
     if not per_task and options.cpus_per_task is None:  # one task per node holds every rank of the node
-        params["cpus_per_task"] = spec.ranks_per_node
+        params["cpus_per_task"] = spec.ranks_per_node * cpus_per_rank(spec)
+    elif options.cpus_per_task is None and cpus_per_rank(spec) > 1:  # a rank and its loader's workers
+        params["cpus_per_task"] = cpus_per_rank(spec)
     for key, value in (("slurm_partition", options.partition), ("slurm_account", options.account),
                        ("slurm_qos", options.qos), ("slurm_constraint", options.constraint),
                        ("cpus_per_task", options.cpus_per_task), ("mem_gb", options.mem_gb)):

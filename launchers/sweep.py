@@ -9,6 +9,7 @@ a :class:`Sweep` into RunSpecs.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -416,7 +417,8 @@ def load_sweep(path: Path) -> Sweep:
         ssh_port=top.get("ssh_port", top.port, None),
         ssh_identity_file=top.get("ssh_identity_file", top.plain_path, None),
         output=top.get("output", lambda v, k: Path(top.text(v, k)).expanduser(), None),  # relative to where it runs
-        slurm=_slurm_options(slurm), container=_container(top), fit=_fit(top, workloads),
+        slurm=_slurm_options(slurm, top.get("timeout", top.seconds, 1800.0)), container=_container(top),
+        fit=_fit(top, workloads),
     )
     _check_sweep(sweep, top, axes, slurm)
     return sweep
@@ -481,13 +483,19 @@ def _fit(top: _Reader, workloads: tuple[Workload, ...]) -> FitOptions | None:
                       limit=block.get("limit", block.positive, 4096))
 
 
-def _slurm_options(slurm: _Reader) -> SlurmOptions:
-    """The slurm: table."""
+def job_minutes(timeout_s: float) -> int:
+    """A job's SLURM time where the file gives none: the run's timeout, a quarter more, and 5 minutes to start (its
+    environment, its ranks' imports) and record how it ended."""
+    return max(5, math.ceil(timeout_s * 1.25 / 60) + 5)
+
+
+def _slurm_options(slurm: _Reader, timeout_s: float) -> SlurmOptions:
+    """The slurm: table; its time, where it gives none, from the sweep's timeout (job_minutes)."""
     return SlurmOptions(
         partition=slurm.get("partition", slurm.grammar(QUEUE_WORD, "a SLURM partition name"), None),
         account=slurm.get("account", slurm.grammar(QUEUE_WORD, "a SLURM account name"), None),
         qos=slurm.get("qos", slurm.grammar(QUEUE_WORD, "a SLURM QOS name"), None),
-        time_min=slurm.get("time", slurm.minutes, 60),
+        time_min=slurm.get("time", slurm.minutes, job_minutes(timeout_s)),
         constraint=slurm.get("constraint", slurm.grammar(CONSTRAINT, "a SLURM constraint expression"), None),
         exclusive=slurm.get("exclusive", slurm.flag, False),
         directives=slurm.many("directives", slurm.grammar(DIRECTIVE, "an sbatch option such as --reservation=R")),

@@ -336,11 +336,13 @@ def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequenc
                              parameters=trainer.parameters,
                              gradient_tensors=trainer.gradient_tensors, gradient_sizes=trainer.gradient_sizes,
                              **counted, **session.environment())
-        step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else trainer.step
+        step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else \
+            trainer.data_step if getattr(flags, "data_only", False) else trainer.step
         try:
             return measure(runtime, session.writer, step, backend.loss_value, flags=flags, unit=unit,
                            label=f"{start.label} ({session.log_dir})", sampler=session.sampler(),
                            profile=lambda steps: backend.profile(trainer, session, steps),
-                           final=lambda: {**backend.peak_memory(session.device), "param_checksum": trainer.checksum()})
+                           final=lambda: {**backend.peak_memory(session.device), "param_checksum": trainer.checksum(),
+                                          **getattr(trainer, "data_facts", dict)()})
         finally:
             trainer.close()

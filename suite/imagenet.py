@@ -32,7 +32,7 @@ def build(ctx: BuildContext) -> TorchWorkload:
         model=imagenet_model(ctx.flags.model),
         make_batch=lambda g: (torch.randn(batch, 3, side, side, generator=g),
                               torch.randint(0, 1000, (batch,), generator=g)),
-        loss=loss,
+        loss=loss, reads="imagenet",
     )
 
 

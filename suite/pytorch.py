@@ -138,7 +138,7 @@ class Trainer:
     gradients are exchanged as ``--exchange`` says (suite/exchange.py)."""
 
     def __init__(self, exchange: Exchange, workload: TorchWorkload, flags: argparse.Namespace, device: torch.device,
-                 generator: torch.Generator, seed: int) -> None:
+                 generator: torch.Generator, seed: int, rank: int = 0, size: int = 1) -> None:
         self.workload, self.flags, self.device, self.exchange = workload, flags, device, exchange
         dtype = weight_dtype(flags.precision)
         model = workload.model.to(device)
@@ -159,9 +159,18 @@ class Trainer:
         self.facts = {"exchange": exchange.facts}
         self.unit = workload.unit
         count = workload.count or (lambda batch: {"samples": float(batch[0].shape[0])})
+        files = None
+        if flags.data == "files" and workload.reads is not None and getattr(flags, "loader", "torch") == "dali":
+            from .dalidata import DaliBatches
+
+            files = DaliBatches(flags, rank, size, device)
+        elif flags.data == "files" and workload.reads is not None:
+            from .filedata import FileBatches
+
+            files = FileBatches(workload.reads, flags, rank, size, device.type == "cuda")
         self.source = BatchSource(flags.data, workload.make_batch, count, device=device, generator=generator,
                                   seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
-                                  dtype=dtype, channels_last=flags.channels_last)
+                                  dtype=dtype, channels_last=flags.channels_last, files=files)
         self.model.train()
 
     def _forward(self) -> tuple[torch.Tensor, dict[str, float]]:
@@ -213,6 +222,15 @@ class Trainer:
             marks.append(time.perf_counter())
         names = ("forward", "backward", "exchange", "optimizer")
         return StepOutcome(loss.detach(), counts, {n: b - a for n, a, b in zip(names, marks, marks[1:])})
+
+    def data_step(self) -> StepOutcome:
+        """The input pipeline alone (--data-only): the next batch on the device, no model."""
+        _, counts = self.source.next()
+        return StepOutcome(torch.zeros(()), counts)
+
+    def data_facts(self) -> dict[str, Any]:
+        """What reading files came to (the summary's ``data``); nothing for synthetic batches."""
+        return self.source.files.facts() if self.source.files is not None else {}
 
     def checksum(self) -> float:
         """Sum of every parameter (the full ones, where sharded): equal on all ranks when gradients are exchanged."""
@@ -302,7 +320,8 @@ class TorchBackend:
         compression = lambda: GradientCompression(  # noqa: E731
             session.hvd.Compression.fp16 if flags.fp16_allreduce else session.hvd.Compression.none)
         exchange = make_exchange(flags, session.hvd, runtime, session.device, compression)  # type: ignore[arg-type]
-        return Trainer(exchange, build(ctx), flags, session.device, ctx.data_generator(), flags.seed + 1 + runtime.rank)
+        return Trainer(exchange, build(ctx), flags, session.device, ctx.data_generator(), flags.seed + 1 + runtime.rank,
+                       runtime.rank, runtime.size)
 
     def loss_value(self, loss: torch.Tensor) -> float:
         return float(loss.float().item())

@@ -37,7 +37,7 @@ def build(ctx: BuildContext) -> TorchWorkload:
     return TorchWorkload(
         model=DeepSpeech2(f.rnn_type, f.rnn_impl, f.rnn_layers, f.rnn_hidden),
         make_batch=lambda g: make_batch(f.batch_size, f.utt_seconds, f.bucketing, g),
-        loss=loss, count=speech_counts, distinct_batches=8,
+        loss=loss, count=speech_counts, distinct_batches=8, reads="speech",
     )
 
 

@@ -7,6 +7,7 @@ synthetic images.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import keras
 
@@ -24,7 +25,15 @@ def build(ctx: TFBuildContext) -> KerasWorkload:
         make_batch=lambda g: (g.standard_normal((f.batch_size, *shape), dtype="float32"),
                               g.integers(0, 1000, f.batch_size, dtype="int32")),
         loss=lambda model, b: ce(b[1], model(b[0], training=True)),
+        files=lambda flags, rank, size, device: _files(flags, rank, size, device, shape),
     )
+
+
+def _files(flags: Any, rank: int, size: int, device: str, shape: tuple[int, ...]) -> Any:
+    """The tf.data feed of --data files (ImageFolder or TFRecord shards)."""
+    from hvdbench.suite.tffiledata import TFFileFeed
+
+    return TFFileFeed(flags, rank, size, max(shape), shape[0] == 3, device)
 
 
 if __name__ == "__main__":

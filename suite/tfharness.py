@@ -47,6 +47,7 @@ class KerasWorkload:
     loss: Callable[[keras.Model, tuple[tf.Tensor, ...]], tf.Tensor]
     count: Callable[[HostBatch], dict[str, float]] | None = None
     distinct_batches: int = 1  # >1 where batches differ (lengths)
+    files: Any = None  # with --data files: how to make its feed (flags, rank, size, device) -> a TFFileFeed
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,9 @@ class KerasTrainer:
         if self.distributed:  # every variable exists now, so one broadcast before the first step suffices
             everything = list(self.model.variables) + list(optimizer.variables)
             tf.function(lambda: self._broadcast(everything))()
-        self.feed = BatchFeed(flags.data, workload, device, seed, flags.loader_workers)
+        self.feed: Any = workload.files(flags, hvd.rank(), hvd.size(), device) \
+            if flags.data == "files" and workload.files is not None else \
+            BatchFeed(flags.data, workload, device, seed, flags.loader_workers)
         self.compute = tf.function(self._compute, jit_compile=flags.xla, reduce_retracing=True)
         self.exchange = tf.function(self._exchange)
         self.apply = tf.function(self._apply)
@@ -278,6 +281,16 @@ class KerasTrainer:
         marks.append(time.perf_counter())
         names = ("compute", "exchange", "optimizer")
         return StepOutcome(loss, counts, {n: b - a for n, a, b in zip(names, marks, marks[1:])})
+
+    def data_step(self) -> StepOutcome:
+        """The input pipeline alone (--data-only): the next batch on the device, no model."""
+        batch, counts = self.feed.next()
+        batch[0].numpy()
+        return StepOutcome(tf.zeros(()), counts)
+
+    def data_facts(self) -> dict[str, Any]:
+        """What reading files came to (the summary's ``data``); nothing for synthetic batches."""
+        return self.feed.facts() if hasattr(self.feed, "facts") else {}
 
     def checksum(self) -> float:
         """Sum of every trainable variable: equal on all ranks when gradients are exchanged."""

@@ -32,6 +32,7 @@ class TorchWorkload:
     count: Count | None = None
     distinct_batches: int = 1  # >1 where batches differ (lengths): the device pool keeps that many
     unit: str | None = None  # what a sample is where the workload says (a model file's UNIT), else the catalog's
+    reads: str | None = None  # the dataset kind it reads with --data files (core/datasets.py KINDS), None: none
 
 
 @dataclass(frozen=True)
@@ -89,15 +90,22 @@ class BatchSource:
 
     - ``device``: ``distinct`` batches made once and kept on the device, served in turn;
     - ``host``: the same batches kept on the host (pinned with CUDA) and copied every step;
-    - ``loader``: a DataLoader whose workers make new batches, pinned, copied every step.
+    - ``loader``: a DataLoader whose workers make new batches, pinned, copied every step;
+    - ``files``: a dataset on disk read, decoded and augmented by a DataLoader's workers (suite/filedata.py), each
+      step's wait for its batch and the bytes it read counted beside its samples.
     """
 
     def __init__(self, mode: str, make: MakeBatch, count: Count, *, device: torch.device, generator: torch.Generator,
                  seed: int, distinct: int = 1, workers: int = 2, dtype: torch.dtype = torch.float32,
-                 channels_last: bool = False) -> None:
+                 channels_last: bool = False, files: Any = None) -> None:
         self.mode, self.count, self.device = mode, count, device
         self.dtype, self.channels_last = dtype, channels_last
         self.pin = device.type == "cuda"
+        self.files = files
+        if mode == "files":
+            if files is None:
+                raise UsageError("--data files: this workload reads no dataset")
+            return
         if mode == "loader":
             loader = DataLoader(_Batches(make, seed), batch_size=None, num_workers=workers, pin_memory=self.pin,
                                 persistent_workers=workers > 0)
@@ -128,5 +136,8 @@ class BatchSource:
         """The next batch on the device and what it counts (computed on the host copy)."""
         if self.mode == "device":
             return next(self._ready)
+        if self.mode == "files":
+            host, read = self.files.next()
+            return self._to_device(host), {**self.count(host), **read}
         host = next(self._host)
         return self._to_device(host), self.count(host)

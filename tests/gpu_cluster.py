@@ -156,7 +156,8 @@ def start_gpu_cluster(root: Path, nodes: int = 2, gpus_per_node: int = 4) -> Gpu
     for sub in ("state", "tmp", *(f"tmp-{n}" for n in names), *(f"spool/{n}" for n in names)):
         (root / sub).mkdir(parents=True, exist_ok=True)
     cpus = max(2, os.cpu_count() or 2)
-    gres = [f"NodeName={n} Name=gpu File={_gpu_devices(root, n, gpus_per_node)}/nvidia[0-{gpus_per_node - 1}]"
+    # typed, as most GPU clusters declare them: a job may ask gpu:N or gpu:h100:N (slurm.gpu_type)
+    gres = [f"NodeName={n} Name=gpu Type=h100 File={_gpu_devices(root, n, gpus_per_node)}/nvidia[0-{gpus_per_node - 1}]"
             for n in names]
     (root / "gres.conf").write_text("\n".join(gres) + "\n")
     conf = root / "slurm.conf"
@@ -181,7 +182,7 @@ def start_gpu_cluster(root: Path, nodes: int = 2, gpus_per_node: int = 4) -> Gpu
         # a job of the urgent partition preempts the gpu partition's jobs, which SLURM requeues
         "PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE",
         "SlurmdTimeout=15",  # a node that stops answering is down (and its jobs requeued) within about 20 s
-        *(f"NodeName={n} NodeAddr={a} CPUs={cpus} Gres=gpu:{gpus_per_node} State=UNKNOWN"
+        *(f"NodeName={n} NodeAddr={a} CPUs={cpus} Gres=gpu:h100:{gpus_per_node} State=UNKNOWN"
           for n, a in zip(names, addresses)),
         "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1",
         "PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF",

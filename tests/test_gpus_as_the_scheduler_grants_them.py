@@ -110,8 +110,64 @@ def test_jobs_ask_for_what_covers_their_gpus() -> None:
     spec = RunSpec(benchmark="cifar10", np=4, nodes=2, launcher="srun", controller="mpi")
     assert job_parameters(SlurmOptions(), spec, "s")["gpus_per_node"] == 2
     per_task = job_parameters(SlurmOptions(gpus_per_task=True, gpu_type="h100"), spec, "s", retries=2)
-    assert per_task["gpus_per_task"] == "h100:1" and "gpus_per_node" not in per_task
+    assert per_task["slurm_additional_parameters"]["gpus_per_task"] == "h100:1" and "gpus_per_node" not in per_task
     assert per_task["slurm_additional_parameters"]["requeue"] is True and per_task["tasks_per_node"] == 2
     placed = job_parameters(SlurmOptions(), RunSpec(benchmark="cifar10", np=2, launcher="srun", controller="mpi",
                                                     devices=(1, 5)), "s")
     assert placed["gpus_per_node"] == 6 and placed["slurm_exclusive"] is True
+
+
+def test_a_typed_gpu_passes_submitits_own_checks_and_reaches_the_job_script(tmp_path: Path) -> None:
+    """slurm: {gpu_type: h100} (the docs' example) once died in submitit ("gpus_per_node expected int"): a typed GPU
+    goes as --gres=gpu:h100:N (or --gpus-per-task=h100:1), and submitit's own parameter check and script take it."""
+    import submitit
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    spec = RunSpec(benchmark="cifar10", np=4, nodes=2, launcher="srun", controller="mpi")
+    for options, line in ((SlurmOptions(gpu_type="h100", partition="gpu"), "#SBATCH --gres=gpu:h100:2"),
+                          (SlurmOptions(gpu_type="h100", gpus_per_task=True), "#SBATCH --gpus-per-task=h100:1")):
+        params = job_parameters(options, spec, "s")
+        executor = submitit.AutoExecutor(folder=tmp_path / "jobs", cluster="debug")
+        executor.update_parameters(**{k: v for k, v in params.items() if not k.startswith("slurm_")})  # generic keys
+        slurm = {k.removeprefix("slurm_"): v for k, v in params.items() if k.startswith("slurm_")}
+        generic = {k: v for k, v in params.items() if not k.startswith("slurm_") and k != "name"}
+        script = _make_sbatch_string(command="true", folder=str(tmp_path / "jobs"), job_name=params["name"],
+                                     time=params["timeout_min"], ntasks_per_node=generic["tasks_per_node"],
+                                     nodes=generic["nodes"], gpus_per_node=generic.get("gpus_per_node"),
+                                     gpus_per_task=generic.get("gpus_per_task"),
+                                     **{k: v for k, v in slurm.items() if k not in ("additional_parameters",)},
+                                     additional_parameters=slurm.get("additional_parameters"))
+        assert line in script, script
+
+
+def test_a_rank_reading_files_asks_a_cpu_for_each_loader_worker() -> None:
+    from hvdbench.launchers.slurm_jobs import cpus_per_rank
+
+    reading = RunSpec(benchmark="imagenet", np=8, nodes=1, launcher="srun", controller="mpi",
+                      args=("--data", "files", "--data-dir", "/d", "--loader-workers", "6"))
+    assert cpus_per_rank(reading) == 7 and job_parameters(SlurmOptions(), reading, "s")["cpus_per_task"] == 7
+    synthetic = RunSpec(benchmark="imagenet", np=8, nodes=1, launcher="srun", controller="mpi")
+    assert cpus_per_rank(synthetic) == 1 and "cpus_per_task" not in job_parameters(SlurmOptions(), synthetic, "s")
+    one_task = RunSpec(benchmark="imagenet", np=8, nodes=1, launcher="mpirun", controller="mpi",
+                       args=("--data", "loader"))
+    assert job_parameters(SlurmOptions(), one_task, "s")["cpus_per_task"] == 8 * 3  # every rank of the node
+    assert job_parameters(SlurmOptions(cpus_per_task=4), reading, "s")["cpus_per_task"] == 4  # the file's own
+
+
+def test_submit_and_screen_take_a_jobs_partition_account_qos_and_time(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The same job options on both commands, replacing the file's; a job's time defaults to the run's timeout
+    plus a quarter and 5 minutes (gpu-node-2.yaml: timeout 300 s -> 12 minutes, not 60)."""
+    from hvdbench.cli import main
+    from hvdbench.launchers.sweep import job_minutes, load_sweep
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("name: s\nlauncher: srun\nworkloads: [{benchmark: mlp}]\naxes: {np: [1]}\n"
+                     "slurm: {partition: gpu, time: 30}\n")
+    assert main(["submit", str(sweep), "--dry-run", "-o", str(tmp_path / "r"), "--partition", "debug", "--account",
+                 "proj", "--qos", "high", "--time", "17"]) == 0
+    out = capsys.readouterr().out
+    assert "timeout_min=17" in out and "slurm_partition=debug" in out and "slurm_account=proj" in out and \
+        "slurm_qos=high" in out
+    repo = Path(__file__).resolve().parents[1]
+    assert load_sweep(repo / "launchers" / "sweeps" / "gpu-node-2.yaml").slurm.time_min == job_minutes(300) == 12

@@ -165,6 +165,27 @@ def test_report_and_its_command_import_no_training_framework(tmp_path: Path) -> 
     assert (tmp_path / "out" / "report.html").exists()
 
 
+def test_a_login_host_plans_and_submits_without_the_training_stack(tmp_path: Path) -> None:
+    """pip install 'hvdbench[slurm]' on a login host: a submit's dry run imports neither torch, Horovod nor
+    TensorFlow (they are refused on import here), and the package asks none of them (the train extra does)."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("name: s\nlauncher: mpirun\nworkloads: [{benchmark: imagenet, args: [--model, resnet50]}]\n"
+                     "axes: {nodes: [2], gpus_per_node: [8]}\nslurm: {partition: gpu, gpu_type: h100}\n")
+    code = ("import sys\n"
+            "class Refuse:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('torch', 'tensorflow', 'keras', 'horovod'):\n"
+            "            raise ImportError(name + ' refused: a login host has no training stack')\n"
+            "sys.meta_path.insert(0, Refuse())\n"
+            "from hvdbench.cli import main\n"
+            f"assert main(['submit', {str(sweep)!r}, '--dry-run', '-o', {str(tmp_path / 'r')!r}]) == 0\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--gres=gpu:h100:8" in proc.stdout or "slurm_gres=gpu:h100:8" in proc.stdout
+    requires = (REPO / "setup.cfg").read_text().split("install_requires =", 1)[1].split("\n\n", 1)[0]
+    assert "torch" not in requires and "horovod" not in requires
+
+
 def test_every_record_kind_declares_its_fields_once() -> None:
     for kind in schema.KINDS.values():
         names = kind.names()

@@ -29,7 +29,7 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
     "ib-nogdr-a100-2node-p2p-direct.txt": (N, "IB", N, False, ["3"], ["P2P/direct pointer"], N, "no GPUDirect RDMA"),
     "socket-fallback-with-roce-device.txt": (N, "Socket", N, N, ["bond0"], [], N, "over TCP sockets (bond0)"),
     "single-node-nvls-8gpu-nccl2.24.3-ibext-loaded.txt": ("2.24.3+cuda12.2", "IBext_v8", "NCCL RDMA Plugin v8", N,
-                                                          [f"ibp{i}" for i in range(8)], ["NVLS"], N, None),
+                                                          [f"ibp{i}" for i in range(8)], [], N, None),
     "horovod-ib-nogdr-2node.txt": (N, "IB", N, False, ["0"], [], N, "no GPUDirect RDMA"),
     "horovod-efa-ofi-plugin-p2p-ipc.txt": (N, "AWS Libfabric", "AWS Libfabric", False, ["0"], ["P2P/IPC"], N,
                                            "NET/OFI Couldn't open AV"),
@@ -193,3 +193,43 @@ def test_no_gpudirect_rdma_beside_a_nic_on_the_gpus_pcie_switch_is_warned() -> N
     assert far is not None and not any("shares a PCIe switch" in w for w in far.warnings)
     with_gdr = run_fabric([read_nccl_log(FIXTURES / "ib-gdrdma-h20-2node-cumem.txt")], 2, near_nics=["mlx5_0 (PIX)"])
     assert with_gdr is not None and not any("shares a PCIe switch" in w for w in with_gdr.warnings)
+
+
+def test_what_was_used_is_told_apart_from_what_was_only_available() -> None:
+    """NVLS "available" is not NVLS used; a one-node run whose channels all stay within the node moved no byte over
+    the network it named; GPUDirect RDMA off for want of nvidia-peermem says so; a log cut before "Using network"
+    still names the network its transport's own line shows."""
+    nvls = read_nccl_log(FIXTURES / "single-node-nvls-8gpu-nccl2.24.3-ibext-loaded.txt")
+    assert nvls.intra_node == [] and nvls.available == ["NVLS"]
+    one_node = parse_nccl_log(["h:1:2 [0] NCCL INFO Using network IB", "h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 8 "
+                               "nNodes 1 localRanks 8", "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"])
+    assert one_node.network is None and one_node.available == ["IB"] and one_node.intra_node == ["P2P/IPC"]
+    peermem = read_nccl_log(FIXTURES / "ib-nogdr-no-peermem-2node.txt")
+    assert any("nvidia-peermem module is not loaded" in w for w in peermem.warnings), peermem.warnings
+    cut = parse_nccl_log(["h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>"])
+    assert cut.network == "IB" and cut.devices == ["mlx5_0", "mlx5_1"]
+    from hvdbench.suite.core.nccl_log import fabric_lines
+
+    assert "no channel line in the log shows data over it" in "\n".join(fabric_lines(cut))
+
+
+def test_fabric_checks_each_port_before_a_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """hvdbench fabric on recorded outputs: a port down is flagged, so is a port up at a lower rate than the node's
+    others; here, with no HCA, that is said in one line (exit 4: nothing to judge); a file of no port is refused."""
+    from hvdbench.cli import main
+    from hvdbench.suite.core.hca import port_findings
+
+    assert main(["fabric", str(FIXTURES / "ibstat-roce200-ethernet-and-down.txt"),
+                 str(FIXTURES / "ibstat-h100-ndr400-one-ca.txt")]) == 1
+    out = capsys.readouterr().out
+    assert "flagged: mlx5_10 port 1 is down (Disabled)" in out and "mlx5_5 port 1: active, LinkUp, 400 Gb/s" in out
+    slow = [{"device": "mlx5_0", "port": 1, "state": "active", "rate_gbps": 400.0, "link_layer": "InfiniBand"},
+            {"device": "mlx5_1", "port": 1, "state": "active", "rate_gbps": 200.0, "link_layer": "InfiniBand"}]
+    assert port_findings(slow) == ["mlx5_1 port 1 runs at 200 Gb/s where the node's other InfiniBand ports run 400: "
+                                   "a cable or a port that trained down"]
+    (tmp_path / "x.txt").write_text("nothing here\n")
+    assert main(["fabric", str(tmp_path / "x.txt")]) == 2
+    assert "no HCA port in it" in capsys.readouterr().err
+    if not any(Path(p).is_dir() for p in ("/sys/class/infiniband",)):
+        assert main(["fabric"]) == 4
+        assert "no HCA port here" in capsys.readouterr().out

@@ -131,3 +131,12 @@ def test_matrix_text_parses_back() -> None:
     topo = read_topology_file(FIXTURES / "own-4gpu-tabs-nic-legend.txt")
     again = parse_topo_text(topo.matrix_text())
     assert again.to_json()["matrix"] == topo.to_json()["matrix"] and again.nics == topo.nics
+
+
+def test_topo_names_each_gpus_nearest_nic_and_warns_where_the_nic_is_across_the_cpus() -> None:
+    topo = read_topology_file(FIXTURES / "hgx-a100-nv12-mlx5.txt")
+    assert topo.nearest_nics()[:3] == [(0, "mlx5_0", "SYS"), (1, "mlx5_0", "SYS"), (2, "mlx5_0", "PXB")]
+    warning = topo.nic_warning()
+    assert warning is not None and warning.startswith("6 of 8 GPU(s) (0, 1, 4, 5, 6, 7) reach the nearest NIC only "
+                                                      "across the CPUs' interconnect (SYS)")
+    assert read_topology_file(FIXTURES / "own-4gpu-tabs-nic-legend.txt").nearest_nics()[3] == (3, "mlx5_1", "PIX")

@@ -27,6 +27,7 @@ from ..verdicts.costs import Cost, cost_columns
 from ..verdicts.decision import cost_verdict_lines, decision_lines, decision_table, unpaired_table, weighted_figures
 from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
+from ..tables.datapath import datapath_table
 from ..tables.details import breakdown_table, details_table
 from ..tables.efficiency import Peak, load_peaks, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
@@ -175,7 +176,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     for title, text, (header, rows) in views.axis_views(table):
         sections.append(Section(title, text, header, rows))
     tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow, "system": described}
-    sections += _buyer_sections(collection, table, stats, tables)
+    sections += _buyer_sections(collection, table, stats, tables, judging)
     sections += _screen_sections(screen, full, tables)
     sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
     sections += _recorded_sections(collection, table, tables)
@@ -273,13 +274,18 @@ def _tabled(out: list[Section], tables: dict[str, pd.DataFrame], name: str, tabl
 
 
 def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
-                    tables: dict[str, pd.DataFrame]) -> list[Section]:
+                    tables: dict[str, pd.DataFrame], judging: Judging | None = None) -> list[Section]:
     """Every knob side by side, the cross-model summary and the best configuration of each workload."""
     out: list[Section] = []
     _tabled(out, tables, "knobs", knob_table(table, stats.attrs.get("draws", {}), stats.attrs.get("points")),
             "Every knob side by side",
             views.KNOB_TEXT, views.knob_rows)
     _tabled(out, tables, "cross_model", cross_model(table), "Across workloads", views.CROSS_TEXT, views.cross_rows)
+    judged = judging or Judging()
+    _tabled(out, tables, "datapath", datapath_table(table, collection.runs, stats.attrs.get("draws", {}),
+                                                   stats.attrs.get("points"), judged.margin, judged.min_runs,
+                                                   scaling_table(collection, stats, pipelines=True)),
+            "Data path: real data against synthetic", views.DATAPATH_TEXT, views.datapath_rows)
     best = best_configurations(table)
     if len(best) and (best["np"] > 1).any():
         out.append(Section("Best configuration per workload", "At the largest GPU count each workload was measured.",

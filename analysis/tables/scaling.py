@@ -152,13 +152,16 @@ def _achieved(group: pd.DataFrame, per_gpu: float) -> dict[str, Any]:
             "tflops_per_gpu": per_gpu * value / 1e12, "peak_tflops": np.nan, "pct_of_peak": np.nan, "peak": None}
 
 
-def scaling_table(collection: Collection, stats: pd.DataFrame | None = None) -> pd.DataFrame:
+def scaling_table(collection: Collection, stats: pd.DataFrame | None = None, pipelines: bool = False) -> pd.DataFrame:
     """Per configuration and size: throughput, interval, speedup = thr(N)/thr(1 rank) and efficiency =
     speedup/N; for multi-node rows the same against 1 node; the cost of communication against the
     --independent twin where both were run. Every ratio carries a 95% interval (``ratios.py``) and each
-    row names the 1-GPU baseline it used."""
+    row names the 1-GPU baseline it used. Runs that timed the input pipeline alone (--data-only) train nothing: they
+    are left out, and are the table's rows where ``pipelines`` asks for them alone (the data path's)."""
     stats = run_stats_table(collection) if stats is None else stats
     runs = collection.runs.merge(stats, on="run_id", how="inner")
+    alone = runs["data_only"].fillna(False).astype(bool) if "data_only" in runs else pd.Series(False, index=runs.index)
+    runs = runs[alone if pipelines else ~alone]
     rows, draws = [], []
     for key, group in runs.groupby(CONFIG + SIZE, sort=True, dropna=False):
         draws.append(config_draws(list(group["run_id"]), stats.attrs.get("draws", {}),

@@ -172,7 +172,8 @@ class BenchmarkInfo:
     extra_check: Callable[[argparse.Namespace], None] | None = None
     own_parser: Callable[[], Parser] | None = None  # benchmarks that do not train (collectives)
     twin: str | None = None  # TensorFlow: the PyTorch benchmark of the same models (its FLOP counts are used)
-    paths: tuple[str, ...] = ()  # flags whose value names a file or folder: made absolute when a run is planned
+    paths: tuple[str, ...] = ("--data-dir",)  # flags naming a file or folder: made absolute when a run is planned
+    reads: str | None = None  # the dataset kind it reads with --data files (core/datasets.py), None: none
     # argument sets that train it at a tiny size, one per architecture family: the workload tests train each
     # (tests/test_*_workloads_train.py parametrise over the catalog, so a new entry is tested by its smoke)
     smoke: tuple[tuple[str, ...], ...] = ()
@@ -219,7 +220,7 @@ class BenchmarkInfo:
         """Parse and check argv; a UsageError names the first problem."""
         flags = self.parser().parse_args(list(argv))
         if self.own_parser is None:
-            check_flags(flags, cnn=self.cnn, framework=self.framework)
+            check_flags(flags, cnn=self.cnn, framework=self.framework, reads=self.reads)
         if self.extra_check is not None:
             self.extra_check(flags)
         return flags
@@ -252,7 +253,7 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                              ("--model", "densenet40_k12", "--batch-size", "2"))),
         BenchmarkInfo("imagenet", "pytorch", "imagenet.py", _IMAGENET, "resnet50", "images",
                       "ImageNet CNNs, synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
-                      extra_flags=_imagenet_flags, extra_check=_imagenet_check,
+                      extra_flags=_imagenet_flags, extra_check=_imagenet_check, reads="imagenet",
                       smoke=tuple(("--model", m, *_IMG) for m in ("resnet50", "resnet101", "resnet152", "vgg16",
                                                                   "alexnet"))
                       + (("--model", "inception_v3", "--batch-size", "2"),)),
@@ -260,7 +261,7 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                       "a large fully connected network on synthetic vectors", extra_flags=_mlp_flags, smoke=(_MLP,)),
         BenchmarkInfo("speech", "pytorch", "speech.py", ("deepspeech2",), "deepspeech2", "utterances",
                       "DeepSpeech2-style recognition with CTC on synthetic utterances of varying length",
-                      extra_flags=_speech_flags,
+                      extra_flags=_speech_flags, reads="speech",
                       smoke=((*_SPEECH, "--utt-seconds", "uniform:0.3:1"),
                              (*_SPEECH, "--rnn-type", "gru", "--rnn-impl", "unrolled",
                               "--utt-seconds", "uniform:0.3:0.6"))),
@@ -275,7 +276,7 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                               "--vocab", "64"),)),
         BenchmarkInfo("custom", "pytorch", "custom.py", ("custom",), "custom", "samples",
                       "a model of your own from --model-file (examples/model_file.py: the interface)",
-                      extra_flags=_custom_flags, extra_check=check_model_file, paths=("--model-file",),
+                      extra_flags=_custom_flags, extra_check=check_model_file, paths=("--model-file", "--data-dir"),
                       smoke=(("--batch-size", "2", "--model-file", str(EXAMPLE_MODEL_FILE)),)),
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       f"{', '.join(OPS)} bandwidth through Horovod and raw MPI",
@@ -289,7 +290,7 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
         BenchmarkInfo("tf_imagenet", "tensorflow", "tf_imagenet.py", _TF_IMAGENET, "resnet50", "images",
                       "keras.applications ResNet-50, Inception v3, VGG-16 (weights=None, with top), "
                       "synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
-                      extra_flags=_imagenet_flags, extra_check=_tf_imagenet_check, twin="imagenet",
+                      extra_flags=_imagenet_flags, extra_check=_tf_imagenet_check, twin="imagenet", reads="imagenet",
                       smoke=(("--model", "resnet50", *_TF_IMG), ("--model", "vgg16", *_TF_IMG),
                              ("--model", "inception_v3", "--batch-size", "2", "--image-size", "75"))),
         BenchmarkInfo("tf_mlp", "tensorflow", "tf_mlp.py", ("mlp",), "mlp", "samples",

@@ -123,6 +123,9 @@ class FrameworkFlags:
 
 def _pytorch_flags(parser: Parser) -> None:
     parser.add_argument("--channels-last", action="store_true", help="NHWC memory format (CNNs only)")
+    parser.add_argument("--loader", choices=["torch", "dali"], default="torch",
+                        help="with --data files: PyTorch's DataLoader (Pillow's decoder in its workers) or NVIDIA "
+                             "DALI (its decoder on the GPU where there is one; imagenet)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
 
 
@@ -140,9 +143,10 @@ _PRECISION = ("fp32; fp16 or bf16 weights and activations; amp: autocast (fp16 w
               "CUDA, bf16 on CPU)")
 FRAMEWORK_FLAGS = {
     "pytorch": FrameworkFlags(
-        PRECISIONS, _PRECISION, ("device", "host", "loader"),
-        "synthetic batches resident on the device; made on the host and copied every step; or served by "
-        "a DataLoader with workers and pinned memory", "DataLoader workers",
+        PRECISIONS, _PRECISION, ("device", "host", "loader", "files"),
+        "synthetic batches resident on the device; made on the host and copied every step; served by "
+        "a DataLoader with workers and pinned memory; or files: a dataset read from --data-dir (imagenet, speech)",
+        "DataLoader workers (synthetic batches, or files read and decoded)",
         "CPU threads per rank (default: the node's cores / ranks on the node)",
         "time forward, backward, gradient exchange and optimizer per step, each bounded by a device sync "
         "(perturbs the overlap of exchange and backward)",
@@ -151,15 +155,30 @@ FRAMEWORK_FLAGS = {
     "tensorflow": FrameworkFlags(
         PRECISIONS + ("mixed_float16", "mixed_bfloat16"),
         _PRECISION + "; mixed_float16 / mixed_bfloat16: that Keras policy (amp picks mixed_float16 on a GPU, "
-                     "mixed_bfloat16 on the CPU)", ("device", "host", "pipeline"),
+                     "mixed_bfloat16 on the CPU)", ("device", "host", "pipeline", "files"),
         "synthetic batches resident on the device; made on the host and copied every step; or served by "
-        "a tf.data pipeline with prefetch to the device", "tf.data parallel calls",
+        "a tf.data pipeline with prefetch to the device; or files: a dataset read from --data-dir by tf.data "
+        "(tf_imagenet: ImageFolder or TFRecord shards)", "tf.data parallel calls (synthetic batches, or files)",
         "CPU threads per rank (default: the node's cores / ranks on the node) for TensorFlow's intra-op pool",
         "time compute (forward and backward together: one tape), gradient exchange and optimizer per step, each "
         "ended by reading its result back (the exchange then waits for the whole backward)",
         "profile N extra steps after the timed ones with TensorFlow's profiler: its trace directory "
         "tf-profile-rank<r> beside the log, for TensorBoard (no operator table in the log)", _tensorflow_flags),
 }
+
+
+def _data_flags(parser: Parser, own: FrameworkFlags) -> None:
+    """Where batches come from: synthetic (on the device, the host, a loader) or a dataset read from files."""
+    parser.add_argument("--data", choices=own.data_modes, default="device", help=own.data_help)
+    parser.add_argument("--loader-workers", type=non_negative_int, default=2, help=own.loader_help)
+    parser.add_argument("--data-dir", default=None, metavar="DIR",
+                        help="with --data files: the dataset's folder (hvdbench data make makes one shaped like "
+                             "the real one)")
+    parser.add_argument("--data-layout", choices=["folder", "webdataset", "tfrecord"], default=None,
+                        help="with --data files: how the folder holds its samples (default: detected)")
+    parser.add_argument("--data-only", action="store_true",
+                        help="with --data files: time the input pipeline alone (read, decode, augment, copy to the "
+                             "device), no model: what the loader can give a rank")
 
 
 def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit: str,
@@ -185,8 +204,7 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="where to train: the GPU of this rank's local rank, or the CPU")
     parser.add_argument("--precision", choices=own.precisions, default="fp32", help=own.precision_help)
-    parser.add_argument("--data", choices=own.data_modes, default="device", help=own.data_help)
-    parser.add_argument("--loader-workers", type=non_negative_int, default=2, help=own.loader_help)
+    _data_flags(parser, own)
     parser.add_argument("--threads", type=positive_int, default=None, help=own.threads_help)
     parser.add_argument("--independent", action="store_true",
                         help="no gradient exchange: each rank trains alone (the ideal-scaling baseline)")
@@ -220,7 +238,7 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
     return parser
 
 
-def check_flags(flags: argparse.Namespace, *, cnn: bool, framework: str = "pytorch") -> None:
+def check_flags(flags: argparse.Namespace, *, cnn: bool, framework: str = "pytorch", reads: str | None = None) -> None:
     """Combinations no device can run, caught before any rank starts: a UsageError naming them."""
     if getattr(flags, "channels_last", False) and not cnn:
         raise UsageError(f"--channels-last applies to CNNs; model {flags.model} is not one")
@@ -229,6 +247,21 @@ def check_flags(flags: argparse.Namespace, *, cnn: bool, framework: str = "pytor
     check_device(flags, on_gpu={"cpu": False, "cuda": True}.get(flags.device))
     check_adaptive(flags)
     check_exchange(flags, framework)
+    check_data(flags, reads)
+
+
+def check_data(flags: argparse.Namespace, reads: str | None) -> None:
+    """--data files with its folder, on a workload that reads one; its options only with it."""
+    files = getattr(flags, "data", None) == "files"
+    if files and reads is None:
+        raise UsageError("--data files: this workload reads no dataset (imagenet and speech do)")
+    if files and not getattr(flags, "data_dir", None):
+        raise UsageError("--data files needs --data-dir DIR (hvdbench data make makes one)")
+    for option in ("data_dir", "data_layout", "data_only"):
+        if getattr(flags, option, None) and not files:
+            raise UsageError(f"--{option.replace('_', '-')} applies with --data files")
+    if getattr(flags, "loader", "torch") == "dali" and (not files or reads != "imagenet"):
+        raise UsageError("--loader dali reads ImageNet files: imagenet with --data files")
 
 
 def check_exchange(flags: argparse.Namespace, framework: str) -> None:

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 _STATE = {"active": "active", "port_active": "active", "4": "active", "down": "down", "port_down": "down",
@@ -119,3 +120,36 @@ def active_rdma(fabric: Any) -> list[str]:
             rate = f" {port['rate_gbps']:g} Gb/s" if isinstance(port.get("rate_gbps"), (int, float)) else ""
             out.append(f"{port.get('device')} ({port.get('link_layer') or 'link layer unknown'}{rate})")
     return out
+
+
+PEERMEM = ("/sys/module/nvidia_peermem", "/sys/module/nv_peer_mem")  # GPUDirect RDMA's kernel module, loaded
+
+
+def port_findings(ports: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with a node's HCA ports, one line each: a port down, or up at a lower rate than the node's
+    fastest port of the same link layer (a bad cable, a port that trained down)."""
+    found = []
+    fastest: dict[Any, float] = {}
+    for port in ports:
+        if port.get("state") == "active" and isinstance(port.get("rate_gbps"), (int, float)):
+            layer = port.get("link_layer")
+            fastest[layer] = max(fastest.get(layer, 0.0), float(port["rate_gbps"]))
+    for port in ports:
+        name = f"{port.get('device')} port {port.get('port')}"
+        if port.get("state") != "active":
+            found.append(f"{name} is {port.get('state') or 'in no known state'}"
+                         + (f" ({port['physical_state']})" if port.get("physical_state") else ""))
+            continue
+        rate, best = port.get("rate_gbps"), fastest.get(port.get("link_layer"))
+        if isinstance(rate, (int, float)) and best and rate < best:
+            found.append(f"{name} runs at {rate:g} Gb/s where the node's other {port.get('link_layer')} ports run "
+                         f"{best:g}: a cable or a port that trained down")
+    return found
+
+
+def gdr_ready(sys_module: Any = PEERMEM) -> str:
+    """Whether GPUDirect RDMA's kernel module is loaded here, in words."""
+    loaded = [Path(p).name for p in sys_module if Path(p).is_dir()]
+    return (f"GPUDirect RDMA: {loaded[0]} loaded" if loaded else
+            "GPUDirect RDMA: neither nvidia_peermem nor nv_peer_mem is loaded (modprobe nvidia-peermem; or NCCL's "
+            "DMA-BUF path on a new enough driver and kernel)")

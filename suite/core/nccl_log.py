@@ -54,6 +54,8 @@ class Fabric:
     intra_node: list[str] = field(default_factory=list)  # transports between GPUs of one node
     nodes: int | None = None
     warnings: list[str] = field(default_factory=list)
+    available: list[str] = field(default_factory=list)  # what NCCL found but no channel line shows in use (NVLS ...)
+    channel_lines: int = 0  # channel lines the log holds (0: it cannot show what carried data)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +79,9 @@ class _Seen:
     tests_hosts: list[str] = field(default_factory=list)
     no_ib: list[str] = field(default_factory=list)
     nccl_warnings: list[str] = field(default_factory=list)
+    available: list[str] = field(default_factory=list)
+    channel_lines: int = 0
+    no_peermem: bool = False
 
 
 def _message(line: str) -> tuple[str, bool]:
@@ -143,6 +148,7 @@ def _see(seen: _Seen, message: str, warn: bool) -> None:
     if message.startswith("Using network ") and message[14:].strip():
         seen.named.append(message[14:].strip())
     if _CHANNEL.match(message) and (via := _VIA.search(message)) and message[via.end():].strip():
+        seen.channel_lines += 1
         _see_channel(seen, message[via.end():].strip())
     if ib := _IB_DEVICES.match(message):
         for device in _IB_DEVICE.finditer(ib["list"]):
@@ -155,8 +161,10 @@ def _see(seen: _Seen, message: str, warn: bool) -> None:
         seen.plugin = plugin
     if collnet := _plugin(message, _COLLNET_PLUGIN):
         seen.collnet = collnet
-    if message.startswith("NVLS multicast support is available") and "NVLS" not in seen.intra:
-        seen.intra.append("NVLS")
+    if message.startswith("NVLS multicast support is available") and "NVLS" not in seen.available:
+        seen.available.append("NVLS")  # available, not used: a channel line "via NVLS" says it was
+    if "GPU Direct RDMA Disabled" in message and "(no module)" in message:
+        seen.no_peermem = True
     if nodes := _NODES.search(message):
         seen.nodes = int(nodes[1])
     if host := _TESTS_RANK.match(message):
@@ -225,9 +233,14 @@ def _warnings(seen: _Seen, fabric: Fabric) -> list[str]:
     flags = seen.channels.get(_channel_name(seen, fabric.network) or "", [])
     if flags and fabric.network != "Socket" and not all(flags):
         said.append(f"no GPUDirect RDMA on {flags.count(False)} of {len(flags)} network channel line(s): "
-                    "data between GPU and NIC is staged through host memory")
+                    "data between GPU and NIC is staged through host memory"
+                    + ("; the nvidia-peermem module is not loaded (NCCL says '(no module)')" if seen.no_peermem
+                       else ""))
     elif not flags and seen.gdr_states and not any(seen.gdr_states):
-        said.append("GPUDirect RDMA disabled for every HCA NCCL named (e.g. no nvidia-peermem module)")
+        said.append("GPUDirect RDMA disabled for every HCA NCCL named"
+                    + (": the nvidia-peermem module is not loaded (NCCL says '(no module)'; modprobe nvidia-peermem, "
+                       "or NCCL's DMA-BUF path on a new enough driver and kernel)" if seen.no_peermem
+                       else " (e.g. no nvidia-peermem module)"))
     said += [f"NCCL WARN {text}" for text in dict.fromkeys(seen.nccl_warnings)][:3]
     return said
 
@@ -287,7 +300,11 @@ def _fabric(seen: _Seen) -> Fabric:
         plugin = network  # a plugin's network with no load line in the log: its network name is its name
     nodes = seen.nodes if seen.nodes is not None else (len(set(seen.tests_hosts)) or None)
     fabric = Fabric(seen.version, network, plugin, seen.collnet, _gdr(seen, network), _devices(seen, network),
-                    list(seen.intra), nodes)
+                    list(seen.intra), nodes, available=[a for a in seen.available if a not in seen.intra],
+                    channel_lines=seen.channel_lines)
+    if nodes == 1 and seen.channel_lines and not seen.channels and network is not None:
+        fabric.available.insert(0, network)  # one node, every channel within it: no byte crossed the network
+        fabric.network, fabric.gdr, fabric.devices = None, None, []
     fabric.warnings = _warnings(seen, fabric)
     return fabric
 
@@ -310,7 +327,12 @@ def run_fabric(fabrics: list[Fabric], nodes: int, rdma: Sequence[str] = (),
 
     merged = Fabric(first("nccl_version"), network, first("plugin"), first("collnet"),
                     all(gdrs) if gdrs else None, sorted({d for f in said for d in f.devices}),
-                    list(dict.fromkeys(t for f in said for t in f.intra_node)), nodes)
+                    list(dict.fromkeys(t for f in said for t in f.intra_node)), nodes,
+                    available=list(dict.fromkeys(a for f in said for a in f.available)),
+                    channel_lines=sum(f.channel_lines for f in said))
+    if nodes == 1 and merged.channel_lines and not any(f.channel_lines and f.network for f in said) and network:
+        merged.available.insert(0, network)  # a one-node run's channels all within the node
+        merged.network, merged.gdr, merged.devices = None, None, []
     warnings = list(dict.fromkeys(w for f in said for w in f.warnings))
     if nodes > 1 and network == "Socket" and not any("TCP sockets" in w for w in warnings):
         beside = f", although the node has active RDMA ports {', '.join(rdma)}" if rdma else ""
@@ -366,6 +388,9 @@ def fabric_lines(fabric: Fabric) -> list[str]:
 
     facts = fabric.as_dict()
     warnings = facts.pop("warnings")
+    facts.pop("channel_lines")
+    if fabric.network is not None and not fabric.channel_lines:
+        facts["network"] = f"{fabric.network} (named by NCCL; no channel line in the log shows data over it)"
     if fabric.plugin is None and fabric.network in (*INTERNAL_NETWORKS, "RoCE"):
         facts["plugin"] = "none (NCCL's own network)"
     return [f"{name}: {shown(value)}" for name, value in facts.items()] + [f"warning: {w}" for w in warnings]

@@ -280,6 +280,12 @@ _PLUMBING = re.compile(r"HOROVOD_(HOSTNAME|RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS
                        r"RETURN_WIN_MEM_NUMA)$")
 
 
+def _nested(name: str, path: tuple[str, ...], dtype: str, meaning: str, combine: str = "first",
+            render: Callable[[Any], Any] | None = None) -> RunColumn:
+    return RunColumn(name, dtype, meaning, f"summary.{'.'.join(path)} ({combine} over ranks)", "summary", path,
+                     combine, render=render, tables=("details",))
+
+
 def _summary(name: str, field_: str, dtype: str, meaning: str, combine: str = "first") -> RunColumn:
     return RunColumn(name, dtype, meaning, f"summary.{field_} ({combine} over ranks)", "summary", (field_,), combine)
 
@@ -394,6 +400,30 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
                               "is another configuration", lambda s: s.inputs_text),
     _judged("position", "string", "where the run stood in the plan that ran it (run.json's order): 3 of 12, round 1 "
                                   "of 3 (a plan runs every configuration once a round, so repeats spread in time)"),
+    _nested("step_time_s", ("step_time_sum_s",), "float64", "every rank's timed steps' seconds, summed over ranks",
+            "sum"),
+    _nested("input_wait_s", ("totals", "input_wait_s"), "float64", "--data files: seconds every rank's timed steps "
+            "waited for their batches, summed over ranks", "sum"),
+    _nested("bytes_read", ("totals", "bytes_read"), "float64", "--data files: bytes every rank read in its timed "
+            "steps, summed over ranks", "sum"),
+    _nested("data_corrupt", ("data", "corrupt"), "Int64", "--data files: corrupt or vanished samples, summed over "
+            "ranks", "sum"),
+    _nested("data_named", ("data", "corrupt_named"), "string", "--data files: the first corrupt or vanished files "
+            "rank 0 named", "first", lambda named: "; ".join(map(str, named)) if isinstance(named, list) and named
+            else None),
+    _nested("dataset_bytes", ("data", "dataset_bytes"), "float64", "--data files: the dataset's bytes (every "
+            "sample's)"),
+    _nested("dataset_samples", ("data", "samples"), "Int64", "--data files: the dataset's samples"),
+    _nested("data_layout", ("data", "layout"), "string", "--data files: the layout read (folder, webdataset, "
+            "tfrecord)"),
+    _nested("data_loader", ("data", "loader"), "string", "--data files: what read it (torch's DataLoader, dali, "
+            "tf.data)"),
+    RunColumn("data_only", "boolean", "--data-only: the input pipeline timed alone, no model", "env.flags",
+              derive=lambda facts: facts.env.get("flags", {}).get("data_only")
+              if isinstance(facts.env.get("flags"), dict) else None),
+    RunColumn("loader_workers", "Int64", "DataLoader workers (or tf.data parallel calls) a rank ran with", "env.flags",
+              derive=lambda facts: facts.env.get("flags", {}).get("loader_workers")
+              if isinstance(facts.env.get("flags"), dict) else None),
     RunColumn("params_agree", "boolean", "a run that exchanges gradients over 2+ ranks: whether every rank ended with "
               "the same parameters (their sums agree), as data-parallel training must; null where not judged",
               "summary.param_checksum (all ranks)", derive=lambda facts: _params_agree(facts), tables=("details",)),

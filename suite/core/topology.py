@@ -106,6 +106,32 @@ class Topology:
         return [{"nic": nic.name, "link": link} for nic in self.nics
                 if (link := self.links.get((label, nic.label), "")) in ("PIX", "PXB")]
 
+    def nearest_nics(self) -> list[tuple[int, str, str]]:
+        """Each GPU's nearest NIC and the link to it: ``(gpu, "mlx5_0", "PIX")`` (the fastest link, ties by name);
+        none where the node shows no NIC."""
+        out = []
+        for gpu in self.gpus:
+            reach = [(link_rank(self.links.get((f"GPU{gpu.index}", n.label), "SYS")), n.name,
+                      self.links.get((f"GPU{gpu.index}", n.label), "SYS")) for n in self.nics]
+            if reach:
+                _, name, link = min(reach)
+                out.append((gpu.index, name, link))
+        return out
+
+    def nic_warning(self) -> str | None:
+        """Where GPUs reach every NIC only across the CPUs' interconnect (SYS) or a host bridge (NODE/PHB): their
+        traffic to other nodes crosses it, and GPUDirect RDMA cannot pay; None where every GPU has a NIC near."""
+        far = [(g, nic, link) for g, nic, link in self.nearest_nics() if link in ("SYS", "NODE", "PHB")]
+        if not far:
+            return None
+        gpus = ", ".join(str(g) for g, _, _ in far)
+        worst = max((link for _, _, link in far), key=link_rank)
+        across = "the CPUs' interconnect" if worst == "SYS" else "a host bridge"
+        return (f"{len(far)} of {len(self.gpus)} GPU(s) ({gpus}) reach the nearest NIC only across "
+                f"{across} ({worst}): their traffic to other "
+                "nodes crosses it and GPUDirect RDMA cannot pay; a node for multi-node training has a NIC beside each "
+                "GPU or pair (PIX)")
+
     def labels(self) -> list[str]:
         """Column labels: GPUs then NICs."""
         return [f"GPU{g.index}" for g in self.gpus] + [n.label for n in self.nics]

@@ -1,0 +1,124 @@
+"""The data path: how training with real data (``--data files``) compares with the same training on synthetic
+batches, and why. Per workload and size: files against synthetic throughput with the ratio's interval; the share of
+step time spent waiting for input; what the input pipeline gives a rank alone (``--data-only``) against what training
+asks; the CPU cores a GPU needs at the measured decode rate; the storage bandwidth a node and 16 nodes need at the
+GPUs' rate; and the accelerator utilization as MLPerf Storage defines it (time computing over time, 90% its line)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hvdbench.suite.core.axes import without
+
+from ..keys import WORKLOAD
+from ..ratios import MIN_RUNS, config_draws, direction, ratio_interval
+
+DATA_FLAGS = {"--data": 1, "--data-dir": 1, "--data-layout": 1, "--data-only": 0, "--loader-workers": 1, "--loader": 1}
+AU_LINE = 0.90  # MLPerf Storage's pass mark: the accelerators busy at least 90% of the time
+NODES_SHOWN = 16  # the storage a cluster of this many nodes needs, beside one node's
+DATAPATH_SCHEMA: dict[str, str] = {
+    "system": "string", "framework": "string", "benchmark": "string", "model": "string", "np": "int64",
+    "nodes": "int64", "loader": "string", "workers": "Int64", "layout": "string", "synthetic": "float64",
+    "files": "float64",
+    "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "wait_share": "float64",
+    "alone_per_rank": "float64", "asked_per_rank": "float64", "verdict": "string", "cores_per_gpu": "float64",
+    "node_mb_s": "float64", "cluster_mb_s": "float64", "au": "float64", "unit": "string", "runs": "string",
+}
+
+
+def _base(args: str) -> str:
+    return " ".join(without(str(args).split(), DATA_FLAGS))
+
+
+def _sums(runs: pd.DataFrame, ids: str) -> dict[str, float]:
+    """A configuration's runs' input wait, step time and bytes, summed."""
+    mine = runs[runs["run_id"].isin(str(ids).split(","))]
+    return {name: float(mine[name].astype("float64").sum(min_count=1)) if name in mine else math.nan
+            for name in ("input_wait_s", "step_time_s", "bytes_read", "dataset_bytes", "dataset_samples")}
+
+
+def datapath_table(table: pd.DataFrame, runs: pd.DataFrame, draws: dict[str, np.ndarray],
+                   points: dict[str, float] | None = None, margin: float = 0.02, min_runs: int = MIN_RUNS,
+                   pipelines: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per files configuration of ``table`` (training, ``data`` files) with its synthetic twin and its
+    pipeline alone (``pipelines``: the --data-only runs' rows, else --data-only rows of ``table``) where they were
+    measured; a verdict on fewer than ``min_runs`` runs a side says it is within-run only."""
+    rows: list[dict[str, Any]] = []
+    if pipelines is not None:
+        table = pd.concat([table, pipelines], ignore_index=True)
+    if table.empty or "data" not in table or not (table["data"] == "files").any():
+        return pd.DataFrame(columns=list(DATAPATH_SCHEMA)).astype(DATAPATH_SCHEMA)
+    keyed = table.assign(_base=table["args"].map(_base))
+    only = keyed["args"].map(lambda a: "--data-only" in str(a).split())
+    for _, files in keyed[(keyed["data"] == "files") & ~only].iterrows():
+        same = (keyed["_base"] == files["_base"]) & (keyed["np"] == files["np"]) & np.logical_and.reduce(
+            [keyed[k] == files[k] for k in WORKLOAD])
+        synthetic = keyed[same & (keyed["data"] != "files")].sort_values("data", key=lambda s: s != "device")
+        own = keyed["args"].map(lambda a: " ".join(without(str(a).split(), {"--data-only": 0})))
+        alone = keyed[same & only & (own == " ".join(without(str(files["args"]).split(), {"--data-only": 0})))]
+        row = _row(files, synthetic.iloc[0] if len(synthetic) else None, alone.iloc[0] if len(alone) else None,
+                   runs, draws, points, margin)
+        counts = [int(r["repeats"]) for r in (files, *(x.iloc[0] for x in (synthetic, alone) if len(x)))]
+        if min(counts) < min_runs and not row["verdict"].startswith("not judged"):
+            row["verdict"] += f" (within-run only: {min(counts)} run(s) of a side, fewer than {min_runs})"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(DATAPATH_SCHEMA)).astype(DATAPATH_SCHEMA)
+
+
+def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None, runs: pd.DataFrame,
+         draws: dict[str, np.ndarray], points: dict[str, float] | None, margin: float) -> dict[str, Any]:
+    np_, nodes = int(files["np"]), int(files["nodes"])
+    sums = _sums(runs, files["runs"])
+    wait = sums["input_wait_s"] / sums["step_time_s"] if sums["step_time_s"] > 0 else math.nan
+    mine = runs[runs["run_id"].isin(str(files["runs"]).split(","))]
+    workers = mine["loader_workers"].dropna()
+    layout = mine["data_layout"].dropna()
+    synth = float(synthetic["throughput"]) if synthetic is not None else math.nan
+    low, high = (ratio_interval(config_draws(str(files["runs"]).split(","), draws, points=points),
+                                config_draws(str(synthetic["runs"]).split(","), draws, points=points))
+                 if synthetic is not None else (math.nan, math.nan))
+    alone_rate = float(alone["throughput"]) / np_ if alone is not None else math.nan
+    asked = synth / np_ if synthetic is not None else math.nan
+    read = float(files["throughput"]) * sums["step_time_s"] / np_  # samples the runs read in their timed steps
+    per_sample = sums["dataset_bytes"] / sums["dataset_samples"] if sums["dataset_samples"] > 0 else \
+        sums["bytes_read"] / read if read > 0 else math.nan
+    per_worker = alone_rate / max(int(workers.iloc[0]), 1) if len(workers) and math.isfinite(alone_rate) else math.nan
+    return {"system": files["system"], "framework": files["framework"], "benchmark": files["benchmark"],
+            "model": files["model"], "np": np_, "nodes": nodes,
+            "loader": str(mine["data_loader"].dropna().iloc[0]) if mine["data_loader"].notna().any() else
+            "tf.data" if files["framework"] == "tensorflow" else "torch",
+            "workers": int(workers.iloc[0]) if len(workers) else pd.NA,
+            "layout": str(layout.iloc[0]) if len(layout) else None, "synthetic": synth,
+            "files": float(files["throughput"]), "ratio": float(files["throughput"]) / synth if synth else math.nan,
+            "ratio_low": low, "ratio_high": high, "wait_share": wait, "alone_per_rank": alone_rate,
+            "asked_per_rank": asked, "verdict": _verdict(low, high, alone_rate, asked, wait, margin,
+                                                         float(files["throughput"]) / synth if synth else math.nan),
+            "cores_per_gpu": asked / per_worker if per_worker > 0 else math.nan,
+            "node_mb_s": per_sample * synth / nodes / 1e6 if synthetic is not None else math.nan,
+            "cluster_mb_s": per_sample * synth / nodes * NODES_SHOWN / 1e6 if synthetic is not None else math.nan,
+            "au": 1.0 - wait if math.isfinite(wait) else math.nan, "unit": files["unit"], "runs": files["runs"]}
+
+
+def _verdict(low: float, high: float, alone: float, asked: float, wait: float, margin: float, ratio: float) -> str:
+    """Whether the input sets the pace: the pipeline alone against what training asks where both were measured,
+    else files against synthetic throughput with its interval; where files are slower though steps hardly wait,
+    the loader's workers take the CPU training needs."""
+    side = direction(low, high, margin)
+    if math.isfinite(alone) and math.isfinite(asked) and alone < asked / (1.0 + margin):
+        return f"input-bound: the loader gives {alone:,.1f}/s a rank, training asks {asked:,.1f}: " \
+               f"{asked / alone:.1f}× short"
+    if side == "below" and math.isfinite(wait) and wait < 0.05:
+        return f"slower with files ({ratio:.2f}×) though steps waited {wait:.0%} on input: the loader's workers take " \
+               "CPU time from training (give it more cores a GPU)"
+    if math.isfinite(alone) and math.isfinite(asked):
+        return f"the loader keeps up: {alone:,.1f}/s a rank alone against {asked:,.1f} asked"
+    if side == "below":
+        return "slower with files than synthetic: the input path costs throughput (measure --data-only to see why)"
+    if side is None:
+        return "not judged: no synthetic run of the same training to compare with"
+    return "no measurable cost of reading files" + (f" ({wait:.0%} of step time waited on input)"
+                                                    if math.isfinite(wait) else "")
