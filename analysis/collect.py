@@ -11,17 +11,17 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.catalog import BENCHMARKS
-from hvdbench.suite.core.collective_ops import TIMINGS
-from hvdbench.suite.core.errors import ReportError, SpecError
-from hvdbench.suite.core.metrics import Outcome, run_outcome
-from hvdbench.suite.core.records import RANK_LOGS, rank_of_log
-from hvdbench.suite.core.run_table import RUNS_SCHEMA, RunFacts, mpi_text, run_row
-from hvdbench.suite.core.schema import KINDS
-from hvdbench.suite.core.hca import active_rdma
-from hvdbench.suite.core.nccl_log import read_nccl_log, run_fabric
-from hvdbench.suite.core.spec import ATTEMPT_PREFIX, RUN_FILE, RunFolder, RunSpec
-from hvdbench.suite.core.validate import inert
+from hvdbench.core.catalog import BENCHMARKS
+from hvdbench.core.collective_ops import TIMINGS
+from hvdbench.core.errors import ReportError, SpecError
+from hvdbench.core.metrics import Outcome, run_outcome
+from hvdbench.core.records import RANK_LOGS, rank_of_log
+from hvdbench.core.run_table import RUNS_SCHEMA, RunFacts, mpi_text, run_row
+from hvdbench.core.schema import KINDS
+from hvdbench.core.hca import active_rdma
+from hvdbench.core.nccl_log import read_nccl_log, run_fabric
+from hvdbench.core.spec import ATTEMPT_PREFIX, RUN_FILE, RunFolder, RunSpec
+from hvdbench.core.validate import inert
 
 from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from hvdbench.suite.core.validate import inert, spreadsheet_safe
+from hvdbench.core.validate import inert, spreadsheet_safe
 
 
 @dataclass

@@ -46,6 +46,6 @@ def integer_log_axis(ax: Any, values: list[int], axis: str = "x") -> None:
 def plain(text: object) -> str:
     """Text from logs as matplotlib shows it literally: control characters as escapes (an ESC in a label would make
     the SVG unreadable), and a ``$`` would start math mode."""
-    from hvdbench.suite.core.validate import inert
+    from hvdbench.core.validate import inert
 
     return inert(text).replace("$", r"\$")

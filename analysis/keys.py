@@ -1,13 +1,13 @@
 """What "the same" means across the report, in one place: the columns the analysis groups and matches runs
-by. They are RunSpec's fields (suite/core/spec.py) as the run table names them, and the knobs a sweep
-varies (suite/core/axes.py); a module that needs "the same workload" or "the same configuration" takes it
+by. They are RunSpec's fields (core/spec.py) as the run table names them, and the knobs a sweep
+varies (core/axes.py); a module that needs "the same workload" or "the same configuration" takes it
 from here instead of spelling the columns again."""
 
 from __future__ import annotations
 
 import shlex
 
-from hvdbench.suite.core.axes import AXES
+from hvdbench.core.axes import AXES
 
 WORKLOAD = ["system", "framework", "benchmark", "model"]  # the same work on one system, any arguments
 ARGS = [*WORKLOAD, "args", "inputs"]  # ... with the same arguments and the same files they name (a model file)

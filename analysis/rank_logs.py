@@ -19,9 +19,9 @@ from typing import Any, Callable, Mapping, Optional, Union
 import msgspec
 import numpy as np
 
-from hvdbench.suite.core.records import ParseStats, decode_json, records_of
-from hvdbench.suite.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
-from hvdbench.suite.core.validate import regular_file
+from hvdbench.core.records import ParseStats, decode_json, records_of
+from hvdbench.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
+from hvdbench.core.validate import regular_file
 
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
 STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss

@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.metrics import CONFIDENCE, MIN_RUNS, percentile_interval
+from hvdbench.core.metrics import CONFIDENCE, MIN_RUNS, percentile_interval
 
 from .stats import run_seed
 

@@ -10,9 +10,9 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.metrics import (CONFIDENCE, block_length, percentile_interval, rank_throughput,
+from hvdbench.core.metrics import (CONFIDENCE, block_length, percentile_interval, rank_throughput,
                                          throughput_resamples)
-from hvdbench.suite.core.metrics import total_throughput as total_throughput_of
+from hvdbench.core.metrics import total_throughput as total_throughput_of
 
 MIN_INTERVAL_STEPS = 5  # steady steps a 95% interval needs; below it the report says "n/a (too few steps)"
 BOOTSTRAP_SAMPLES = 2000

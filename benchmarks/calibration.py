@@ -118,7 +118,7 @@ def called(pairs: list[tuple[tuple[str, ...], tuple[str, ...]]], draws: dict[str
 def old_way(ids: list[str], draws: dict[str, np.ndarray], margin: float) -> float:
     """The share of pairs of single runs the old verdict (one run a side, i.i.d. steps, nominal 95%) called."""
     from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, verdict
-    from hvdbench.suite.core.metrics import percentile_interval
+    from hvdbench.core.metrics import percentile_interval
 
     pairs = list(itertools.permutations(ids, 2))
     wrong = sum(verdict(*percentile_interval(draws[a] / draws[b]), margin) != NO_DIFFERENCE for a, b in pairs)
@@ -127,7 +127,7 @@ def old_way(ids: list[str], draws: dict[str, np.ndarray], margin: float) -> floa
 
 def within_coverage(trials: int = 400, seed: int = 2026) -> list[dict[str, Any]]:
     """(c): coverage of the true throughput by the 95% interval of one run, i.i.d. steps against blocks."""
-    from hvdbench.suite.core.metrics import block_length, percentile_interval, throughput_resamples
+    from hvdbench.core.metrics import block_length, percentile_interval, throughput_resamples
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -160,7 +160,7 @@ def sizing(trials: int = 200, seed: int = 7) -> list[dict[str, Any]]:
     compare judges them: the share called at no difference and at a planted 20%."""
     from hvdbench.analysis.ratios import Resampled, config_draws, ratio_draws
     from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, verdict
-    from hvdbench.suite.core.metrics import throughput_resamples
+    from hvdbench.core.metrics import throughput_resamples
 
     rng = np.random.default_rng(seed)
 

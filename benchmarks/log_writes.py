@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from hvdbench.suite.core.records import RecordWriter, encode, make_record, rank_log_name
+from hvdbench.core.records import RecordWriter, encode, make_record, rank_log_name
 
 
 def rank(index: int, size: int, steps: int, step_s: float, out: Path, start: float, flush: bool,

@@ -31,10 +31,10 @@ import horovod.torch as hvd
 import torch
 
 from hvdbench.suite import cifar10, harness, imagenet, timing
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.environment import gloo_on_loopback
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.gpu import Nvml, TelemetrySampler, telemetry_for, visible_device
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.environment import gloo_on_loopback
+from hvdbench.core.errors import UsageError
+from hvdbench.core.gpu import Nvml, TelemetrySampler, telemetry_for, visible_device
 from hvdbench.suite.pytorch import BuildContext, TorchRuntime, Trainer, math_settings, pick_device, set_threads
 from hvdbench.suite.torchdata import autocast, weight_dtype
 

@@ -51,7 +51,7 @@ from hvdbench.analysis.collect import Collection, collect  # noqa: E402
 from hvdbench.analysis.projection.project import project  # noqa: E402
 from hvdbench.analysis.tables.scaling import scaling_table  # noqa: E402
 from hvdbench.launchers.slurm_queue import run_dirs  # noqa: E402
-from hvdbench.suite.core.spec import RUN_FILE, RunSpec  # noqa: E402
+from hvdbench.core.spec import RUN_FILE, RunSpec  # noqa: E402
 
 SYSTEM = "cpu-2core"
 RUN = ["--steps", "12", "--warmup-steps", "3", "--threads", "1"]

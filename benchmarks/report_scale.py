@@ -22,8 +22,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from hvdbench.suite.core.records import encode, make_record, rank_log_name
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.records import encode, make_record, rank_log_name
+from hvdbench.core.spec import RunSpec
 
 WARMUP = 5
 

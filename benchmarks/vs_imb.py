@@ -37,7 +37,7 @@ from hvdbench.analysis.tables.comm import comm_table  # noqa: E402
 from hvdbench.launchers import builtin  # noqa: E402,F401 - registers the launchers
 from hvdbench.launchers.base import LaunchContext, get_launcher  # noqa: E402
 from hvdbench.launchers.executor import launch_environment  # noqa: E402
-from hvdbench.suite.core.spec import RunSpec  # noqa: E402
+from hvdbench.core.spec import RunSpec  # noqa: E402
 
 IMPI = REPO / ".venv-impi"
 IMB_OPS = {"allreduce": "Allreduce", "allgather": "Allgather", "broadcast": "Bcast"}

@@ -9,8 +9,8 @@ import tempfile
 import traceback
 from typing import Any, Sequence
 
-from hvdbench.suite.core.errors import HvdbenchError, UsageError
-from hvdbench.suite.core.validate import inert, visible
+from hvdbench.core.errors import HvdbenchError, UsageError
+from hvdbench.core.validate import inert, visible
 
 from hvdbench.launchers.local import Stopped
 from . import commands
@@ -18,7 +18,7 @@ from .parser import build_parser
 
 
 class _Visible:
-    """A text stream whose writes show control characters as escapes (suite/core/validate.visible): what
+    """A text stream whose writes show control characters as escapes (core/validate.visible): what
     hvdbench prints comes partly from run folders, which anyone could have written."""
 
     def __init__(self, stream: Any) -> None:

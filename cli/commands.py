@@ -12,13 +12,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from hvdbench.suite.core.environment import IMAGE_ID_VARIABLE
-from hvdbench.suite.core.errors import HvdbenchError, ReportError, UsageError
-from hvdbench.suite.core.spec import RUN_FILE, RunSpec, RunStatus
-from hvdbench.suite.core.validate import host_problem, inert, text_problem
-
+from hvdbench.core.containers import IMAGE_ID_VARIABLE, RUNTIMES, from_flags, image_id, preflight
+from hvdbench.core.errors import HvdbenchError, ReportError, UsageError
+from hvdbench.core.options import options_of
+from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.core.validate import host_problem, inert, text_problem
 from hvdbench.launchers.base import on_cpu
-from hvdbench.launchers.container import RUNTIMES, from_flags, image_id, preflight
 from hvdbench.launchers.hostlist import expand_hostlist
 from hvdbench.launchers.plan import Plan, plan
 from hvdbench.launchers.runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation,
@@ -35,7 +34,7 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
     ``min_runs`` and ``borrow_spread``: the decision between systems)."""
     from hvdbench.analysis.verdicts.compare import parse_prices
     from hvdbench.analysis.report.build import Judging, build_report
-    from hvdbench.suite.core.metrics import MIN_RUNS
+    from hvdbench.core.metrics import MIN_RUNS
 
     if systems and len(dirs) < 2:
         raise UsageError("hvdbench compare: give two or more results roots (one per system)")
@@ -173,17 +172,12 @@ def _finish(statuses: list[RunStatus], root: Path, with_report: bool) -> int:
 
 def with_container(sweep: Sweep, args: argparse.Namespace) -> Sweep:
     """The sweep with the command line's ``--container-*`` flags in place of its container: block."""
-    if args.container_image is None:
-        given = [f for f in ("runtime", "mount", "env", "python") if getattr(args, f"container_{f}")]
-        if given:
-            raise UsageError(f"--container-{given[0]} needs --container-image")
+    container = from_flags(args)
+    if container is None:
         return sweep
-    container = from_flags(args.container_image, args.container_runtime, args.container_mount, args.container_env,
-                           args.container_python)
-    others = sorted({name for name, _ in sweep.launchers} - {"srun"})
-    if RUNTIMES[container.runtime].srun_only and others:
-        raise UsageError(f"--container-runtime pyxis puts ranks in the image through srun's flags: launcher srun "
-                         f"only, not {', '.join(others)}")
+    problem = RUNTIMES[container.runtime].launcher_problem([name for name, _ in sweep.launchers])
+    if problem:
+        raise UsageError(f"--container-runtime {container.runtime}: {problem}")
     return replace(sweep, container=container)
 
 
@@ -216,9 +210,10 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
-    from hvdbench.cli.parser import FIT_FLAGS
+    from hvdbench.cli.parser import FIT_PREFIX
+    from hvdbench.launchers.fit import FitOptions
 
-    given = [f"--{name.replace('_', '-')}" for name in FIT_FLAGS if getattr(args, name, None) is not None]
+    given = [str(o.flag) for name, o in options_of(FitOptions).items() if getattr(args, FIT_PREFIX + name) is not None]
     if given and not args.fit:
         raise UsageError(f"{', '.join(given)} shape the --fit search: give --fit, or leave them out")
     if args.fit:
@@ -246,18 +241,18 @@ def _cpu_ranks_fit(args: argparse.Namespace, bench_args: Sequence[str]) -> None:
 def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
     """The largest model that trains at one rank count: short real runs of growing shapes (launchers/fit.py);
     a dry run prints the first trial and how the search goes on."""
+    from hvdbench.cli.parser import FIT_PREFIX
     from hvdbench.launchers.fit import FitOptions, grown_flag
 
     if len(args.np) != 1:
         raise UsageError("--fit searches at one rank count (--np N)")
-    defaults = FitOptions()
-    grow = args.fit_grow or defaults.grow
-    grown_flag(args.benchmark, grow)
+    options = FitOptions(**{name: value for name in options_of(FitOptions)
+                            if (value := getattr(args, FIT_PREFIX + name)) is not None})
+    grown_flag(args.benchmark, options.grow)
     sweep = with_container(benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
                                            controller=args.controller, repeats=1, system=args.system,
                                            timeout=args.timeout, devices=args.devices, topology=args.topology,
                                            transport=args.transport), args)
-    options = FitOptions(grow, args.memory_cap, args.fit_limit or defaults.limit)
     return fit_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, options, args)
 
 
@@ -306,7 +301,7 @@ def hosts_of(text: str | None) -> tuple[str, ...]:
 def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     """Every GPU (or CPU slot) alone and one pair per link class (``--mode gpu``), or all of a node's at once
     (``--mode node``), on every host; then the screening report."""
-    from hvdbench.suite.core.topology import TopologyError
+    from hvdbench.core.topology import TopologyError
 
     sweep = with_container(screen_sweep(args.benchmark, bench_args, topology=args.topology, cpu_slots=args.cpu_slots,
                                         pairs=args.pairs, launcher=args.launcher, system=args.system,
@@ -318,15 +313,13 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     hosts = hosts_of(args.hosts)
     planned = pin_to_hosts(screen_plan(sweep, topo, args.mode), hosts)
     if args.submit:
+        from hvdbench.cli.parser import JOB_FLAGS
         from hvdbench.launchers.slurm import SlurmExecutor
-        from hvdbench.launchers.sweep import SlurmOptions
+        from hvdbench.launchers.slurm_options import SlurmOptions, job_minutes
 
-        from hvdbench.launchers.sweep import job_minutes
-
-        options = SlurmOptions(partition=args.partition, account=args.account, qos=args.qos,
-                               time_min=args.time or job_minutes(args.timeout), gpus=not args.cpu_slots,
-                               exclusive=True)
-        executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume, container=sweep.container)
+        options = SlurmOptions(**{"time_min": job_minutes(args.timeout), **_given(args, JOB_FLAGS)},
+                               gpus=not args.cpu_slots, exclusive=True)
+        executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume)
         if args.dry_run:
             return print_plan(planned, executor, args.output, args)
         submitted = executor.execute(planned.specs)
@@ -334,6 +327,11 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
               f"then hvdbench report {shlex.quote(str(args.output))}")
         return 0
     return _run_here(replace(sweep, hosts=hosts or sweep.hosts), planned, args.output, args)
+
+
+def _given(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    """The options among ``names`` the command line gave (a flag left out is None: the file's stands)."""
+    return {name: value for name in names if (value := getattr(args, name)) is not None}
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -355,9 +353,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from hvdbench.launchers.slurm import SlurmExecutor
     from hvdbench.launchers.slurm_queue import run_dirs
 
+    from hvdbench.cli.parser import JOB_FLAGS
+
     def adjusted(sweep: Sweep) -> Sweep:
-        given = {key: value for key, value in (("partition", args.partition), ("account", args.account),
-                                               ("qos", args.qos), ("time_min", args.time)) if value is not None}
+        given = _given(args, JOB_FLAGS)
         return with_container(replace(sweep, slurm=replace(sweep.slurm, **given)) if given else sweep, args)
 
     sweep, planned, root = load(args.file, args.output, adjust=adjusted, scheduled=True)
@@ -365,7 +364,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: fit: searches run one trial after another, each judged before the next: "
                          "hvdbench sweep FILE (in an allocation: the sbatch template's sweep --in-allocation)")
     executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
-                             retries=sweep.retries if args.retries is None else args.retries, container=sweep.container)
+                             retries=sweep.retries if args.retries is None else args.retries)
     if args.dry_run:
         return print_plan(planned, executor, root, args)
     check_launchers(spec.launcher for spec in planned.specs)
@@ -397,9 +396,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_topo(args: argparse.Namespace) -> int:
     """Print the topology and its placements."""
-    from hvdbench.suite.core.node_topology import NodeTopology, node_topology
+    from hvdbench.core.node_topology import NodeTopology, node_topology
     from hvdbench.launchers.placement import by_link_class, default_counts, exhaustive
-    from hvdbench.suite.core.topology import link_rank, read_topology_file
+    from hvdbench.core.topology import link_rank, read_topology_file
 
     node = NodeTopology(read_topology_file(args.file)) if args.file else node_topology()
     topo = node.topology
@@ -434,8 +433,8 @@ def cmd_topo(args: argparse.Namespace) -> int:
 
 def cmd_fabric(args: argparse.Namespace) -> int:
     """The node's (or the saved outputs') HCA ports, what is wrong with them, GPUDirect RDMA's module."""
-    from hvdbench.suite.core.hca import gdr_ready, node_fabric, parse_hca_ports, port_findings
-    from hvdbench.suite.core.validate import read_small_text
+    from hvdbench.core.hca import gdr_ready, node_fabric, parse_hca_ports, port_findings
+    from hvdbench.core.validate import read_small_text
 
     sources: list[tuple[str, list[dict[str, Any]]]] = []
     for path in args.files:
@@ -485,8 +484,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_nccl_log(args: argparse.Namespace) -> int:
     """Print what each NCCL log says NCCL used, run by run where a log holds several; 2 where a file cannot be
     read (the others still printed)."""
-    from hvdbench.suite.core.nccl_log import fabric_lines, read_nccl_runs
-    from hvdbench.suite.core.validate import inert
+    from hvdbench.core.nccl_log import fabric_lines, read_nccl_runs
+    from hvdbench.core.validate import inert
 
     found: dict[str, object] = {}
     status = 0

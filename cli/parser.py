@@ -6,32 +6,20 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hvdbench.suite.core.catalog import BENCHMARKS
-from hvdbench.suite.core.metrics import MIN_RUNS
-from hvdbench.suite.core.flags import Parser, int_list, non_negative_int, percent, positive_float, positive_int
-from hvdbench.suite.core.spec import CONTROLLERS, TRANSPORTS
-from hvdbench.suite.core.validate import QUEUE_WORD, grammar_problem, text_problem
+from hvdbench.core.catalog import BENCHMARKS
+from hvdbench.core.containers import container_flags as generated_container_flags
+from hvdbench.core.flags import Parser, int_list, non_negative_int, percent, positive_float, positive_int
+from hvdbench.core.metrics import MIN_RUNS
+from hvdbench.core.options import add_flags, flag_type, options_of
+from hvdbench.core.spec import CONTROLLERS
 
 from hvdbench.launchers.base import launcher_names
-from hvdbench.launchers.container import RECIPE_PYTHON, RUNTIMES
-from hvdbench.launchers.policy import retry_count
+from hvdbench.launchers.fit import FitOptions
 from hvdbench.launchers.runs import DEFAULT_SWEEP, SCREEN_MODES
+from hvdbench.launchers.slurm_options import SlurmOptions
+from hvdbench.launchers.sweep import LABEL, Sweep, sweep_flags
 
-
-def label(text: str) -> str:
-    """argparse type: a label (system) without control characters, not empty."""
-    problem = text_problem(text) or ("empty: a system needs a name" if not text.strip() else None)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
-
-
-def slurm_word(text: str) -> str:
-    """argparse type: a SLURM partition name (it reaches an #SBATCH line)."""
-    problem = grammar_problem(text, QUEUE_WORD, "a SLURM partition name")
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
+label = flag_type(LABEL)  # argparse type: a label (a system) without control characters, not empty
 
 
 def rank_counts(text: str) -> list[int]:
@@ -67,22 +55,13 @@ def _run(sub: Any) -> None:
     run.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
     run.add_argument("--controller", choices=CONTROLLERS, default=None,
                      help="Horovod controller (default: the launcher's own: gloo for horovodrun, else mpi)")
-    run.add_argument("--transport", choices=TRANSPORTS, default="auto",
-                     help="MPI transport (mpirun, srun, mpiexec): auto = MPI's own choice (UCX where built in), "
-                          "ucx, or tcp (Open MPI's ob1: TCP between nodes, shared memory within)")
-    run.add_argument("--retries", type=retry_count, default=0, metavar="N",
-                     help="start a failed or timed-out run again up to N times (earlier attempts kept)")
-    run.add_argument("--repeats", type=positive_int, default=1, help="runs of each configuration")
-    run.add_argument("--system", type=label, default="local", help="label of this system in the report")
+    sweep_flags(run, ("transport", "retries", "repeats", "system", "timeout", "topology"))
     run.add_argument("-o", "--output", type=Path, default=Path("results/local"), help="results root")
-    run.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds before a run is killed")
     run.add_argument("--no-resume", dest="resume", action="store_false",
                      help="run again even where a complete run exists")
     run.add_argument("--devices", type=device_ids, default=None,
                      help="GPU ids for the runs, e.g. 0,3: a run of N ranks uses the first N of them "
                           "(one CUDA_VISIBLE_DEVICES list for all its ranks)")
-    run.add_argument("--topology", type=Path, default=None,
-                     help="saved 'nvidia-smi topo -m' output to check --devices against (default: this machine)")
     run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
     run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     fit = run.add_argument_group("the largest model that trains (lm)")
@@ -90,14 +69,8 @@ def _run(sub: Any) -> None:
                      help="grow the model from the shape given (short real runs, one per shape) to the largest that "
                           "trains at the one rank count of --np with the benchmark's --exchange; kept as "
                           "fit-EXCHANGE-npN-GROW.json in the output folder, all of them printed side by side")
-    fit.add_argument("--fit-grow", choices=("layers", "width"), default=None,
-                     help="what grows: depth (--layers, default) or width (--width, in multiples of --heads)")
-    fit.add_argument("--memory-cap", type=memory_gib, default=None, metavar="GIB",
-                     help="a shape fits only while its busiest rank's peak memory stays within GIB (device memory "
-                          "on a GPU, resident set on the CPU); needed on the CPU, where running out means the "
-                          "kernel's OOM killer")
-    fit.add_argument("--fit-limit", type=positive_int, default=None, metavar="N",
-                     help="the largest value tried (default 4096: launchers/fit.py FitOptions)")
+    add_flags(fit, FitOptions, tuple(options_of(FitOptions)), prefix=FIT_PREFIX,
+              defaults={name: None for name in options_of(FitOptions)})
     estimate_flags(run)
     container_flags(run)
 
@@ -114,23 +87,10 @@ def estimate_flags(parser: Any) -> None:
 
 def container_flags(parser: Any) -> None:
     """The ``--container-*`` flags of run, screen, sweep and submit (a sweep file's container: block, replaced)."""
-    box = parser.add_argument_group("ranks in a container image")
-    box.add_argument("--container-image", default=None, metavar="IMAGE",
-                     help="run every rank inside this image (a registry reference or enroot name for pyxis, a .sif "
-                          "for apptainer, an image folder or name for charliecloud, an image for podman)")
-    box.add_argument("--container-runtime", choices=tuple(RUNTIMES), default=None,
-                     help="what starts the ranks in the image (pyxis: srun's flags, launcher srun only)")
-    box.add_argument("--container-mount", action="append", default=[], metavar="SRC[:DST]",
-                     help="a folder mounted into the image (repeatable); the results folder is always mounted at its "
-                          "own path")
-    box.add_argument("--container-env", action="append", default=[], metavar="NAME",
-                     help="a variable passed into the image besides the run's own knobs (repeatable)")
-    box.add_argument("--container-python", default=None, metavar="PATH",
-                     help="the image's interpreter with hvdbench installed (default: container/Containerfile's, "
-                          f"{RECIPE_PYTHON})")
+    generated_container_flags(parser.add_argument_group("ranks in a container image"))
 
 
-FIT_FLAGS = ("fit_grow", "memory_cap", "fit_limit")  # the search's own flags: nothing without --fit
+FIT_PREFIX = "fit_"  # where --fit's own flags land (args.fit_grow, ...): nothing without --fit
 
 
 def step_seconds(text: str) -> float:
@@ -138,14 +98,6 @@ def step_seconds(text: str) -> float:
     value = positive_float(text)
     if value > 86400:
         raise argparse.ArgumentTypeError(f"{text}: more than a day (86400 s) a step")
-    return value
-
-
-def memory_gib(text: str) -> float:
-    """A memory cap in GiB: positive and at most a PiB (no node has more; 1e30 is a typo)."""
-    value = positive_float(text)
-    if value > 1024 * 1024:
-        raise argparse.ArgumentTypeError(f"{text}: more than a PiB (1048576 GiB); give GiB, e.g. 70")
     return value
 
 
@@ -259,11 +211,8 @@ def _sweep(sub: Any) -> None:
     sweep.add_argument("--dry-run", action="store_true", help="print every run with its exact command; run nothing")
     sweep.add_argument("-o", "--output", type=Path, default=None, help="results root (default: the file's output, "
                                                                           "else results/<name>)")
-    sweep.add_argument("--timeout", type=positive_float, default=None,
-                       help="seconds before a run is killed (default: the file's)")
+    sweep_flags(sweep, ("timeout", "retries"), timeout=None, retries=None)
     sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
-    sweep.add_argument("--retries", type=retry_count, default=None, metavar="N",
-                       help="start a failed or timed-out run again up to N times (default: the file's retries)")
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     sweep.add_argument("--in-allocation", action="store_true",
                        help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
@@ -281,9 +230,7 @@ def _submit(sub: Any) -> None:
     again = submit.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="submit only runs neither complete nor queued")
     again.add_argument("--rerun", action="store_true", help="submit every run again")
-    submit.add_argument("--retries", type=retry_count, default=None, metavar="N",
-                        help="requeue a job whose run failed up to N times; jobs are requeueable (node failure, "
-                             "preemption) (default: the file's retries)")
+    sweep_flags(submit, ("retries",), retries=None)
     submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
     slurm_job_flags(submit)
     estimate_flags(submit)
@@ -317,11 +264,9 @@ def _screen(sub: Any) -> None:
     screen.add_argument("--no-pairs", dest="pairs", action="store_false", help="screen GPUs alone only")
     screen.add_argument("--hosts", default=None,
                         help="nodes to screen, comma-separated or a SLURM host list (node[01-16]); default: this one")
-    screen.add_argument("--topology", type=Path, default=None, help="saved 'nvidia-smi topo -m' of the nodes")
     screen.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
-    screen.add_argument("--system", type=label, default="local", help="label of the fleet in the report")
+    add_flags(screen, Sweep, ("topology", "system", "timeout"), defaults={"timeout": 900.0})
     screen.add_argument("-o", "--output", type=Path, default=Path("results/screen"), help="results root")
-    screen.add_argument("--timeout", type=positive_float, default=900.0, help="seconds before a run is killed")
     screen.add_argument("--submit", action="store_true", help="as SLURM jobs (submitit), one per run, on its node")
     slurm_job_flags(screen)
     screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
@@ -346,11 +291,11 @@ def _topo(sub: Any) -> None:
 def slurm_job_flags(parser: Any) -> None:
     """A job's place and time, as submit and screen --submit take them (a sweep file's slurm: keys, replaced)."""
     jobs = parser.add_argument_group("SLURM jobs (replace the sweep file's slurm: keys)")
-    jobs.add_argument("--partition", type=slurm_word, default=None, help="SLURM partition")
-    jobs.add_argument("--account", type=slurm_word, default=None, help="SLURM account")
-    jobs.add_argument("--qos", type=slurm_word, default=None, help="SLURM QOS")
-    jobs.add_argument("--time", type=positive_int, default=None, metavar="MINUTES",
-                      help="each job's time limit (default: the run's timeout + 25%% + 5 minutes)")
+    add_flags(jobs, SlurmOptions, JOB_FLAGS, defaults={name: None for name in JOB_FLAGS},
+              note="default: the sweep file's")
+
+
+JOB_FLAGS = ("partition", "account", "qos", "time_min")
 
 
 def _fabric(sub: Any) -> None:

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hvdbench.suite.core.metrics import Outcome, logged_outcome
-from hvdbench.suite.core.spec import RunFolder, RunSpec, RunStatus
+from hvdbench.core.metrics import Outcome, logged_outcome
+from hvdbench.core.spec import RunFolder, RunSpec, RunStatus
 
 from .policy import failure_reason, tail
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Sequence, TypeVar
 
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core import bind as binder
-from hvdbench.suite.core.environment import parse_mpi_version
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.gpu_choice import PLACEMENT_VARIABLE
-from hvdbench.suite.core.spec import CONTROLLERS, HOROVOD_CONTROLLERS, RunSpec
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core import bind as binder
+from hvdbench.core.environment import parse_mpi_version
+from hvdbench.core.errors import UsageError
+from hvdbench.core.gpu_choice import PLACEMENT_VARIABLE
+from hvdbench.core.spec import CONTROLLERS, HOROVOD_CONTROLLERS, RunSpec
 
-from .container import Container, runtime
+from hvdbench.core.containers import runtime
 
 # Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter.
 ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
@@ -36,8 +36,8 @@ OPEN_MPI_TRANSPORT = {"ucx": (("pml", "ucx"), ("osc", "ucx")), "tcp": (("pml", "
 class LaunchContext:
     """Where a command runs: the interpreter for the ranks, the run directory, the hosts, how to reach
     them (ssh port and key, for horovodrun and mpirun), under SLURM srun's PMI plugin, and whether the
-    scheduler chose the GPUs (its CUDA_VISIBLE_DEVICES stands; the placement travels as HVDBENCH_DEVICES), and
-    the container each rank runs in (None: none); ``root`` is the results folder mounted into it."""
+    scheduler chose the GPUs (its CUDA_VISIBLE_DEVICES stands; the placement travels as HVDBENCH_DEVICES);
+    ``root`` is the results folder, mounted into the run's container (its spec's) where it has one."""
 
     python: str
     run_dir: Path
@@ -46,7 +46,6 @@ class LaunchContext:
     ssh_identity_file: Path | None = None
     pmi: str = "pmix"
     scheduler_gpus: bool = False
-    container: Container | None = None
 
     @property
     def root(self) -> Path:
@@ -64,7 +63,7 @@ class Launcher(ABC):
     job's first task starts every rank over the allocation's hosts); ``transports``: the MPI
     transports (TRANSPORTS) it can select, ``transport_note`` why only those, ``transport_variables``
     the variables each sets (a launcher with flags for them sets none); ``version_command``: the argv
-    whose output tells which MPI its tool is, one of ``mpi_flavours`` (suite/core/environment.py's names;
+    whose output tells which MPI its tool is, one of ``mpi_flavours`` (core/environment.py's names;
     ``mpi_name`` in messages), judged by ``flavour_problem`` before any run starts; ``starts_horovod``: its ranks
     meet through Horovod (else through torch.distributed alone: PyTorch workloads with an exchange of their own)."""
 
@@ -138,22 +137,23 @@ def rank_command(spec: RunSpec, ctx: LaunchContext) -> list[str]:
     """What each rank runs: the benchmark script, its arguments and where to log; behind the CPU binder
     when the spec binds each local rank to its GPU's CPUs. In a container, the image's interpreter runs the
     image's hvdbench (the script as a module: no path of this checkout), inside the runtime's command."""
-    script = get_benchmark(spec.benchmark).path
+    benchmark = get_benchmark(spec.benchmark)
     bind = ["-m", binder.__name__, ";".join(spec.cpus), "--"] if spec.cpus else []
     tail = [*spec.args, "--log-dir", str(ctx.run_dir)]
-    if ctx.container is None:
-        return [ctx.python, *bind, str(script), *tail]
-    rt = runtime(ctx.container.runtime)
-    if rt.srun_only and spec.launcher != "srun":
-        raise UsageError(f"container runtime {rt.name} starts ranks through srun only, not launcher {spec.launcher}")
-    module = f"{binder.__name__.rsplit('.', 2)[0]}.{script.stem}"  # hvdbench.suite.<script>
-    return rt.wrap(ctx.container, ctx.root, [ctx.container.python, *bind, "-m", module, *tail], not on_cpu(spec))
+    container = spec.container
+    if container is None:
+        return [ctx.python, *bind, str(benchmark.path), *tail]
+    rt = runtime(container.runtime)
+    problem = rt.launcher_problem([spec.launcher])
+    if problem:
+        raise UsageError(problem)
+    return rt.wrap(container, ctx.root, [container.python, *bind, "-m", benchmark.module, *tail], not on_cpu(spec))
 
 
-def container_env(ctx: LaunchContext) -> tuple[str, ...]:
+def container_env(spec: RunSpec) -> tuple[str, ...]:
     """The variables the user named to pass into the image (--container-env): an MPI launcher exports them to every
     rank's host like the run's knobs (the image's runtime passes the host's environment in)."""
-    return ctx.container.env if ctx.container is not None else ()
+    return spec.container_env or ()
 
 
 def on_cpu(spec: RunSpec) -> bool:
@@ -164,9 +164,10 @@ def on_cpu(spec: RunSpec) -> bool:
 
 def container_flags(spec: RunSpec, ctx: LaunchContext) -> list[str]:
     """srun's flags that put its tasks in the run's image, where the runtime is srun's plugin (pyxis)."""
-    if ctx.container is None:
+    container = spec.container
+    if container is None:
         return []
-    return runtime(ctx.container.runtime).flags(ctx.container, ctx.root, [name for name, _ in spec.env])
+    return runtime(container.runtime).flags(container, ctx.root, [name for name, _ in spec.env])
 
 
 def run_hosts(spec: RunSpec, hosts: Sequence[str]) -> list[str]:

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-from hvdbench.suite.core.errors import LaunchError
-from hvdbench.suite.core.gpu_choice import granted, placement_problem
-from hvdbench.suite.core.job_env import job_env
-from hvdbench.suite.core.spec import RunSpec, RunStatus, keep_earlier_attempt
+from hvdbench.core.errors import LaunchError
+from hvdbench.core.gpu_choice import granted, placement_problem
+from hvdbench.core.job_env import job_env
+from hvdbench.core.spec import RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import Launcher
 

@@ -15,11 +15,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hvdbench.suite.core.axes import without
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.records import ParseStats, read_records
-from hvdbench.suite.core.spec import RunFolder, RunSpec, RunStatus
+from hvdbench.core.axes import without
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import UsageError
+from hvdbench.core.options import Choice, Number, Whole, option
+from hvdbench.core.records import ParseStats, read_records
+from hvdbench.core.spec import RunFolder, RunSpec, RunStatus
 
 GROWABLE = {"lm": {"layers": "--layers", "width": "--width"}}  # benchmark -> what a fit may grow: its flag
 SHORT_RUN = ("--steps", "3", "--warmup-steps", "1")  # a trial needs a few steps, not a measurement
@@ -36,11 +37,17 @@ CPU_ALLOCATOR_TEXT = "glibc's mmap threshold fixed at 128 KiB: freed tensors lea
 
 @dataclass(frozen=True)
 class FitOptions:
-    """A sweep file's ``fit:`` block: what to grow, the memory cap (GiB; required on the CPU), the largest value."""
+    """A sweep file's ``fit:`` block and hvdbench run's --fit flags: what to grow, the memory cap (GiB; required on the
+    CPU), the largest value."""
 
-    grow: str = "layers"
-    memory_cap_gib: float | None = None
-    limit: int = 4096
+    grow: str = option("layers", Choice(("layers", "width")), "what grows: depth (--layers) or width (--width, in "
+                                                              "multiples of --heads)", flag="--fit-grow")
+    memory_cap_gib: float | None = option(
+        None, Number(unit="GiB", most=1024 * 1024, beyond="more than a PiB (1048576 GiB); give GiB, e.g. 70"),
+        "a shape fits only while its busiest rank's peak memory stays within GIB (device memory on a GPU, resident "
+        "set on the CPU); needed on the CPU, where running out means the kernel's OOM killer", flag="--memory-cap",
+        metavar="GIB")
+    limit: int = option(4096, Whole(), "the largest value tried", flag="--fit-limit", metavar="N")
 
 
 @dataclass(frozen=True)

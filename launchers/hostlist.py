@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.errors import UsageError
 
 MAX_HOSTS = 100_000
 _GROUP = re.compile(r"\[([^\[\]]*)\]")

@@ -14,12 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from hvdbench.suite.core.job_env import job_env
-from hvdbench.suite.core.spec import RunFolder, RunSpec, RunStatus
+from hvdbench.core.job_env import job_env
+from hvdbench.core.spec import RunFolder, RunSpec, RunStatus
 
 from .attempt import Attempt
 from .base import LaunchContext, get_launcher
-from .container import Container
 from .executor import Executor, launch_environment, placement_refusal, results_lock, scheduler_chose_gpus
 from .policy import completed, retry_left, tail
 
@@ -73,10 +72,10 @@ class LocalExecutor(Executor):
     def __init__(self, root: Path, *, python: str = sys.executable, timeout: float = 1800.0, resume: bool = True,
                  hosts: tuple[str, ...] = ("localhost",), ssh_port: int | None = None,
                  ssh_identity_file: Path | None = None, pmi: str = "pmix", retries: int = 0,
-                 scheduler_gpus: bool | None = None, container: Container | None = None,
+                 scheduler_gpus: bool | None = None,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         super().__init__(root, python=python, resume=resume, retries=retries, report=report)
-        self.timeout, self.container = timeout, container
+        self.timeout = timeout
         self.hosts, self.ssh_port, self.ssh_identity_file, self.pmi = hosts, ssh_port, ssh_identity_file, pmi
         self.scheduler_gpus = scheduler_chose_gpus() if scheduler_gpus is None else scheduler_gpus
 
@@ -88,7 +87,7 @@ class LocalExecutor(Executor):
         """Where and how one run's command is built."""
         return LaunchContext(python=self.python, run_dir=run_dir, hosts=self.hosts, ssh_port=self.ssh_port,
                              ssh_identity_file=self.ssh_identity_file, pmi=self.pmi,
-                             scheduler_gpus=self.scheduler_gpus, container=self.container)
+                             scheduler_gpus=self.scheduler_gpus)
 
     def limit_s(self) -> float | None:
         return float(self.timeout) if self.timeout else None

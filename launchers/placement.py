@@ -8,9 +8,9 @@ import reprlib
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.errors import UsageError
 
-from hvdbench.suite.core.topology import Topology, format_cpus, link_rank
+from hvdbench.core.topology import Topology, format_cpus, link_rank
 
 EXHAUSTIVE_LIMIT = 200_000  # subsets examined at most in exhaustive mode
 

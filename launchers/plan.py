@@ -11,17 +11,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from hvdbench.suite.core.axes import EXCHANGE_FLAGS, axis_flags, without
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.datasets import MANIFEST
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.flags import FRAMEWORK_EXCHANGES
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.axes import EXCHANGE_FLAGS, axis_flags, without
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.containers import RECIPE_PYTHON, Container
+from hvdbench.core.datasets import MANIFEST
+from hvdbench.core.errors import UsageError
+from hvdbench.core.exchanges import DEFAULT, EXCHANGES, listed, offered, without_horovod
+from hvdbench.core.spec import RunSpec
+from hvdbench.core.topology import Topology, format_cpus, link_rank
 
 from .base import launcher_class, launcher_names
 from .placement import Placement, by_link_class, check_devices, cpu_slots, explicit
 from .sweep import Sweep, SweepError, Workload
-from hvdbench.suite.core.topology import Topology, format_cpus, link_rank
 
 COMM_PREFIXES = ("HOROVOD_", "NCCL_")
 
@@ -112,21 +113,28 @@ def _bench_args(workload: Workload, framework: str, batch: int | None, precision
 
 
 def _nothing_to_change(framework: str, knobs: dict[str, Any], independent: bool) -> str | None:
-    """Why a combination of swept values is left out of the plan, or None: an exchange other than Horovod on
+    """Why a combination of swept values is left out of the plan, or None: an exchange other than the default on
     independent ranks (they exchange nothing: one independent run serves every exchange), one the framework does
-    not offer (core/flags.py FRAMEWORK_EXCHANGES), or a parameter server or TensorFlow's strategy with fp16
-    compression (they sum in the gradients' own precision)."""
-    exchange = knobs.get("exchange", "horovod")
-    if exchange == "horovod":
+    not offer, or one with a swept knob it refuses (core/exchanges.py)."""
+    name = knobs.get("exchange", DEFAULT)
+    if name == DEFAULT:
         return None
     if independent:
-        return f"exchange {exchange} with independent ranks: they exchange nothing, one independent run serves all"
-    offered = FRAMEWORK_EXCHANGES.get(framework, ("horovod",))
-    if exchange not in offered:
-        return f"exchange {exchange} on {framework} workloads: theirs are {', '.join(offered)}"
-    if exchange in ("ps", "mirrored") and knobs.get("fp16_allreduce"):
-        return f"exchange {exchange} with fp16_allreduce: it sums gradients in their own precision"
-    return None
+        return f"exchange {name} with independent ranks: they exchange nothing, one independent run serves all"
+    mine = offered(framework) or (DEFAULT,)
+    if name not in mine:
+        return f"exchange {name} on {framework} workloads: theirs are {', '.join(mine)}"
+    refused = next(((option, why) for option, why in EXCHANGES[name].refuses if knobs.get(option)), None)
+    return f"exchange {name} with {refused[0]}: {refused[1]}" if refused else None
+
+
+def _container_fields(container: Container | None) -> dict[str, Any]:
+    """The run spec's fields of the container its ranks run in, whole (none on the host)."""
+    if container is None:
+        return {}
+    return {"image": container.image, "runtime": container.runtime, "mounts": container.mounts or None,
+            "container_env": container.env or None,
+            "container_python": None if container.python == RECIPE_PYTHON else container.python}
 
 
 def _needs_horovod(launcher: str, info: Any, flags: Any) -> str | None:
@@ -136,9 +144,9 @@ def _needs_horovod(launcher: str, info: Any, flags: Any) -> str | None:
         return None
     if info.framework != "pytorch" or not info.trains:
         return f"{info.name} with launcher {launcher}: its ranks meet through Horovod, which {launcher} does not start"
-    if flags.exchange == "horovod" and not flags.independent:
-        return (f"{info.name} with launcher {launcher}: --exchange horovod needs Horovod, which {launcher} does not "
-                "start; give --exchange ddp, fsdp or ps (or --independent)")
+    if EXCHANGES[flags.exchange].needs_horovod and not flags.independent:
+        return (f"{info.name} with launcher {launcher}: --exchange {flags.exchange} needs Horovod, which {launcher} "
+                f"does not start; give --exchange {listed(without_horovod(info.framework))} (or --independent)")
     return None
 
 
@@ -247,15 +255,14 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                                  _base(sweep))
             flags = _checked(sweep, index, info, args)
             for (launcher, controller), env in itertools.product(sweep.launchers, _env_product(sweep)):
-                without_horovod = _needs_horovod(launcher, info, flags)
-                if without_horovod:
-                    skipped.append(without_horovod)
+                unstartable = _needs_horovod(launcher, info, flags)
+                if unstartable:
+                    skipped.append(unstartable)
                     continue
                 run = RunSpec(benchmark=info.name, framework=info.framework, args=args, inputs=file_inputs(info, args),
                               launcher=launcher,
                               controller=controller, env=env, system=sweep.system, transport=_transport(sweep),
-                              image=sweep.container.image if sweep.container else None,
-                              runtime=sweep.container.runtime if sweep.container else None)
+                              **_container_fields(sweep.container))
                 specs += _sized(sweep, run, flags, topo, placed, here_gpus, skipped)
                 if sweep.baseline and not independent:
                     for base in _baselines(sweep, run, topo):

@@ -17,8 +17,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from hvdbench.suite.core.metrics import logged_outcome
-from hvdbench.suite.core.spec import RunSpec, RunStatus, earlier_attempts
+from hvdbench.core.metrics import logged_outcome
+from hvdbench.core.spec import RunSpec, RunStatus, earlier_attempts
 
 RETRIED = ("failed", "timeout")  # how an attempt may end and be started again
 MAX_RETRIES = 10  # more would retry a broken run for ever

@@ -12,17 +12,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.job_env import job_env
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import UsageError
+from hvdbench.core.job_env import job_env
+from hvdbench.core.spec import RunSpec
 
 from .base import default_controllers, get_launcher, launcher_class
 from .local import LocalExecutor
 from .plan import Plan, plan
 from .sweep import Sweep, Workload, load_sweep, sweep_warnings
-from hvdbench.suite.core.node_topology import local_topology
-from hvdbench.suite.core.topology import Topology, read_topology_file
+from hvdbench.core.node_topology import local_topology
+from hvdbench.core.topology import Topology, read_topology_file
 
 DEFAULT_SWEEP = Path(__file__).with_name("sweeps") / "demo.yaml"
 
@@ -129,7 +129,7 @@ def pin_to_hosts(planned: Plan, hosts: Sequence[str]) -> Plan:
 
 def here_gpus() -> int | None:
     """The GPUs this node shows a process started here (NVML, narrowed by CUDA_VISIBLE_DEVICES), or None."""
-    from hvdbench.suite.core.gpu import visible_gpu_count
+    from hvdbench.core.gpu import visible_gpu_count
 
     return visible_gpu_count()
 
@@ -174,7 +174,6 @@ def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | N
     """The executor of a sweep on this machine (or inside an allocation, with its hosts)."""
     return LocalExecutor(root, timeout=timeout or sweep.timeout, resume=resume, hosts=hosts or sweep.hosts,
                          ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi,
-                         container=sweep.container,
                          retries=sweep.retries if retries is None else retries)
 
 

@@ -11,16 +11,16 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hvdbench.suite.core.errors import LaunchError, UsageError
-from hvdbench.suite.core.spec import RunSpec, RunStatus
+from hvdbench.core.containers import runtime
+from hvdbench.core.errors import LaunchError, UsageError
+from hvdbench.core.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, launcher_class, rank_command
-from .container import Container, runtime
 from .executor import Executor
 from .slurm_jobs import job_parameters, partition_problem
 from .slurm_queue import ACTIVE, FINAL_OK, refresh
 from .slurm_task import run_task
-from .sweep import SlurmOptions
+from .slurm_options import SlurmOptions
 
 JOBS_DIR = "slurm-jobs"
 
@@ -29,14 +29,10 @@ class SlurmExecutor(Executor):
     """Submits runs as SLURM jobs through submitit; ``resume`` leaves out what is complete or queued."""
 
     def __init__(self, root: Path, options: SlurmOptions, *, name: str, python: str = sys.executable,
-                 resume: bool = True, retries: int = 0, container: Container | None = None,
+                 resume: bool = True, retries: int = 0,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         super().__init__(root, python=python, resume=resume, retries=retries, report=report)
-        if container is not None and runtime(container.runtime).srun_only:
-            raise UsageError("container runtime pyxis takes srun's flags, which a submitted job's tasks do not pass "
-                             "through: run the sweep in an allocation (sbatch slurm/hvdbench.sbatch SWEEP), whose "
-                             "srun puts every rank in the image")
-        self.options, self.name, self.container = options, name, container
+        self.options, self.name = options, name
         self._states: dict[str, str] | None = None
 
     def limit_s(self) -> float | None:
@@ -44,10 +40,10 @@ class SlurmExecutor(Executor):
 
     def describe(self, spec: RunSpec) -> str:
         """What submitting spec would do: the job's resources and what its task(s) run."""
+        _submittable([spec])
         params = job_parameters(self.options, spec, self.name, self.retries)
         resources = " ".join(f"{k}={v}" for k, v in params.items() if v not in ([], {}, None))
-        ctx = LaunchContext(python=self.python, run_dir=(self.root / spec.id).resolve(), pmi=self.options.mpi,
-                            container=self.container)
+        ctx = LaunchContext(python=self.python, run_dir=(self.root / spec.id).resolve(), pmi=self.options.mpi)
         each = "each task" if launcher_class(spec.launcher).task_per_rank else \
             f"the first task ({spec.launcher} over the allocation)"
         return f"{resources}\n    {each} runs: {shlex.join(rank_command(spec, ctx))}"
@@ -76,6 +72,7 @@ class SlurmExecutor(Executor):
         if shutil.which("sbatch") is None:
             raise LaunchError("SLURM submission needs sbatch on PATH: this machine has no SLURM client")
         todo = self.pending(specs)
+        _submittable(todo)
         problem = partition_problem(todo, self.options)
         if problem:
             raise LaunchError(problem)
@@ -96,10 +93,10 @@ class SlurmExecutor(Executor):
                 if self.options.array_parallelism and len(group) > 1:
                     with executor.batch():
                         jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python,
-                                                (), self.retries, self.container) for s in group]
+                                                (), self.retries) for s in group]
                 else:
                     jobs = [executor.submit(run_task, s.to_dict(), str((self.root / s.id).resolve()), self.python,
-                                            (), self.retries, self.container) for s in group]
+                                            (), self.retries) for s in group]
             except Exception as exc:  # submitit raises plain exceptions for sbatch errors
                 raise LaunchError(f"sbatch refused the job(s): {str(exc).strip().splitlines()[-1]}") from None
             for spec, job in zip(group, jobs):
@@ -108,3 +105,11 @@ class SlurmExecutor(Executor):
                 submitted.append((spec, str(job.job_id)))
                 self.report(f"{spec.id}: job {job.job_id}")
         return submitted
+
+
+def _submittable(specs: Sequence[RunSpec]) -> None:
+    """Refuse runs whose container runtime a submitted job's tasks cannot start (pyxis: srun's flags)."""
+    for container in {spec.container for spec in specs if spec.container is not None}:
+        note = runtime(container.runtime).submit_note
+        if note:
+            raise UsageError(f"container runtime {container.runtime} {note}")

@@ -7,10 +7,10 @@ import re
 import subprocess
 from typing import Any, Callable, Sequence
 
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.spec import RunSpec
 
 from .base import launcher_class
-from .sweep import SlurmOptions
+from .slurm_options import SlurmOptions
 
 SIGNAL_AHEAD_S = 90  # the most seconds before its time limit that a job is told it will be stopped
 
@@ -69,11 +69,12 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int
         params["cpus_per_task"] = spec.ranks_per_node * cpus_per_rank(spec)
     elif options.cpus_per_task is None and cpus_per_rank(spec) > 1:  # a rank and its loader's workers
         params["cpus_per_task"] = cpus_per_rank(spec)
-    for key, value in (("slurm_partition", options.partition), ("slurm_account", options.account),
-                       ("slurm_qos", options.qos), ("slurm_constraint", options.constraint),
-                       ("cpus_per_task", options.cpus_per_task), ("mem_gb", options.mem_gb)):
-        if value is not None:
-            params[key] = value
+    optional: tuple[tuple[str, str | int | None], ...] = (
+        ("slurm_partition", options.partition), ("slurm_account", options.account), ("slurm_qos", options.qos),
+        ("slurm_constraint", options.constraint), ("cpus_per_task", options.cpus_per_task), ("mem_gb", options.mem_gb))
+    for parameter, given in optional:
+        if given is not None:
+            params[parameter] = given
     if options.exclusive:
         params["slurm_exclusive"] = True
     if retries:  # SLURM may start the job again: after a node failure or preemption, or when a run asks (run_task)

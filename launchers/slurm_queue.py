@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from hvdbench.suite.core.errors import HvdbenchError, LaunchError
-from hvdbench.suite.core.job_env import job_env
-from hvdbench.suite.core.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.core.errors import HvdbenchError, LaunchError
+from hvdbench.core.job_env import job_env
+from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
 
 from .hostlist import expand_hostlist
 from .policy import completed

@@ -16,32 +16,30 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hvdbench.suite.core.errors import HvdbenchError, LaunchError
-from hvdbench.suite.core.job_env import job_env
-from hvdbench.suite.core.spec import RunFolder, RunSpec, RunStatus, keep_earlier_attempt
+from hvdbench.core.errors import HvdbenchError, LaunchError
+from hvdbench.core.job_env import job_env
+from hvdbench.core.spec import RunFolder, RunSpec, RunStatus, keep_earlier_attempt
 
 from .attempt import Attempt
 from .base import LaunchContext, get_launcher, on_cpu, rank_command
-from .container import Container, preflight
+from hvdbench.core.containers import preflight
 from .executor import launch_environment, placement_refusal, scheduler_chose_gpus
 from .policy import as_ended, failed_attempts, requeued, retry_left, tail
 from .slurm_queue import REQUEUED_BY_SLURM, allocation_hosts, why_stopped
 
 
-def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0,
-             container: Container | None = None) -> int:
+def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0) -> int:
     """What a SLURM task runs: its rank (launcher srun: one task per GPU, MPI wired by PMIx) or, on the
     first task only, horovodrun/mpirun over the allocation's hosts. The first task records how the run
     ended in status.json; SIGTERM (scancel, preemption) and SIGUSR2 (the time limit ahead) are recorded.
     A failed attempt with retries left requeues the job (SLURM_RESTART_COUNT counts the attempts). With a
-    container, its runtime, image and mounts are checked on the node before any rank starts."""
+    container (the spec's), its runtime, image and mounts are checked on the node before any rank starts."""
     folder, first, job = Path(run_dir), _task_rank() == 0, job_env().job_id
     try:
-        if container is not None:
-            spec = RunSpec.from_dict(spec_data)
-            preflight(container, folder.parent, [spec.launcher], gpu=not on_cpu(spec))
-        ctx = LaunchContext(python=python, run_dir=folder, container=container)
-        return _run_task(RunSpec.from_dict(spec_data), ctx, tuple(hosts), first, job, retries)
+        spec = RunSpec.from_dict(spec_data)
+        if spec.container is not None:
+            preflight(spec.container, folder.parent, [spec.launcher], gpu=not on_cpu(spec))
+        return _run_task(spec, LaunchContext(python=python, run_dir=folder), tuple(hosts), first, job, retries)
     except HvdbenchError as exc:  # a run that cannot start says why in its status, in one line
         RunStatus("failed", None, 0.0, str(exc), job_id=job).write(folder)
         print(f"hvdbench: error: {exc}", file=sys.stderr)
@@ -97,6 +95,8 @@ def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: 
     else:
         return 0  # the launcher on the first node starts every rank
     env = launch_environment(launcher, spec, python, scheduler_gpus)
+    if not launcher.task_per_rank:  # mpirun's and hydra's daemons go out with srun inside this task's step, whose
+        env["SLURM_OVERLAP"] = "1"  # CPUs are all taken: without --overlap their srun waits for them for ever
     attempt = TaskAttempt(spec, RunFolder(folder), job, first, retries)
     if first:
         attempt.folder.command_file.write_text(shlex.join(argv) + "\n", encoding="utf-8")
@@ -166,7 +166,7 @@ def _keep_earlier(folder: Path, job: str | None) -> None:
     keep_earlier_attempt(folder)
 
 
-def inherited_fds(env: dict[str, str]) -> tuple[int, ...]:
+def inherited_fds(env: Mapping[str, str]) -> tuple[int, ...]:
     """The descriptors the rank must inherit from this task: srun --mpi=pmi2 hands each task its PMI
     connection as an open descriptor named by PMI_FD (MPICH's and Intel MPI's PMI client write to it), which
     a child started with Python's default close_fds would not get."""
@@ -186,7 +186,7 @@ def end_process(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
         os.kill(proc.pid, signal.SIGCONT)
     except OSError:
         pass
-    timer = threading.Timer(grace, lambda: proc.poll() is None and proc.kill())
+    timer = threading.Timer(grace, lambda: None if proc.poll() is not None else proc.kill())
     timer.daemon = True
     timer.start()
 

@@ -8,8 +8,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from hvdbench.suite.core.errors import SpecError
-from hvdbench.suite.core.validate import read_small_text
+from hvdbench.core.errors import SpecError
+from hvdbench.core.validate import read_small_text
 
 MAX_BYTES = 1 << 20  # a sweep file is a few kB; 1 MiB is far beyond any real one
 

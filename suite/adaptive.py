@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .core.metrics import block_length, percentile_interval, rank_throughput, throughput_resamples, total_throughput
+from hvdbench.core.metrics import (block_length, percentile_interval, rank_throughput, throughput_resamples,
+                                   total_throughput)
 
 RESAMPLES = 500
 

@@ -15,15 +15,16 @@ from typing import Any
 
 import torch
 
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.collective_ops import ITEM_BYTES, OPS, sizes, summarize
-from hvdbench.suite.core.collective_ops import skip_reason as op_skip_reason
-from hvdbench.suite.core.job_env import job_env
-from hvdbench.suite.core.training_pattern import pattern_totals, scaled
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.collective_ops import ITEM_BYTES, OPS, sizes, summarize
+from hvdbench.core.collective_ops import skip_reason as op_skip_reason
+from hvdbench.core.job_env import job_env
+from hvdbench.core.training_pattern import pattern_totals, scaled
 from hvdbench.suite.comm import (Buffers, Case, PatternBuffers, horovod_op, measure, measure_batches, measure_pattern,
                                  mpi_call, mpi_op, path_cost)
 from hvdbench.suite.harness import rank_session
 from hvdbench.suite.pytorch import TorchBackend
+from hvdbench.suite.timing import Runtime
 
 
 NO_MPI = ("raw MPI needs an MPI launcher (mpirun, mpiexec, srun --mpi, horovodrun --mpi): this rank was not "
@@ -43,17 +44,22 @@ def early_mpi(flags: Any) -> Any | None:
 
 
 class MpiRuntime:
-    """The raw-MPI cases' view of the job once Horovod is shut down: MPI's barrier and gather, the device's sync."""
+    """The raw-MPI cases' view of the job once Horovod is shut down (a ``Runtime``): MPI's barrier and object
+    collectives, the node's ranks and the device's sync as Horovod's runtime had them."""
 
-    def __init__(self, comm: Any, sync: Any) -> None:
-        self.comm, self.sync = comm, sync
+    def __init__(self, comm: Any, before: Runtime) -> None:
+        self.comm, self.sync = comm, before.sync
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.local_rank, self.local_size = before.local_rank, before.local_size
 
     def barrier(self) -> None:
         self.comm.Barrier()
 
     def allgather_object(self, obj: Any) -> list[Any]:
         return self.comm.allgather(obj)
+
+    def broadcast_object(self, obj: Any) -> Any:
+        return self.comm.bcast(obj, root=0)
 
 
 def main() -> int:
@@ -83,11 +89,12 @@ def main() -> int:
         if "mpi" in flags.backends:
             if mpi is not None:
                 hvd.shutdown()
-                runtime = MpiRuntime(mpi.COMM_WORLD.Dup(), runtime.sync)
+                runtime = MpiRuntime(mpi.COMM_WORLD.Dup(), runtime)
                 costs["mpi"] = path_cost(mpi_call(mpi.COMM_SELF, "allreduce", 1, flags.cuda_aware_mpi,
                                                   torch.ones(1, device=session.device)),
                                          calls=2000, barrier=runtime.barrier, sync=runtime.sync)
-            counts = backend_cases(session, flags, "mpi", runtime, None if mpi is None else runtime.comm, counts)
+            comm = runtime.comm if isinstance(runtime, MpiRuntime) else None
+            counts = backend_cases(session, flags, "mpi", runtime, comm, counts)
         if runtime.rank == 0 and costs:
             print("a call's own cost before any byte moves: "
                   + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in costs.items()), flush=True)

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import torch
 
-from .core.collective_ops import OPS
-from .core.errors import HvdbenchError
+from hvdbench.core.collective_ops import OPS
+from hvdbench.core.errors import HvdbenchError
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 

@@ -16,8 +16,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.validate import text_problem
+from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import text_problem
 from hvdbench.suite.pytorch import BuildContext, TorchWorkload, main
 
 CHECK_BATCH = 2  # samples of the batch that proves the model takes it, before any rank trains

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from .core.datasets import check_enough, index
-from .core.errors import UsageError
+from hvdbench.core.datasets import check_enough, index
+from hvdbench.core.errors import UsageError
 from .filedata import MEAN, STD
 
 

@@ -21,12 +21,12 @@ import io
 import tarfile
 import wave
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .core.datasets import FORMATS, KINDS, MANIFEST, write_manifest
-from .core.errors import UsageError
+from hvdbench.core.datasets import FORMATS, KINDS, MANIFEST, write_manifest
+from hvdbench.core.errors import UsageError
 
 IMAGENET = {"images": 1_281_167, "classes": 1000, "archive_bytes": 147_897_477_120, "mean_width": 469,
             "mean_height": 387}  # ILSVRC-2012 train, as published and commonly cited
@@ -60,7 +60,7 @@ def jpeg(g: np.random.Generator) -> bytes:
 
     width, height = image_size(g)
     low = g.uniform(0, 255, (max(2, height // 32), max(2, width // 32), 3)).astype(np.uint8)
-    base = np.asarray(Image.fromarray(low).resize((width, height), Image.BICUBIC), dtype=np.float32)
+    base = np.asarray(Image.fromarray(low).resize((width, height), Image.Resampling.BICUBIC), dtype=np.float32)
     base += g.normal(0.0, float(np.clip(g.lognormal(np.log(21.0), 0.35), 4.0, 48.0)), base.shape).astype(np.float32)
     out = io.BytesIO()
     Image.fromarray(np.clip(base, 0, 255).astype(np.uint8)).save(out, "JPEG", quality=92)
@@ -133,7 +133,7 @@ def make_dataset(kind: str, to: Path, layout: str, samples: int, seed: int,
     write = {"folder": _folder, "webdataset": _webdataset, "tfrecord": _tfrecord}[layout]
     write(to, kind, made, digest)
     report(f"made {samples} {kind} sample(s) as {layout} in {to}")
-    extra = {"seed": seed, "classes": classes if kind == "imagenet" else None,
+    extra: dict[str, object] = {"seed": seed, "classes": classes if kind == "imagenet" else None,
              "shaped_like": "ILSVRC-2012 train" if kind == "imagenet" else
              "LibriSpeech train" if kind == "speech" else "WMT14 en-de"}
     return write_manifest(to, kind, layout, samples, digest.hexdigest(), extra)
@@ -175,18 +175,18 @@ def _tfrecord(to: Path, kind: str, made: Iterator[tuple[str, bytes, bytes, int]]
         import tensorflow as tf
     except ImportError:
         raise UsageError("--format tfrecord needs TensorFlow to write the records (pip install tensorflow)") from None
-    writer = None
+    writers: list[Any] = []  # one a shard, the last open
     for i, (_, data, _, label) in enumerate(made):
         if i % SHARD == 0:
-            if writer is not None:
-                writer.close()
-            writer = tf.io.TFRecordWriter(str(to / f"train-{i // SHARD:05d}.tfrecord"))
+            if writers:
+                writers[-1].close()
+            writers.append(tf.io.TFRecordWriter(str(to / f"train-{i // SHARD:05d}.tfrecord")))
         feature = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
                    "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))}
-        writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+        writers[-1].write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
         digest.update(data)
-    if writer is not None:
-        writer.close()
+    if writers:
+        writers[-1].close()
 
 
 def main(argv: list[str] | None = None) -> int:

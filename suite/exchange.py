@@ -13,13 +13,15 @@ import argparse
 import datetime
 import os
 import socket
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, MutableMapping
 
 import torch
 from torch import nn
 
-from .core.addresses import IFACE_VARIABLES, named_interface, reachable_address
-from .core.errors import UsageError
+from hvdbench.core.addresses import IFACE_VARIABLES, named_interface, reachable_address
+from hvdbench.core.errors import UsageError
+from hvdbench.core.exchanges import EXCHANGES, listed, without_horovod
 from .timing import HorovodObjects
 from .torchrun import TorchrunWorld
 
@@ -90,8 +92,13 @@ class Exchange:
     optimizer to step (None where this rank updates nothing), ``after_backward`` completes the exchange,
     ``update`` applies the step, ``parameters`` the full parameters (for the checksum)."""
 
-    name = "none"
+    name = "none"  # its descriptor's name in core/exchanges.py (EXCHANGES), which says what it can do
     optimizer_holds_model = True  # the optimizer's parameters are the model's (zeroing its gradients zeroes all)
+
+    @classmethod
+    def start(cls, world: "World") -> "Exchange":
+        """This exchange for one rank of ``world`` (its process group, where it needs one, already started)."""
+        return cls()
 
     def __init__(self) -> None:
         self.module: nn.Module | None = None
@@ -142,6 +149,10 @@ class HorovodExchange(Exchange):
         super().__init__()
         self.hvd, self.compression = hvd, compression
 
+    @classmethod
+    def start(cls, world: "World") -> Exchange:
+        return cls(world.hvd, world.compression())
+
     def prepare(self, model: nn.Module) -> None:
         self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # fp32: Horovod 0.28 cannot send bf16
 
@@ -165,6 +176,10 @@ class DdpExchange(Exchange):
     buffers start as rank 0's. ``--fp16-allreduce`` sends the buckets as fp16 (DDP's fp16_compress_hook)."""
 
     name = "ddp"
+
+    @classmethod
+    def start(cls, world: "World") -> Exchange:
+        return cls(world.device, world.flags.bucket_mb, world.flags.fp16_allreduce)
 
     def __init__(self, device: torch.device, bucket_mb: float, fp16: bool) -> None:
         super().__init__()
@@ -210,6 +225,10 @@ class FsdpExchange(Exchange):
 
     name = "fsdp"
 
+    @classmethod
+    def start(cls, world: "World") -> Exchange:
+        return cls(world.flags.fp16_allreduce)
+
     def __init__(self, fp16: bool) -> None:
         super().__init__()
         self.fp16 = fp16
@@ -243,6 +262,10 @@ class ParameterServer(Exchange):
     finite, backs the scale off or grows it as GradScaler would, and every rank takes its scale."""
 
     name = "ps"
+
+    @classmethod
+    def start(cls, world: "World") -> Exchange:
+        return cls(world.hvd.rank(), world.hvd.size(), world.device, world.flags.ps_device)
 
     def __init__(self, rank: int, size: int, device: torch.device, where: str) -> None:
         super().__init__()
@@ -333,25 +356,33 @@ class ParameterServer(Exchange):
         return current
 
 
+@dataclass(frozen=True)
+class World:
+    """What an exchange starts from on one rank: the flags, Horovod (or torchrun's stand-in), the rank's device,
+    and Horovod's compression (made on demand: only Horovod's exchange asks for it)."""
+
+    flags: argparse.Namespace
+    hvd: Any
+    device: torch.device
+    compression: Callable[[], Any]
+
+
+IMPLEMENTATIONS: dict[str, type[Exchange]] = {cls.name: cls for cls in (HorovodExchange, DdpExchange, FsdpExchange,
+                                                                         ParameterServer)}
+
+
 def make_exchange(flags: argparse.Namespace, hvd: Any, objects: HorovodObjects, device: torch.device,
                   compression: Callable[[], Any]) -> Exchange:
-    """The exchange ``--exchange`` names (``--independent``: none), its process group started where it needs
-    one; ``compression`` makes Horovod's (only Horovod's exchange asks for it)."""
+    """The exchange ``--exchange`` names (``--independent``: none), its process group started where its ranks do
+    not meet through Horovod (core/exchanges.py)."""
     if flags.independent:
         return Independent()
-    if flags.exchange == "horovod":
-        if isinstance(hvd, TorchrunWorld):
-            raise UsageError("--exchange horovod needs Horovod, which torchrun does not start: --exchange ddp, fsdp "
-                             "or ps (or launcher horovodrun, mpirun, mpiexec or srun)")
-        return HorovodExchange(hvd, compression())
-    started = init_process_group(objects, hvd.rank(), hvd.size(), device)
-    exchange: Exchange
-    if flags.exchange == "ddp":
-        exchange = DdpExchange(device, flags.bucket_mb, flags.fp16_allreduce)
-    elif flags.exchange == "fsdp":
-        exchange = FsdpExchange(flags.fp16_allreduce)
-    else:
-        exchange = ParameterServer(hvd.rank(), hvd.size(), device, flags.ps_device)
+    kind = EXCHANGES[flags.exchange]
+    if kind.needs_horovod and isinstance(hvd, TorchrunWorld):
+        raise UsageError(f"--exchange {kind.name} needs Horovod, which torchrun does not start: --exchange "
+                         f"{listed(without_horovod('pytorch'))}, or a launcher that starts Horovod")
+    started = {} if kind.needs_horovod else init_process_group(objects, hvd.rank(), hvd.size(), device)
+    exchange = IMPLEMENTATIONS[kind.name].start(World(flags, hvd, device, compression))
     exchange.facts.update(started)
     return exchange
 

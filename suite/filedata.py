@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from .core.datasets import Index, Place, check_enough, index, read_bytes, read_companion, shard_ids
+from hvdbench.core.datasets import Index, Place, check_enough, index, read_bytes, read_companion, shard_ids
 from .synthetic import CHARS, FRAMES_PER_SECOND, FREQ_BINS
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255  # ImageNet's channel means and spreads
@@ -42,9 +42,9 @@ def random_resized_crop(image: Any, side: int, g: np.random.Generator) -> np.nda
             left, top = int(g.integers(0, width - w + 1)), int(g.integers(0, height - h + 1))
             box = (left, top, left + w, top + h)
             break
-    out = image.resize((side, side), Image.BILINEAR, box=box)
+    out = image.resize((side, side), Image.Resampling.BILINEAR, box=box)
     if g.random() < 0.5:
-        out = out.transpose(Image.FLIP_LEFT_RIGHT)
+        out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     return np.asarray(out, dtype=np.uint8)
 
 
@@ -99,7 +99,7 @@ class Tally:
             self.named.append(f"{place.name}: {why}"[:300])
 
 
-class Samples(IterableDataset):  # type: ignore[type-arg]
+class Samples(IterableDataset):
     """This rank's samples, epoch after epoch, split between the DataLoader's workers; each yielded batch carries
     what reading it took (bytes, corrupt files)."""
 

@@ -52,7 +52,7 @@ def count_torch(benchmark: str, flags: argparse.Namespace) -> dict[str, Any]:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from .core.catalog import get_benchmark
+    from hvdbench.core.catalog import get_benchmark
     from .torchdata import BuildContext
 
     info = get_benchmark(benchmark)
@@ -114,7 +114,7 @@ def cache_file() -> Path:
 def flops_of(benchmark: str, flags: argparse.Namespace) -> dict[str, Any]:
     """The FLOP fields of a run's env record: counted once per model and size (the PyTorch twin's count for a
     TensorFlow workload) and kept in ``cache_file()``, so a sweep's second run of a model reads the first's."""
-    from .core.catalog import get_benchmark
+    from hvdbench.core.catalog import get_benchmark
 
     info = get_benchmark(benchmark)
     twin = info.twin or info.name
@@ -153,7 +153,7 @@ def _store(path: Path, counts: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m hvdbench.suite.flops BENCHMARK '{"model": ..., "batch_size": ...}'``: the count as JSON."""
-    from .core.catalog import get_benchmark
+    from hvdbench.core.catalog import get_benchmark
 
     name, sizing = (list(sys.argv[1:] if argv is None else argv) + ["{}"])[:2]
     flags = get_benchmark(name).parser().parse_args([])

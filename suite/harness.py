@@ -21,18 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from .core.axes import without
-from .core.catalog import BenchmarkInfo, get_benchmark
-from .core.environment import base_environment
+from hvdbench.core.axes import without
+from hvdbench.core.catalog import BenchmarkInfo, get_benchmark
+from hvdbench.core.environment import base_environment
+from hvdbench.core.errors import SpecError, UsageError
+from hvdbench.core.gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
+from hvdbench.core.gpu_choice import GpuChoice, choice_record, shared_gpu_problem
+from hvdbench.core.nccl_log import info_variables
+from hvdbench.core.node_power import NodePower
+from hvdbench.core.node_topology import gpu_nics
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RANK_FILES, RUN_FILE, RunFolder, RunSpec, keep_earlier_attempt
 from .flops import flops_of
-from .core.gpu_choice import GpuChoice, choice_record, shared_gpu_problem
-from .core.gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
-from .core.records import RecordWriter, rank_log_name
-from .core.errors import SpecError, UsageError
-from .core.nccl_log import info_variables
-from .core.node_power import NodePower
-from .core.node_topology import gpu_nics
-from .core.spec import RANK_FILES, RUN_FILE, RunFolder, RunSpec, keep_earlier_attempt
 from .timing import Runtime, StepOutcome, measure
 
 _LOCAL_FLAGS = {"--log-dir": 1, "--echo-records": 0}
@@ -197,6 +197,9 @@ class Trainer(Protocol):
     def breakdown_step(self, sync: Callable[[], None]) -> StepOutcome:
         """One step with each part bounded by a sync, its phase times in the outcome."""
 
+    def data_step(self) -> StepOutcome:
+        """One batch read and moved to the device, nothing trained (``--data-only``: the input pipeline alone)."""
+
     def checksum(self) -> float:
         """Sum of every parameter: equal on all ranks when gradients are exchanged."""
 
@@ -208,7 +211,7 @@ class Backend(Protocol):
     """What a framework supplies to the harness."""
 
     framework: str
-    choice: GpuChoice | None  # the GPU ``prepare`` pinned and why (suite/core/gpu_choice.py), None on the CPU
+    choice: GpuChoice | None  # the GPU ``prepare`` pinned and why (core/gpu_choice.py), None on the CPU
 
     def init(self) -> Any:
         """Import this framework's Horovod, ``init()`` it and return the module."""
@@ -238,8 +241,9 @@ class Backend(Protocol):
     def loss_value(self, loss: Any) -> float:
         """A step's loss as a float (read after the device sync)."""
 
-    def profile(self, trainer: Trainer, session: "Session", steps: int) -> None:
-        """Profile extra steps; write a ``profile`` record and the trace beside the log."""
+    def profile(self, trainer: Any, session: "Session", steps: int) -> None:
+        """Profile extra steps of the trainer this backend made; write a ``profile`` record and the trace beside
+        the log."""
 
     def peak_memory(self, device: Any) -> dict[str, int]:
         """Peak device memory (GPU) or peak resident set (CPU), as summary fields."""

@@ -10,19 +10,20 @@ Without a CUDA device it says so in one line and exits 1.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.environment import base_environment
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.gpu import DEVICE_ORDER, Nvml, cuda_bus_id, visible_device
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.environment import base_environment
+from hvdbench.core.errors import UsageError
+from hvdbench.core.gpu import DEVICE_ORDER, Nvml, cuda_bus_id, visible_device
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RUN_FILE, RunSpec
 from hvdbench.suite.harness import benchmark_args
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RUN_FILE, RunSpec
 
 
 def timed(copy: Callable[[], None], sync: Callable[[], None], iters: int, warmup: int) -> list[float]:
@@ -41,7 +42,7 @@ def timed(copy: Callable[[], None], sync: Callable[[], None], iters: int, warmup
 def links(count: int) -> dict[tuple[int, int], str]:
     """Link class of every GPU pair from this node's topology (NVML or nvidia-smi), or none where unreadable."""
     try:
-        from hvdbench.suite.core.node_topology import local_topology
+        from hvdbench.core.node_topology import local_topology
 
         topo = local_topology()
     except Exception:  # noqa: BLE001 - no topology is a missing column, not a failed measurement
@@ -81,19 +82,24 @@ def measure(torch: Any, writer: RecordWriter, nbytes: int, iters: int, warmup: i
             if a == b:
                 continue
             target = torch.empty_like(buffers[b])
-            times = timed(lambda a=a, t=target: t.copy_(buffers[a], non_blocking=True), sync, iters, warmup)
+            times = timed(functools.partial(_copy, target, buffers[a]), sync, iters, warmup)
             _check(target, float(a + 1))
             writer.write("p2p", src=str(devices[a]), dst=str(devices[b]), mode="uni", bytes=nbytes, times=times,
                          peer_access=bool(torch.cuda.can_device_access_peer(devices[a], devices[b])),
                          link=known.get((devices[a], devices[b])), src_bus_id=bus[a], dst_bus_id=bus[b])
             cases += 1
             if a < b:
-                times = timed(lambda a=a, b=b: _both_ways(torch, buffers, devices, a, b), sync, iters, warmup)
+                times = timed(functools.partial(_both_ways, torch, buffers, devices, a, b), sync, iters, warmup)
                 writer.write("p2p", src=str(devices[a]), dst=str(devices[b]), mode="bi", bytes=2 * nbytes,
                              times=times, peer_access=bool(torch.cuda.can_device_access_peer(devices[a], devices[b])),
                              link=known.get((devices[a], devices[b])), src_bus_id=bus[a], dst_bus_id=bus[b])
                 cases += 1
     return cases
+
+
+def _copy(target: Any, source: Any) -> None:
+    """One copy from ``source`` into ``target``, queued without waiting."""
+    target.copy_(source, non_blocking=True)
 
 
 def _both_ways(torch: Any, buffers: list[Any], devices: list[int], a: int, b: int) -> None:

@@ -10,22 +10,26 @@ import argparse
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from hvdbench.core.environment import gloo_on_loopback
+from hvdbench.core.gpu import cuda_bus_id, refuse_unseen_gpus
+from hvdbench.core.gpu_choice import GpuChoice, choose_gpu
+from hvdbench.core.records import RecordWriter
 from . import harness
-from .core.environment import gloo_on_loopback
-from .core.gpu import cuda_bus_id, refuse_unseen_gpus
-from .core.gpu_choice import GpuChoice, choose_gpu
-from .core.records import RecordWriter
 from .exchange import Exchange, make_exchange, scaler_for
 from .timing import HorovodObjects, StepOutcome
 from .torchrun import TorchrunWorld, launched_by_torchrun
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
                         check_precision, weight_dtype)
+
+if TYPE_CHECKING:
+    from .dalidata import DaliBatches
+    from .filedata import FileBatches
 
 __all__ = ["Build", "BuildContext", "TorchBackend", "TorchWorkload", "main"]  # what a benchmark script imports
 
@@ -51,7 +55,7 @@ class TorchRuntime(HorovodObjects):
 
 
 def pick_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[torch.device, GpuChoice | None]:
-    """Pin this rank to its GPU (suite/core/gpu_choice.py: its placement's, its local rank's or the only one
+    """Pin this rank to its GPU (core/gpu_choice.py: its placement's, its local rank's or the only one
     visible), or the CPU; the device and the GPU choice (None on the CPU). ``auto`` on a node whose GPUs
     PyTorch cannot see is refused rather than measured on the CPU (``nvml_module`` stands in for pynvml)."""
     if choice == "cpu":
@@ -145,7 +149,7 @@ class Trainer:
         exchange.prepare(model)  # in fp32, before any cast: Horovod 0.28 cannot broadcast bf16 tensors
         model = model.to(dtype=dtype)
         if flags.channels_last:
-            model = model.to(memory_format=torch.channels_last)
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # not in stubs
         self.params = model
         self.parameters = sum(p.numel() for p in model.parameters())
         self.gradient_tensors = sum(1 for p in model.parameters() if p.requires_grad)
@@ -159,7 +163,7 @@ class Trainer:
         self.facts = {"exchange": exchange.facts}
         self.unit = workload.unit
         count = workload.count or (lambda batch: {"samples": float(batch[0].shape[0])})
-        files = None
+        files: DaliBatches | FileBatches | None = None
         if flags.data == "files" and workload.reads is not None and getattr(flags, "loader", "torch") == "dali":
             from .dalidata import DaliBatches
 

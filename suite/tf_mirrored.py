@@ -18,9 +18,9 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
-from .core.addresses import free_port, reachable_address
-from .core.errors import UsageError
-from .core.spec import RENDEZVOUS
+from hvdbench.core.addresses import free_port, reachable_address
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import RENDEZVOUS
 
 RENDEZVOUS_TIMEOUT_S = 600.0  # ranks of one launch start within minutes of each other
 # What names one launch of a job on every rank (the first set, in this order): horovodrun's Gloo rendezvous port,

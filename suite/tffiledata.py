@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import numpy as np
 import tensorflow as tf
 
-from .core.datasets import check_enough, index, shard_ids
+from hvdbench.core.datasets import check_enough, index, shard_ids
 
 MEAN = tf.constant([0.485, 0.456, 0.406]) * 255.0
 STD = tf.constant([0.229, 0.224, 0.225]) * 255.0

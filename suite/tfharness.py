@@ -24,17 +24,20 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: n
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
+from hvdbench.core.environment import gloo_on_loopback  # noqa: E402
+from hvdbench.core.flags import check_device  # noqa: E402
+from hvdbench.core.gpu import refuse_unseen_gpus  # noqa: E402
+from hvdbench.core.gpu_choice import GpuChoice, choose_gpu  # noqa: E402
+from hvdbench.core.records import RecordWriter  # noqa: E402
 from . import harness  # noqa: E402
-from .core.environment import gloo_on_loopback  # noqa: E402
-from .core.flags import check_device  # noqa: E402
-from .core.gpu import refuse_unseen_gpus  # noqa: E402
-from .core.gpu_choice import GpuChoice, choose_gpu  # noqa: E402
-from .core.records import RecordWriter  # noqa: E402
 from .tf_mirrored import local_value, start_strategy  # noqa: E402
 from .timing import HorovodObjects, StepOutcome  # noqa: E402
 
 HostBatch = tuple[np.ndarray, ...]
 MakeBatch = Callable[[np.random.Generator], HostBatch]
+# TensorFlow's exchanges (core/exchanges.py offered("tensorflow")): the strategy each starts before TensorFlow's first
+# operation, or None where Horovod's optimizer exchanges inside the harness's own step
+STRATEGIES: dict[str, Callable[..., tuple[Any, dict]] | None] = {"horovod": None, "mirrored": start_strategy}
 
 
 @dataclass
@@ -91,7 +94,7 @@ class TFRuntime(HorovodObjects):
 
 
 def pin_device(choice: str, local_rank: int, nvml_module: Any = None) -> tuple[str, GpuChoice | None]:
-    """Make only this rank's GPU (suite/core/gpu_choice.py) visible to TensorFlow, growing memory, or hide
+    """Make only this rank's GPU (core/gpu_choice.py) visible to TensorFlow, growing memory, or hide
     every GPU; the device and the GPU choice (None on the CPU). ``auto`` on a node whose GPUs TensorFlow
     cannot see is refused rather than measured on the CPU (``nvml_module`` stands in for pynvml)."""
     gpus = tf.config.list_physical_devices("GPU")
@@ -246,7 +249,7 @@ class KerasTrainer:
 
     def step(self) -> StepOutcome:
         """One training step on this rank's device: batch, compute, exchange (unless independent), apply."""
-        if self.strategy is not None:  # the strategy places the step on its worker's device
+        if self.strategy is not None and self.replicated is not None:  # the strategy places the step on its worker
             batch, counts = self.feed.next()
             return StepOutcome(local_value(self.strategy, self.replicated(batch)), counts)
         with tf.device(self.device):
@@ -364,9 +367,10 @@ class TFBackend:
         """Threads and device; under --exchange mirrored the strategy too, before TensorFlow's first operation."""
         threads = set_threads(flags, local_size)
         device, self.choice = pin_device(flags.device, local_rank)  # TensorFlow calls it /GPU:0
-        if flags.exchange == "mirrored" and not flags.independent:
-            self.strategy = start_strategy(flags.log_dir, self.hvd.rank(), self.hvd.size(),
-                                           self.hvd.cross_size() == 1, "GPU" in device)
+        start = STRATEGIES[flags.exchange]
+        if start is not None and not flags.independent:
+            self.strategy = start(flags.log_dir, self.hvd.rank(), self.hvd.size(), self.hvd.cross_size() == 1,
+                                  "GPU" in device)
         return device, threads
 
     def runtime(self, hvd: Any, device: str | None) -> TFRuntime:

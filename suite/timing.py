@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
+from hvdbench.core.flags import ADAPTIVE_CHUNK
+from hvdbench.core.metrics import rank_throughput, total_throughput
+from hvdbench.core.records import RecordWriter
 from .adaptive import Stopper
-from .core.flags import ADAPTIVE_CHUNK
-from .core.metrics import rank_throughput, total_throughput
-from .core.records import RecordWriter
 
 
 class Runtime(Protocol):

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from .core.errors import UsageError
-from .core.flags import check_device
+from hvdbench.core.errors import UsageError
+from hvdbench.core.flags import check_device
 
 Batch = tuple[torch.Tensor, ...]
 MakeBatch = Callable[[torch.Generator], Batch]
@@ -72,7 +72,7 @@ def autocast(precision: str, device: torch.device) -> ContextManager[Any]:
     return torch.autocast(device.type, dtype=torch.float16 if device.type == "cuda" else torch.bfloat16)
 
 
-class _Batches(IterableDataset):  # type: ignore[type-arg]
+class _Batches(IterableDataset):
     """An endless stream of synthetic batches for a DataLoader; each worker seeds its own generator."""
 
     def __init__(self, make: MakeBatch, seed: int) -> None:

@@ -25,8 +25,8 @@ import pytest
 from hvdbench.launchers import base
 from hvdbench.launchers.base import LaunchContext, Launcher
 from hvdbench.launchers.slurm_queue import run_dirs as run_folders  # noqa: F401 - the run folders under a root, for tests
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -150,7 +150,7 @@ class ScriptLauncher(Launcher):
         "quiet": "pass",
         # fails (exit 3) on its first attempt, then writes a complete 1-rank log: what a retry is for
         "flaky": "import os, sys\nif not os.path.isdir('attempt-1'):\n    print('error: rank 0: connection reset', "
-                 "flush=True); sys.exit(3)\nfrom hvdbench.suite.core.records import RecordWriter\n"
+                 "flush=True); sys.exit(3)\nfrom hvdbench.core.records import RecordWriter\n"
                  "with RecordWriter('rank-0.jsonl', rank=0, local_rank=0, size=1) as w:\n"
                  "    w.write('step', step=0, warmup=False, duration=1.0, samples=1, loss=1.0)\n"
                  "    w.write('summary', steps=1, samples=1, window_s=1.0, median_step_s=1.0, throughput=1.0)",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdbench.launchers.slurm_queue import ACTIVE, refresh
-from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
+from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe
 

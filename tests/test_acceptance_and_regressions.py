@@ -19,8 +19,8 @@ from hvdbench.analysis.collect import collect
 from hvdbench.analysis.tables.scaling import run_stats_table, scaling_table
 from hvdbench.analysis.stats import run_stats
 from hvdbench.cli import main
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import RunSpec
 
 ARGS = ("--model", "resnet20", "--batch-size", "32")
 

@@ -16,9 +16,9 @@ from hvdbench.analysis.stats import bootstrap_interval
 from hvdbench.launchers.plan import plan
 from hvdbench.launchers.sweep import SweepError, load_sweep
 from hvdbench.suite import timing
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.records import RecordWriter, read_records
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import UsageError
+from hvdbench.core.records import RecordWriter, read_records
 
 
 class Clock:

@@ -15,15 +15,15 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, hvdbench_exe, run_folders
-from hvdbench.suite.core.collective_ops import OPS, bus_factor, sizes, summarize
-from hvdbench.suite.core.flags import byte_size
-from hvdbench.suite.core.records import read_records
+from hvdbench.core.collective_ops import OPS, bus_factor, sizes, summarize
+from hvdbench.core.flags import byte_size
+from hvdbench.core.records import read_records
 
 SMALL = ["--min-bytes", "8", "--max-bytes", "64K", "--factor", "8", "--iters", "3", "--warmup-iters", "1"]
 
 
 # One row per collective: its bus factor at 8 ranks (nccl-tests) and what it computes, in NumPy, from every
-# rank's input to one rank's output. A new descriptor in suite/core/collective_ops.py needs its row here.
+# rank's input to one rank's output. A new descriptor in core/collective_ops.py needs its row here.
 ROWS: dict[str, tuple[float, Callable[[list[np.ndarray], int], np.ndarray]]] = {
     "allreduce": (1.75, lambda inputs, rank: np.sum(inputs, axis=0)),
     "allgather": (0.875, lambda inputs, rank: np.concatenate(inputs)),
@@ -121,7 +121,7 @@ def test_a_slow_call_moves_the_call_by_call_figure_but_not_the_batch_figure() ->
     import time as clock
 
     from hvdbench.suite.comm import Buffers, Case, measure, measure_batches
-    from hvdbench.suite.core.collective_ops import figure
+    from hvdbench.core.collective_ops import figure
     import torch
 
     case = Case("allreduce", "horovod", "fp32", 64)
@@ -160,8 +160,8 @@ def test_a_slow_call_moves_the_call_by_call_figure_but_not_the_batch_figure() ->
     (["--pattern", "training", "--like", "x", "--timing", "each"], "the training pattern times whole steps"),
 ])
 def test_timing_flags_that_do_not_go_together_are_refused(args: list[str], problem: str) -> None:
-    from hvdbench.suite.core.catalog import get_benchmark
-    from hvdbench.suite.core.errors import UsageError
+    from hvdbench.core.catalog import get_benchmark
+    from hvdbench.core.errors import UsageError
 
     with pytest.raises(UsageError, match=problem):
         get_benchmark("collectives").check(args)

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
+from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _flags(**kw: object) -> argparse.Namespace:
-    from hvdbench.suite.core.catalog import get_benchmark
+    from hvdbench.core.catalog import get_benchmark
 
     argv = ["--model", "resnet20", "--batch-size", "8", "--independent", "--device", "cuda"]
     for key, value in kw.items():
@@ -22,7 +22,7 @@ def _flags(**kw: object) -> argparse.Namespace:
 
 
 def test_device_facts_and_nvml_handle_by_bus_id() -> None:
-    from hvdbench.suite.core.gpu import Nvml
+    from hvdbench.core.gpu import Nvml
     from hvdbench.suite.pytorch import device_info, pick_device
 
     device, _ = pick_device("cuda", 0)
@@ -58,7 +58,7 @@ def test_amp_step_on_the_gpu_with_each_data_mode(data: str) -> None:
 
 
 def test_the_nics_on_gpu_0s_pcie_switch_come_from_this_nodes_topology() -> None:
-    from hvdbench.suite.core.node_topology import gpu_nics, local_topology
+    from hvdbench.core.node_topology import gpu_nics, local_topology
 
     near = gpu_nics(0)
     assert near is not None  # NVML (or nvidia-smi) gave the node's matrix

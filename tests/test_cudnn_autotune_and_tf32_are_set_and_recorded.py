@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.run_table import BY_NAME, RunFacts
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.run_table import BY_NAME, RunFacts
+from hvdbench.core.spec import RunSpec
 
 
 @pytest.mark.parametrize("extra, autotune", [((), True), (("--no-cudnn-autotune",), False)])

@@ -22,8 +22,8 @@ from hvdbench.analysis.stats import throughput_draws
 from hvdbench.analysis.keys import measured_args
 from hvdbench.analysis.report.decision_view import cost_figures
 from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, cost_verdict_lines, decision_lines, verdict
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import RunSpec
 
 from conftest import write_run
 

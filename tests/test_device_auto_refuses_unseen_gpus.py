@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.errors import UsageError
 
 pytestmark = pytest.mark.no_gpu  # on a GPU machine the framework sees its GPUs and nothing is refused
 

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import hvdbench_exe, write_run
 from hvdbench.analysis.projection.hours import plan_hours
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import RunSpec, RunStatus
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import RunSpec, RunStatus
 
 ARGS = ("--model", "resnet20", "--device", "cpu")
 

@@ -1,9 +1,9 @@
-"""The four ways to exchange gradients (--exchange horovod, ddp, fsdp, ps) train alike: on two CPU ranks each
-ends with equal parameters on both ranks, and all four end with the same parameters as each other (each
-averages the same gradients into the same SGD step), which no exchange that dropped or double-counted a
-gradient could. Combinations that cannot run are one line before a rank starts; a sweep over exchanges
-plans one 1-rank baseline and one independent twin for all of them; the rendezvous address is chosen as
-documented; FSDP shards the blocks a model is built from."""
+"""Every way to exchange gradients (core/exchanges.py: horovod, ddp, fsdp and ps on PyTorch, horovod and mirrored
+on TensorFlow) trains alike: on two CPU ranks each ends with equal parameters on both ranks, and all end with the
+same parameters as each other (each averages the same gradients into the same SGD step), which no exchange that
+dropped or double-counted a gradient could; every descriptor has its implementation. Combinations that cannot run
+are one line before a rank starts; a sweep over exchanges plans one 1-rank baseline and one independent twin for all
+of them; the rendezvous address is chosen as documented; FSDP shards the blocks a model is built from."""
 
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report.views import params_alerts
 from hvdbench.launchers.plan import plan
 from hvdbench.launchers.sweep import load_sweep
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.records import read_records
-from hvdbench.suite.core.spec import RunSpec
-from hvdbench.suite.exchange import rendezvous_address, shard_units
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import UsageError
+from hvdbench.core.exchanges import DEFAULT, EXCHANGES, offered
+from hvdbench.core.records import read_records
+from hvdbench.core.spec import RunSpec
+from hvdbench.suite.exchange import IMPLEMENTATIONS, rendezvous_address, shard_units
 
 MLP = ["--batch-size", "4", "--mlp-input", "32", "--mlp-widths", "64,64", "--warmup-steps", "1", "--steps", "3"]
 
@@ -44,16 +45,31 @@ def _train(log_dir: Path, env: dict, *extra: str, mpi: bool = False, torchrun: b
     return out
 
 
+def test_every_exchange_descriptor_has_its_implementation_and_every_implementation_a_descriptor() -> None:
+    """A new exchange is its descriptor (core/exchanges.py) and its implementation on each framework it names."""
+    from hvdbench.suite.tfharness import STRATEGIES
+
+    assert sorted(IMPLEMENTATIONS) == sorted(offered("pytorch"))
+    assert sorted(STRATEGIES) == sorted(offered("tensorflow"))
+    assert sorted(offered("pytorch") + offered("tensorflow")) == sorted([n for n, k in EXCHANGES.items()
+                                                                         for _ in k.frameworks])
+
+
+def test_the_docs_table_has_one_row_per_exchange() -> None:
+    table = (REPO / "docs" / "benchmarks.md").read_text().split("| `--exchange` |", 1)[1].split("\n\n", 1)[0]
+    assert [row.split("`")[1] for row in table.splitlines()[2:]] == list(EXCHANGES)
+
+
 @pytest.mark.slow
 def test_every_exchange_ends_with_the_same_parameters_on_every_rank(tmp_path: Path, hvd_env: dict) -> None:
     finals = {}
-    for exchange in ("horovod", "ddp", "fsdp", "ps"):
+    for exchange in offered("pytorch"):
         ranks = _train(tmp_path / exchange, hvd_env, "--exchange", exchange)
         sums = [r["summary"]["param_checksum"] for r in ranks]
         assert sums[0] == pytest.approx(sums[1], rel=1e-9), exchange
         facts = ranks[0]["env"]["exchange"]
         assert facts["name"] == exchange and ranks[0]["env"]["flags"]["exchange"] == exchange
-        if exchange != "horovod":
+        if not EXCHANGES[exchange].needs_horovod:
             assert facts["backend"] == "gloo" and facts["rendezvous"].startswith("127.0.0.1:")
         finals[exchange] = sums[0]
     assert ranks[0]["env"]["exchange"]["ps_device"] == "cpu"  # a CPU run's parameter server is in host memory
@@ -63,7 +79,7 @@ def test_every_exchange_ends_with_the_same_parameters_on_every_rank(tmp_path: Pa
     assert under_torchrun[0]["env"]["horovod"] is None and under_torchrun[0]["env"]["torchrun"]["backend"] == "gloo"
     assert under_torchrun[0]["env"]["exchange"]["rendezvous"].endswith("(torchrun)")
     for exchange, value in finals.items():
-        assert value == pytest.approx(finals["horovod"], rel=1e-6), exchange
+        assert value == pytest.approx(finals[DEFAULT], rel=1e-6), exchange
     alone = _train(tmp_path / "independent", hvd_env, "--independent")
     assert alone[0]["env"]["exchange"] == {"name": "none"}
     assert alone[0]["summary"]["param_checksum"] != alone[1]["summary"]["param_checksum"]
@@ -74,7 +90,7 @@ def test_tensorflows_mirrored_strategy_ends_where_horovod_does(tmp_path: Path, h
     """TensorFlow's MultiWorkerMirroredStrategy, one worker per rank, meeting through the run folder: equal
     parameters on both ranks, and the same as Horovod's exchange reaches from the same start and batches."""
     finals = {}
-    for exchange in ("horovod", "mirrored"):
+    for exchange in offered("tensorflow"):
         ranks = _train(tmp_path / exchange, hvd_env, "--exchange", exchange, script="tf_mlp.py")
         sums = [r["summary"]["param_checksum"] for r in ranks]
         assert sums[0] == pytest.approx(sums[1], rel=1e-9), exchange
@@ -102,7 +118,7 @@ def test_ddp_with_fp16_buckets_starts_from_what_mpi_gave_horovod(tmp_path: Path,
                                        "mirrored"),
     ("mlp", ["--exchange", "mirrored"], "--exchange mirrored does not apply to pytorch workloads"),
     ("tf_mlp", ["--exchange", "mirrored", "--fp16-allreduce"], "--fp16-allreduce with --exchange mirrored"),
-    ("mlp", ["--exchange", "ps", "--fp16-allreduce"], "the parameter server (--exchange ps) sums"),
+    ("mlp", ["--exchange", "ps", "--fp16-allreduce"], "--fp16-allreduce with --exchange ps: the parameter server sums"),
     ("mlp", ["--exchange", "allgather"], "invalid choice: 'allgather'"),
     ("mlp", ["--exchange", "ddp", "--independent"], "would have nothing to exchange"),
     ("mlp", ["--bucket-mb", "10"], "--bucket-mb applies with --exchange ddp, not horovod"),

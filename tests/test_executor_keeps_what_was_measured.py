@@ -9,9 +9,9 @@ import pytest
 
 from hvdbench.launchers.local import LocalExecutor
 from hvdbench.launchers.policy import failure_reason
-from hvdbench.suite.core.records import RecordWriter
-from hvdbench.suite.core.spec import RunStatus
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.records import RecordWriter
+from hvdbench.core.spec import RunStatus
+from hvdbench.core.spec import RunSpec
 
 pytestmark = pytest.mark.usefixtures("script_launcher")
 

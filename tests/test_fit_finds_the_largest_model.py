@@ -14,9 +14,9 @@ import pytest
 
 from conftest import hvdbench_exe, write_run
 from hvdbench.launchers import fit
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec, RunStatus
+from hvdbench.core.errors import UsageError
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec, RunStatus
 
 
 def _searched(fits: int, start: int, step: int, limit: int = 4096) -> list[int]:
@@ -79,7 +79,8 @@ def test_a_trial_that_cannot_be_judged_ends_the_search(tmp_path: Path) -> None:
     (["run", "cifar10", "--fit", "--np", "2", "--memory-cap", "1"], "--fit grows a Transformer LM"),
     (["run", "lm", "--fit", "--np", "1,2", "--memory-cap", "1"], "--fit searches at one rank count (--np N)"),
     (["run", "lm", "--fit", "--np", "2", "--", "--device", "cpu"], "--fit on the CPU needs --memory-cap"),
-    (["run", "lm", "--fit", "--np", "2", "--memory-cap", "0"], "--memory-cap: must be a positive number"),
+    (["run", "lm", "--fit", "--np", "2", "--memory-cap", "0"],
+     "--memory-cap: expected a positive, finite number of GiB, got '0'"),
 ])
 def test_a_fit_that_cannot_be_judged_is_refused_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     out = subprocess.run([hvdbench_exe(), *args[:2], "-o", str(tmp_path / "out"), *args[2:]], capture_output=True,

@@ -17,8 +17,8 @@ import pytest
 from hvdbench.analysis.tables.efficiency import find_peak, link_rate, load_peaks, peak_cell, with_peaks
 from hvdbench.analysis.report.views import headline_rows, headline_titles
 from hvdbench.suite import flops
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.errors import ReportError
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import ReportError
 
 # torchvision's model documentation: ResNet50_Weights.IMAGENET1K_V1 (v1.5), "GFLOPS 4.09", counted there as
 # multiply-adds per 224x224 image, 25,557,032 parameters.

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from hvdbench.suite.core.environment import loaded_mpi, parse_library_version, parse_mpi_version, relevant_variables
-from hvdbench.suite.core.gpu import Nvml, TelemetrySampler, clock_event_names, telemetry_for
-from hvdbench.suite.core.records import RecordWriter, read_records
+from hvdbench.core.environment import loaded_mpi, parse_library_version, parse_mpi_version, relevant_variables
+from hvdbench.core.gpu import Nvml, TelemetrySampler, clock_event_names, telemetry_for
+from hvdbench.core.records import RecordWriter, read_records
 
 
 class H100Nvml:
@@ -170,7 +170,7 @@ def test_a_process_without_an_mpi_library_records_none_and_one_with_it_asks_the_
 def test_a_gpu_is_found_by_bus_id_then_by_what_cuda_visible_devices_names_it() -> None:
     from nvml_standin import StandInNvml
 
-    from hvdbench.suite.core.topology import parse_topo_text
+    from hvdbench.core.topology import parse_topo_text
 
     topo = parse_topo_text((REPO / "tests" / "fixtures" / "topology" / "pcie-8gpu-pix-phb-sys.txt").read_text())
     nvml = Nvml(StandInNvml(topo))
@@ -181,7 +181,7 @@ def test_a_gpu_is_found_by_bus_id_then_by_what_cuda_visible_devices_names_it() -
 
 
 def test_the_tuning_column_keeps_what_tunes_the_exchange_and_not_the_launchers_per_job_plumbing() -> None:
-    from hvdbench.suite.core.run_table import RUN_COLUMNS
+    from hvdbench.core.run_table import RUN_COLUMNS
 
     tuning = next(c for c in RUN_COLUMNS if c.name == "tuning").render
     assert tuning is not None
@@ -197,7 +197,7 @@ def test_the_tuning_column_keeps_what_tunes_the_exchange_and_not_the_launchers_p
 def test_nvlink_payload_is_sampled_from_nvml_field_values_where_the_gpu_has_nvlink() -> None:
     from nvml_standin import StandInNvml
 
-    from hvdbench.suite.core.topology import parse_topo_text
+    from hvdbench.core.topology import parse_topo_text
 
     fixtures = REPO / "tests" / "fixtures" / "topology"
     hgx = StandInNvml(parse_topo_text((fixtures / "hgx-a100-nv12-mlx5.txt").read_text()))

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, REPO, hvdbench_exe
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.environment import gloo_on_loopback
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.environment import gloo_on_loopback
+from hvdbench.core.errors import UsageError
 
 def gpu_section_commands() -> list[str]:
     """Every command of the GPU-node section's code blocks, continuation lines joined, comments dropped."""

@@ -1,4 +1,4 @@
-"""Which GPU a rank computes on, from what the launcher and SLURM gave it (suite/core/gpu_choice.py); runs that
+"""Which GPU a rank computes on, from what the launcher and SLURM gave it (core/gpu_choice.py); runs that
 fail are started again with every attempt kept (--retries); a partition that cannot hold a run is named
 before anything is submitted. All without processes: the two-node cluster tests run the same paths for real."""
 
@@ -13,10 +13,10 @@ from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report.views import problems
 from hvdbench.launchers.local import LocalExecutor
 from hvdbench.launchers.slurm_jobs import job_parameters, partition_problem
-from hvdbench.launchers.sweep import SlurmOptions
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.gpu_choice import choose_gpu
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.launchers.slurm_options import SlurmOptions
+from hvdbench.core.errors import UsageError
+from hvdbench.core.gpu_choice import choose_gpu
+from hvdbench.core.spec import RunSpec
 
 
 @pytest.mark.parametrize("env, local_rank, index, physical, how", [
@@ -159,7 +159,8 @@ def test_submit_and_screen_take_a_jobs_partition_account_qos_and_time(tmp_path: 
     """The same job options on both commands, replacing the file's; a job's time defaults to the run's timeout
     plus a quarter and 5 minutes (gpu-node-2.yaml: timeout 300 s -> 12 minutes, not 60)."""
     from hvdbench.cli import main
-    from hvdbench.launchers.sweep import job_minutes, load_sweep
+    from hvdbench.launchers.slurm_options import job_minutes
+    from hvdbench.launchers.sweep import load_sweep
 
     sweep = tmp_path / "s.yaml"
     sweep.write_text("name: s\nlauncher: srun\nworkloads: [{benchmark: mlp}]\naxes: {np: [1]}\n"

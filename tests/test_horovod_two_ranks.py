@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, hvdbench_exe, run_folders
-from hvdbench.suite.core.records import ParseStats, parse_lines, read_records
+from hvdbench.core.records import ParseStats, parse_lines, read_records
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import pytest
 
 from hvdbench.cli.commands import hosts_of
 from hvdbench.launchers.hostlist import expand_hostlist
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.errors import UsageError
 
 pytestmark = pytest.mark.bad_input
 

@@ -19,10 +19,10 @@ import pytest
 from conftest import hvdbench_exe, write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.document import csv_safe
-from hvdbench.suite.core.errors import UsageError, WriteError
-from hvdbench.suite.core.gpu_choice import choose_gpu
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec, RunStatus
+from hvdbench.core.errors import UsageError, WriteError
+from hvdbench.core.gpu_choice import choose_gpu
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec, RunStatus
 
 pytestmark = pytest.mark.bad_input
 
@@ -69,7 +69,7 @@ def test_a_line_nested_beyond_reason_is_one_malformed_line(tmp_path: Path) -> No
 ])
 def test_a_peak_table_of_the_wrong_shape_is_one_line(tmp_path: Path, text: str, problem: str) -> None:
     from hvdbench.analysis.tables.efficiency import load_peaks
-    from hvdbench.suite.core.errors import ReportError
+    from hvdbench.core.errors import ReportError
 
     (tmp_path / "peaks.toml").write_text(text)
     with pytest.raises(ReportError) as err:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
-from hvdbench.suite.core.nccl_log import MAX_LINE, parse_nccl_log, parse_nccl_runs, read_nccl_log, read_nccl_runs
+from hvdbench.core.nccl_log import MAX_LINE, parse_nccl_log, parse_nccl_runs, read_nccl_log, read_nccl_runs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 PREFIX = "h1:101:102 [0] NCCL INFO "
@@ -93,7 +94,7 @@ def test_class_2_two_roots_with_the_same_run_ids_are_refused_never_dropped(tmp_p
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     from conftest import write_run
     from hvdbench.cli import main
-    from hvdbench.suite.core.spec import RunSpec
+    from hvdbench.core.spec import RunSpec
 
     for root, step in (("a", 0.1), ("b", 0.2)):  # two vendors, both "local"
         write_run(tmp_path / root, RunSpec(benchmark="cifar10", args=("--model", "resnet20")), [[step] * 12])
@@ -118,7 +119,7 @@ def test_class_3_a_model_files_content_is_part_of_the_runs_identity(tmp_path: Pa
     from hvdbench.analysis.tables.scaling import scaling_table
     from hvdbench.launchers.plan import file_inputs, plan
     from hvdbench.launchers.runs import benchmark_sweep
-    from hvdbench.suite.core.catalog import EXAMPLE_MODEL_FILE, get_benchmark
+    from hvdbench.core.catalog import EXAMPLE_MODEL_FILE, get_benchmark
 
     model = tmp_path / "model.py"
     model.write_text(EXAMPLE_MODEL_FILE.read_text())
@@ -143,16 +144,23 @@ def test_class_3_a_model_files_content_is_part_of_the_runs_identity(tmp_path: Pa
     assert table.loc[1, "inputs"] != table.loc[2, "inputs"]
 
 
+def _container_flags(*argv: str) -> Any:
+    """The container hvdbench run's --container-* flags give."""
+    from hvdbench.cli.parser import build_parser
+    from hvdbench.core.containers import from_flags
+
+    return from_flags(build_parser().parse_args(["run", "mlp", *argv]))
+
+
 # 7. an image starting with '-' became a runtime option (and the interpreter the image)
 @pytest.mark.bad_input
 @pytest.mark.parametrize("image", ["--bind=/etc:/mnt/host-etc", "-v/etc:/x", "-"])
 def test_class_7_an_image_is_never_an_option(tmp_path: Path, image: str) -> None:
-    from hvdbench.launchers.container import from_flags
     from hvdbench.launchers.sweep import SweepError, load_sweep
-    from hvdbench.suite.core.errors import UsageError
+    from hvdbench.core.errors import UsageError
 
     with pytest.raises(UsageError, match="--container-image"):
-        from_flags(image, "apptainer")
+        _container_flags(f"--container-image={image}", "--container-runtime", "apptainer")
     sweep = tmp_path / "s.yaml"
     sweep.write_text(f"name: s\nworkloads: [{{benchmark: mlp}}]\naxes: {{np: [1]}}\n"
                      f"container: {{image: '{image}', runtime: podman}}\n")
@@ -187,7 +195,7 @@ def test_class_8_the_image_clean_up_deletes_only_this_checkouts_unused_images(tm
 @pytest.mark.bad_input
 @pytest.mark.parametrize("rate", ["...", "1.2.3", "unknown", "40 Gb/sec (4X QDR)"])
 def test_class_10_an_odd_ibstat_rate_is_none_never_a_crash(rate: str) -> None:
-    from hvdbench.suite.core.hca import parse_hca_ports
+    from hvdbench.core.hca import parse_hca_ports
 
     [port] = parse_hca_ports(f"CA 'mlx5_0'\n\tCA type: MT4129\n\tPort 1:\n\t\tState: Active\n\t\tRate: {rate}\n")
     assert port["rate_gbps"] == (40.0 if rate.startswith("40") else None) and port["state"] == "active"
@@ -198,7 +206,7 @@ def test_class_10_an_unpaired_run_whose_arguments_hold_an_apostrophe_is_listed(t
     from conftest import write_run
     from hvdbench.analysis.collect import collect
     from hvdbench.analysis.report.build import build
-    from hvdbench.suite.core.spec import RunSpec
+    from hvdbench.core.spec import RunSpec
 
     write_run(tmp_path / "a", RunSpec(benchmark="cifar10", args=("--model", "it's"), system="A"), [[0.1] * 12])
     write_run(tmp_path / "b", RunSpec(benchmark="cifar10", args=("--model", "resnet20"), system="B"), [[0.1] * 12])
@@ -211,15 +219,16 @@ def test_class_10_an_unpaired_run_whose_arguments_hold_an_apostrophe_is_listed(t
 @pytest.mark.bad_input
 def test_class_11_a_relative_image_is_made_absolute_and_the_runtimes_own_line_is_the_reason(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hvdbench.launchers.container import from_flags
     from hvdbench.launchers.policy import failure_reason
 
     (tmp_path / "images").mkdir()
     (tmp_path / "images" / "x.sif").write_text("")
     monkeypatch.chdir(tmp_path)
-    assert from_flags("./images/x.sif", "apptainer").image == str(tmp_path / "images" / "x.sif")
-    assert from_flags("images/x.sif", "apptainer").image == str(tmp_path / "images" / "x.sif")
-    assert from_flags("nvcr.io/nvidia/pytorch:25.10-py3", "pyxis").image == "nvcr.io/nvidia/pytorch:25.10-py3"
+    for image, made in (("./images/x.sif", str(tmp_path / "images" / "x.sif")),
+                        ("images/x.sif", str(tmp_path / "images" / "x.sif")),
+                        ("nvcr.io/nvidia/pytorch:25.10-py3", "nvcr.io/nvidia/pytorch:25.10-py3")):
+        container = _container_flags("--container-image", image, "--container-runtime", "apptainer")
+        assert container is not None and container.image == made
     log = tmp_path / "launcher.log"
     log.write_text("FATAL:   could not open image /results/x.sif: failed to retrieve path\n"
                    "Traceback (most recent call last):\nRuntimeError: Horovod detected that one or more processes "
@@ -234,7 +243,8 @@ def test_class_11_a_relative_image_is_made_absolute_and_the_runtimes_own_line_is
     (["run", "mlp", "--fit-grow", "width", "--dry-run"], "--fit-grow shape the --fit search"),
     (["run", "mlp", "--np", "1000", "--", "--device", "cpu"], "1000 CPU ranks on a machine with"),
     (["run", "mlp", "--dry-run", "--step-time", "1e300"], "more than a day"),
-    (["run", "mlp", "--system", "", "--dry-run"], "a system needs a name"),
+    (["run", "mlp", "--system", "", "--dry-run"], "--system: expected a non-empty string"),
+    (["run", "mlp", "--system", "  ", "--dry-run"], "a system needs a name"),
     (["run", "mlp", "--container-image", "/x", "--container-runtime", "podman", "--container-mount", "/tmp:/",
       "--dry-run"], "covers the image's whole root"),
     (["run", "mlp", "--container-image", "/x", "--container-runtime", "podman", "--container-mount",
@@ -260,7 +270,7 @@ def test_class_12_a_cost_outside_what_a_system_costs_is_refused(tmp_path: Path, 
     from test_decision_between_offers import COSTS
 
     from hvdbench.analysis.verdicts.costs import load_costs
-    from hvdbench.suite.core.errors import UsageError
+    from hvdbench.core.errors import UsageError
 
     path = tmp_path / "costs.toml"
     path.write_text(COSTS.replace(edit, said))
@@ -289,8 +299,8 @@ def test_class_12_labels_and_names_reach_every_output_as_written(tmp_path: Path,
     from hvdbench.analysis.document import md_text
     from hvdbench.analysis.drawing import plain
     from hvdbench.cli import main
-    from hvdbench.suite.core.errors import SpecError
-    from hvdbench.suite.core.spec import RunSpec
+    from hvdbench.core.errors import SpecError
+    from hvdbench.core.spec import RunSpec
 
     assert md_text("[click](http://x) **DGX**") == "[click]\\(http://x) \\*\\*DGX\\*\\*"
     assert plain("sys\x1b[31m $x") == "sys\\x1b[31m \\$x"

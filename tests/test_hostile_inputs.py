@@ -16,8 +16,8 @@ from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report.build import build_report
 from hvdbench.cli import main
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec
 
 pytestmark = pytest.mark.bad_input  # counted in the run's summary (conftest.py)
 
@@ -158,10 +158,10 @@ def test_a_bad_run_json_is_named_on_the_terminal(tmp_path: Path, capsys: pytest.
 
 # --- 4. numbers that are not finite or not well formed
 @pytest.mark.parametrize("argv, text", [
-    (["run", "cifar10", "--timeout", "nan"], "not a finite number"),
-    (["run", "cifar10", "--timeout", "inf"], "not a finite number"),
-    (["run", "cifar10", "--timeout", "-5"], "must be a positive number"),
-    (["sweep", "--timeout", "0"], "must be a positive number"),
+    (["run", "cifar10", "--timeout", "nan"], "--timeout: expected a positive, finite number of seconds, got 'nan'"),
+    (["run", "cifar10", "--timeout", "inf"], "--timeout: expected a positive, finite number of seconds, got 'inf'"),
+    (["run", "cifar10", "--timeout", "-5"], "--timeout: expected a positive, finite number of seconds, got '-5'"),
+    (["sweep", "--timeout", "0"], "--timeout: expected a positive, finite number of seconds, got '0'"),
     (["run", "cifar10", "--telemetry-interval", "inf"], "not a finite number"),
     (["run", "cifar10", "--lr", "nan"], "not a finite number"),
     (["run", "speech", "--utt-seconds", "fixed:inf"], "expected normal:MEAN:STD:MIN:MAX"),
@@ -329,7 +329,7 @@ def test_warmup_beyond_every_run_says_so(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_a_failing_squeue_is_one_line() -> None:
     from hvdbench.launchers.slurm_queue import squeue_states
-    from hvdbench.suite.core.errors import LaunchError
+    from hvdbench.core.errors import LaunchError
 
 
     class Failed:

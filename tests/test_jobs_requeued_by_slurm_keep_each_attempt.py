@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import pytest
 
-from hvdbench.suite.core.records import rank_log_name
+from hvdbench.core.records import rank_log_name
 
 from slurm_runs import cli, envs, mlp_args, rank_host, running_run, settled, status_of, sweep_file
 

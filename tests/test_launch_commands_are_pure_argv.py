@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from hvdbench.launchers.base import LaunchContext, get_launcher
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import RunSpec
 
 CTX = LaunchContext(python="/opt/venv/bin/python", run_dir=Path("/results/x"))
 SCRIPT = str(get_benchmark("cifar10").path)

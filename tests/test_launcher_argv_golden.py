@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hvdbench.launchers.base import LaunchContext, get_launcher, launcher_class, launcher_names
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import CONTROLLERS, RunSpec
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import CONTROLLERS, RunSpec
 
 PY = "/opt/venv/bin/python"
 RUN_DIR = Path("/results/dgx/run-1")
@@ -92,7 +92,7 @@ def _options(argv: list[str], end: int) -> set[tuple[str, ...]]:
     return out
 
 
-RANK = [PY, "-m", "hvdbench.suite.core.bind", ";".join(["0-19"] * 4 + ["20-39"] * 4), "--", IMAGENET,
+RANK = [PY, "-m", "hvdbench.core.bind", ";".join(["0-19"] * 4 + ["20-39"] * 4), "--", IMAGENET,
         "--model", "resnet50", "--batch-size", "64", "--log-dir", str(RUN_DIR)]
 
 
@@ -221,7 +221,7 @@ def test_srun_takes_the_pmi_plugin_names_clusters_show(pmi: str) -> None:
 def test_no_binding_without_cpu_lists() -> None:
     spec = RunSpec(benchmark="cifar10", np=2, launcher="srun", controller="mpi")
     argv = get_launcher("srun").command(spec, LaunchContext(python=PY, run_dir=RUN_DIR))
-    assert "hvdbench.suite.core.bind" not in argv and argv[-4:-2] == [PY, str(get_benchmark("cifar10").path)]
+    assert "hvdbench.core.bind" not in argv and argv[-4:-2] == [PY, str(get_benchmark("cifar10").path)]
 
 
 def test_torchrun_on_one_node_picks_its_own_port_and_keeps_the_binder() -> None:
@@ -229,7 +229,7 @@ def test_torchrun_on_one_node_picks_its_own_port_and_keeps_the_binder() -> None:
                    cpus=("0", "1"))
     argv = get_launcher("torchrun").command(spec, LaunchContext(python=PY, run_dir=Path("/r/run")))
     assert argv == [PY, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone", "--nnodes=1",
-                    "--max-restarts=0", "--no-python", PY, "-m", "hvdbench.suite.core.bind", "0;1", "--", CIFAR,
+                    "--max-restarts=0", "--no-python", PY, "-m", "hvdbench.core.bind", "0;1", "--", CIFAR,
                     "--exchange", "ddp", "--log-dir", "/r/run"]
 
 

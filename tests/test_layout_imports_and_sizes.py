@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.core import schema
+from hvdbench.core import schema
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = {"suite": "hvdbench.suite", "launchers": "hvdbench.launchers", "analysis": "hvdbench.analysis",
-            "cli": "hvdbench.cli"}
+PACKAGES = {folder: f"hvdbench.{folder}" for folder in ("core", "suite", "launchers", "analysis", "cli")}
 MAX_LINES = 600
 
 
@@ -72,12 +71,10 @@ def test_no_import_cycles() -> None:
 
 
 def layer(module: str) -> str:
-    """The layer of an hvdbench module: core, rank (the rest of suite/), cli, launchers or analysis."""
-    if module.startswith("hvdbench.suite.core"):
-        return "core"
-    if module.startswith("hvdbench.suite"):
-        return "rank"
-    return module.split(".")[1]
+    """The layer of an hvdbench module: its top-level folder (core, launchers, analysis, cli), suite/'s being the
+    rank's."""
+    top = module.split(".")[1]
+    return "rank" if top == "suite" else top
 
 
 ALLOWED = {"core": {"core"}, "rank": {"core", "rank"}, "launchers": {"core", "launchers"},
@@ -85,7 +82,7 @@ ALLOWED = {"core": {"core"}, "rank": {"core", "rank"}, "launchers": {"core", "la
 
 
 def test_layers_import_only_what_they_may() -> None:
-    """suite/core is the vocabulary every part shares and imports none of them; what runs on a rank, the
+    """core is the vocabulary every part shares and imports none of them; what runs on a rank, the
     launchers and the analysis never import one another (the command line alone reaches the analysis)."""
     modules = _modules()
     wrong = [f"{name} ({layer(name)}) imports {other} ({layer(other)})"
@@ -131,7 +128,7 @@ def test_analysis_rooms_import_only_the_ground_floor_and_the_rooms_before_them()
 def test_scheduler_variables_are_read_through_one_table() -> None:
     """SLURM's in-job variables are named in its own modules and the job environment table alone (a second
     scheduler is one row there, not a hunt through the tree)."""
-    own = {"suite/core/job_env.py"} | {f"launchers/{p.name}" for p in (REPO / "launchers").glob("slurm*.py")}
+    own = {"core/job_env.py"} | {f"launchers/{p.name}" for p in (REPO / "launchers").glob("slurm*.py")}
     named = sorted(str(p.relative_to(REPO)) for folder in PACKAGES for p in (REPO / folder).rglob("*.py")
                    if "SLURM_" in p.read_text(encoding="utf-8") and str(p.relative_to(REPO)) not in own)
     assert len(named) <= 2, named
@@ -143,6 +140,39 @@ def test_no_function_over_60_lines() -> None:
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60}
     assert not long, f"functions over 60 lines: {long}"
+
+
+def _compared_names(path: Path) -> list[tuple[int, str, str]]:
+    """(line, name, comparison) for every string literal compared (==, !=, in) in a module; a comparison about a
+    collective's backend (core/collective_ops.py: its own vocabulary, where "horovod" is a backend) is not one."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        if any("backend" in ast.unparse(side) for side in sides):
+            continue
+        for side in sides:
+            items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+            out += [(node.lineno, item.value, ast.unparse(node)) for item in items
+                    if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+    return out
+
+
+def test_no_exchange_runtime_or_launcher_name_is_compared_outside_its_own_module() -> None:
+    """What an exchange, a container runtime or a launcher can do is an attribute of its descriptor or class; code
+    elsewhere reads the attribute, never compares the name (a new one would be missed there)."""
+    from hvdbench.core.containers import RUNTIMES
+    from hvdbench.core.exchanges import EXCHANGES
+    from hvdbench.launchers.base import launcher_names
+
+    owners = {**{name: {"core/exchanges.py", "suite/exchange.py", "suite/tfharness.py"} for name in EXCHANGES},
+              **{name: {"core/containers.py"} for name in RUNTIMES},
+              **{name: {f"launchers/builtin/{name}.py", "launchers/base.py"} for name in launcher_names()}}
+    found = [f"{where}:{line}: {text}" for folder in PACKAGES for path in sorted((REPO / folder).rglob("*.py"))
+             for line, name, text in _compared_names(path)
+             if name in owners and (where := str(path.relative_to(REPO))) not in owners[name]]
+    assert not found, "\n".join(found)
 
 
 def test_no_file_over_600_lines() -> None:
@@ -191,14 +221,14 @@ def test_every_record_kind_declares_its_fields_once() -> None:
         names = kind.names()
         assert len(names) == len(set(names)), kind.name
         assert not set(names) & set(schema.HEADER_NAMES), kind.name
-    from hvdbench.suite.core import run_table
+    from hvdbench.core import run_table
 
     assert (REPO / "docs" / "records.md").read_text(encoding="utf-8") == run_table.markdown(), \
-        "docs/records.md is stale: python -m hvdbench.suite.core.run_table > docs/records.md"
+        "docs/records.md is stale: python -m hvdbench.core.run_table > docs/records.md"
 
 
 def test_every_catalog_entry_names_a_script_that_exists() -> None:
-    from hvdbench.suite.core.catalog import BENCHMARKS
+    from hvdbench.core.catalog import BENCHMARKS
 
     missing = [f"{b.name}: {b.path}" for b in BENCHMARKS.values() if not b.path.is_file()]
     assert not missing, missing

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from conftest import REPO, hvdbench_exe
-from hvdbench.suite.core.catalog import EXAMPLE_MODEL_FILE, get_benchmark
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.catalog import EXAMPLE_MODEL_FILE, get_benchmark
+from hvdbench.core.errors import UsageError
 from hvdbench.suite.custom import build
 from hvdbench.suite.flops import flops_of
 from hvdbench.suite.torchdata import BuildContext

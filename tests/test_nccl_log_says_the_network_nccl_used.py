@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hvdbench import cli
-from hvdbench.suite.core.nccl_log import parse_nccl_log, read_nccl_log
+from hvdbench.core.nccl_log import parse_nccl_log, read_nccl_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 N = None  # the log does not say
@@ -84,7 +84,7 @@ def test_the_command_prints_each_file_and_json_and_names_a_bad_one(capsys: pytes
 
 
 def test_a_gpu_rank_sends_nccl_info_to_its_own_file_unless_the_user_chose(tmp_path: Path) -> None:
-    from hvdbench.suite.core.nccl_log import info_variables
+    from hvdbench.core.nccl_log import info_variables
 
     path = tmp_path / "nccl-rank-3.log"
     assert info_variables({}, path) == {"NCCL_DEBUG_FILE": str(path), "NCCL_DEBUG": "INFO",
@@ -101,7 +101,7 @@ def test_a_run_across_nodes_over_sockets_is_a_column_a_section_and_a_summary_war
     from conftest import write_run
     from hvdbench.analysis.collect import collect
     from hvdbench.analysis.report.build import build
-    from hvdbench.suite.core.spec import RunFolder, RunSpec
+    from hvdbench.core.spec import RunFolder, RunSpec
 
     for nodes, log in ((1, "ib-gdrdma-h20-2node-cumem.txt"), (2, "socket-fallback-with-roce-device.txt")):
         spec = RunSpec(benchmark="cifar10", np=2, nodes=nodes, args=("--model", "resnet20"))
@@ -138,7 +138,7 @@ HCA_EXPECTED: dict[str, list[tuple[Any, ...]]] = {
 
 @pytest.mark.parametrize("name", sorted(HCA_EXPECTED))
 def test_every_recorded_hca_output_parses_to_what_its_readme_says(name: str) -> None:
-    from hvdbench.suite.core.hca import parse_hca_ports
+    from hvdbench.core.hca import parse_hca_ports
 
     ports = parse_hca_ports((FIXTURES / name).read_text())
     assert [(p["device"], p["state"], p["rate_gbps"], p["link_layer"]) for p in ports] == HCA_EXPECTED[name]
@@ -147,7 +147,7 @@ def test_every_recorded_hca_output_parses_to_what_its_readme_says(name: str) -> 
 def test_node_fabric_asks_the_tools_there_and_names_the_modules() -> None:
     import subprocess
 
-    from hvdbench.suite.core import hca
+    from hvdbench.core import hca
 
     outputs = {"ibstat": (FIXTURES / "ibstat-h100-ndr400-one-ca.txt").read_text(),
                "ofed_info": "MLNX_OFED_LINUX-24.10:\n",
@@ -167,7 +167,7 @@ def test_node_fabric_asks_the_tools_there_and_names_the_modules() -> None:
 
 
 def test_a_socket_fallback_names_the_nodes_active_rdma_ports() -> None:
-    from hvdbench.suite.core.nccl_log import run_fabric
+    from hvdbench.core.nccl_log import run_fabric
 
     fallback = read_nccl_log(FIXTURES / "socket-fallback-with-roce-device.txt")
     fallback.warnings = []  # a log that does not itself show the RDMA device: the node's record must say it
@@ -178,8 +178,8 @@ def test_a_socket_fallback_names_the_nodes_active_rdma_ports() -> None:
 
 
 def test_no_gpudirect_rdma_beside_a_nic_on_the_gpus_pcie_switch_is_warned() -> None:
-    from hvdbench.suite.core.nccl_log import run_fabric
-    from hvdbench.suite.core.topology import read_topology_file
+    from hvdbench.core.nccl_log import run_fabric
+    from hvdbench.core.topology import read_topology_file
 
     dgx1 = read_topology_file(Path(__file__).parent / "fixtures" / "topology" / "dgx1-v100-nv1-nv2.txt")
     hgx = read_topology_file(Path(__file__).parent / "fixtures" / "topology" / "hgx-a100-nv12-mlx5.txt")
@@ -208,7 +208,7 @@ def test_what_was_used_is_told_apart_from_what_was_only_available() -> None:
     assert any("nvidia-peermem module is not loaded" in w for w in peermem.warnings), peermem.warnings
     cut = parse_nccl_log(["h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>"])
     assert cut.network == "IB" and cut.devices == ["mlx5_0", "mlx5_1"]
-    from hvdbench.suite.core.nccl_log import fabric_lines
+    from hvdbench.core.nccl_log import fabric_lines
 
     assert "no channel line in the log shows data over it" in "\n".join(fabric_lines(cut))
 
@@ -217,7 +217,7 @@ def test_fabric_checks_each_port_before_a_benchmark(tmp_path: Path, capsys: pyte
     """hvdbench fabric on recorded outputs: a port down is flagged, so is a port up at a lower rate than the node's
     others; here, with no HCA, that is said in one line (exit 4: nothing to judge); a file of no port is refused."""
     from hvdbench.cli import main
-    from hvdbench.suite.core.hca import port_findings
+    from hvdbench.core.hca import port_findings
 
     assert main(["fabric", str(FIXTURES / "ibstat-roce200-ethernet-and-down.txt"),
                  str(FIXTURES / "ibstat-h100-ndr400-one-ca.txt")]) == 1

@@ -14,7 +14,7 @@ import subprocess
 import math
 
 from hvdbench.analysis.verdicts.costs import CAPITAL_ONLY, Cost
-from hvdbench.suite.core.node_power import POWERCAP, BmcSampler, NodePower, RaplSampler, bmc_watts, rapl_zones
+from hvdbench.core.node_power import POWERCAP, BmcSampler, NodePower, RaplSampler, bmc_watts, rapl_zones
 
 WRAPS = 262_143_328_850  # max_energy_range_uj of a real package zone
 
@@ -152,7 +152,7 @@ def test_a_runs_node_power_is_what_each_nodes_first_rank_read(tmp_path: Path) ->
     from conftest import write_run
     from hvdbench.analysis.collect import collect
     from hvdbench.analysis.tables.scaling import run_stats_table
-    from hvdbench.suite.core.spec import RunSpec
+    from hvdbench.core.spec import RunSpec
 
     tele = [{"power_w": 300.0, "node_power_w": 2000.0, "cpu_power_w": 250.0}, {"power_w": 310.0}]
     write_run(tmp_path, RunSpec(benchmark="cifar10", np=2), [[0.1] * 30] * 2, telemetry=tele)

@@ -17,8 +17,8 @@ from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report.build import build_report
 from hvdbench.analysis.stats import MIN_INTERVAL_STEPS
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec, RunStatus
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec, RunStatus
 
 pytestmark = pytest.mark.bad_input
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import hvdbench_exe
-from hvdbench.suite.core.node_topology import disagreements, node_topology, read_nvml_topology
+from hvdbench.core.node_topology import disagreements, node_topology, read_nvml_topology
 from hvdbench.launchers.placement import by_link_class
-from hvdbench.suite.core.topology import TopologyError, parse_topo_text
+from hvdbench.core.topology import TopologyError, parse_topo_text
 from nvml_standin import StandInNvml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "topology"

@@ -14,9 +14,9 @@ import pytest
 from hvdbench.launchers.plan import plan
 from hvdbench.launchers.runs import benchmark_sweep
 from hvdbench.launchers.sweep import SweepError
-from hvdbench.suite.core.topology import parse_topo_text
-from hvdbench.suite.core.gpu import visible_gpu_count
-from hvdbench.suite.core.gpu_choice import shared_gpu_problem
+from hvdbench.core.topology import parse_topo_text
+from hvdbench.core.gpu import visible_gpu_count
+from hvdbench.core.gpu_choice import shared_gpu_problem
 from nvml_standin import StandInNvml
 
 ONE_GPU = parse_topo_text("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-15\t0\t\tN/A\n")

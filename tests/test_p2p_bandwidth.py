@@ -14,8 +14,8 @@ from conftest import REPO
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.tables.p2p import bandwidth_gbs, host_rows, matrix_rows, p2p_table
 from hvdbench.analysis.report.build import build_report
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec
 
 MIB256 = 256 * 2**20
 # Recorded on an 8-GPU PCIe box (GPU0-GPU1 behind one switch, GPU0-GPU4 across sockets), scaled to 3 GPUs.

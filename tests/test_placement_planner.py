@@ -10,8 +10,8 @@ import pytest
 
 from conftest import hvdbench_exe
 from hvdbench.launchers.placement import by_link_class, check_devices, default_counts, exhaustive, explicit
-from hvdbench.suite.core.topology import read_topology_file
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.topology import read_topology_file
+from hvdbench.core.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "topology"
 ALL = sorted(FIXTURES.glob("*.txt"))

@@ -9,7 +9,7 @@ from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report.plots import SERIES, series, throughput_plot
 from hvdbench.analysis.tables.scaling import scaling_table
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.spec import RunSpec
 
 
 def test_knob_and_node_sweeps_draw_one_line_per_configuration(tmp_path: Path) -> None:

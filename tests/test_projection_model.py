@@ -14,9 +14,9 @@ from hvdbench.analysis.projection.allreduce_model import (Link, StepModel, curve
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.projection.project import ERROR_PER_DOUBLING, project, table_rows, write_projection
 from hvdbench.cli import main as hvdbench_main
-from hvdbench.suite.core.errors import ReportError, UsageError
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.errors import ReportError, UsageError
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec
 
 ARGS = ("--model", "resnet20", "--batch-size", "32")
 

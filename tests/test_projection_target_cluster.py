@@ -12,7 +12,7 @@ import pytest
 from hvdbench.analysis.projection.project import efficiency_holds
 from hvdbench.analysis.projection.target import SHIPPED, load_target, parse_target
 from hvdbench.cli import main as hvdbench_main
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.errors import UsageError
 
 from test_projection_model import _results
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, hvdbench_exe
-from hvdbench.suite.core.records import read_records
+from hvdbench.core.records import read_records
 
 TINY_CNN = ["--batch-size", "2", "--warmup-steps", "1", "--steps", "2"]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from hvdbench.suite.core.catalog import BENCHMARKS
-from hvdbench.suite.core.records import read_records
+from hvdbench.core.catalog import BENCHMARKS
+from hvdbench.core.records import read_records
 
 
 TWO_STEPS = ["--warmup-steps", "1", "--steps", "1"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hvdbench.analysis import rank_logs
-from hvdbench.suite.core.records import encode, make_record
+from hvdbench.core.records import encode, make_record
 
 HEAD = {"rank": 1, "local_rank": 1, "size": 2, "host": "n1", "time": 5.0}
 

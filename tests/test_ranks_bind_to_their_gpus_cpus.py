@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.core.bind import parse_cpus
-from hvdbench.suite.core.job_env import job_env
-from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
+from hvdbench.core.bind import parse_cpus
+from hvdbench.core.job_env import job_env
+from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe
 
@@ -39,7 +39,7 @@ def test_each_local_rank_gets_its_own_cpu_list(variable: str) -> None:
     for rank, cpus in ((0, [0]), (1, [1])):
         env = {k: v for k, v in os.environ.items() if k not in ("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")}
         env[variable] = str(rank)
-        out = subprocess.run([sys.executable, "-m", "hvdbench.suite.core.bind", "0;1", "--", "-c", SHOW],
+        out = subprocess.run([sys.executable, "-m", "hvdbench.core.bind", "0;1", "--", "-c", SHOW],
                              capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == str(cpus)
@@ -47,11 +47,11 @@ def test_each_local_rank_gets_its_own_cpu_list(variable: str) -> None:
 
 def test_a_cpu_the_host_lacks_is_one_line_and_no_run() -> None:
     env = {**os.environ, "SLURM_LOCALID": "0"}
-    out = subprocess.run([sys.executable, "-m", "hvdbench.suite.core.bind", "4096-4099", "--", "-c", "print('ran')"],
+    out = subprocess.run([sys.executable, "-m", "hvdbench.core.bind", "4096-4099", "--", "-c", "print('ran')"],
                          capture_output=True, text=True, env=env)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("error: CPU binding of local rank 0 to '4096-4099': CPU(s) [4096, 4097")
-    out = subprocess.run([sys.executable, "-m", "hvdbench.suite.core.bind", "0", "--", "-c", "print('ran')"],
+    out = subprocess.run([sys.executable, "-m", "hvdbench.core.bind", "0", "--", "-c", "print('ran')"],
                          capture_output=True, text=True, env={**env, "SLURM_LOCALID": "5"})
     assert out.returncode == 2 and "local rank 5 has no CPU list among 1" in out.stderr
 
@@ -74,7 +74,7 @@ axes: {{np: [2], placements: [PIX]}}
                          capture_output=True, text=True, env=hvd_env, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:]
     run_dir = next((tmp_path / "r").glob("mlp-np2-*"))
-    assert "-m hvdbench.suite.core.bind '0;1' --" in (run_dir / "command.sh").read_text()
+    assert "-m hvdbench.core.bind '0;1' --" in (run_dir / "command.sh").read_text()
     for rank in (0, 1):
         env = next(r for r in read_records(run_dir / rank_log_name(rank), ParseStats()) if r["kind"] == "env")
         assert env["affinity"] == [rank] and env["variables"]["CUDA_VISIBLE_DEVICES"] == "0,1"

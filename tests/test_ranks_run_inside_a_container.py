@@ -12,34 +12,33 @@ from typing import Any
 import pytest
 
 from hvdbench.launchers.base import LaunchContext, get_launcher
-from hvdbench.launchers.container import RECIPE_PYTHON, Container, from_flags, preflight
+from hvdbench.core.containers import RECIPE_PYTHON, RUNTIMES, Container, Host, container_facts, from_flags, preflight
 from hvdbench.launchers.sweep import SweepError, load_sweep
-from hvdbench.suite.core.environment import container_facts
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import RunSpec
 
 ROOT = Path("/lustre/results/h100")
 RUN_DIR = ROOT / "imagenet-np16-r0-abc"
 IMAGE = "nvcr.io#nvidia/pytorch:25.10-py3"
 KNOBS = (("NCCL_IB_HCA", "mlx5"), ("NCCL_SOCKET_IFNAME", "ib0"))
 # the rank inside every image: the image's interpreter, the image's hvdbench as modules, the results folder
-INNER = ["/opt/hvdbench/bin/python", "-m", "hvdbench.suite.core.bind", "0-19;0-19;20-39;20-39", "--",
+INNER = ["/opt/hvdbench/bin/python", "-m", "hvdbench.core.bind", "0-19;0-19;20-39;20-39", "--",
          "-m", "hvdbench.suite.imagenet", "--model", "resnet50", "--log-dir", str(RUN_DIR)]
 
 
 def _spec(launcher: str = "srun", runtime: str = "pyxis", image: str = IMAGE, **kw: Any) -> RunSpec:
+    """A run whose ranks run in ``image``: its spec holds the whole container (run.json says what they ran in)."""
     fields: dict[str, Any] = dict(benchmark="imagenet", args=("--model", "resnet50"), np=16, nodes=4,
                                   launcher=launcher, controller="mpi", env=KNOBS, cpus=("0-19",) * 2 + ("20-39",) * 2,
-                                  image=image, runtime=runtime)
+                                  image=image, runtime=runtime, mounts=(("/datasets/imagenet", "/data"),),
+                                  container_env=("WANDB_MODE",), container_python="/opt/hvdbench/bin/python")
     fields.update(kw)
     return RunSpec(**fields)
 
 
 def _ctx(runtime: str, image: str = IMAGE, **kw: Any) -> LaunchContext:
-    box = Container(image, runtime, mounts=(("/datasets/imagenet", "/data"),), env=("WANDB_MODE",),
-                    python="/opt/hvdbench/bin/python")
     return LaunchContext(python="/home/me/hvdbench/.venv/bin/python", run_dir=RUN_DIR, hosts=("n1", "n2", "n3", "n4"),
-                         container=box, **kw)
+                         **kw)
 
 
 def test_pyxis_puts_srun_tasks_in_the_image_with_its_documented_flags() -> None:
@@ -55,15 +54,25 @@ def test_pyxis_puts_srun_tasks_in_the_image_with_its_documented_flags() -> None:
     assert not any("/home/me/hvdbench" in token for token in argv)  # no checkout path reaches a rank
 
 
-@pytest.mark.parametrize("runtime, wrap", [
-    ("apptainer", ["apptainer", "exec", "--nv", "--bind", f"{ROOT}:{ROOT},/datasets/imagenet:/data", "--pwd", str(ROOT),
-                   "/images/hvdbench.sif"]),
-    ("charliecloud", ["ch-run", f"--bind={ROOT}:{ROOT}", "--bind=/datasets/imagenet:/data", f"--cd={ROOT}",
-                      "/images/hvdbench", "--"]),
-    ("podman", ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--env-host",
-                "--security-opt=label=disable", "--device=nvidia.com/gpu=all", f"--volume={ROOT}:{ROOT}",
-                "--volume=/datasets/imagenet:/data", f"--workdir={ROOT}", "/images/hvdbench"]),
-])
+# every runtime's golden argv: the flags a launcher takes (pyxis: the test above), or what wraps each rank
+FLAGGED = ("pyxis",)
+WRAPS = {
+    "apptainer": ["apptainer", "exec", "--nv", "--bind", f"{ROOT}:{ROOT},/datasets/imagenet:/data", "--pwd", str(ROOT),
+                  "/images/hvdbench.sif"],
+    "charliecloud": ["ch-run", f"--bind={ROOT}:{ROOT}", "--bind=/datasets/imagenet:/data", f"--cd={ROOT}",
+                     "/images/hvdbench", "--"],
+    "podman": ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--env-host",
+               "--security-opt=label=disable", "--device=nvidia.com/gpu=all", f"--volume={ROOT}:{ROOT}",
+               "--volume=/datasets/imagenet:/data", f"--workdir={ROOT}", "/images/hvdbench"],
+}
+
+
+def test_every_runtime_has_its_golden_argv() -> None:
+    assert sorted([*FLAGGED, *WRAPS]) == sorted(RUNTIMES)
+    assert all(RUNTIMES[name].launchers for name in FLAGGED) and not any(RUNTIMES[name].launchers for name in WRAPS)
+
+
+@pytest.mark.parametrize("runtime, wrap", WRAPS.items())
 @pytest.mark.parametrize("launcher", ["srun", "mpirun", "horovodrun", "mpiexec"])
 def test_other_runtimes_wrap_each_rank_whichever_launcher_starts_it(runtime: str, wrap: list[str],
                                                                     launcher: str) -> None:
@@ -88,7 +97,8 @@ def test_a_cpu_run_gets_no_gpu_flags() -> None:
 
 
 def test_pyxis_under_another_launcher_is_refused() -> None:
-    with pytest.raises(UsageError, match="pyxis starts ranks through srun only, not launcher mpirun"):
+    with pytest.raises(UsageError, match="pyxis puts ranks in the image through srun's flags: launcher srun only, "
+                                         "not mpirun"):
         get_launcher("mpirun").command(_spec("mpirun"), _ctx("pyxis"))
 
 
@@ -127,15 +137,25 @@ def test_a_bad_container_block_is_one_line_naming_its_key(tmp_path: Path, body: 
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+def flags(*argv: str) -> Container | None:
+    """The container hvdbench run's --container-* flags give (argparse checks each by its option)."""
+    from hvdbench.cli.parser import build_parser
+
+    return from_flags(build_parser().parse_args(["run", "mlp", *argv]))
+
+
 def test_command_line_flags_are_checked_as_the_file_is() -> None:
-    assert from_flags("/i.sif", "apptainer", ["/data:/d"], ["X"], None) == \
-        Container("/i.sif", "apptainer", (("/data", "/d"),), ("X",), RECIPE_PYTHON)
-    for args, message in [(("/i.sif", None), "--container-image needs --container-runtime"),
-                          (("/i.sif", "lxc"), "'lxc' is not one of"),
-                          (("$(id)", "podman"), "--container-image"),
-                          (("/i.sif", "podman", ["data"]), "--container-mount 'data'")]:
-        with pytest.raises(UsageError, match=message.replace("$", r"\$").replace("(", r"\(")):
-            from_flags(*args)  # type: ignore[arg-type]
+    assert flags("--container-image", "/i.sif", "--container-runtime", "apptainer", "--container-mount", "/data:/d",
+                 "--container-env", "X") == Container("/i.sif", "apptainer", (("/data", "/d"),), ("X",), RECIPE_PYTHON)
+    assert flags() is None
+    for args, message in [(("--container-image", "/i.sif"), "--container-image needs --container-runtime"),
+                          (("--container-env", "X"), "--container-env needs --container-image"),
+                          (("--container-runtime", "lxc"), "invalid choice: 'lxc'"),
+                          (("--container-image", "$(id)"), "'$(id)' is not an image reference, name or path"),
+                          (("--container-image", "/i.sif", "--container-mount", "data"),
+                           "--container-mount: expected SOURCE or SOURCE:DESTINATION")]:
+        with pytest.raises(UsageError, match=message.replace("$", r"\$").replace("(", r"\(").replace(")", r"\)")):
+            flags(*args)
 
 
 def _which(tools: set[str]) -> Any:
@@ -152,7 +172,7 @@ def test_preflight_names_each_problem_before_any_rank_starts(tmp_path: Path, mon
     image = tmp_path / "img.sif"
     image.write_text("sif")
     ok = Container(str(image), "apptainer", mounts=((str(tmp_path), "/data"),))
-    preflight(ok, tmp_path / "results", ["mpirun"], which=_which({"apptainer"}), run=_answers())
+    preflight(ok, tmp_path / "results", ["mpirun"], host=Host(_which({"apptainer"}), _answers()))
     cases = [
         (ok, ["mpirun"], set(), _answers(),
          "container runtime apptainer is not installed here: apptainer is not on PATH"),
@@ -172,18 +192,18 @@ def test_preflight_names_each_problem_before_any_rank_starts(tmp_path: Path, mon
     ]
     with pytest.raises(UsageError, match="podman: no CDI specification of nvidia.com/gpu"):
         preflight(Container("hvdbench:1", "podman"), tmp_path / "results", ["mpirun"], gpu=True,
-                  which=_which({"podman"}), run=_answers(), cdi=[tmp_path / "cdi"])
+                  host=Host(_which({"podman"}), _answers(), cdi=[tmp_path / "cdi"]))
     preflight(Container("hvdbench:1", "podman"), tmp_path / "results", ["mpirun"], gpu=False,
-              which=_which({"podman"}), run=_answers(), cdi=[tmp_path / "cdi"])
+              host=Host(_which({"podman"}), _answers(), cdi=[tmp_path / "cdi"]))
     (tmp_path / "ch" / "img" / "hvdbench").mkdir(parents=True)
-    preflight(Container("hvdbench", "charliecloud"), tmp_path / "results", ["srun"], which=_which({"ch-run"}))
+    preflight(Container("hvdbench", "charliecloud"), tmp_path / "results", ["srun"], host=Host(_which({"ch-run"})))
     for box, launchers, tools, run, message in cases:
         with pytest.raises(UsageError) as caught:
-            preflight(box, tmp_path / "results", launchers, which=_which(tools), run=run)
+            preflight(box, tmp_path / "results", launchers, host=Host(_which(tools), run))
         assert message in str(caught.value), (message, str(caught.value))
     monkeypatch.delenv("USER")
     with pytest.raises(UsageError, match=r"ch-run needs USER set"):
-        preflight(Container("hvdbench", "charliecloud"), tmp_path / "results", ["srun"], which=_which({"ch-run"}))
+        preflight(Container("hvdbench", "charliecloud"), tmp_path / "results", ["srun"], host=Host(_which({"ch-run"})))
 
 
 def test_a_mount_that_already_shows_the_results_folder_is_not_doubled(tmp_path: Path) -> None:

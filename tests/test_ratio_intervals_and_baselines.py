@@ -13,7 +13,7 @@ from hvdbench.analysis.collect import collect
 from hvdbench.analysis.ratios import ratio_interval
 from hvdbench.analysis.tables.scaling import scaling_table
 from hvdbench.analysis.stats import run_seed, throughput_draws
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.spec import RunSpec
 
 
 def _lognormal(rng: np.random.Generator, mean: float, sigma: float, shape: tuple[int, int]) -> np.ndarray:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from hvdbench.suite.datamake import IMAGENET, MEAN_FILE_BYTES, make_dataset
-from hvdbench.suite.core.datasets import MANIFEST, check_enough, index, shard_ids
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.datasets import MANIFEST, check_enough, index, shard_ids
+from hvdbench.core.errors import UsageError
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_corrupt_vanished_empty_and_small_datasets_are_said(images: Path, tmp_pa
     (("--data-only",), "--data-only applies with --data files"),
 ])
 def test_data_flags_are_checked_before_any_rank_starts(args: tuple[str, ...], said: str) -> None:
-    from hvdbench.suite.core.catalog import get_benchmark
+    from hvdbench.core.catalog import get_benchmark
 
     with pytest.raises(UsageError, match=said):
         get_benchmark("imagenet").check(args)

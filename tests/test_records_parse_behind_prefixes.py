@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.core.records import (ParseStats, RecordWriter, encode, make_record, parse_line, parse_lines,
+from hvdbench.core.records import (ParseStats, RecordWriter, encode, make_record, parse_line, parse_lines,
                                          read_records)
 
 

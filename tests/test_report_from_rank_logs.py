@@ -11,8 +11,8 @@ from conftest import write_run
 from hvdbench.analysis.collect import RUNS_SCHEMA, STEPS_SCHEMA, collect
 from hvdbench.analysis.report.build import build_report
 from hvdbench.analysis.tables.scaling import scaling_table
-from hvdbench.suite.core.errors import ReportError
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.errors import ReportError
+from hvdbench.core.spec import RunSpec
 
 ARGS = ("--model", "resnet20", "--batch-size", "32")
 

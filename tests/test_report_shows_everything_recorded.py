@@ -14,8 +14,8 @@ from conftest import write_run
 from hvdbench.analysis.report.build import build_report
 from hvdbench.launchers.plan import plan
 from hvdbench.launchers.sweep import load_sweep
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec
 
 
 def _gpu_run(root: Path, spec: RunSpec, step: float, *, power: float, energy_per_s: float | None) -> Path:

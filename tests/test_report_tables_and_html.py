@@ -16,8 +16,8 @@ from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report.build import build_report
 from hvdbench.analysis.tables.scaling import scaling_table
-from hvdbench.suite.core.records import RecordWriter
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.records import RecordWriter
+from hvdbench.core.spec import RunSpec
 
 ARGS = ("--model", "resnet50", "--batch-size", "64")
 BATCH = 64

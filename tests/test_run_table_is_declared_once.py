@@ -1,4 +1,4 @@
-"""The run table is its declared columns (suite/core/run_table.py): the collector's rows hold exactly them, each
+"""The run table is its declared columns (core/run_table.py): the collector's rows hold exactly them, each
 value typed as its column says (a bool is no count, 3.0 is, nothing beyond 64 bits is), fields recorded by every
 rank combine as declared (first, max, sum, all equal), the swept axes are core/axes.py's, the details table and
 accept's selectors read through the same columns, and the in-job environment is one table per scheduler."""
@@ -14,11 +14,11 @@ from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.tables.details import DETAILS_SCHEMA
 from hvdbench.analysis.verdicts.acceptance import TRAINING_KEYS
-from hvdbench.suite.core.axes import AXES
-from hvdbench.suite.core.job_env import job_env
-from hvdbench.suite.core.records import encode, make_record, rank_log_name
-from hvdbench.suite.core.run_table import BY_NAME, RUN_COLUMNS, RUNS_SCHEMA, RunColumn, RunFacts, carried, typed
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.axes import AXES
+from hvdbench.core.job_env import job_env
+from hvdbench.core.records import encode, make_record, rank_log_name
+from hvdbench.core.run_table import BY_NAME, RUN_COLUMNS, RUNS_SCHEMA, RunColumn, RunFacts, carried, typed
+from hvdbench.core.spec import RunSpec
 
 
 def _facts(values: list[object], field: str = "samples") -> RunFacts:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.core.errors import SpecError
-from hvdbench.suite.core.spec import RunSpec, RunStatus
+from hvdbench.core.errors import SpecError
+from hvdbench.core.spec import RunSpec, RunStatus
 
 
 def test_unknown_field_lists_valid_fields() -> None:

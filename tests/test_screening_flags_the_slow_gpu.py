@@ -18,9 +18,9 @@ from hvdbench.analysis.collect import collect
 from hvdbench.analysis.tables.scaling import run_stats_table
 from hvdbench.analysis.tables.screening import screening_table
 from hvdbench.launchers.runs import screen_sweep
-from hvdbench.suite.core.topology import parse_topo_text
-from hvdbench.suite.core.gpu import Nvml
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.topology import parse_topo_text
+from hvdbench.core.gpu import Nvml
+from hvdbench.core.spec import RunSpec
 from nvml_standin import StandInNvml
 
 PCIE = parse_topo_text((REPO / "tests" / "fixtures" / "topology" / "pcie-8gpu-pix-phb-sys.txt").read_text())
@@ -131,7 +131,7 @@ def test_full_node_screening_flags_none_of_equal_gpus(tmp_path: Path) -> None:
 
 def test_screen_mode_node_loads_every_gpu_at_once_then_together() -> None:
     from hvdbench.launchers.runs import screen_plan
-    from hvdbench.suite.core.errors import UsageError
+    from hvdbench.core.errors import UsageError
 
     sweep = screen_sweep(None, [], topology=None, cpu_slots=None, pairs=True, launcher="horovodrun", system="s",
                          timeout=60)

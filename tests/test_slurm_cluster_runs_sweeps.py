@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 
 from hvdbench.launchers.slurm_queue import refresh
-from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
+from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import BIN, REPO, hvdbench_exe
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.tables.scaling import run_stats_table, straggler_table
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.spec import RunSpec
 
 FACTS = {"name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:19:00.0", "max_sm_clock_mhz": 1980,
          "max_memory_clock_mhz": 2619, "power_limit_w": 700.0, "pcie_max_gen": 5, "pcie_max_width": 16}

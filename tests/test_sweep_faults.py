@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
+from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe
 
@@ -154,7 +154,7 @@ def test_a_resume_ends_what_an_earlier_attempt_left_running(tmp_path: Path) -> N
     """Processes naming a run's folder (a launcher or rank left behind) are ended before the folder is
     touched, and the resume says so."""
     from hvdbench.launchers.local import LocalExecutor
-    from hvdbench.suite.core.spec import RunSpec
+    from hvdbench.core.spec import RunSpec
 
     spec = RunSpec(benchmark="mlp")
     run_dir = tmp_path / spec.id

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from hvdbench.launchers.plan import plan
-from hvdbench.launchers.sweep import SweepError, load_sweep, slurm_minutes
-from hvdbench.suite.core.topology import read_topology_file
+from hvdbench.launchers.slurm_options import slurm_minutes
+from hvdbench.launchers.sweep import SweepError, load_sweep
+from hvdbench.core.topology import read_topology_file
 
 from conftest import REPO, hvdbench_exe
 

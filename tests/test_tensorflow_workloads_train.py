@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from hvdbench.suite.core.catalog import BENCHMARKS, get_benchmark
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.records import read_records
+from hvdbench.core.catalog import BENCHMARKS, get_benchmark
+from hvdbench.core.errors import UsageError
+from hvdbench.core.records import read_records
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.suite.core.node_topology import topology_from_nvml_values
-from hvdbench.suite.core.topology import (Topology, TopologyError, parse_topo_text, read_topology_file,
+from hvdbench.core.node_topology import topology_from_nvml_values
+from hvdbench.core.topology import (Topology, TopologyError, parse_topo_text, read_topology_file,
                                           topology_from_json)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "topology"

@@ -15,11 +15,11 @@ from hvdbench.analysis.projection.allreduce_model import Link, fit_link, ring_al
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.tables.comm import comm_table
 from hvdbench.analysis.projection.project import project
-from hvdbench.suite.core.collective_ops import comm_parser, check_comm_flags
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.records import RecordWriter, rank_log_name, read_records
-from hvdbench.suite.core.spec import RunSpec
-from hvdbench.suite.core.training_pattern import pattern_totals, read_like, scaled
+from hvdbench.core.collective_ops import comm_parser, check_comm_flags
+from hvdbench.core.errors import UsageError
+from hvdbench.core.records import RecordWriter, rank_log_name, read_records
+from hvdbench.core.spec import RunSpec
+from hvdbench.core.training_pattern import pattern_totals, read_like, scaled
 
 from test_projection_model import COMPUTE, INTER, INTRA, _collectives, _results
 

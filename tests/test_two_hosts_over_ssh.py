@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from hvdbench.suite.core.records import ParseStats, rank_log_name, read_records
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.records import ParseStats, rank_log_name, read_records
+from hvdbench.core.spec import RunSpec
 
 from conftest import hvdbench_exe
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hvdbench.launchers.slurm_queue import refresh
-from hvdbench.suite.core.records import rank_log_name
+from hvdbench.core.records import rank_log_name
 
 from conftest import BIN, REPO
 from slurm_runs import TINY, cli, envs, mlp_args, running_run, settled, status_of, sweep_file

@@ -24,9 +24,9 @@ from hvdbench.cli import main
 from hvdbench.launchers.policy import failure_reason
 from hvdbench.launchers.slurm_queue import why_stopped
 from hvdbench.launchers.sweep import load_sweep
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.records import RecordWriter, rank_log_name
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.errors import UsageError
+from hvdbench.core.records import RecordWriter, rank_log_name
+from hvdbench.core.spec import RunSpec
 
 pytestmark = pytest.mark.bad_input
 ARGS = ("--model", "resnet20", "--batch-size", "32")

@@ -19,8 +19,8 @@ from hvdbench.analysis.ratios import Resampled, combined, config_draws, directio
     too_few_runs
 from hvdbench.analysis.report.build import Judging, build
 from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, decision_lines, verdict
-from hvdbench.suite.core.metrics import block_length, percentile_interval, throughput_resamples
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.metrics import block_length, percentile_interval, throughput_resamples
+from hvdbench.core.spec import RunSpec
 
 MODEL = ("--model", "resnet20", "--batch-size", "16")
 

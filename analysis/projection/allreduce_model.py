@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.errors import UsageError
 
 # Horovod's defaults since 0.21 (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME), used where a run set neither.
 DEFAULT_FUSION_BYTES = 128 * 2**20

@@ -12,10 +12,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hvdbench.suite.core.catalog import get_benchmark
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.flags import MAX_STEPS_FACTOR
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import UsageError
+from hvdbench.core.flags import MAX_STEPS_FACTOR
+from hvdbench.core.spec import RunSpec
 
 from ..collect import Collection, collect, step_rows
 from ..keys import measured_args

@@ -13,8 +13,10 @@ import numpy as np
 from numpy import ndarray  # field annotations beside a field named np
 import pandas as pd
 
-from hvdbench.suite.core.collective_ops import slowest_per_iteration
-from hvdbench.suite.core.errors import ReportError
+from hvdbench.core.collective_ops import slowest_per_iteration
+from hvdbench.core.errors import ReportError
+from hvdbench.core.exchanges import DEFAULT as DEFAULT_EXCHANGE
+from hvdbench.core.exchanges import allreduce_names
 
 from ..keys import BASELINE, PROJECTED
 from .allreduce_model import DEFAULT_CYCLE_S, DEFAULT_FUSION_BYTES, Link, StepModel, curve_problem, fit_link
@@ -156,7 +158,7 @@ class FittedWorkload:
     measured_per_node: int = 1  # the most ranks per node any of its runs had
 
 
-ALLREDUCE_EXCHANGES = ("horovod", "ddp")  # what the step model's allreduce describes; FSDP, PS, mirrored left out
+ALLREDUCE_EXCHANGES = allreduce_names()  # what the step model's allreduce describes (core/exchanges.py)
 
 
 def label_of(row: pd.Series) -> str:
@@ -167,7 +169,7 @@ def label_of(row: pd.Series) -> str:
     parts.append(str(row["precision"]))
     if bool(row["fp16_allreduce"]):
         parts.append("fp16 allreduce")
-    if isinstance(row.get("exchange"), str) and row["exchange"] != "horovod":
+    if isinstance(row.get("exchange"), str) and row["exchange"] != DEFAULT_EXCHANGE:
         parts.append(f"exchange {row['exchange']}")
     if row["knobs"]:
         parts.append(str(row["knobs"]))
@@ -207,10 +209,11 @@ def workload_inputs(collection: Collection, scaling: pd.DataFrame, draws: dict[s
     exchanging = scaling[~scaling["independent"].astype(bool)]
     if exchanging.empty:
         raise ReportError("no complete training run with gradient exchange to project from")
-    modelled = exchanging[exchanging["exchange"].fillna("horovod").isin(ALLREDUCE_EXCHANGES)]
+    modelled = exchanging[exchanging["exchange"].fillna(DEFAULT_EXCHANGE).isin(ALLREDUCE_EXCHANGES)]
     if modelled.empty:
         raise ReportError(f"exchange(s) {', '.join(sorted(set(exchanging['exchange'].dropna())))} cannot be projected: "
-                          "the projection models an allreduce of the gradients (horovod, ddp), not a sharded "
+                          f"the projection models an allreduce of the gradients ({', '.join(ALLREDUCE_EXCHANGES)}), "
+                          "not a sharded "
                           "exchange's all-gathers and reduce-scatters, a parameter server's reduce and broadcast, or "
                           "TensorFlow's strategy (its all-reduce inside the optimizer's step, after backward)")
     twins = scaling[scaling["independent"].astype(bool)]

@@ -12,11 +12,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.errors import ReportError
+from hvdbench.core.errors import ReportError
 
 from .allreduce_model import Link, parse_link, step_allreduce
 from ..collect import Collection, collect
-from hvdbench.suite.core.validate import inert
+from hvdbench.core.validate import inert
 
 from ..document import Section, csv_safe, section_markdown, text_table
 from .inputs import (DRAWS, Measured, FittedWorkload, allreduce_curves, other_curve, pick_curve,

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.validate import MAX_TOML, read_small_text
+from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import MAX_TOML, read_small_text
 
 SHIPPED = Path(__file__).parent / "targets"
 

@@ -12,10 +12,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from hvdbench.suite.core.spec import RUN_FILE
+from hvdbench.core.spec import RUN_FILE
 
-from hvdbench.suite.core.errors import ReportError
-from hvdbench.suite.core.validate import inert
+from hvdbench.core.errors import ReportError
+from hvdbench.core.validate import inert
 
 from . import views
 from ..collect import Collection, collect

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from hvdbench.suite.core.validate import inert
+from hvdbench.core.validate import inert
 
 from ..collect import Collection
 from ..verdicts.decision import NOT_JUDGED, Weighted, ranks_text

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from hvdbench.suite.core.validate import inert
+from hvdbench.core.validate import inert
 
 from ..document import Report, Section
 

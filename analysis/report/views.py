@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.axes import AXES
+from hvdbench.core.axes import AXES
+from hvdbench.core.exchanges import DEFAULT as DEFAULT_EXCHANGE
 
 from ..keys import ARGS, AXIS_VIEW, PLACEMENTS
 from ..collect import Collection
@@ -135,7 +136,7 @@ def headline_rows(table: pd.DataFrame) -> list[list[str]]:
              efficiency_cell(r.efficiency, r.efficiency_low, r.efficiency_high),
              fmt(r.per_rank), tflops(r.tflops_per_gpu), peak_share(r),
              r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", r.knobs or "-",
-             exchange if isinstance(exchange := getattr(r, "exchange", None), str) else "horovod",
+             exchange if isinstance(exchange := getattr(r, "exchange", None), str) else DEFAULT_EXCHANGE,
              fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
              str(r.repeats) if r.repeats == 1 else f"{r.repeats} ({fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
             for r in table.itertuples()]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.collective_ops import summarize
+from hvdbench.core.collective_ops import summarize
 
 from ..keys import COLLECTIVE_RUN
 from ..collect import Collection

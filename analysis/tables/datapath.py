@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.axes import without
+from hvdbench.core.axes import without
 
 from ..keys import WORKLOAD
 from ..ratios import MIN_RUNS, config_draws, direction, ratio_interval

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.run_table import carried
+from hvdbench.core.run_table import carried
 
 from ..collect import Collection, step_rows
 

@@ -13,8 +13,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from hvdbench.suite.core.errors import ReportError
-from hvdbench.suite.core.validate import read_toml
+from hvdbench.core.errors import ReportError
+from hvdbench.core.validate import read_toml
 
 BUILTIN = Path(__file__).with_name("peaks.toml")
 PRECISION_COLUMN = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "amp": "fp16", "mixed_float16": "fp16",

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.axes import AXES, without
+from hvdbench.core.axes import AXES, without
 
 from .efficiency import MARK_MEANING, efficiency_mark, on_gpu_name
 from ..keys import ONE_KNOB, WORKLOAD
@@ -29,7 +29,7 @@ def _draws(row: pd.Series, draws: dict[str, np.ndarray], points: dict[str, float
 
 def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray],
                points: dict[str, float] | None = None) -> pd.DataFrame:
-    """For every knob (suite/core/axes.py), configurations that differ in it alone, each against the one at the
+    """For every knob (core/axes.py), configurations that differ in it alone, each against the one at the
     knob's default (or its first value): throughput ratio with a 95% interval from both runs' resamples."""
     rows: list[dict[str, Any]] = []
     if table.empty:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hvdbench.suite.core.validate import inert
+from hvdbench.core.validate import inert
 
 from ..collect import Collection
 

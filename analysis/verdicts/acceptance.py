@@ -20,12 +20,12 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.collective_ops import OPS, TIMINGS, bus_factor, figure, slowest_per_iteration
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.flags import byte_size
-from hvdbench.suite.core.metrics import percentile_interval
-from hvdbench.suite.core.run_table import PYTHON_TYPES, RUNS_SCHEMA
-from hvdbench.suite.core.validate import inert, read_toml
+from hvdbench.core.collective_ops import OPS, TIMINGS, bus_factor, figure, slowest_per_iteration
+from hvdbench.core.errors import UsageError
+from hvdbench.core.flags import byte_size
+from hvdbench.core.metrics import percentile_interval
+from hvdbench.core.run_table import PYTHON_TYPES, RUNS_SCHEMA
+from hvdbench.core.validate import inert, read_toml
 
 from .. import keys
 from ..collect import Collection

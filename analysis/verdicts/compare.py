@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.errors import UsageError
+from hvdbench.core.errors import UsageError
 
 from ..tables.efficiency import on_gpu_name
 from ..keys import ACROSS_SYSTEMS, measured_args

@@ -23,8 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.validate import read_toml_table, text_problem
+from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import read_toml_table, text_problem
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 OWNED = ("purchase_usd", "years", "utilisation", "gpus_per_node", "power_usd_per_kwh", "pue")

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.validate import read_toml_table, text_problem
+from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import read_toml_table, text_problem
 
 from .costs import CAPITAL_ONLY
 from ..ratios import MIN_RUNS, Resampled, combined, direction, too_few_runs

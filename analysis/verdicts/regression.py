@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.validate import inert
+from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import inert
 
 from ..collect import Collection
 from ..keys import CONFIG, SIZE
@@ -159,7 +159,7 @@ def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float, warmup:
     """Both result sets read on their own, paired, judged; regressions.md and regressions.csv written."""
     from pathlib import Path
 
-    from hvdbench.suite.core.errors import ReportError
+    from hvdbench.core.errors import ReportError
 
     from ..collect import collect
     from ..tables.details import window_telemetry

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.spec import RunSpec
 
 from ..base import LaunchContext, Launcher, host_slots, rank_command, register
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.spec import RunSpec
 
 from ..hydra_ssh import SSH_ARGS
 from ..base import (ALWAYS_EXPORTED, LaunchContext, Launcher, container_env, rank_command, register, run_hosts,
@@ -39,6 +39,6 @@ class Mpiexec(Launcher):
         if ssh_options(ctx):  # hydra runs one executable as its ssh, with no arguments of ours: a wrapper
             argv = ["env", f"{SSH_ARGS}={shlex.join(ssh_options(ctx))}", *argv, "-bootstrap", "ssh",
                     "-bootstrap-exec", str(Path(ctx.python).parent / "hvdbench-ssh")]
-        names = sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus), *container_env(ctx)})
+        names = sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus), *container_env(spec)})
         argv += ["-genvlist", ",".join(names)]
         return argv + rank_command(spec, ctx)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import RunSpec
 
 from ..base import (OPEN_MPI_TRANSPORT, PMI_PLUGINS, LaunchContext, Launcher, container_flags, rank_command,
                     register)
@@ -13,7 +13,7 @@ from ..base import (OPEN_MPI_TRANSPORT, PMI_PLUGINS, LaunchContext, Launcher, co
 class Srun(Launcher):
     """``srun --mpi=pmix --nodes N --ntasks NP --ntasks-per-node G python script ...``.
 
-    Each task sees the GPUs SLURM gives it and takes its own (suite/core/gpu_choice.py); the transport
+    Each task sees the GPUs SLURM gives it and takes its own (core/gpu_choice.py); the transport
     reaches Open MPI as OMPI_MCA_* variables; a task that dies ends the step (``--kill-on-bad-exit``); CPU
     binding is the suite's.
     """

@@ -4,8 +4,8 @@ the PyTorch workloads whose gradients go through torch.distributed (``--exchange
 
 from __future__ import annotations
 
-from hvdbench.suite.core.errors import UsageError
-from hvdbench.suite.core.spec import RunSpec
+from hvdbench.core.errors import UsageError
+from hvdbench.core.spec import RunSpec
 
 from ..base import LaunchContext, Launcher, rank_command, register, run_hosts
 
@@ -31,7 +31,7 @@ class Torchrun(Launcher):
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
         self.check_controller(spec.controller)
         self.check_transport(spec.transport)
-        if ctx.container is not None:
+        if spec.container is not None:
             raise UsageError("launcher torchrun with a container image: each rank would start its own container "
                              "under torchrun's agent; use launcher srun (pyxis) or mpirun for ranks in an image")
         torchrun = [ctx.python, "-m", "torch.distributed.run", f"--nproc-per-node={spec.ranks_per_node}"]

@@ -14,10 +14,11 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ..synthetic import PAD
 
 
-def _steps(cell: nn.LSTMCell, x: torch.Tensor, lengths: torch.Tensor, order: range) -> torch.Tensor:
-    """One direction of one layer: the cell stepped over ``order``, state kept past each sentence's end."""
-    h = x.new_zeros(x.shape[0], cell.hidden_size)
-    c = x.new_zeros(x.shape[0], cell.hidden_size)
+def _steps(cell: nn.Module, x: torch.Tensor, lengths: torch.Tensor, order: range) -> torch.Tensor:
+    """One direction of one layer: the LSTM cell stepped over ``order``, state kept past each sentence's end."""
+    hidden: int = getattr(cell, "hidden_size")
+    h = x.new_zeros(x.shape[0], hidden)
+    c = x.new_zeros(x.shape[0], hidden)
     outputs: list[torch.Tensor] = [x.new_empty(0)] * x.shape[1]
     for t in order:
         inside = (t < lengths).unsqueeze(1)

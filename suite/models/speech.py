@@ -6,6 +6,8 @@ over time, updating each utterance's state only inside its length (a "dynamic RN
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -23,8 +25,9 @@ class _Unrolled(nn.Module):
 
     def _run(self, cell: nn.Module, x: torch.Tensor, lengths: torch.Tensor, order: range) -> torch.Tensor:
         batch, _, _ = x.shape
-        h = x.new_zeros(batch, cell.hidden_size)
-        c = x.new_zeros(batch, cell.hidden_size)
+        hidden: int = getattr(cell, "hidden_size")
+        h = x.new_zeros(batch, hidden)
+        c = x.new_zeros(batch, hidden)
         outputs: list[torch.Tensor] = [x.new_empty(0)] * x.shape[1]
         for t in order:
             inside = (t < lengths).unsqueeze(1)
@@ -68,6 +71,7 @@ class DeepSpeech2(nn.Module):
             nn.Conv2d(32, 32, (21, 11), stride=(2, 1), padding=(10, 5)), nn.BatchNorm2d(32), nn.Hardtanh(0, 20))
         freq = (FREQ_BINS + 2 * 20 - 41) // 2 + 1
         freq = (freq + 2 * 10 - 21) // 2 + 1
+        make: Callable[[int], nn.Module]
         if rnn_impl == "fused":
             kinds = {"lstm": nn.LSTM, "gru": nn.GRU}
             make = lambda size_in: _Fused(kinds[rnn_type], size_in, hidden)  # noqa: E731

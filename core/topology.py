@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from hvdbench.suite.core.errors import HvdbenchError
-from hvdbench.suite.core.validate import read_small_text
+from hvdbench.core.errors import HvdbenchError
+from hvdbench.core.validate import read_small_text
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _NV = re.compile(r"^NV(\d+)$")

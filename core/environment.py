@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, MutableMapping
 
+from .containers import container_facts
 from .hca import node_fabric
 from .job_env import RECORDED, job_env
 
@@ -152,32 +153,6 @@ def mpi_components(maps: str | None = None) -> dict[str, list[str]] | None:
     for match in _MCA_COMPONENT.finditer(maps):
         found.setdefault(match.group(1), set()).add(match.group(2))
     return {kind: sorted(names) for kind, names in sorted(found.items())} or None
-
-
-CONTAINERENV = Path("/run/.containerenv")  # podman writes the container's and the image's names and ids here
-IMAGE_ID_VARIABLE = "HVDBENCH_IMAGE_ID"  # the image's id as the launching side asked its runtime (podman)
-
-
-def container_facts(environ: Mapping[str, str] | None = None,
-                    containerenv: Path = CONTAINERENV) -> dict[str, Any] | None:
-    """The container this process runs in, as seen from inside: the runtime, and the image's name and id where the
-    runtime tells (podman's /run/.containerenv, which is empty unless privileged, else the id the launching side
-    asked podman for; Apptainer's and Charliecloud's variables); None on the host."""
-    environ = os.environ if environ is None else environ
-    if containerenv.is_file():
-        try:
-            text = containerenv.read_text(encoding="utf-8", errors="replace")[:8192]
-        except OSError:
-            text = ""
-        said = dict(re.findall(r'^(\w+)="([^"\n]*)"', text, re.M))
-        return {"runtime": "podman", "image": said.get("image") or None,
-                "image_id": said.get("imageid") or environ.get(IMAGE_ID_VARIABLE) or None}
-    image = environ.get("APPTAINER_CONTAINER") or environ.get("SINGULARITY_CONTAINER")
-    if image:
-        return {"runtime": "apptainer", "image": image, "image_id": None}
-    if environ.get("CH_RUNNING"):
-        return {"runtime": "charliecloud", "image": None, "image_id": None}
-    return None
 
 
 @lru_cache(maxsize=1)

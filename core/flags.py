@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, NoReturn, Sequence
 
 from .errors import UsageError
+from .exchanges import DEFAULT, EXCHANGES, offered, own_options
 from .validate import finite
 
 
@@ -15,16 +16,6 @@ ADAPTIVE_CHUNK = 10      # with --target-ci: steps between two judgements of the
 MIN_ADAPTIVE_STEPS = 10  # the first chunk of an adaptive run
 MAX_STEPS_FACTOR = 10    # --max-steps by default: this many times --steps
 
-EXCHANGES = {  # --exchange: how a rank's gradients reach the others (suite/exchange.py)
-    "horovod": "Horovod's DistributedOptimizer: allreduce of fused gradients, overlapped with backward",
-    "ddp": "PyTorch DistributedDataParallel: bucketed allreduce overlapped with backward (NCCL on GPUs, Gloo on CPUs)",
-    "fsdp": "PyTorch fully sharded data parallel (FSDP2): parameters, gradients and optimizer state sharded",
-    "ps": "a parameter server: gradients summed at rank 0's GPU or host memory, updated there, sent back",
-    "mirrored": "TensorFlow's MultiWorkerMirroredStrategy, one worker per rank: its own all-reduce (NCCL on GPUs, "
-                "a ring on CPUs) inside the optimizer's step",
-}
-FRAMEWORK_EXCHANGES = {"pytorch": ("horovod", "ddp", "fsdp", "ps"), "tensorflow": ("horovod", "mirrored")}
-DDP_BUCKET_MB = 25.0  # DistributedDataParallel's own default bucket_cap_mb
 
 
 class Parser(argparse.ArgumentParser):
@@ -210,14 +201,13 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                         help="no gradient exchange: each rank trains alone (the ideal-scaling baseline)")
     parser.add_argument("--fp16-allreduce", action="store_true",
                         help="exchange gradients in fp16: Horovod's compression, DDP's fp16 hook, FSDP's fp16 reduce")
-    parser.add_argument("--exchange", choices=list(EXCHANGES), default="horovod",
-                        help="how gradients are exchanged (PyTorch workloads): "
-                             + "; ".join(f"{k}: {v}" for k, v in EXCHANGES.items()))
-    parser.add_argument("--bucket-mb", type=positive_float, default=None, metavar="MIB",
-                        help=f"with --exchange ddp: its gradient bucket size (default {DDP_BUCKET_MB:g}, DDP's own)")
-    parser.add_argument("--ps-device", choices=["gpu", "cpu"], default=None,
-                        help="with --exchange ps: where gradients are summed and the update is made: rank 0's GPU "
-                             "(default; the CPU on a CPU run) or host memory")
+    parser.add_argument("--exchange", choices=list(EXCHANGES), default=DEFAULT,
+                        help="how gradients are exchanged: "
+                             + "; ".join(f"{k}: {v.doc} ({', '.join(v.frameworks)})" for k, v in EXCHANGES.items()))
+    for name, kind in EXCHANGES.items():
+        for option in kind.options:
+            parser.add_argument(option.flag, default=None, help=f"with --exchange {name}: {option.help}",
+                                **({"choices": list(option.choices)} if option.choices else {"type": positive_float}))
     parser.add_argument("--no-cudnn-autotune", dest="cudnn_autotune", action="store_false",
                         help="on a GPU, take cuDNN's heuristic convolution algorithms instead of timing them in "
                              "the first steps and keeping the fastest (PyTorch's cudnn.benchmark, TensorFlow's "
@@ -265,29 +255,24 @@ def check_data(flags: argparse.Namespace, reads: str | None) -> None:
 
 
 def check_exchange(flags: argparse.Namespace, framework: str) -> None:
-    """--exchange with the framework, --independent, --fp16-allreduce and its own options; sets their defaults."""
-    exchange = getattr(flags, "exchange", "horovod")
-    offered = FRAMEWORK_EXCHANGES.get(framework, ("horovod",))
-    if exchange not in offered:
-        raise UsageError(f"--exchange {exchange} does not apply to {framework} workloads; theirs: {', '.join(offered)}")
-    if exchange == "mirrored":
-        for option, why in (("fp16_allreduce", "the strategy all-reduces gradients in their own precision"),
-                            ("breakdown", "the strategy all-reduces inside the optimizer's step: no phase of its own"),
-                            ("xla", "the strategy's step is not compiled with XLA here")):
-            if getattr(flags, option, False):
-                raise UsageError(f"--{option.replace('_', '-')} with --exchange mirrored: {why}")
-    if flags.independent and exchange != "horovod":
-        raise UsageError(f"--independent trains each rank alone: --exchange {exchange} would have nothing to exchange")
-    if exchange == "ps" and flags.fp16_allreduce:
-        raise UsageError("--fp16-allreduce compresses an allreduce; the parameter server (--exchange ps) sums "
-                         "gradients at one place in their own precision")
-    for option, owner in (("bucket_mb", "ddp"), ("ps_device", "ps")):
-        if getattr(flags, option, None) is not None and exchange != owner:
-            raise UsageError(f"--{option.replace('_', '-')} applies with --exchange {owner}, not {exchange}")
-    if exchange == "ddp" and flags.bucket_mb is None:
-        flags.bucket_mb = DDP_BUCKET_MB
-    if exchange == "ps" and flags.ps_device is None:
-        flags.ps_device = "gpu"
+    """--exchange with the framework, --independent, the flags it refuses and its own options (core/exchanges.py);
+    sets their defaults."""
+    name = getattr(flags, "exchange", DEFAULT)
+    mine = offered(framework) or (DEFAULT,)
+    if name not in mine:
+        raise UsageError(f"--exchange {name} does not apply to {framework} workloads; theirs: {', '.join(mine)}")
+    kind = EXCHANGES[name]
+    for option, why in kind.refuses:
+        if getattr(flags, option, False):
+            raise UsageError(f"--{option.replace('_', '-')} with --exchange {name}: {why}")
+    if flags.independent and name != DEFAULT:
+        raise UsageError(f"--independent trains each rank alone: --exchange {name} would have nothing to exchange")
+    for option, owner in own_options().items():
+        if getattr(flags, option, None) is not None and owner != name:
+            raise UsageError(f"--{option.replace('_', '-')} applies with --exchange {owner}, not {name}")
+    for own in kind.options:
+        if getattr(flags, own.dest, None) is None:
+            setattr(flags, own.dest, own.default)
 
 
 def check_device(flags: argparse.Namespace, on_gpu: bool | None) -> None:

@@ -3,7 +3,7 @@ from every run): its dtype, what it means, where its value comes from (the run's
 core/axes.py, a field of the ranks' records combined over ranks, what the collector judged, or a derivation
 from those), and which report tables carry it. The collector fills a row through ``run_row`` and
 nothing else; views and verdicts read the columns by these names. A field shown in the report is a schema line
-(core/schema.py), its writer, a line here, and its view. ``python -m hvdbench.suite.core.run_table`` prints the
+(core/schema.py), its writer, a line here, and its view. ``python -m hvdbench.core.run_table`` prints the
 records' master list and this table as Markdown (docs/records.md is that output). Framework-free."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from . import schema
 from .axes import AXES, BASE_FLAGS, read_axes, without
+from .exchanges import listed, without_horovod
 from .hca import active_rdma
 from .spec import RunSpec
 
@@ -394,8 +395,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          "0's node", _fabric_software),
     _env("hvdbench_version", ("hvdbench_version",), "string", "the hvdbench that measured it (version, and its commit "
          "where it ran from a git checkout)"),
-    _env("exchange_backend", ("exchange", "backend"), "string", "torch.distributed's backend under --exchange ddp, "
-         "fsdp or ps (nccl, gloo); null under Horovod"),
+    _env("exchange_backend", ("exchange", "backend"), "string", "torch.distributed's backend under --exchange "
+         f"{listed(without_horovod('pytorch'))} (nccl, gloo); null under Horovod"),
     _spec("inputs", "string", "what the files its arguments name held, hashed (--model-file=sha256:…): an edited file "
                               "is another configuration", lambda s: s.inputs_text),
     _judged("position", "string", "where the run stood in the plan that ran it (run.json's order): 3 of 12, round 1 "

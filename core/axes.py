@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from .exchanges import DEFAULT, EXCHANGES, listed
+
 Value = Any
 
 
@@ -74,9 +76,9 @@ AXES: dict[str, Axis] = {axis.name: axis for axis in (
     Axis("fp16_allreduce", "Horovod fp16 compression of the exchanged gradients", bool,
          {"pytorch": _switch("--fp16-allreduce"), "tensorflow": _switch("--fp16-allreduce")},
          lambda f, _: bool(f.get("fp16_allreduce")), {"--fp16-allreduce": 0}, False),
-    Axis("exchange", "how gradients are exchanged: horovod, or PyTorch's ddp, fsdp, or a parameter server (ps)", str,
-         {"pytorch": _option_unless("--exchange", "horovod"), "tensorflow": _option_unless("--exchange", "horovod")},
-         lambda f, _: f.get("exchange") or "horovod", {"--exchange": 1}, "horovod"),
+    Axis("exchange", f"how gradients are exchanged (core/exchanges.py): {listed(tuple(EXCHANGES))}", str,
+         {"pytorch": _option_unless("--exchange", DEFAULT), "tensorflow": _option_unless("--exchange", DEFAULT)},
+         lambda f, _: f.get("exchange") or DEFAULT, {"--exchange": 1}, DEFAULT),
     Axis("threads", "CPU threads per rank (intra-op pool in TensorFlow)", int,
          {"pytorch": _option("--threads"), "tensorflow": _option("--threads")},
          lambda f, _: f.get("threads"), {"--threads": 1}, None),

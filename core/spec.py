@@ -12,6 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+from .containers import RECIPE_PYTHON, Container
 from .errors import SpecError, WriteError
 from .records import RANK_LOGS, rank_log_name
 from .validate import read_small_text, text_problem
@@ -40,7 +41,8 @@ TRANSPORTS = ("auto", "ucx", "tcp")
 # round of how many (a plan runs every configuration once per round, so repeats are spread in time)
 ORDER_KEYS = ("position", "of", "round", "rounds")
 # Fields added after ids were first published: they enter the id only when set, so older runs keep theirs.
-_HASHED_WHEN_SET = ("cpus", "host", "transport", "image", "runtime", "inputs")
+_HASHED_WHEN_SET = ("cpus", "host", "transport", "image", "runtime", "inputs", "mounts", "container_env",
+                    "container_python")
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,11 @@ class RunSpec:
     host: str | None = None  # pin a one-node run to this node (screening every node)
     transport: str | None = None  # MPI transport (TRANSPORTS) where not auto
     image: str | None = None  # the container image every rank runs in (None: none)
-    runtime: str | None = None  # the container runtime that starts it (launchers/container.py)
+    runtime: str | None = None  # the container runtime that starts it (core/containers.py)
     inputs: tuple[tuple[str, str], ...] | None = None  # each path flag's file content, hashed (--model-file: sha256)
+    mounts: tuple[tuple[str, str], ...] | None = None  # with an image: the folders mounted into it (source, inside)
+    container_env: tuple[str, ...] | None = None  # with an image: the variables passed into it besides the run's own
+    container_python: str | None = None  # with an image: its interpreter (None: the recipe's)
 
     def __post_init__(self) -> None:
         for name in ("benchmark", "framework", "launcher", "controller", "system"):
@@ -89,6 +94,8 @@ class RunSpec:
         if (self.image is None) != (self.runtime is None):
             raise SpecError(f"RunSpec.image and RunSpec.runtime go together (image={self.image!r}, "
                             f"runtime={self.runtime!r})")
+        if self.image is None and (self.mounts or self.container_env or self.container_python):
+            raise SpecError("RunSpec.mounts, container_env and container_python apply with an image")
         if self.controller not in CONTROLLERS:
             raise SpecError(f"RunSpec.controller {self.controller!r} is not one of {', '.join(CONTROLLERS)}")
         if self.devices is not None and (len(set(self.devices)) != len(self.devices) or any(
@@ -105,6 +112,14 @@ class RunSpec:
     def inputs_text(self) -> str:
         """The files the run read, as ``--model-file=sha256:1a2b…`` (empty where its arguments name none)."""
         return " ".join(f"{flag}={digest}" for flag, digest in self.inputs or ())
+
+    @property
+    def container(self) -> Container | None:
+        """The container every rank runs in, whole (None: on the host)."""
+        if self.image is None or self.runtime is None:
+            return None
+        return Container(self.image, self.runtime, self.mounts or (), self.container_env or (),
+                         self.container_python or RECIPE_PYTHON)
 
     @property
     def ranks_per_node(self) -> int:
@@ -132,6 +147,8 @@ class RunSpec:
         out["cpus"] = None if self.cpus is None else list(self.cpus)
         out["env"] = dict(self.env)
         out["inputs"] = None if self.inputs is None else dict(self.inputs)
+        out["mounts"] = None if self.mounts is None else [list(pair) for pair in self.mounts]
+        out["container_env"] = None if self.container_env is None else list(self.container_env)
         return out
 
     @classmethod
@@ -142,7 +159,7 @@ class RunSpec:
         if unknown:
             raise SpecError(f"unknown RunSpec field(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
         values = dict(data)
-        for name in ("args", "devices", "cpus"):
+        for name in ("args", "devices", "cpus", "mounts", "container_env"):
             if values.get(name) is not None and not isinstance(values[name], (list, tuple)):
                 raise SpecError(f"RunSpec.{name} must be a list, got {type(values[name]).__name__} "
                                 f"{values[name]!r:.60}")
@@ -152,6 +169,12 @@ class RunSpec:
             values["devices"] = tuple(values["devices"])
         if values.get("cpus") is not None:
             values["cpus"] = tuple(str(c) for c in values["cpus"])
+        if values.get("mounts") is not None:
+            if not all(isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in values["mounts"]):
+                raise SpecError(f"RunSpec.mounts must be [source, destination] pairs, got {values['mounts']!r:.60}")
+            values["mounts"] = tuple((str(source), str(inside)) for source, inside in values["mounts"])
+        if values.get("container_env") is not None:
+            values["container_env"] = tuple(str(name) for name in values["container_env"])
         for name in ("env", "inputs"):
             if values.get(name) is not None:
                 given = values[name]

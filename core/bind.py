@@ -1,4 +1,4 @@
-"""Bind a rank to its GPU's CPUs, then run the benchmark: ``python -m hvdbench.suite.core.bind 0-19;20-39 --
+"""Bind a rank to its GPU's CPUs, then run the benchmark: ``python -m hvdbench.core.bind 0-19;20-39 --
 script.py ARGS``. The local rank comes from the launcher's or the scheduler's variables (core/job_env.py)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Set the affinity of the local rank's CPU list and exec the rest of the command line."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 3 or args[1] != "--":
-        print("usage: python -m hvdbench.suite.core.bind 'CPUS;CPUS;...' -- script.py [args]", file=sys.stderr)
+        print("usage: python -m hvdbench.core.bind 'CPUS;CPUS;...' -- script.py [args]", file=sys.stderr)
         return 2
     lists, command = args[0].split(";"), args[2:]
     rank = job_env().number("local_rank")

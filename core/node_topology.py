@@ -16,8 +16,8 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from hvdbench.suite.core.gpu import Nvml, pci_numa_node
-from hvdbench.suite.core.gpu import text as nvml_text
+from hvdbench.core.gpu import Nvml, pci_numa_node
+from hvdbench.core.gpu import text as nvml_text
 
 from .topology import Gpu, Topology, TopologyError, parse_topo_text
 

@@ -23,7 +23,8 @@ from .flags import (
 )
 from .validate import finite, read_small_text
 
-SUITE_DIR = Path(__file__).resolve().parents[1]  # the benchmark scripts: suite/, above this core package
+SUITE_DIR = Path(__file__).resolve().parents[1] / "suite"  # the benchmark scripts: suite/, beside this core package
+SUITE_PACKAGE = "hvdbench.suite"
 
 
 def _mlp_flags(group: Parser) -> None:
@@ -97,7 +98,7 @@ def _tf_imagenet_check(flags: argparse.Namespace) -> None:
 
 
 MODEL_FILE_LIMIT = 1024 * 1024  # a model file is source code: a megabyte is plenty
-EXAMPLE_MODEL_FILE = Path(__file__).resolve().parents[2] / "examples" / "model_file.py"
+EXAMPLE_MODEL_FILE = Path(__file__).resolve().parents[1] / "examples" / "model_file.py"
 
 
 def _custom_flags(group: Parser) -> None:
@@ -182,6 +183,11 @@ class BenchmarkInfo:
     def path(self) -> Path:
         """Absolute path of the standalone script."""
         return SUITE_DIR / self.script
+
+    @property
+    def module(self) -> str:
+        """The script as a module of an installed hvdbench (how a rank inside an image runs it)."""
+        return f"{SUITE_PACKAGE}.{Path(self.script).stem}"
 
     def parser(self) -> Parser:
         """The shared flags, with this benchmark's models and model options."""
