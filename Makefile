@@ -15,11 +15,9 @@ setup:
 demo: setup
 	$(BIN)/hvdbench sweep --output $(DEMO_OUT)
 
+# every test; the MPICH and Intel MPI environments built beside them at the lowest priority (scripts/test.sh)
 test: setup
-	bash scripts/test-tools.sh
-	bash scripts/mpi-env.sh mpich || echo "make test: no MPICH environment (above why): its other_mpi tests will skip" >&2
-	bash scripts/mpi-env.sh impi || echo "make test: no Intel MPI environment (above why): its other_mpi tests will skip" >&2
-	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+	bash scripts/test.sh $(PYTEST_ARGS)
 
 # the style and type gate (ruff, mypy; scripts/lint.sh), which CI runs before the tests
 lint: setup

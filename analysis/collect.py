@@ -17,7 +17,7 @@ from hvdbench.core.errors import ReportError, SpecError
 from hvdbench.core.metrics import Outcome, run_outcome
 from hvdbench.core.records import RANK_LOGS, rank_of_log
 from hvdbench.core.run_table import RUNS_SCHEMA, RunFacts, mpi_text, run_row
-from hvdbench.core.schema import KINDS
+from hvdbench.core.schema import HEADER, KINDS
 from hvdbench.core.hca import active_rdma
 from hvdbench.core.nccl_log import read_nccl_log, run_fabric
 from hvdbench.core.spec import ATTEMPT_PREFIX, RUN_FILE, RunFolder, RunSpec
@@ -27,34 +27,47 @@ from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
 
 PER_ITEM_UNITS = ("images", "samples", "utterances")  # units a step counts one of per batch item
 MAX_CASE_BYTES = 1 << 50  # a collective case of more than a pebibyte was never measured
+_DTYPES = {"str": "string", "int": "int64", "float": "float64", "bool": "boolean"}
+
+
+def fields_of(kind: str, *names: str) -> dict[str, str]:
+    """Columns that hold record fields of ``kind`` (or the header every record has) as they are: each name with its
+    declared type's dtype, so that a name the schema does not declare stops the import (KeyError), not a report."""
+    declared = {f.name: f.type for f in (*HEADER, *KINDS[kind].fields)}
+    return {name: _DTYPES[declared[name]] for name in names}
+
+
+RUN_ID = {"run_id": "string"}  # every record table's first column: the run the record came from
 # Each rank's timed window, in seconds from the rank log's first record (as telemetry's t_s), and its samples.
-WINDOWS_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "start_s": "float64", "end_s": "float64",
+WINDOWS_SCHEMA: dict[str, str] = {**RUN_ID, **fields_of("step", "rank"), "start_s": "float64", "end_s": "float64",
                                   "samples": "float64"}
 STEPS_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", **KINDS["step"].columns(), **{phase: "float64" for phase in PHASES},
+    **RUN_ID, **fields_of("step", "rank"), **KINDS["step"].columns(), **{phase: "float64" for phase in PHASES},
 }
+# one row per timed iteration (a record's times, exploded)
 COMM_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", "op": "string", "backend": "string", "dtype": "string",
-    "bytes": "int64", "pattern": "string", "like_workload": "string", "iteration": "int64", "time": "float64",
-    "timing": "string",
+    **RUN_ID, **fields_of("comm", "rank", "op", "backend", "dtype", "bytes", "pattern", "like_workload"),
+    "iteration": "int64", "time": "float64", **fields_of("comm", "timing"),
 }
 P2P_SCHEMA: dict[str, str] = {
-    "run_id": "string", "src": "string", "dst": "string", "mode": "string", "bytes": "int64", "link": "string",
-    "peer_access": "boolean", "iteration": "int64", "time": "float64",
+    **RUN_ID, **fields_of("p2p", "src", "dst", "mode", "bytes", "link", "peer_access"), "iteration": "int64",
+    "time": "float64",
 }
 TELEMETRY_FIELDS = tuple(KINDS["telemetry"].columns())
-TELEMETRY_SCHEMA: dict[str, str] = {"run_id": "string", "rank": "int64", "t_s": "float64",
+TELEMETRY_SCHEMA: dict[str, str] = {**RUN_ID, **fields_of("telemetry", "rank"), "t_s": "float64",
                                     **KINDS["telemetry"].columns()}
 GPU_LIMITS = ("max_sm_clock_mhz", "max_memory_clock_mhz", "power_limit_w", "pcie_max_gen", "pcie_max_width",
               "ecc_uncorrected", "retired_pages")  # env.gpu facts that telemetry is judged against
+# the env record's nested facts, flattened: its device and GPU, the framework's, Horovod's and MPI's versions
 ENV_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", "host": "string", "device": "string", "gpu_name": "string",
+    **RUN_ID, **fields_of("env", "rank", "host"), "device": "string", "gpu_name": "string",
     "gpu_bus_id": "string", **{name: "float64" for name in GPU_LIMITS},
     "framework_version": "string", "horovod": "string", "mpi": "string",
 }
+# one row per operator of a profile record's top list
 PROFILE_SCHEMA: dict[str, str] = {
-    "run_id": "string", "rank": "int64", "operator": "string", "calls": "Int64", "self_cpu_us": "float64",
-    "self_device_us": "float64", "cpu_total_us": "float64", "trace": "string",
+    **RUN_ID, **fields_of("profile", "rank"), "operator": "string", "calls": "Int64", "self_cpu_us": "float64",
+    "self_device_us": "float64", "cpu_total_us": "float64", **fields_of("profile", "trace"),
 }
 
 

@@ -8,24 +8,38 @@ from __future__ import annotations
 import shlex
 
 from hvdbench.core.axes import AXES
+from hvdbench.core.run_table import RUNS_SCHEMA
 
-WORKLOAD = ["system", "framework", "benchmark", "model"]  # the same work on one system, any arguments
-ARGS = [*WORKLOAD, "args", "inputs"]  # ... with the same arguments and the same files they name (a model file)
-LAUNCH = ["launcher", "controller", "placement", "knobs"]  # how its ranks were started and tuned
+PLOT_LAYOUT = "layout"  # the column plots.py adds: the image layout a plotted line was measured in
+
+
+def columns(*names: str) -> list[str]:
+    """Run table columns (core/run_table.py RUN_COLUMNS), each checked: a name the run table does not have stops the
+    import (KeyError) instead of grouping by a column that is not there."""
+    unknown = [name for name in names if name not in RUNS_SCHEMA]
+    if unknown:
+        raise KeyError(f"not columns of the run table: {', '.join(unknown)}")
+    return list(names)
+
+
+WORKLOAD = columns("system", "framework", "benchmark", "model")  # the same work on one system, any arguments
+ARGS = [*WORKLOAD, *columns("args", "inputs")]  # ... with the same arguments and files they name (a model file)
+LAUNCH = columns("launcher", "controller", "placement", "knobs")  # how its ranks were started and tuned
 CONFIG = [*ARGS, *LAUNCH]  # one configuration: a row of the scaling table per size
-SIZE = ["nodes", "np"]
-KNOBS = list(AXES)  # the swept knobs (batch size, precision, layout, compiler, data, fp16 exchange, exchange, threads)
-SHARED = [*KNOBS, "independent", "base_args"]  # what every run of one configuration shares besides CONFIG
-BASELINE = ["system", "framework", "benchmark", "base_args", "inputs"]  # an --independent twin shares its baseline
-TWIN = [*WORKLOAD, "base_args", "inputs", *LAUNCH, *SIZE]  # an exchanging row and its --independent twin
-ONE_KNOB = [*WORKLOAD, *LAUNCH, *SIZE, "independent"]  # configurations that may differ in one knob only
-ACROSS_SYSTEMS = [*ARGS[1:], "np"]  # the same workload and size on different systems
-PLACEMENTS = [*ARGS, "np"]  # the same workload and size on differently linked GPUs
-PROJECTED = [*WORKLOAD, "base_args", "launcher", "controller", "knobs", *KNOBS]  # a workload the projection fits
-COLLECTIVE_RUN = ["system", "placement", "np", "nodes", "launcher", "controller"]  # what a collectives row keeps
-SERIES = [*CONFIG, "layout"]  # a plotted line: one configuration in one image layout
-AXIS_VIEW = [*WORKLOAD, "np", "launcher", "controller", "placement"]  # held equal in a by-batch/precision table
-BATCH_LINES = [*WORKLOAD, "precision", "launcher", "controller", "placement", "np"]  # a line of the batch plot
+SIZE = columns("nodes", "np")
+KNOBS = columns(*AXES)  # the swept knobs (batch size, precision, layout, compiler, data, fp16 exchange, exchange, ...)
+INDEPENDENT, BASE_ARGS = columns("independent", "base_args")
+SHARED = [*KNOBS, INDEPENDENT, BASE_ARGS]  # what every run of one configuration shares besides CONFIG
+BASELINE = [*columns("system", "framework", "benchmark"), BASE_ARGS, *columns("inputs")]  # an --independent twin's
+TWIN = [*WORKLOAD, BASE_ARGS, *columns("inputs"), *LAUNCH, *SIZE]  # an exchanging row and its --independent twin
+ONE_KNOB = [*WORKLOAD, *LAUNCH, *SIZE, INDEPENDENT]  # configurations that may differ in one knob only
+ACROSS_SYSTEMS = [*ARGS[1:], *columns("np")]  # the same workload and size on different systems
+PLACEMENTS = [*ARGS, *columns("np")]  # the same workload and size on differently linked GPUs
+PROJECTED = [*WORKLOAD, BASE_ARGS, *columns("launcher", "controller", "knobs"), *KNOBS]  # what the projection fits
+COLLECTIVE_RUN = columns("system", "placement", "np", "nodes", "launcher", "controller")  # a collectives row keeps
+SERIES = [*CONFIG, PLOT_LAYOUT]  # a plotted line: one configuration in one image layout
+AXIS_VIEW = [*WORKLOAD, *columns("np", "launcher", "controller", "placement")]  # equal in a by-batch/precision table
+BATCH_LINES = [*WORKLOAD, *columns("precision", "launcher", "controller", "placement", "np")]  # a batch plot's line
 
 # Flags that set how long a run measures, not what it measures: runs differing only in these are paired.
 RUN_LENGTH_FLAGS = ("--steps", "--warmup-steps", "--target-ci", "--max-steps")

@@ -8,6 +8,7 @@ then step fields checked one record at a time. Both ways give the same columns a
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import os
@@ -19,13 +20,14 @@ from typing import Any, Callable, Mapping, Optional, Union
 import msgspec
 import numpy as np
 
+from hvdbench.core.columns import META_KEY, PHASES, columns_path
 from hvdbench.core.records import ParseStats, decode_json, records_of
 from hvdbench.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
 from hvdbench.core.validate import regular_file
 
-PHASES = ("forward", "backward", "exchange", "optimizer", "compute")
 STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
 PARALLEL_FROM = 64
+TAIL_BYTES = 65536  # where a log's last step record is looked for (its last records are a summary and a few others)
 MIN_STEP_S = 1e-6  # no training step, however small, ends within a microsecond of its start and its device sync
 
 
@@ -254,9 +256,62 @@ def _mono(value: Any) -> float | None:
     return value if _number(value) else None
 
 
+def _tail_agrees(path: Path, meta: dict[str, Any]) -> bool:
+    """Whether the log still holds what its writer left: its size and record count, its last record's monotonic
+    time and its last step record's index as the columns file says."""
+    data = path.read_bytes()
+    if len(data) != meta["bytes"] or data.count(b"\n") != meta["lines"]:
+        return False
+    start = max(0, len(data) - TAIL_BYTES)
+    tail = data[start:].splitlines()[1 if start else 0:]
+    steps = (record for record in map(decode_json, reversed(tail)) if record.get("kind") == "step")
+    last_step: dict[str, Any] = next(steps, {})
+    return bool(tail) and decode_json(tail[-1]).get("mono") == meta["last_mono"] \
+        and last_step.get("step") == meta["last_step"]
+
+
+def _from_columns(path: Path) -> RankLog | None:
+    """One rank log from the step columns its rank wrote beside it (core/columns.py) where they agree with the
+    log; None where there are none or they do not (the JSON lines are read instead)."""
+    side = columns_path(path)
+    try:
+        regular_file(side)
+        regular_file(path)
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        with pa.memory_map(str(side)) as source:
+            table = ipc.open_file(source).read_all()
+        meta = json.loads(table.schema.metadata[META_KEY])
+        if meta.get("version") != SCHEMA_VERSION or not _tail_agrees(path, meta):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, msgspec.DecodeError):
+        return None  # pyarrow's ArrowInvalid (a truncated or foreign file) is a ValueError
+    stats = ParseStats(records=meta["lines"])
+    columns = {name: table.column(name).to_numpy() for name in table.column_names}
+    step = columns.pop("step").astype(float)
+    check = _steps_of(stats, step, columns["duration"], columns["samples"], np.ones(len(step), dtype=bool))
+    keep = check.keep
+    steps = {"rank": np.full(int(keep.sum()), meta["rank"], dtype=np.int64), "step": step[keep].astype(np.int64),
+             "warmup": columns["warmup"][keep], "duration": columns["duration"][keep],
+             "samples": columns["samples"][keep], "loss": columns["loss"][keep],
+             **{phase: columns[phase][keep] for phase in PHASES if phase in columns}}
+    others = _others([decode_json(line) for line in meta["others"]], stats)
+    return RankLog(str(path), steps, others, stats.malformed, stats.examples[:3], start=_mono(meta["first_mono"]),
+                   end=_mono(meta["last_mono"]), ranks={(meta["rank"], meta["size"])}, repeated=check.repeated,
+                   too_short=check.too_short)
+
+
 def read_log(path: Path) -> RankLog:
     """One rank log: records of this schema version, step records as columns (first of each step index
-    kept), anything malformed counted with examples."""
+    kept), anything malformed counted with examples; from the columns its rank wrote beside it where they agree
+    with it."""
+    columns = _from_columns(path)
+    return columns if columns is not None else _read_json(path)
+
+
+def _read_json(path: Path) -> RankLog:
+    """read_log from the JSON lines."""
     stats = ParseStats()
     try:
         regular_file(path)
@@ -324,7 +379,7 @@ def _packed(values: np.ndarray) -> np.ndarray | _Packed:
 def _read_packed(path: Path) -> RankLog:
     """read_log in a reader process: its constant and evenly spaced step columns packed for the way back
     (at 10M records, sending the arrays back cost a third of the reading)."""
-    log = read_log(path)
+    log = _read_json(path)
     log.steps = {name: _packed(values) for name, values in log.steps.items()}
     return log
 
@@ -338,12 +393,16 @@ def _unpacked(log: RankLog) -> RankLog:
 def read_all(paths: list[Path]) -> list[RankLog]:
     """Every log; from PARALLEL_FROM logs on, in up to 8 worker processes (parsing JSON is the cost at
     cluster scale)."""
-    if len(paths) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        return [read_log(p) for p in paths]
-    from concurrent.futures import ProcessPoolExecutor
+    found = [_from_columns(p) for p in paths]  # here: reading columns costs less than sending them back
+    rest = [p for p, log in zip(paths, found) if log is None]
+    if len(rest) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+        read = iter([_read_json(p) for p in rest])
+    else:
+        from concurrent.futures import ProcessPoolExecutor
 
-    workers = min(os.cpu_count() or 2, 8)
-    with ProcessPoolExecutor(workers) as pool:
-        # small chunks: results come back while the workers read on, not in a few large lumps at the end
-        return [_unpacked(log) for log in pool.map(_read_packed, paths,
-                                                    chunksize=max(1, min(32, len(paths) // (workers * 4))))]
+        workers = min(os.cpu_count() or 2, 8)
+        with ProcessPoolExecutor(workers) as pool:
+            # small chunks: results come back while the workers read on, not in a few large lumps at the end
+            read = iter([_unpacked(log) for log in pool.map(_read_packed, rest,
+                                                             chunksize=max(1, min(32, len(rest) // (workers * 4))))])
+    return [log if log is not None else next(read) for log in found]

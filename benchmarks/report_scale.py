@@ -20,9 +20,12 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
-from hvdbench.core.records import encode, make_record, rank_log_name
+from hvdbench.core.columns import COLUMNS_SUFFIX, Kept, write_columns
+from hvdbench.core.records import decode_json, encode, make_record, rank_log_name
 from hvdbench.core.spec import RunSpec
 
 WARMUP = 5
@@ -44,7 +47,12 @@ def rank_log(run_dir: Path, rank: int, ranks: int, steps: int, seed: int = 0) ->
     lines.append(encode(make_record("summary", **head, time=0.0, mono=0.0, steps=steps - WARMUP,
                                     samples=64.0 * (steps - WARMUP), window_s=0.2 * (steps - WARMUP),
                                     median_step_s=0.2, throughput=320.0)))
-    (run_dir / rank_log_name(rank)).write_text("".join(lines))
+    log = run_dir / rank_log_name(rank)
+    log.write_text("".join(lines))
+    kept = Kept(rank, ranks)  # the step columns a rank writes beside its log when it finishes
+    for line in lines:
+        kept.keep(decode_json(line), line)
+    write_columns(log, kept)
     return steps
 
 
@@ -108,6 +116,19 @@ class PeakMemory:
         self._thread.join()
 
 
+@contextmanager
+def _columns_hidden(root: Path, hidden: bool) -> Iterator[None]:
+    """The logs' step columns files out of the report's sight while ``hidden`` (the JSON lines read instead)."""
+    files = sorted(root.rglob(f"*{COLUMNS_SUFFIX}")) if hidden else []
+    for path in files:
+        path.rename(path.with_name(path.name + ".hidden"))
+    try:
+        yield
+    finally:
+        for path in files:
+            path.with_name(path.name + ".hidden").rename(path)
+
+
 def measure(root: Path) -> str:
     """Collect, build and write the report of one size in a fresh process (no memory left from writing)."""
     code = (
@@ -131,10 +152,12 @@ def main() -> int:
     parser.add_argument("--sizes", default="1024x977,4096x2442", help="RANKSxSTEPS,...")
     parser.add_argument("--out", type=Path, default=Path("/tmp/hvdbench-report-scale"))
     parser.add_argument("--keep", action="store_true", help="reuse logs an earlier run wrote under --out")
+    parser.add_argument("--read", default="columns,json",
+                        help="read the logs through the step columns files (columns), the JSON lines (json), or both")
     args = parser.parse_args()
-    print("| step records | ranks x steps | collect (s) | statistics + tables + plots (s) | write (s) | total (s) "
-          "| peak memory (GiB) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| step records | ranks x steps | read from | collect (s) | statistics + tables + plots (s) | write (s) "
+          "| total (s) | peak memory (GiB) |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|")
     for size in args.sizes.split(","):
         ranks, steps = (int(x) for x in size.split("x"))
         root = args.out / size
@@ -143,8 +166,10 @@ def main() -> int:
             started = time.perf_counter()
             make_logs(root, ranks, steps)
             print(f"(wrote {ranks * steps:,} step records in {time.perf_counter() - started:.0f} s)", file=sys.stderr)
-        shutil.rmtree(root / "report", ignore_errors=True)
-        print(f"| {ranks * steps:,} | {ranks} x {steps} | {measure(root)} |", flush=True)
+        for reading in args.read.split(","):
+            shutil.rmtree(root / "report", ignore_errors=True)
+            with _columns_hidden(root, reading == "json"):
+                print(f"| {ranks * steps:,} | {ranks} x {steps} | {reading} | {measure(root)} |", flush=True)
     return 0
 
 

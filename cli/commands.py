@@ -18,7 +18,7 @@ from hvdbench.core.options import options_of
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
 from hvdbench.core.validate import host_problem, inert, text_problem
 from hvdbench.launchers.base import on_cpu
-from hvdbench.launchers.hostlist import expand_hostlist
+from hvdbench.core.hostlist import expand_hostlist
 from hvdbench.launchers.plan import Plan, plan
 from hvdbench.launchers.runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation,
                                      here_gpus, load,

@@ -28,7 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     lists, command = args[0].split(";"), args[2:]
     rank = job_env().number("local_rank")
     if rank is None or rank >= len(lists):
-        said = [*LAUNCHED["local_rank"], *(t["local_rank"][0] for t in SCHEDULERS.values() if "local_rank" in t)]
+        said = [*LAUNCHED["local_rank"], *(row.variables["local_rank"][0] for row in SCHEDULERS.values()
+                                           if "local_rank" in row.variables)]
         print(f"error: CPU binding: local rank {rank} has no CPU list among {len(lists)} "
               f"(set by {', '.join(said)})", file=sys.stderr)
         return 2

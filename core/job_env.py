@@ -1,33 +1,96 @@
 """What a job's scheduler and launcher tell a process about its place, read through one table (submitit's
 SlurmJobEnvironment in spirit): the job id (an array task's too), the nodes, the tasks, this task's rank and local
 rank, the GPUs granted, the restart count; and the MPI launchers' own variables. Every site that needs one of these
-asks here. A new scheduler is one row of SCHEDULERS; nothing else reads a scheduler's variables."""
+asks here. A scheduler is a class (its host list and requeue command as methods) with its row in SCHEDULERS;
+nothing else reads a scheduler's variables."""
 
 from __future__ import annotations
 
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
-# Each scheduler's variables for what a job's task may ask (first found wins).
-SCHEDULERS: dict[str, dict[str, tuple[str, ...]]] = {
-    "slurm": {
+from .errors import UsageError
+from .hostlist import expand_hostlist
+from .validate import regular_file
+
+@dataclass(frozen=True)
+class Scheduler:
+    """One scheduler as a job's task sees it: its variables for what a task may ask (first found wins), how it
+    lists the job's hosts, and the command that puts the job back in its queue (submitit's JobEnvironment in
+    spirit). A new scheduler is one subclass and its row in SCHEDULERS."""
+
+    name: str
+    variables: Mapping[str, tuple[str, ...]]
+
+    def hosts(self, env: "JobEnv") -> tuple[str, ...]:
+        """The job's hosts, each once, in the scheduler's order (UsageError where the job's list is not there)."""
+        raise UsageError(f"{self.name} gives its jobs no host list hvdbench reads: name the hosts (--hosts)")
+
+    def requeue(self, job: str) -> list[str]:
+        """The command that puts job ``job`` back in the queue to run again."""
+        raise UsageError(f"{self.name} jobs are not requeued by hvdbench")
+
+
+class Slurm(Scheduler):
+    def hosts(self, env: "JobEnv") -> tuple[str, ...]:
+        nodelist = env.get("nodelist")
+        if not nodelist:
+            raise UsageError("not inside a SLURM allocation: SLURM_JOB_NODELIST is not set")
+        return expand_hostlist(nodelist)
+
+    def requeue(self, job: str) -> list[str]:
+        return ["scontrol", "requeue", job]
+
+
+class Pbs(Scheduler):
+    def hosts(self, env: "JobEnv") -> tuple[str, ...]:
+        """PBS's node file: one line per slot (a host's name as often as it has slots there), read once per host."""
+        named = env.named("nodefile")
+        if named is None:
+            raise UsageError("not inside a PBS job: PBS_NODEFILE is not set")
+        try:
+            regular_file(Path(named[1]))
+            lines = Path(named[1]).read_text(encoding="utf-8", errors="replace").splitlines()
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"PBS_NODEFILE={named[1]} cannot be read: {exc}") from None
+        hosts = tuple(dict.fromkeys(line.strip() for line in lines if line.strip()))
+        if not hosts:
+            raise UsageError(f"PBS_NODEFILE={named[1]} holds no host names")
+        bad = next((h for h in hosts if not HOST_NAME.fullmatch(h)), None)
+        if bad is not None:
+            raise UsageError(f"PBS_NODEFILE={named[1]} names {bad[:80]!r}, which is no host name")
+        return hosts
+
+    def requeue(self, job: str) -> list[str]:
+        return ["qrerun", job]
+
+
+class Flux(Scheduler):
+    def requeue(self, job: str) -> list[str]:
+        raise UsageError("Flux jobs are not requeued by hvdbench: submit the run again")
+
+
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+SCHEDULERS: dict[str, Scheduler] = {scheduler.name: scheduler for scheduler in (
+    Slurm("slurm", {
         "job_id": ("SLURM_JOB_ID",), "array_job_id": ("SLURM_ARRAY_JOB_ID",), "array_task_id": ("SLURM_ARRAY_TASK_ID",),
         "nodelist": ("SLURM_JOB_NODELIST",), "num_nodes": ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"),
         "num_tasks": ("SLURM_NTASKS",), "step_tasks": ("SLURM_STEP_NUM_TASKS",), "task_rank": ("SLURM_PROCID",),
         "local_rank": ("SLURM_LOCALID",), "restarts": ("SLURM_RESTART_COUNT",),
         "gpus": ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"),
-    },
-    "pbs": {  # PBS Pro and OpenPBS
+    }),
+    Pbs("pbs", {  # PBS Pro and OpenPBS
         "job_id": ("PBS_JOBID",), "array_task_id": ("PBS_ARRAY_INDEX",), "nodefile": ("PBS_NODEFILE",),
         "num_tasks": ("PBS_TASKNUM",),
-    },
-    "flux": {
+    }),
+    Flux("flux", {
         "job_id": ("FLUX_JOB_ID",), "num_nodes": ("FLUX_JOB_NNODES",), "num_tasks": ("FLUX_JOB_SIZE",),
         "task_rank": ("FLUX_TASK_RANK",), "local_rank": ("FLUX_TASK_LOCAL_ID",),
-    },
-}
+    }),
+)}
 # What the launchers (Open MPI's mpirun, hydra's mpiexec, srun's PMI-2 or PMIx, horovodrun, torchrun) set per rank.
 LAUNCHED = {
     "local_rank": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "HOROVOD_LOCAL_RANK",
@@ -52,7 +115,8 @@ class JobEnv:
         """(variable, value) of the first set variable that says ``what`` (LAUNCHED's or SCHEDULERS' keys): the
         launcher's first, since ranks an MPI launcher starts inside a job's first task inherit that task's
         scheduler variables (every rank would read SLURM_LOCALID 0)."""
-        names = LAUNCHED.get(what, ()) + SCHEDULERS.get(self.scheduler or "", {}).get(what, ())
+        table = SCHEDULERS[self.scheduler].variables if self.scheduler else {}
+        names = LAUNCHED.get(what, ()) + table.get(what, ())
         return next(((n, self.environ[n]) for n in names if self.environ.get(n, "").strip()), None)
 
     def get(self, what: str) -> str | None:
@@ -71,6 +135,20 @@ class JobEnv:
         array, task = self.get("array_job_id"), self.get("array_task_id")
         return f"{array}_{task}" if array and task else self.get("job_id")
 
+    def hosts(self) -> tuple[str, ...]:
+        """The job's hosts as its scheduler lists them (UsageError outside a job, or where it lists none)."""
+        if self.scheduler is None:
+            raise UsageError("not inside a job allocation (SLURM, PBS or Flux): name the hosts (--hosts)")
+        return SCHEDULERS[self.scheduler].hosts(self)
+
+    def requeue_command(self, job: str | None = None) -> list[str]:
+        """The command that puts job ``job`` (default: this one) back in its scheduler's queue (UsageError where
+        there is none)."""
+        job = job or self.job_id
+        if self.scheduler is None or not job:
+            raise UsageError("not inside a job: there is nothing to requeue")
+        return SCHEDULERS[self.scheduler].requeue(job)
+
     @property
     def mpi_launched(self) -> bool:
         """Whether an MPI launcher started this process (so MPI may be started in it before Horovod)."""
@@ -81,6 +159,6 @@ def job_env(environ: Mapping[str, str] | None = None) -> JobEnv:
     """The job environment of this process (or of ``environ``): under the first scheduler that set any of its
     variables (its job id first of all)."""
     environ = os.environ if environ is None else environ
-    scheduler = next((name for name, table in SCHEDULERS.items()
-                      if any(environ.get(n) for names in table.values() for n in names)), None)
+    scheduler = next((name for name, row in SCHEDULERS.items()
+                      if any(environ.get(n) for names in row.variables.values() for n in names)), None)
     return JobEnv(scheduler, environ)

@@ -21,6 +21,7 @@ from typing import IO, Any, Iterable, Iterator
 
 from msgspec.json import decode as decode_json  # a whole rank log 3x as fast as json (measured on 1M records)
 
+from .columns import Kept, write_columns
 from .schema import KINDS, MARKER, SCHEMA_VERSION, kind as schema_kind
 from .validate import regular_file
 
@@ -79,6 +80,8 @@ class RecordWriter:
         self._header = {"rank": rank, "local_rank": local_rank, "size": size}
         self._echo = echo
         self._lock = threading.Lock()  # the telemetry thread writes too
+        # a log this writer starts gets its step columns beside it at close (core/columns.py); one it appends to not
+        self._kept = Kept(rank, size) if os.fstat(self._file.fileno()).st_size == 0 else None
 
     def write(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Write one record of the given kind and return it (ValueError once closed)."""
@@ -87,6 +90,8 @@ class RecordWriter:
         with self._lock:
             self._file.write(line)
             self._file.flush()
+            if self._kept is not None:
+                self._kept.keep(record, line)
             if self._echo is not None:
                 self._echo.write(line)
                 self._echo.flush()
@@ -98,12 +103,15 @@ class RecordWriter:
         return self._file.closed
 
     def close(self) -> None:
-        """Flush and close the file (and sync it to disk)."""
+        """Flush and close the file (and sync it to disk), then write its step columns beside it where due."""
         with self._lock:
             if not self._file.closed:
                 self._file.flush()
                 os.fsync(self._file.fileno())
                 self._file.close()
+                if self._kept is not None:
+                    write_columns(self.path, self._kept)
+                    self._kept = None
 
     def __enter__(self) -> "RecordWriter":
         return self

@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 from . import schema
+from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
 from .axes import AXES, BASE_FLAGS, read_axes, without
 from .exchanges import listed, without_horovod
 from .hca import active_rdma
@@ -447,7 +448,13 @@ def run_row(facts: RunFacts) -> dict[str, Any]:
 
 def markdown() -> str:
     """The records' master list and the run table's columns, as Markdown."""
-    out = [schema.markdown(), "## Run table columns", "",
+    out = [schema.markdown(), "## Step columns beside the log", "",
+           f"A rank that started its log and wrote at least {COLUMNS_FROM} step records, each of its declared types, "
+           f"also leaves them as columns beside it when it finishes (`rank-<r>.jsonl{COLUMNS_SUFFIX}`, Arrow IPC: "
+           "step, duration, samples, loss, warmup and each phase; its schema metadata `hvdbench` holds the log's size, "
+           "record count, last step and other records). The report reads them instead of the JSON lines while the log "
+           "still ends as that file says; the JSON lines stay the record.", "",
+           "## Run table columns", "",
            "Every column of the report's run table (runs.csv), where its value comes from and how ranks combine.", "",
            "| column | from | type | meaning |", "|---|---|---|---|"]
     out += [f"| `{c.name}` | {c.source} | {c.dtype} | {c.meaning} |" for c in RUN_COLUMNS] + [""]

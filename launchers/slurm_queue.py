@@ -14,11 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from hvdbench.core.errors import HvdbenchError, LaunchError
+from hvdbench.core.errors import HvdbenchError, LaunchError, UsageError
 from hvdbench.core.job_env import job_env
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
 
-from .hostlist import expand_hostlist
 from .policy import completed
 
 ACTIVE = ("submitted", "pending", "running", "requeued")
@@ -132,11 +131,12 @@ def why_stopped(job: str | None, restarts: int, nodes: Iterable[str], run: Calla
 
 
 def allocation_hosts() -> tuple[str, ...]:
-    """The allocation's node names, expanded from SLURM_JOB_NODELIST (launchers/hostlist.py)."""
-    nodelist = job_env().get("nodelist")
-    if not nodelist:
-        raise LaunchError("not inside a SLURM allocation: SLURM_JOB_NODELIST is not set")
-    return expand_hostlist(nodelist)
+    """The allocation's node names as its scheduler lists them (SLURM's node list expanded, PBS's node file read:
+    core/job_env.py)."""
+    try:
+        return job_env().hosts()
+    except UsageError as exc:
+        raise LaunchError(str(exc)) from None
 
 
 def squeue_states(job_ids: Iterable[str], run: Callable[..., Any] = subprocess.run) -> dict[str, tuple[str, str]]:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hvdbench.core.errors import HvdbenchError, LaunchError
+from hvdbench.core.errors import HvdbenchError, LaunchError, UsageError
 from hvdbench.core.job_env import job_env
 from hvdbench.core.spec import RunFolder, RunSpec, RunStatus, keep_earlier_attempt
 
@@ -65,9 +65,9 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
     if not job or not retry_left(status.status, used, retries):
         return
     try:
-        out = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(job_env().requeue_command(job), capture_output=True, text=True, timeout=30)
         why = out.stderr.strip()[:200] if out.returncode != 0 else None
-    except (OSError, subprocess.SubprocessError) as exc:
+    except (OSError, subprocess.SubprocessError, UsageError) as exc:
         why = str(exc)
     if why is not None:
         replace(status, message=f"{status.message}; requeue failed ({why})").write(folder)

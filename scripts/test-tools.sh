@@ -7,6 +7,8 @@
 #   openssh-server/-client        a second "host" on loopback for multi-node runs
 #   iproute2, util-linux          hosts and SLURM nodes with their own name and address (network, UTS,
 #                                 mount namespaces) for MPI and the two-node GPU cluster
+#   mpich, libmpich-dev           Debian's MPICH for the MPICH environment (scripts/mpi-env.sh mpich), installed
+#                                 here, before the tests, since scripts/test.sh builds that environment beside them
 #   mmdebstrap, charliecloud-*, python3-lark  a real image from container/Containerfile (scripts/container-image.sh)
 #                                 and ranks inside it under ch-run
 set -uo pipefail
@@ -21,6 +23,8 @@ declare -A skips=(
     [openssh-client]="second hosts (test_two_hosts_over_ssh.py, test_projection_shaped_link.py)"
     [iproute2]="namespace hosts and the two-node cluster (test_two_hosts_over_ssh.py, test_projection_shaped_link.py, test_two_node_slurm_with_gpus.py)"
     [util-linux]="namespace hosts and the two-node cluster (test_two_hosts_over_ssh.py, test_two_node_slurm_with_gpus.py)"
+    [mpich]="the MPICH environment's tests (test_mpich_and_intel_mpi_for_real.py)"
+    [libmpich-dev]="the MPICH environment's tests (test_mpich_and_intel_mpi_for_real.py)"
     [mmdebstrap]="the image built from the recipe (test_container_image_runs_ranks.py)"
     [charliecloud-builders]="the image built from the recipe (test_container_image_runs_ranks.py)"
     [python3-lark]="the image built from the recipe (test_container_image_runs_ranks.py)"
@@ -39,6 +43,8 @@ have ssh-keygen || need+=(openssh-client)
 have ip || need+=(iproute2)
 have nsenter || need+=(util-linux)
 have unshare || need+=(util-linux)
+have mpicc.mpich || need+=(mpich libmpich-dev)
+have mpiexec.mpich || need+=(mpich)
 have mmdebstrap || need+=(mmdebstrap)
 have ch-image || need+=(charliecloud-builders)
 have ch-run || need+=(charliecloud-runtime)

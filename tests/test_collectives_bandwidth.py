@@ -115,6 +115,7 @@ def test_gloo_run_skips_the_mpi_backend_and_says_why(tmp_path: Path, hvd_env: di
                                                             for r in horovod)  # each call timed alone
 
 
+@pytest.mark.timing
 def test_a_slow_call_moves_the_call_by_call_figure_but_not_the_batch_figure() -> None:
     """One call 100 times slower than the others among 5 batches of 20: the figure of calls timed one by one
     (their mean) moves by about 2x; the batches' median does not move beyond jitter (nccl-tests' timing)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hvdbench.cli.commands import hosts_of
-from hvdbench.launchers.hostlist import expand_hostlist
+from hvdbench.core.hostlist import expand_hostlist
 from hvdbench.core.errors import UsageError
 
 pytestmark = pytest.mark.bad_input

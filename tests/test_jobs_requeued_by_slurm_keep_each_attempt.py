@@ -54,6 +54,7 @@ def _requeued_once(root: Path, cluster: Any, ended: str, stop: Callable[[Path, i
     return str(status["message"])
 
 
+@pytest.mark.timing
 def test_a_preempted_run_is_requeued_and_counted_once(gpu_cluster: Any, tmp_path: Path) -> None:
     started = time.monotonic()
     root = _submit(tmp_path, nodes=1, time_min=10)

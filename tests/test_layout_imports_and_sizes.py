@@ -232,3 +232,16 @@ def test_every_catalog_entry_names_a_script_that_exists() -> None:
 
     missing = [f"{b.name}: {b.path}" for b in BENCHMARKS.values() if not b.path.is_file()]
     assert not missing, missing
+
+
+def test_a_misspelt_column_or_record_field_is_refused_where_it_is_named() -> None:
+    """Column groups (analysis/keys.py) and record tables (analysis/collect.py) name run-table columns and record
+    fields through checked helpers: a misspelling fails at import, never as an empty grouping in a report."""
+    from hvdbench.analysis.collect import COMM_SCHEMA, fields_of
+    from hvdbench.analysis.keys import WORKLOAD, columns
+
+    assert WORKLOAD == ["system", "framework", "benchmark", "model"] and COMM_SCHEMA["bytes"] == "int64"
+    with pytest.raises(KeyError, match="sytem"):
+        columns("sytem", "np")
+    with pytest.raises(KeyError):
+        fields_of("comm", "byte")

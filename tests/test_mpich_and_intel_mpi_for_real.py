@@ -16,10 +16,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from builds import built_beside
 from conftest import REPO, run_folders
 from slurm_runs import TINY, envs, settled, sweep_file
 
-pytestmark = [pytest.mark.slow, pytest.mark.other_mpi, pytest.mark.timeout(900)]
+# the limit is the test's own: the wait for an environment still building (scripts/test.sh) is not counted in it
+pytestmark = [pytest.mark.slow, pytest.mark.late, pytest.mark.other_mpi,
+              pytest.mark.timeout(900, func_only=True)]
 
 # environment -> (what its ranks load, what mpiexec --version names)
 MPIS = {"mpich": ("MPICH", "ch4:ucx"), "impi": ("Intel MPI", None)}
@@ -33,6 +36,7 @@ def other_mpi(request: pytest.FixtureRequest) -> tuple[str, Path, dict[str, str]
     .venv-NAME/bin/activate' gives: its hvdbench, python, mpiexec and mpicc)."""
     name = request.param
     bin_dir = REPO / f".venv-{name}" / "bin"
+    built_beside(name)  # where make test builds it beside the other tests
     if not (bin_dir / "hvdbench").exists():
         pytest.skip(f"no .venv-{name}: scripts/mpi-env.sh {name} makes it (make test runs it)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}

@@ -30,6 +30,7 @@ def shaped_host(namespace_host: Any) -> Any:
     return namespace_host
 
 
+@pytest.mark.timing
 def test_an_allreduce_curve_across_a_shaped_link_fits_the_rate_it_was_shaped_to(
         shaped_host: Any, tmp_path: Path, hvd_env: dict) -> None:
     host = shaped_host

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# make test: the system tools the tests use (scripts/test-tools.sh), then every test, while what only a few tests
+# need is built beside them at the lowest CPU priority, taking the cores while tests wait on processes:
+#   mpich, impi   the MPICH and Intel MPI environments (scripts/mpi-env.sh; cold, two Horovod builds, 10-20 min):
+#                 their tests (marker other_mpi) run last
+#   image         the CPU image from the recipe (scripts/container-image.sh; cold, Debian and pip downloads)
+# Each test that needs one waits for it (tests/builds.py): HVDBENCH_TEST_BUILDS names the folder where each build's
+# output, log and exit status land; a build that failed skips its tests with the build's own last line.
+#
+#   scripts/test.sh [PYTEST ARGS]       (make test PYTEST_ARGS=...)
+#   HVDBENCH_TEST_BUILDS=none           build nothing beside: each test builds (or finds) what it needs itself
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${HVDBENCH_VENV:-$ROOT/.venv}
+NAMES=(mpich impi image)
+bash "$ROOT/scripts/test-tools.sh"
+
+# NAME COMMAND...: run COMMAND at the lowest priority, its stdout to NAME.out, stderr to NAME.log, status to NAME.rc
+beside() {
+    local name=$1; shift
+    # -j2: a build that waits its turn holds little memory; the tests keep the cores when they need them
+    MAKEFLAGS=-j2 nice -n 19 "$@" > "$pending/$name.out" 2> "$pending/$name.log"
+    echo $? > "$pending/$name.rc"
+}
+builders=()
+if [[ "${HVDBENCH_TEST_BUILDS:-}" != none ]]; then
+    pending=$(mktemp -d "${TMPDIR:-/tmp}/hvdbench-test-builds.XXXXXX")
+    { beside mpich bash "$ROOT/scripts/mpi-env.sh" mpich; beside impi bash "$ROOT/scripts/mpi-env.sh" impi; } &
+    builders+=($!)
+    beside image bash "$ROOT/scripts/container-image.sh" &
+    builders+=($!)
+    trap 'for b in "${builders[@]}"; do pkill -P "$b" 2>/dev/null; kill "$b" 2>/dev/null; done' EXIT
+    export HVDBENCH_TEST_BUILDS=$pending
+fi
+"$VENV/bin/python" -m pytest -ra --durations=60 "$@"  # the slowest tests listed: where CI's time goes
+status=$?
+if ((${#builders[@]})); then
+    wait "${builders[@]}" 2>/dev/null
+    builders=()
+    for name in "${NAMES[@]}"; do
+        printf '=== test: built beside the tests: %s, exit %s\n' "$name" "$(cat "$pending/$name.rc" 2>/dev/null || echo none)"
+        cat "$pending/$name.out" "$pending/$name.log" 2>/dev/null | tail -n 30
+    done
+    rm -rf "$pending"
+fi
+exit "$status"

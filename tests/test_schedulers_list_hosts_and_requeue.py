@@ -1,0 +1,88 @@
+"""Each scheduler's in-job side is one class (core/job_env.py): its job id, its hosts and the command that requeues
+its job. PBS is tried against a stand-in: a node file as PBS writes it (a host per slot) and a ``qrerun`` on PATH
+that records what it was asked; a failed attempt with a retry left is requeued through it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hvdbench.core.errors import LaunchError, UsageError
+from hvdbench.core.job_env import SCHEDULERS, job_env
+from hvdbench.core.spec import RunStatus
+from hvdbench.launchers import slurm_task
+from hvdbench.launchers.slurm_queue import allocation_hosts
+
+
+def _pbs(tmp_path: Path, nodes: str) -> dict[str, str]:
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text(nodes)
+    return {"PBS_JOBID": "4242.pbs01", "PBS_NODEFILE": str(nodefile)}
+
+
+def test_pbs_hosts_come_from_its_node_file_once_each_in_order(tmp_path: Path) -> None:
+    env = job_env(_pbs(tmp_path, "gpu07\ngpu07\ngpu03\n\ngpu07\ngpu03\n"))
+    assert (env.scheduler, env.job_id, env.hosts()) == ("pbs", "4242.pbs01", ("gpu07", "gpu03"))
+    assert env.requeue_command() == ["qrerun", "4242.pbs01"]
+
+
+def test_slurm_hosts_and_requeue_come_from_its_own_row() -> None:
+    env = job_env({"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "node[01-02]"})
+    assert (env.hosts(), env.requeue_command()) == (("node01", "node02"), ["scontrol", "requeue", "77"])
+    assert sorted(SCHEDULERS) == ["flux", "pbs", "slurm"]
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("environ, says", [
+    ({}, "not inside a job allocation (SLURM, PBS or Flux)"),
+    ({"PBS_JOBID": "1"}, "not inside a PBS job: PBS_NODEFILE is not set"),
+    ({"PBS_JOBID": "1", "PBS_NODEFILE": "/nonexistent/nodefile"}, "PBS_NODEFILE=/nonexistent/nodefile cannot be read"),
+    ({"FLUX_JOB_ID": "f1"}, "flux gives its jobs no host list hvdbench reads"),
+])
+def test_a_job_without_a_host_list_says_so_in_one_line(environ: dict[str, str], says: str) -> None:
+    with pytest.raises(UsageError, match=None) as raised:
+        job_env(environ).hosts()
+    assert says in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("content", ["", "gpu01\n$(reboot)\n", "-oProxyCommand=x\n"])
+def test_a_node_file_without_host_names_is_refused(tmp_path: Path, content: str) -> None:
+    with pytest.raises(UsageError, match="PBS_NODEFILE="):
+        job_env(_pbs(tmp_path, content)).hosts()
+
+
+@pytest.mark.bad_input
+def test_a_node_file_that_is_a_fifo_is_never_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="cannot be read"):
+        job_env({"PBS_JOBID": "1", "PBS_NODEFILE": str(fifo)}).hosts()
+
+
+def test_under_pbs_a_failed_attempt_is_requeued_with_qrerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = tmp_path / "asked"
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    (stand_in / "qrerun").write_text(f'#!/bin/sh\necho "$@" >> {asked}\n')
+    (stand_in / "qrerun").chmod(0o755)
+    for name, value in _pbs(tmp_path, "gpu01\n").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PATH", f"{stand_in}{os.pathsep}{os.environ['PATH']}")
+    assert allocation_hosts() == ("gpu01",)
+    run = tmp_path / "run"
+    run.mkdir()
+    slurm_task._record_failure(run, "4242.pbs01", 1, RunStatus("failed", 1, 3.0, "rank 0 exited with 1"))
+    assert asked.read_text() == "4242.pbs01\n"
+    status = RunStatus.read(run)
+    assert status is not None and status.status == "requeued" and "retry 1 of 1, job 4242.pbs01 requeued" in \
+        status.message
+
+
+def test_outside_any_job_the_allocation_has_no_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.startswith(("SLURM_", "PBS_", "FLUX_"))]:
+        monkeypatch.delenv(name)
+    with pytest.raises(LaunchError, match="not inside a job allocation"):
+        allocation_hosts()
