@@ -17,7 +17,7 @@ from torch import nn
 
 from conftest import REPO, write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.report.views import params_alerts
+from hvdbench.analysis.tables.system import params_alerts
 from hvdbench.launchers.plan import plan
 from hvdbench.launchers.sweep import load_sweep
 from hvdbench.core.catalog import get_benchmark

@@ -59,9 +59,10 @@ axes: {{nodes: [2], gpus_per_node: [1], env: {{NCCL_SOCKET_IFNAME: {host.iface}}
     assert [(c.kind, c.np, c.nodes) for c in curves] == [("inter", 2, 2)]
     link = curves[0].link()
     # a 2-rank allreduce sends both ways at once and each direction's acknowledgements queue behind data in
-    # the other's bucket: 60-62% of the rate measured here (benchmarks/projection.py), never above it, and
-    # ~170x below this veth unshaped (1.33 GB/s)
-    assert 0.4 * RATE_GBS < link.gbs < 1.05 * RATE_GBS, (link, curves[0].times)
+    # the other's bucket: 60-62% of the rate measured here on a quiet machine (benchmarks/projection.py), never above
+    # it, and ~170x below this veth unshaped (1.33 GB/s). Beside two busy loops the ranks also wait for a CPU: 37% of
+    # the rate measured so (CI, 2026-11-27), hence the floor of a quarter, still 70x below the unshaped link
+    assert 0.25 * RATE_GBS < link.gbs < 1.05 * RATE_GBS, (link, curves[0].times)
 
 
 def test_a_rank_is_held_to_its_cpu_share_and_nothing_else_is(tmp_path: Path) -> None:

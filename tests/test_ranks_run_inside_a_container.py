@@ -119,7 +119,7 @@ def test_the_sweep_file_container_block_is_read(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("body, message", [
-    ("container: {image: x}\n", "container.runtime: missing: one of pyxis, apptainer, charliecloud, podman"),
+    ("container: {image: x}\n", f"container.runtime: missing: one of {', '.join(RUNTIMES)}"),
     ("container: {image: x, runtime: docker}\n", "'docker' is not one of pyxis, apptainer"),
     ("container: {image: 'x; rm -rf /', runtime: podman}\n", "container.image"),
     ("container: {image: x, runtime: podman, mounts: [relative/dir]}\n", "SOURCE or SOURCE:DESTINATION"),

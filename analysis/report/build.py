@@ -19,26 +19,39 @@ from hvdbench.core.validate import inert
 
 from . import views
 from ..collect import Collection, collect
-from ..tables.comm import comm_table, horovod_over_mpi, peak_table, plot_bandwidth
+from ..tables.comm import (
+    COMM_TEXT, TIMED, comm_table, horovod_over_mpi, peak_rows, peak_table, plot_bandwidth, ratio_rows
+)
 from ..keys import ACROSS_SYSTEMS
 from ..verdicts.compare import compare_table, measured_best
-from ..tables.system import system_json, system_table
+from ..tables.system import (
+    FABRIC_TEXT, SYSTEM_TEXT, fabric_alerts, fabric_rows, params_alerts, system_json, system_table
+)
 from ..verdicts.costs import Cost, cost_columns
 from ..verdicts.decision import cost_verdict_lines, decision_lines, decision_table, unpaired_table, weighted_figures
 from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
-from ..tables.datapath import datapath_table
-from ..tables.details import breakdown_table, details_table
-from ..tables.efficiency import Peak, load_peaks, with_peaks
+from ..tables.datapath import DATAPATH_TEXT, datapath_rows, datapath_table
+from ..tables.details import (
+    BREAKDOWN_TEXT, DETAILS_FOLDED, DETAILS_TEXT, breakdown_rows, breakdown_table, details_rows, details_table,
+    profile_rows
+)
+from ..tables.efficiency import load_peaks, Peak, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
 from .html import render_html
-from ..tables.p2p import host_rows, matrix_rows, p2p_table
+from ..tables.p2p import P2P_TEXT, host_rows, matrix_rows, p2p_table
 from .plots import all_plots, breakdown_plot
 from ..projection.project import DEFAULT_NODES, Projection, project, projection_section
-from ..tables.scaling import matrices, run_stats_table, scaling_table, straggler_table
-from ..tables.full_node import THRESHOLD as FULL_THRESHOLD, full_node_table
-from ..tables.screening import THRESHOLD, screening_table
-from ..tables.summary import best_configurations, cross_model, describe, executive_lines, knob_table
+from ..tables.scaling import (
+    ADAPTIVE_TEXT, WARMUP_TEXT, adaptive_rows, matrices, run_stats_table, scaling_table, straggler_rows,
+    straggler_table, straggler_text, warmup_rows
+)
+from ..tables.full_node import THRESHOLD as FULL_THRESHOLD, full_node_rows, full_node_table, full_node_text
+from ..tables.screening import THRESHOLD, screening_rows, screening_table, screening_text
+from ..tables.summary import (
+    CROSS_TEXT, KNOB_TEXT, best_configurations, best_rows, cross_model, cross_rows, describe, executive_lines,
+    knob_rows, knob_table
+)
 from ..stats import STRAGGLER_THRESHOLD
 
 
@@ -85,10 +98,12 @@ def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFram
                          "one system only)"]
     out = [section]
     if len(compared):
-        out.append(Section("Systems side by side", views.COMPARE_TEXT, *views.compare_rows(compared, base)))
+        out.append(Section("Systems side by side", decision_view.COMPARE_TEXT,
+                           *decision_view.compare_rows(compared, base)))
     alone = unpaired_table(measured_best(table), list(ACROSS_SYSTEMS))
     if len(alone):
-        out.append(Section("Measured on one system only", views.UNPAIRED_TEXT, *views.unpaired_rows(alone)))
+        out.append(Section("Measured on one system only", decision_view.UNPAIRED_TEXT,
+                           *decision_view.unpaired_rows(alone)))
     return out
 
 
@@ -165,12 +180,12 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     headline = [_headline(f"{system}: {args or '(defaults)'}", group)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
     summary = (_decision_summary(compared, decided) + (executive_lines(table, screen, slow, full) if len(table) else [])
-               + views.fabric_alerts(collection.runs) + views.params_alerts(collection.runs))
+               + fabric_alerts(collection.runs) + params_alerts(collection.runs))
     sections = [Section("Executive summary", "", lines=summary)] if summary else []
     sections += decided
     described = system_table(collection)
     if len(described.columns) > 1:
-        sections.append(Section("System under test", views.SYSTEM_TEXT, list(described.columns),
+        sections.append(Section("System under test", SYSTEM_TEXT, list(described.columns),
                                 described.fillna("-").values.tolist()))
     sections += headline
     for title, text, (header, rows) in views.axis_views(table):
@@ -178,7 +193,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow, "system": described}
     sections += _buyer_sections(collection, table, stats, tables, judging)
     sections += _screen_sections(screen, full, tables)
-    sections.append(Section("Stragglers", views.straggler_text(slow, threshold), *views.straggler_rows(slow)))
+    sections.append(Section("Stragglers", straggler_text(slow, threshold), *straggler_rows(slow)))
     sections += _recorded_sections(collection, table, tables)
     sections += _run_sections(collection, stats)
     _keep_compared(tables, compared)
@@ -212,9 +227,9 @@ def _keep_compared(tables: dict[str, pd.DataFrame], compared: pd.DataFrame) -> N
 
 def _run_sections(collection: Collection, stats: pd.DataFrame) -> list[Section]:
     """Warm-up, the adaptive run lengths and what was left out."""
-    out = [Section("Warm-up", views.WARMUP_TEXT, *views.warmup_rows(collection.runs, stats))]
+    out = [Section("Warm-up", WARMUP_TEXT, *warmup_rows(collection.runs, stats))]
     if collection.runs["target_ci_pct"].notna().any():
-        out.append(Section("Adaptive run length", views.ADAPTIVE_TEXT, *views.adaptive_rows(collection.runs, stats)))
+        out.append(Section("Adaptive run length", ADAPTIVE_TEXT, *adaptive_rows(collection.runs, stats)))
     return out + [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
 
 
@@ -248,17 +263,17 @@ def _bandwidth_sections(collection: Collection, comm: pd.DataFrame, table: pd.Da
     out: list[Section] = []
     if len(comm):
         tables["collectives"] = comm
-        out.append(Section("Collectives", views.COMM_TEXT, *views.peak_rows(peak_table(comm), table)))
+        out.append(Section("Collectives", COMM_TEXT, *peak_rows(peak_table(comm), table)))
         ratio = horovod_over_mpi(comm)
         if len(ratio):
             out.append(Section("Horovod against raw MPI", "busbw through Horovod / through mpi4py, near 64 MiB.",
-                               *views.ratio_rows(ratio)))
+                               *ratio_rows(ratio)))
     p2p = p2p_table(collection)
     if len(p2p):
         tables["p2p"] = p2p
         for (run_id, host), cases in p2p.groupby(["run_id", "host"], sort=True, dropna=False):
             where = f"{host} ({run_id})"
-            out.append(Section(f"Peer-to-peer bandwidth, {where}", views.P2P_TEXT, *matrix_rows(cases, "uni")))
+            out.append(Section(f"Peer-to-peer bandwidth, {where}", P2P_TEXT, *matrix_rows(cases, "uni")))
             if (cases["mode"] == "bi").any():
                 out.append(Section(f"Both directions at once, {where}", "", *matrix_rows(cases, "bi")))
             out.append(Section(f"Host and GPU, {where}", "Pinned host memory.", *host_rows(cases)))
@@ -279,35 +294,35 @@ def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataF
     out: list[Section] = []
     _tabled(out, tables, "knobs", knob_table(table, stats.attrs.get("draws", {}), stats.attrs.get("points")),
             "Every knob side by side",
-            views.KNOB_TEXT, views.knob_rows)
-    _tabled(out, tables, "cross_model", cross_model(table), "Across workloads", views.CROSS_TEXT, views.cross_rows)
+            KNOB_TEXT, knob_rows)
+    _tabled(out, tables, "cross_model", cross_model(table), "Across workloads", CROSS_TEXT, cross_rows)
     judged = judging or Judging()
     _tabled(out, tables, "datapath", datapath_table(table, collection.runs, stats.attrs.get("draws", {}),
                                                    stats.attrs.get("points"), judged.margin, judged.min_runs,
                                                    scaling_table(collection, stats, pipelines=True)),
-            "Data path: real data against synthetic", views.DATAPATH_TEXT, views.datapath_rows)
+            "Data path: real data against synthetic", DATAPATH_TEXT, datapath_rows)
     best = best_configurations(table)
     if len(best) and (best["np"] > 1).any():
         out.append(Section("Best configuration per workload", "At the largest GPU count each workload was measured.",
-                           *views.best_rows(best, describe)))
+                           *best_rows(best, describe)))
     return out
 
 
 def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
     """Everything else the runs recorded: the --breakdown phases, run details, the profiles' top operators."""
     out: list[Section] = []
-    _tabled(out, tables, "breakdown", breakdown_table(collection, table), "Step breakdown", views.BREAKDOWN_TEXT,
-            views.breakdown_rows)
-    _tabled(out, tables, "details", details_table(collection), "Run details", views.DETAILS_TEXT, views.details_rows)
+    _tabled(out, tables, "breakdown", breakdown_table(collection, table), "Step breakdown", BREAKDOWN_TEXT,
+            breakdown_rows)
+    _tabled(out, tables, "details", details_table(collection), "Run details", DETAILS_TEXT, details_rows)
     if out and out[-1].title == "Run details":
-        out[-1].folded = views.DETAILS_FOLDED
-    header, rows = views.fabric_rows(collection.runs)
+        out[-1].folded = DETAILS_FOLDED
+    header, rows = fabric_rows(collection.runs)
     if rows:
-        out.append(Section("The network NCCL used", views.FABRIC_TEXT, header, rows))
+        out.append(Section("The network NCCL used", FABRIC_TEXT, header, rows))
     if len(collection.profile):
         out.append(Section("Top operators (--profile)", "Rank 0's five most expensive operators per profiled run; "
                            "every rank's in profile.csv, the traces beside the logs.",
-                           *views.profile_rows(collection.profile)))
+                           *profile_rows(collection.profile)))
     return out
 
 
@@ -387,7 +402,7 @@ def terminal_text(report: Report, collection: Collection) -> str:
     if "collectives" in report.tables:
         peaks = peak_table(report.tables["collectives"])
         texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
-                                [[str(r.np), r.op, r.path, r.dtype, views.TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
+                                [[str(r.np), r.op, r.path, r.dtype, TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
                                   f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
     decision = next((s for s in report.sections if s.title.startswith("Decision: ")), None)
     if decision is not None:
@@ -397,7 +412,8 @@ def terminal_text(report: Report, collection: Collection) -> str:
         texts.append(inert(decision.title) + "\n" + "\n".join(inert(line) for line in [*said, *decision.lines]))
     if "compare" in report.tables:
         compared = report.tables["compare"]
-        texts.append("systems side by side\n" + text_table(*views.compare_rows(compared, compared.attrs["baseline"])))
+        texts.append("systems side by side\n"
+                     + text_table(*decision_view.compare_rows(compared, compared.attrs["baseline"])))
     notes = []
     left_out = collection.runs[collection.runs["status"] != "ok"]
     if len(left_out):
@@ -433,11 +449,11 @@ def _screen_sections(screen: pd.DataFrame, full: pd.DataFrame, tables: dict[str,
     """Screening (each GPU alone against its fleet) and full-node screening, where the runs hold them."""
     sections = []
     if len(screen):
-        sections.append(Section("Screening", views.screening_text(THRESHOLD), *views.screening_rows(screen)))
+        sections.append(Section("Screening", screening_text(THRESHOLD), *screening_rows(screen)))
         tables["screening"] = screen
     if len(full):
-        sections.append(Section("Full-node screening", views.full_node_text(FULL_THRESHOLD),
-                                *views.full_node_rows(full)))
+        sections.append(Section("Full-node screening", full_node_text(FULL_THRESHOLD),
+                                *full_node_rows(full)))
         tables["full_node"] = full
     return sections
 

@@ -17,8 +17,8 @@ from hvdbench.core.validate import inert
 
 from ..collect import Collection
 from ..verdicts.decision import NOT_JUDGED, Weighted, ranks_text
+from ..formatting import Rows, fmt, ratio
 
-Rows = tuple[list[str], list[list[str]]]
 FOREST_FILE = "decision-forest.svg"
 
 
@@ -248,3 +248,44 @@ def forest_rows(svg: str) -> list[dict[str, str]]:
     for group in re.findall(r'<g class="forest-row" ([^>]*)>', svg):
         out.append({k: html.unescape(v) for k, v in re.findall(r'data-([a-z_]+)="([^"]*)"', group)})
     return out
+
+
+COMPARE_TEXT = ("The same workloads on each system: throughput, per GPU, per watt (mean GPU power from telemetry) "
+                "and per dollar where a price per GPU-hour was given (samples per dollar = throughput × 3600 / "
+                "(price × GPUs)).")
+
+
+UNPAIRED_TEXT = ("Configurations only one system measured, beside the nearest one another system did and what "
+                 "differs: they enter no verdict. Run lengths (--steps, --warmup-steps, --target-ci, --max-steps) do "
+                 "not count as a difference.")
+
+
+def cost_lines(compared: pd.DataFrame) -> list[str]:
+    """Per costed workload and size, every system's ``US$ 1.23 [1.20–1.26]`` per million samples on one line,
+    with what the energy counted."""
+    lines = []
+    costed = compared[compared["usd_per_million"].notna()]
+    for _, rows in costed.groupby(["framework", "benchmark", "model", "args", "np"], sort=False):
+        first = rows.iloc[0]
+        costs = "; ".join(
+            f"{r.system} US$ {r.usd_per_million:.3g}"
+            + (f" [{r.usd_per_million_low:.3g}–{r.usd_per_million_high:.3g}]" if pd.notna(r.usd_per_million_low)
+               else "") + f" (energy: {r.energy_counted})" for r in rows.itertuples())
+        lines.append(f"Cost per million samples, {first['framework']} {first['benchmark']} {first['model']} "
+                     f"{first['args']} at {ranks_text(int(first['np']), bool(first.get('on_gpu', True)))}: {costs}")
+    return lines
+
+
+def unpaired_rows(alone: pd.DataFrame) -> Rows:
+    """What one system measured alone."""
+    return (["system", "workload", "GPUs", "nearest on another system", "what differs"],
+            [[r.system, r.workload, str(r.np), r.nearest, r.differs or "-"] for r in alone.itertuples()])
+
+
+def compare_rows(compared: pd.DataFrame, baseline: str) -> Rows:
+    """Systems side by side."""
+    return (["workload", "GPUs", "system", "throughput", "per GPU", "per watt", "per $", f"vs {baseline} [95% CI]"],
+            [[f"{r.framework} {r.benchmark} {r.model} {r.args}".strip(), str(r.np), r.system, fmt(r.throughput),
+              fmt(r.per_gpu), fmt(r.per_watt, 2), fmt(r.per_dollar, 0),
+              ratio(r.relative, r.relative_low, r.relative_high)]
+             for r in compared.itertuples()])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -12,6 +14,7 @@ from hvdbench.core.collective_ops import summarize
 from ..keys import COLLECTIVE_RUN
 from ..collect import Collection
 from .efficiency import link_rate
+from ..formatting import Rows, fmt, missing
 
 RUN_KEYS = COLLECTIVE_RUN
 CASE_KEYS = ["op", "backend", "dtype", "bytes", "pattern", "timing"]
@@ -110,3 +113,39 @@ def plot_bandwidth(table: pd.DataFrame) -> str | None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     return svg_text(fig)
+
+
+COMM_TEXT = ("Timed calls back to back (nccl-tests' way: after a barrier and a device sync, the calls, one sync, the "
+             "time / calls; per batch the slowest rank's; the figure the median over batches) or each call alone "
+             "(bounded by a barrier and a sync; per call the slowest rank's; the figure their mean, which holds each "
+             "call's cost of getting there). algbw = bytes / time per call; busbw as nccl-tests defines it "
+             "(allreduce × 2(n−1)/n, allgather and alltoall × (n−1)/n, broadcast × 1). Every result was checked. "
+             "A call's cost before any byte moves is shown beside (raw MPI: the same call on MPI_COMM_SELF with one "
+             "element; Horovod: a one-element allreduce, its background cycle included): small messages stand on it. "
+             "Beside each, the share of the nominal per-direction rate of the link the placement's GPUs share "
+             "(NV#: # NVLinks × 25 GB/s; PCIe classes: the GPUs' PCIe generation × width; unknown across nodes "
+             "or for mixed placements) and the training efficiency measured on the same placement and GPU count.")
+
+
+def peak_rows(peaks: pd.DataFrame, scaling: pd.DataFrame) -> Rows:
+    rows = []
+    for r in peaks.itertuples():
+        same = scaling[(scaling["system"] == r.system) & (scaling["placement"] == r.placement)
+                       & (scaling["np"] == r.np)]
+        training = ", ".join(f"{t.model} {t.efficiency:.0%}" for t in same.itertuples() if not math.isnan(t.efficiency))
+        link = (f"{r.peak_busbw_gbs / r.link_gbs:.0%} of {r.link}" if not missing(r.link_gbs)
+                else "unknown link rate")
+        rows.append([r.system, r.placement or "-", str(r.np), r.op, r.path, r.dtype, TIMED[r.timing],
+                     f"{r.peak_busbw_gbs:.3f}", f"{r.at_bytes:,}", link, fmt(r.path_cost_us, 1), training or "-"])
+    return (["system", "placement", "GPUs", "op", "through", "dtype", "timed", "peak busbw (GB/s)", "at bytes",
+             "of the link's nominal rate", "a call's own cost (µs)", "training efficiency here"], rows)
+
+
+TIMED = {"batch": "back to back", "each": "each call", "steps": "training steps"}
+
+
+def ratio_rows(ratio: pd.DataFrame) -> Rows:
+    return (["system", "placement", "GPUs", "op", "dtype", "timed", "Horovod over", "bytes", "Horovod GB/s", "MPI GB/s",
+             "ratio"],
+            [[r.system, r.placement or "-", str(r.np), r.op, r.dtype, TIMED[r.timing], r.path, f"{r.bytes:,}",
+              f"{r.horovod_gbs:.3f}", f"{r.mpi_gbs:.3f}", f"{r.ratio:.2f}"] for r in ratio.itertuples()])

@@ -16,6 +16,7 @@ from hvdbench.core.axes import without
 
 from ..keys import WORKLOAD
 from ..ratios import MIN_RUNS, config_draws, direction, ratio_interval
+from ..formatting import Rows, fmt, missing, pct, ratio, text
 
 DATA_FLAGS = {"--data": 1, "--data-dir": 1, "--data-layout": 1, "--data-only": 0, "--loader-workers": 1, "--loader": 1}
 AU_LINE = 0.90  # MLPerf Storage's pass mark: the accelerators busy at least 90% of the time
@@ -122,3 +123,25 @@ def _verdict(low: float, high: float, alone: float, asked: float, wait: float, m
         return "not judged: no synthetic run of the same training to compare with"
     return "no measurable cost of reading files" + (f" ({wait:.0%} of step time waited on input)"
                                                     if math.isfinite(wait) else "")
+
+
+DATAPATH_TEXT = ("Training that reads a dataset (--data files: read, decoded and augmented by the loader's workers) "
+                 "against the same training on synthetic batches: the ratio with its 95% interval; the share of step "
+                 "time spent waiting for a batch; what the pipeline gives a rank alone (--data-only) against what "
+                 "training asks (the synthetic rate a rank); the CPU cores a GPU needs at the measured decode rate "
+                 "(what training asks over one worker's rate); the storage a node and 16 nodes need at the GPUs' "
+                 "rate (the dataset's bytes a sample × the synthetic rate); and the accelerator utilization as MLPerf "
+                 "Storage defines it (1 − the share waiting; its pass mark 90%).")
+
+
+def datapath_rows(table: pd.DataFrame) -> Rows:
+    """The data path table."""
+    return (["workload", "ranks", "loader", "workers", "layout", "synthetic", "files", "files / synthetic [95% CI]",
+             "waited on input", "alone a rank", "asked a rank", "verdict", "CPU cores a GPU", "storage a node (MB/s)",
+             "16 nodes (MB/s)", "accelerator utilization"],
+            [[f"{r.system} {r.framework} {r.benchmark} {r.model}", str(r.np), text(r.loader), text(r.workers),
+              text(r.layout),
+              fmt(r.synthetic), fmt(r.files), ratio(r.ratio, r.ratio_low, r.ratio_high), pct(r.wait_share),
+              fmt(r.alone_per_rank), fmt(r.asked_per_rank), r.verdict, fmt(r.cores_per_gpu), fmt(r.node_mb_s),
+              fmt(r.cluster_mb_s), (pct(r.au) + (" (≥ 90%)" if r.au >= 0.9 else " (below 90%)"))
+              if not missing(r.au) else "n/a"] for r in table.itertuples()])

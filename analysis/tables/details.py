@@ -9,6 +9,7 @@ import pandas as pd
 from hvdbench.core.run_table import carried
 
 from ..collect import Collection, step_rows
+from ..formatting import Rows, fmt, missing
 
 WINDOW_MEANS = ("gpu_util_pct", "power_w", "sm_clock_mhz", "memory_clock_mhz")
 DETAILS_SCHEMA: dict[str, str] = {
@@ -120,3 +121,50 @@ def breakdown_table(collection: Collection, table: pd.DataFrame) -> pd.DataFrame
                      "knobs": row.knobs, "args": row.args, **medians,
                      "step_ms": float(np.median(values["duration"][mine]) * 1e3)})
     return pd.DataFrame(rows)
+
+
+DETAILS_FOLDED = (6, 7, 10, 12, 13)  # set-up, GPU util, memory clock, cuDNN autotune, NVLink: behind "every column"
+
+
+DETAILS_TEXT = ("Per run: trainable parameters, peak device memory (GPU) or peak resident set (CPU), wall time and "
+                "its set-up part (start to the first timed step: imports, model build, compile, warm-up), and the "
+                "timed window's means of GPU utilisation, power (summed over ranks) and clocks; energy per sample "
+                "from NVML's energy counter where it exists, else power × time, timed window only; where GPUs have "
+                "NVLink, its payload sent and received per GPU (NVML's counters over the timed window).")
+
+
+def details_rows(details: pd.DataFrame) -> Rows:
+    nvlink = bool(details["nvlink_gbs"].notna().any()) if "nvlink_gbs" in details else False  # where a GPU has it
+    return (["run", "system", "GPUs", "parameters", "peak memory (GB)", "wall (s)", "set-up (s)", "GPU util (%)",
+             "power (W)", "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)", "cuDNN autotune",
+             *(["NVLink per GPU (GB/s, sent + received)"] if nvlink else [])],
+            [[r.run_id, r.system, str(r.np), fmt(r.parameters, 0), f"{fmt(r.peak_memory_gb, 2)} {r.memory}",
+              fmt(r.wall_s),
+              fmt(r.setup_s), fmt(r.gpu_util_pct, 0), fmt(r.power_w, 0), fmt(r.sm_clock_mhz, 0),
+              fmt(r.memory_clock_mhz, 0),
+              fmt(r.energy_j_per_sample, 4) if not missing(r.energy_j_per_sample) else f"n/a ({r.energy_from})",
+              "-" if missing(r.cudnn_autotune) else "on" if r.cudnn_autotune else "off",
+              *([fmt(r.nvlink_gbs, 2)] if nvlink else [])]
+             for r in details.itertuples()])
+
+
+BREAKDOWN_TEXT = ("Runs with --breakdown: the median of each part of a step over its timed steps (each part bounded "
+                  "by a device sync, which stops the exchange overlapping backward; the plain run is faster).")
+
+
+def breakdown_rows(breakdown: pd.DataFrame) -> Rows:
+    phases = [c for c in ("forward", "backward", "compute", "exchange", "optimizer") if c in breakdown]
+    return (["workload", "knobs", "GPUs", *[f"{p} (ms)" for p in phases], "step (ms)"],
+            [[f"{r['system']} {r['benchmark']} {r['model']}", r["knobs"] or "-", str(r["np"]),
+              *[fmt(r[p], 2) for p in phases], fmt(r["step_ms"], 2)] for _, r in breakdown.iterrows()])
+
+
+def profile_rows(profile: pd.DataFrame, top: int = 5) -> Rows:
+    """Each profiled run's top operators (rank 0), by the time the profiler sorted on."""
+    rank0 = profile[profile["rank"] == 0]
+    rows = []
+    for run_id, ops in rank0.groupby("run_id", sort=True):
+        for op in ops.head(top).itertuples():
+            rows.append([run_id, op.operator, fmt(op.calls, 0), fmt(op.self_device_us / 1e3, 2),
+                         fmt(op.self_cpu_us / 1e3, 2)])
+    return (["run", "operator", "calls", "self device (ms)", "self CPU (ms)"], rows)

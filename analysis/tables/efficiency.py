@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from hvdbench.core.errors import ReportError
 from hvdbench.core.validate import read_toml
+
+from ..formatting import missing
 
 BUILTIN = Path(__file__).with_name("peaks.toml")
 PRECISION_COLUMN = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "amp": "fp16", "mixed_float16": "fp16",
@@ -166,3 +169,14 @@ def efficiency_mark(value: Any, low: Any) -> str:
 MARK_MEANING = {NEAR_LINEAR: f"{NEAR_LINEAR} above linear, but its interval covers linear: within the noise.",
                 SUPERLINEAR: f"{SUPERLINEAR} above linear beyond the noise (cache effects, a smaller per-GPU problem, "
                              "or a slow 1-GPU run)."}
+
+
+def efficiency_cell(value: Any, low: Any, high: Any) -> str:
+    """``93% [90–96%]``, marked where above linear: † when its interval still covers linear (noise, often
+    in the 1-GPU run, can do that), ‡ when it lies wholly above."""
+    if missing(value):
+        return "n/a"
+    mark = efficiency_mark(value, low)
+    if missing(low) or missing(high) or np.isclose(low, high):
+        return f"{value:.0%}{mark}"
+    return f"{value:.0%}{mark} [{low:.0%}–{high:.0%}]"

@@ -23,6 +23,7 @@ from ..collect import Collection
 from ..keys import WORKLOAD, measured_args
 from .evidence import NO_DIFFERENCE, evidence, rank_telemetry
 from .scaling import matrices
+from ..formatting import Rows, fmt, pct, text
 
 THRESHOLD = 0.05
 WHOLE_NODE = ("all", "cpu:all")  # the placements of every GPU (CPU slot) of a node
@@ -169,3 +170,22 @@ def full_node_table(collection: Collection, stats: pd.DataFrame, threshold: floa
         ranks = _rows_of_run(run, found[run.run_id], units, env, tele, peaks, threshold)
         rows += ranks + ([_node_row(run, ranks, units)] if ranks else [])
     return pd.DataFrame(rows, columns=list(FULL_NODE_SCHEMA)).astype(FULL_NODE_SCHEMA)
+
+
+def full_node_text(threshold: float) -> str:
+    return ("Every GPU (or CPU slot) of a node training alone at the same time (--independent over the whole node: "
+            "its full power and heat), each rank's own throughput against the node's median rank and against the "
+            "same GPU alone (its 1-GPU screening run, where there is one); then the node's ranks together (the "
+            f"synchronous run) against their sum alone at once. Flagged: more than {threshold:.0%} below the node's "
+            f"median, more than {threshold:.0%} further behind its own 1-GPU figure than the node's median GPU, or "
+            "clocks slowed for heat or by the board (a power cap alone is a GPU at full load, named only where "
+            "the others show none). Temperature and power: the highest sampled.")
+
+
+def full_node_rows(full: pd.DataFrame) -> Rows:
+    return (["workload", "host", "level", "unit", "GPU", "throughput", "vs node", "alone", "under load / alone",
+             "SM clock (MHz)", "max °C", "max W", "clock events", "together", "flagged", "evidence"],
+            [[f"{r.system} {r.benchmark} {r.model}", text(r.host), r.level, text(r.unit), text(r.gpu),
+              fmt(r.throughput), pct(r.vs_node), fmt(r.alone), pct(r.under_load), fmt(r.sm_clock_mhz, 0),
+              fmt(r.temperature_max_c, 0), fmt(r.power_max_w, 0), text(r.clock_events) if r.clock_events else "",
+              fmt(r.together), "FLAGGED" if r.flagged else "", text(r.evidence)] for r in full.itertuples()])

@@ -60,3 +60,8 @@ def host_rows(cases: pd.DataFrame) -> Rows:
     return (["GPU", "host → GPU (GB/s)", "GPU → host (GB/s)"],
             [[f"GPU{g}", f"{rate.get(('host', g), float('nan')):,.1f}", f"{rate.get((g, 'host'), float('nan')):,.1f}"]
              for g in gpus])
+
+
+P2P_TEXT = ("Device-to-device copies from the row's GPU to the column's: the pair's link class (from the "
+            "node's topology) and GB/s (10^9 bytes over the median of the timed copies, each bounded by device "
+            "syncs). A PIX pair at PCIe rates or an NV# pair at NVLink rates shows here.")

@@ -14,6 +14,7 @@ from ..keys import BASELINE, CONFIG, SHARED, SIZE, TWIN
 from .evidence import evidence, rank_telemetry
 from ..ratios import Resampled, config_draws, ratio_interval
 from ..stats import STRAGGLER_THRESHOLD, StepMatrix, run_stats, step_matrices, stragglers
+from ..formatting import Rows, fmt, pct, text
 
 RUN_STATS_SCHEMA: dict[str, str] = {
     "run_id": "string", "throughput": "float64", "ci_low": "float64", "ci_high": "float64",
@@ -270,3 +271,52 @@ def _twin(table: pd.DataFrame, i: int) -> tuple[int | None, float]:
         return None, 1.0
     first = per_node.sort_values("nodes").iloc[0]
     return int(per_node.sort_values("nodes").index[0]), float(row["nodes"] / first["nodes"])
+
+
+def straggler_text(slow: pd.DataFrame, threshold: float) -> str:
+    base = (f"Ranks whose median own-work time per step is more than {threshold:.0%} above their run's median "
+            "(own work: the step minus its gradient exchange where --breakdown recorded it, since a synchronous "
+            "step makes every rank wait for the slowest; else the whole step). Evidence: where the rank's "
+            "telemetry differs from the other ranks' (clocks, power, temperature, PCIe link, clock-event reasons) "
+            "and from its GPU's own limits (maximum clocks, power limit, PCIe generation and width, ECC errors, "
+            "retired pages).")
+    return base if len(slow) else base + " None found."
+
+
+def straggler_rows(slow: pd.DataFrame) -> Rows:
+    if slow.empty:
+        return [], []
+    return (["run", "GPUs", "rank", "host", "GPU", "median work (ms)", "run median (ms)", "slower by",
+             "SM clock (MHz)", "memory clock (MHz)", "temperature (°C)", "power (W)", "evidence"],
+            [[r.run_id, str(r.np), str(r.rank), text(r.host), text(r.gpu), fmt(r.median_work_ms, 2),
+              fmt(r.run_median_ms, 2), pct(r.excess), fmt(r.sm_clock_mhz, 0), fmt(r.memory_clock_mhz, 0),
+              fmt(r.temperature_c, 0), fmt(r.power_w, 0), text(r.evidence)] for r in slow.itertuples()])
+
+
+WARMUP_TEXT = ("Steps left out of each run: at least those it ran as warm-up; more where its step times show a "
+               "longer initial transient (the run of steps from the start, gaps of up to 3 allowed, further than 4 "
+               "robust SDs from the second half's median); n/a where fewer than 20 steps leave nothing to detect. "
+               "Block: the consecutive steps its interval resamples together, as long as the run's own "
+               "autocorrelation asks (1: none found).")
+
+
+def warmup_rows(runs: pd.DataFrame, stats: pd.DataFrame) -> Rows:
+    merged = runs.merge(stats, on="run_id")
+    return (["run", "system", "GPUs", "warm-up asked", "detected", "left out", "steady steps", "block (steps)"],
+            [[r.run_id, r.system, str(r.np), str(r.warmup_asked),
+              "n/a" if r.warmup_detected < 0 else str(r.warmup_detected), str(r.warmup_used), str(r.steps),
+              str(r.block_steps)] for r in merged.itertuples()])
+
+
+ADAPTIVE_TEXT = ("Runs with --target-ci ran their --steps, then chunks of steps until the 95% interval of throughput "
+                 "was within ± the target (stopped by target) or --max-steps were timed (stopped by max_steps). "
+                 "Reached: the half-width rank 0 judged when the run stopped; report: this report's own half-width, "
+                 "after its warm-up detection and with more resamples.")
+
+
+def adaptive_rows(runs: pd.DataFrame, stats: pd.DataFrame) -> Rows:
+    merged = runs[runs["target_ci_pct"].notna()].merge(stats, on="run_id")
+    return (["run", "GPUs", "steps timed", "target (±%)", "reached (±%)", "stopped by", "report (±%)"],
+            [[r.run_id, str(r.np), str(r.timed_steps), fmt(r.target_ci_pct, 2),
+              fmt(r.ci_reached_pct, 2), str(r.stopped_by), fmt((r.ci_high - r.ci_low) / 2 / r.throughput * 100, 2)]
+             for r in merged.itertuples()])

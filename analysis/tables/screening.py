@@ -20,6 +20,7 @@ from ..keys import ARGS
 from ..collect import Collection
 from .evidence import evidence, rank_telemetry
 from ..stats import median_interval
+from ..formatting import Rows, fmt, missing, pct, text
 
 THRESHOLD = 0.05
 MIN_EFFECT = 0.01
@@ -98,3 +99,21 @@ def screening_table(collection: Collection, stats: pd.DataFrame, threshold: floa
                              "flagged": _flag(value, None, None, node_median, node_low, threshold),
                              "evidence": ("flagged GPU(s): " + ", ".join(slow_units)) if slow_units else ""})
     return pd.DataFrame(rows, columns=list(SCREENING_SCHEMA)).astype(SCREENING_SCHEMA)
+
+
+def screening_text(threshold: float) -> str:
+    return (f"Each GPU alone (and each node, as fast as its slowest GPU in synchronous training) against its "
+            "fleet: every unit of the same "
+            f"system, benchmark and arguments. Flagged: more than {threshold:.0%} below the fleet median, or its "
+            "own 95% interval wholly below the median's (a bootstrap over units) while at least 1% below. "
+            "Evidence: telemetry against the other units' and the GPU's own limits.")
+
+
+def screening_rows(screen: pd.DataFrame) -> Rows:
+    return (["workload", "level", "host", "unit", "GPU", "throughput", "95% CI", "fleet median", "vs fleet",
+             "flagged", "evidence"],
+            [[f"{r.system} {r.benchmark} {r.model}", r.level, text(r.host), r.unit, text(r.gpu), fmt(r.throughput),
+              f"{fmt(r.ci_low)} – {fmt(r.ci_high)}" if not missing(r.ci_low) else "-",
+              f"{fmt(r.fleet_median)} [{fmt(r.fleet_low)} – {fmt(r.fleet_high)}]", pct(r.vs_fleet),
+              "FLAGGED" if r.flagged else "", text(r.evidence) if r.evidence else ""]
+             for r in screen.itertuples()])

@@ -10,9 +10,10 @@ import pandas as pd
 
 from hvdbench.core.axes import AXES, without
 
-from .efficiency import MARK_MEANING, efficiency_mark, on_gpu_name
+from .efficiency import MARK_MEANING, efficiency_cell, efficiency_mark, on_gpu_name
 from ..keys import ONE_KNOB, WORKLOAD
 from ..ratios import Resampled, config_draws, ratio_interval
+from ..formatting import Rows, fmt, pct, ratio
 
 # What must match for two configurations to differ in one knob only (besides the knob's own flags).
 MATCH = ONE_KNOB
@@ -179,3 +180,35 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
             out.append("  No GPU or node flagged" + (" by screening." if screen is not None and len(screen) else
                                                       "; no screening run (hvdbench screen)."))
     return out
+
+
+KNOB_TEXT = ("Configurations that differ in one knob only (" + ", ".join(name.replace("_", " ") for name in AXES)
+             + "), each against the knob's default (the exchange: each against Horovod at the same rank count): the "
+             "throughput ratio with a 95% interval from both configurations' resampled runs (blocks of steps within "
+             "each); where a side has one run the interval is within-run only: how steady that run was, not where "
+             "another would land.")
+
+
+def knob_rows(knobs: pd.DataFrame) -> Rows:
+    return (["workload", "GPUs", "knob", "from → to", "throughput", "ratio [95% CI]", "runs"],
+            [[f"{r.system} {r.framework} {r.benchmark} {r.model}", str(r.np), r.knob.replace("_", " "),
+              f"{r.base_value} → {r.value}", f"{fmt(r.base_throughput)} → {fmt(r.throughput)}",
+              "×" + ratio(r.ratio, r.ratio_low, r.ratio_high),
+              f"{r.base_runs} / {r.runs}" + (" (within-run only)" if min(r.base_runs, r.runs) < 2 else "")]
+             for r in knobs.itertuples()])
+
+
+CROSS_TEXT = "Over workloads (runs with gradients exchanged), per system and GPU count."
+
+
+def cross_rows(cross: pd.DataFrame) -> Rows:
+    return (["system", "GPUs", "workloads", "median speedup", "median efficiency", "efficiency range"],
+            [[r.system, str(r.np), str(r.workloads), fmt(r.median_speedup, 2), pct(r.median_efficiency),
+              f"{pct(r.min_efficiency)} – {pct(r.max_efficiency)}"] for r in cross.itertuples()])
+
+
+def best_rows(best: pd.DataFrame, describe: Any) -> Rows:
+    return (["system", "workload", "GPUs", "throughput", "efficiency [95% CI]", "configuration"],
+            [[r["system"], f"{r['framework']} {r['benchmark']} {r['model']}", str(r["np"]), fmt(r["throughput"]),
+              efficiency_cell(r["efficiency"], r["efficiency_low"], r["efficiency_high"]), describe(r)]
+             for _, r in best.iterrows()])

@@ -9,6 +9,7 @@ import pandas as pd
 from hvdbench.core.validate import inert
 
 from ..collect import Collection
+from ..formatting import Rows, dash, missing
 
 # (fact, run-table column): each a column of the runs table, every distinct value of a system's complete runs
 FACTS = (("devices", "device_name"), ("driver", "driver"), ("CUDA", "cuda"), ("NCCL", "nccl"),
@@ -51,3 +52,44 @@ def system_table(collection: Collection) -> pd.DataFrame:
 def system_json(table: pd.DataFrame) -> dict[str, dict[str, str]]:
     """The table as ``{system: {fact: value}}`` (system.json beside the report)."""
     return {system: dict(zip(table["fact"], table[system])) for system in table.columns if system != "fact"}
+
+
+SYSTEM_TEXT = ("Each system as its complete runs recorded it (also system.json beside this report): every distinct "
+               "value, so a fleet that is not uniform shows it; '-' where no run recorded the fact.")
+
+
+FABRIC_TEXT = ("What each GPU run's NCCL said it used (its INFO output for INIT and NET, kept per rank in "
+               "nccl-rank-N.log beside the run): the network that moved data between nodes, the plugin, GPUDirect "
+               "RDMA, the NICs and the transports within a node. A run across nodes over TCP sockets on a cluster "
+               "with InfiniBand or RoCE measures the fallback, not the fabric.")
+
+
+def fabric_alerts(runs: pd.DataFrame, most: int = 3) -> list[str]:
+    """Executive-summary lines for the runs whose NCCL logs warn (sockets beside RDMA, no GPUDirect RDMA)."""
+    warned = runs[(runs["status"] == "ok") & runs["fabric_warnings"].notna()]
+    lines = [f"Fabric warning: {r.run_id} ({r.nodes} node(s)): {str(r.fabric_warnings).split('; ')[0]} "
+             "(see The network NCCL used)." for r in warned.head(most).itertuples()]
+    if len(warned) > most:
+        lines.append(f"Fabric warnings on {len(warned) - most} more run(s) (see The network NCCL used).")
+    return lines
+
+
+def params_alerts(runs: pd.DataFrame, most: int = 3) -> list[str]:
+    """Executive-summary lines for exchanging runs whose ranks ended with different parameters: their gradients
+    were not exchanged as said, so their throughput is not that of data-parallel training."""
+    split = runs[(runs["status"] == "ok") & (runs["params_agree"] == False)]  # noqa: E712 - a nullable column
+    lines = [f"Parameters differ across ranks after training: {r.run_id} (exchange {r.exchange}): its gradients "
+             "were not exchanged as said; its throughput is not that of data-parallel training."
+             for r in split.head(most).itertuples()]
+    if len(split) > most:
+        lines.append(f"Parameters differ across ranks in {len(split) - most} more run(s) (see the runs' details).")
+    return lines
+
+
+def fabric_rows(runs: pd.DataFrame) -> Rows:
+    """The runs whose NCCL logs say which network NCCL used."""
+    said = runs[runs["nccl_network"].notna() | runs["nccl_transports"].notna()]
+    return (["run", "nodes", "GPUs", "network", "plugin", "GPUDirect RDMA", "NICs", "within a node", "warnings"],
+            [[r.run_id, str(r.nodes), str(r.np), *(dash(v) for v in (r.nccl_network, r.nccl_plugin)),
+              "-" if missing(r.nccl_gdr) else "yes" if r.nccl_gdr else "no",
+              *(dash(v) for v in (r.nccl_nics, r.nccl_transports, r.fabric_warnings))] for r in said.itertuples()])
