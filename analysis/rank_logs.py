@@ -257,13 +257,15 @@ def _mono(value: Any) -> float | None:
 
 
 def _tail_agrees(path: Path, meta: dict[str, Any]) -> bool:
-    """Whether the log still holds what its writer left: its size and record count, its last record's monotonic
-    time and its last step record's index as the columns file says."""
-    data = path.read_bytes()
-    if len(data) != meta["bytes"] or data.count(b"\n") != meta["lines"]:
-        return False
-    start = max(0, len(data) - TAIL_BYTES)
-    tail = data[start:].splitlines()[1 if start else 0:]
+    """Whether the log still holds what its writer left: its size, its last record's monotonic time and its last step
+    record's index as the columns file says (its tail read, not the whole log: reading it all is the cost saved)."""
+    with path.open("rb") as log:
+        size = os.fstat(log.fileno()).st_size
+        if size != meta["bytes"]:
+            return False
+        start = max(0, size - TAIL_BYTES)
+        log.seek(start)
+        tail = log.read().splitlines()[1 if start else 0:]
     steps = (record for record in map(decode_json, reversed(tail)) if record.get("kind") == "step")
     last_step: dict[str, Any] = next(steps, {})
     return bool(tail) and decode_json(tail[-1]).get("mono") == meta["last_mono"] \
@@ -281,14 +283,16 @@ def _from_columns(path: Path) -> RankLog | None:
         import pyarrow.ipc as ipc
 
         with pa.memory_map(str(side)) as source:
-            table = ipc.open_file(source).read_all()
-        meta = json.loads(table.schema.metadata[META_KEY])
+            reader = ipc.open_file(source)
+            batch = reader.get_batch(0) if reader.num_record_batches == 1 else None
+            table = batch if batch is not None else reader.read_all()
+            columns = {name: np.array(table.column(name)) for name in table.schema.names}  # copied off the map
+        meta = json.loads(reader.schema.metadata[META_KEY])
         if meta.get("version") != SCHEMA_VERSION or not _tail_agrees(path, meta):
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, msgspec.DecodeError):
         return None  # pyarrow's ArrowInvalid (a truncated or foreign file) is a ValueError
     stats = ParseStats(records=meta["lines"])
-    columns = {name: table.column(name).to_numpy() for name in table.column_names}
     step = columns.pop("step").astype(float)
     check = _steps_of(stats, step, columns["duration"], columns["samples"], np.ones(len(step), dtype=bool))
     keep = check.keep
