@@ -59,7 +59,7 @@ class Kept:
     def keep(self, record: dict[str, Any], line: str) -> None:
         """One record as it was written (``line``: its encoded form, newline included)."""
         self.lines += 1
-        self.bytes += len(line.encode("utf-8"))
+        self.bytes += len(line)  # encode() writes ASCII (json.dumps escapes the rest): a character a byte
         if self.first_mono is None:
             self.first_mono = record.get("mono")
         self.last_mono = record.get("mono")

@@ -4,6 +4,7 @@ still holds what the writer left (nothing appended, cut or changed at its end, t
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def test_the_writer_leaves_columns_that_read_as_its_lines(tmp_path: Path) -> Non
 def test_few_steps_or_an_appended_log_get_no_columns(tmp_path: Path) -> None:
     assert not columns_path(_writer_log(tmp_path / "rank-0.jsonl", steps=columns.COLUMNS_FROM - 1)).exists()
     earlier = tmp_path / "rank-1.jsonl"
-    earlier.write_text(step(0).__repr__().replace("'", '"') + "\n")
+    earlier.write_text(json.dumps(step(0)) + "\n")
     with RecordWriter(earlier, rank=1, local_rank=1, size=2) as writer:  # another writer's lines before its own
         for i in range(columns.COLUMNS_FROM + 5):
             writer.write("step", step=i + 1, duration=0.01, samples=32)
