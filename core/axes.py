@@ -4,12 +4,15 @@ with. Framework-free (the sweep, the plan and the report all read it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any, Callable, Mapping, Sequence
 
 from .exchanges import DEFAULT, EXCHANGES, listed
+from .pagecache import CACHE_MODES
 
 Value = Any
+LOADERS = {"pytorch": ("torch", "dali"), "tensorflow": ("tfdata",)}  # what reads --data files (first: the default)
 
 
 @dataclass(frozen=True)
@@ -25,14 +28,25 @@ class Axis:
     read: Callable[[Mapping[str, Any], str], Value]
     flags: Mapping[str, int]
     default: Value
+    offered: Mapping[str, tuple[Value, ...]] = field(default_factory=dict)  # a framework's values, where limited
+    shown: Callable[[Value], str] | None = None  # how a value reads in a table, where not as itself
+    files_only: bool = False  # an option of --data files: left off a run that reads no files (its synthetic twin)
 
     def label(self, value: Value) -> str:
         """How a value reads in a table."""
-        if self.name == "channels_last":
-            return "NHWC" if value else "NCHW"
+        if self.shown is not None and value is not None:
+            return self.shown(value)
         if self.kind is bool:
             return "on" if value else "off"
         return "default" if value is None else str(value)
+
+    def refused(self, framework: str, value: Value) -> str | None:
+        """Why ``value`` cannot run on ``framework``'s workloads, or None."""
+        mine = self.offered.get(framework)
+        if value is None or mine is None or value in mine:
+            return None
+        return f"{self.name.replace('_', ' ')} {self.label(value)} on {framework} workloads: theirs are " \
+               f"{', '.join(map(str, mine))}"
 
 
 def _switch(flag: str) -> Callable[[Value], list[str]]:
@@ -51,6 +65,11 @@ def _tf_layout(value: Value) -> list[str]:
     return ["--data-format", "channels_last" if value else "channels_first"]
 
 
+def _with_files(name: str, default: Value) -> Callable[[Mapping[str, Any], str], Value]:
+    """An option of --data files: its value on runs that read files, None on the others."""
+    return lambda flags, _: (flags.get(name) or default) if flags.get("data") == "files" else None
+
+
 def _layout(flags: Mapping[str, Any], framework: str) -> Value:
     if framework == "tensorflow":
         return flags.get("data_format") == "channels_last"
@@ -66,7 +85,7 @@ AXES: dict[str, Axis] = {axis.name: axis for axis in (
          lambda f, _: f.get("precision") or "fp32", {"--precision": 1}, "fp32"),
     Axis("channels_last", "image layout of CNNs: NHWC (true) or NCHW", bool,
          {"pytorch": _switch("--channels-last"), "tensorflow": _tf_layout},
-         _layout, {"--channels-last": 0, "--data-format": 1}, False),
+         _layout, {"--channels-last": 0, "--data-format": 1}, False, shown=lambda on: "NHWC" if on else "NCHW"),
     Axis("compile", "torch.compile (PyTorch) or XLA (TensorFlow)", bool,
          {"pytorch": _switch("--compile"), "tensorflow": _switch("--xla")},
          lambda f, fw: bool(f.get("xla" if fw == "tensorflow" else "compile")), {"--compile": 0, "--xla": 0}, False),
@@ -82,6 +101,24 @@ AXES: dict[str, Axis] = {axis.name: axis for axis in (
     Axis("threads", "CPU threads per rank (intra-op pool in TensorFlow)", int,
          {"pytorch": _option("--threads"), "tensorflow": _option("--threads")},
          lambda f, _: f.get("threads"), {"--threads": 1}, None),
+    Axis("loader", "what reads --data files: torch (DataLoader) or dali (PyTorch), tfdata (TensorFlow)", str,
+         {"pytorch": _option_unless("--loader", "torch"), "tensorflow": _option_unless("--loader", "tfdata")},
+         lambda f, fw: _with_files("loader", LOADERS.get(fw, ("torch",))[0])(f, fw), {"--loader": 1}, "torch",
+         offered=LOADERS, files_only=True),
+    Axis("loader_workers", "DataLoader workers (PyTorch) or tf.data parallel calls (TensorFlow) a rank reads with",
+         int, {"pytorch": _option("--loader-workers"), "tensorflow": _option("--loader-workers")},
+         lambda f, _: f.get("loader_workers"), {"--loader-workers": 1}, 2),
+    Axis("data_dir", "the dataset --data files reads (a folder per layout: ImageFolder, WebDataset, TFRecord)", str,
+         {"pytorch": _option("--data-dir"), "tensorflow": _option("--data-dir")},
+         _with_files("data_dir", None), {"--data-dir": 1}, None, shown=lambda path: PurePath(str(path)).name,
+         files_only=True),
+    Axis("data_only", "--data files: the input pipeline timed alone, no model (what the loader gives a rank)", bool,
+         {"pytorch": _switch("--data-only"), "tensorflow": _switch("--data-only")},
+         lambda f, _: bool(f.get("data_only")), {"--data-only": 0}, False, files_only=True),
+    Axis("data_cache", f"the dataset's pages at the start: {', '.join(CACHE_MODES)} (core/pagecache.py)", str,
+         {"pytorch": _option_unless("--data-cache", CACHE_MODES[0]),
+          "tensorflow": _option_unless("--data-cache", CACHE_MODES[0])},
+         _with_files("data_cache", CACHE_MODES[0]), {"--data-cache": 1}, CACHE_MODES[0], files_only=True),
 )}
 
 
@@ -91,13 +128,22 @@ EXCHANGE_FLAGS = {"--exchange": 1, "--bucket-mb": 1, "--ps-device": 1}
 BASE_FLAGS = {"--independent": 0, **EXCHANGE_FLAGS}
 
 
-def axis_flags(framework: str, values: Mapping[str, Value]) -> list[str]:
-    """The benchmark flags of a set of axis values (in AXES order)."""
+def axis_flags(framework: str, values: Mapping[str, Value], args: Sequence[str] = ()) -> list[str]:
+    """The benchmark flags of a set of axis values (in AXES order) for a run of ``args``; the options of --data
+    files only where the run reads files (``data`` files among the values, or in ``args`` where it is not)."""
+    reads = values["data"] == "files" if values.get("data") is not None else data_mode(args) == "files"
     out: list[str] = []
     for name, axis in AXES.items():
-        if name in values:
+        if name in values and (reads or not axis.files_only):
             out += axis.to_flags[framework](values[name])
     return out
+
+
+def data_mode(args: Sequence[str]) -> str | None:
+    """The --data value a run's arguments give (the last), None where they give none."""
+    found = [args[i + 1] if arg == "--data" and i + 1 < len(args) else arg.split("=", 1)[1]
+             for i, arg in enumerate(args) if arg == "--data" or arg.startswith("--data=")]
+    return found[-1] if found else None
 
 
 def without(args: Sequence[str], flags: Mapping[str, int]) -> tuple[str, ...]:

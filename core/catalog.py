@@ -273,7 +273,7 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                               "--utt-seconds", "uniform:0.3:0.6"))),
         BenchmarkInfo("translation", "pytorch", "translation.py", ("gnmt",), "gnmt", "words",
                       "GNMT-like LSTM sequence-to-sequence translation; words = target tokens",
-                      extra_flags=_translation_flags,
+                      extra_flags=_translation_flags, reads="translation",
                       smoke=((*_TRANSLATION, "--layers", "2"),
                              (*_TRANSLATION, "--layers", "1", "--rnn-impl", "unrolled"))),
         BenchmarkInfo("lm", "pytorch", "lm.py", ("gpt2",), "gpt2", "tokens",

@@ -24,6 +24,7 @@ from typing import Iterable
 import numpy as np
 
 from .errors import UsageError
+from .pagecache import prepare
 
 MANIFEST = "hvdbench-dataset.json"
 FORMATS = ("folder", "webdataset", "tfrecord")
@@ -68,6 +69,15 @@ class Index:
     def bytes(self) -> int:
         """Every sample's bytes (their companions' not counted)."""
         return sum(p.size for p in self.places)
+
+    def files(self) -> list[str]:
+        """Every file the samples and their companions are read from, once each."""
+        return list(dict.fromkeys([p.path for p in self.places] + [p.companion[0] for p in self.places
+                                                                    if p.companion is not None]))
+
+    def start(self, mode: str) -> dict[str, object]:
+        """The page cache set as ``mode`` asks (core/pagecache.py), and where the run starts from."""
+        return prepare(self.files(), mode, self.bytes)
 
 
 def detect(root: Path) -> str:

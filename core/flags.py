@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Callable, NoReturn, Sequence
 
 from .errors import UsageError
+from .axes import LOADERS
 from .exchanges import DEFAULT, EXCHANGES, offered, own_options
+from .pagecache import CACHE_MODES
 from .validate import finite
 
 
@@ -105,6 +107,7 @@ class FrameworkFlags:
     precision_help: str
     data_modes: tuple[str, ...]
     data_help: str
+    loaders: tuple[str, ...]  # what reads --data files (the first the default)
     loader_help: str
     threads_help: str
     breakdown_help: str
@@ -114,9 +117,6 @@ class FrameworkFlags:
 
 def _pytorch_flags(parser: Parser) -> None:
     parser.add_argument("--channels-last", action="store_true", help="NHWC memory format (CNNs only)")
-    parser.add_argument("--loader", choices=["torch", "dali"], default="torch",
-                        help="with --data files: PyTorch's DataLoader (Pillow's decoder in its workers) or NVIDIA "
-                             "DALI (its decoder on the GPU where there is one; imagenet)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
 
 
@@ -136,7 +136,9 @@ FRAMEWORK_FLAGS = {
     "pytorch": FrameworkFlags(
         PRECISIONS, _PRECISION, ("device", "host", "loader", "files"),
         "synthetic batches resident on the device; made on the host and copied every step; served by "
-        "a DataLoader with workers and pinned memory; or files: a dataset read from --data-dir (imagenet, speech)",
+        "a DataLoader with workers and pinned memory; or files: a dataset read from --data-dir (imagenet, speech, "
+        "translation)",
+        LOADERS["pytorch"],
         "DataLoader workers (synthetic batches, or files read and decoded)",
         "CPU threads per rank (default: the node's cores / ranks on the node)",
         "time forward, backward, gradient exchange and optimizer per step, each bounded by a device sync "
@@ -149,7 +151,8 @@ FRAMEWORK_FLAGS = {
                      "mixed_bfloat16 on the CPU)", ("device", "host", "pipeline", "files"),
         "synthetic batches resident on the device; made on the host and copied every step; or served by "
         "a tf.data pipeline with prefetch to the device; or files: a dataset read from --data-dir by tf.data "
-        "(tf_imagenet: ImageFolder or TFRecord shards)", "tf.data parallel calls (synthetic batches, or files)",
+        "(tf_imagenet: ImageFolder or TFRecord shards)", LOADERS["tensorflow"],
+        "tf.data parallel calls (synthetic batches, or files)",
         "CPU threads per rank (default: the node's cores / ranks on the node) for TensorFlow's intra-op pool",
         "time compute (forward and backward together: one tape), gradient exchange and optimizer per step, each "
         "ended by reading its result back (the exchange then waits for the whole backward)",
@@ -170,6 +173,14 @@ def _data_flags(parser: Parser, own: FrameworkFlags) -> None:
     parser.add_argument("--data-only", action="store_true",
                         help="with --data files: time the input pipeline alone (read, decode, augment, copy to the "
                              "device), no model: what the loader can give a rank")
+    parser.add_argument("--loader", choices=own.loaders, default=own.loaders[0],
+                        help="with --data files: " + ("PyTorch's DataLoader (Pillow's decoder in its workers) or "
+                                                      "NVIDIA DALI (its decoder on the GPU where there is one; "
+                                                      "imagenet)" if "dali" in own.loaders else "tf.data"))
+    parser.add_argument("--data-cache", choices=CACHE_MODES, default=CACHE_MODES[0],
+                        help="with --data files: the dataset's pages in the page cache before the run, as found "
+                             "(as-is), dropped (cold: a first pass from storage) or read once beforehand (warm); "
+                             "the share resident at the start is recorded either way")
 
 
 def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit: str,
@@ -244,12 +255,14 @@ def check_data(flags: argparse.Namespace, reads: str | None) -> None:
     """--data files with its folder, on a workload that reads one; its options only with it."""
     files = getattr(flags, "data", None) == "files"
     if files and reads is None:
-        raise UsageError("--data files: this workload reads no dataset (imagenet and speech do)")
+        raise UsageError("--data files: this workload reads no dataset (imagenet, speech and translation do)")
     if files and not getattr(flags, "data_dir", None):
         raise UsageError("--data files needs --data-dir DIR (hvdbench data make makes one)")
     for option in ("data_dir", "data_layout", "data_only"):
         if getattr(flags, option, None) and not files:
             raise UsageError(f"--{option.replace('_', '-')} applies with --data files")
+    if getattr(flags, "data_cache", CACHE_MODES[0]) != CACHE_MODES[0] and not files:
+        raise UsageError(f"--data-cache {flags.data_cache} applies with --data files")
     if getattr(flags, "loader", "torch") == "dali" and (not files or reads != "imagenet"):
         raise UsageError("--loader dali reads ImageNet files: imagenet with --data files")
 

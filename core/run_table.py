@@ -22,7 +22,7 @@ from .exchanges import listed, without_horovod
 from .hca import active_rdma
 from .spec import RunSpec
 
-COMBINE = ("first", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
+COMBINE = ("first", "min", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
 JUDGED = ("root", "status", "reason", "ranks_logged", "attempts", "earlier_attempts", "wall_s", "setup_s", "position")
 _LIMIT = float(2 ** 63)  # beyond a 64-bit column: no recorded count is that large
 
@@ -100,7 +100,7 @@ def _number(value: Any) -> bool:
 
 
 def combined(how: str, values: list[Any]) -> Any:
-    """Ranks' values as one: the lowest rank's (first), the largest or the sum of the numbers among them, or the
+    """Ranks' values as one: the lowest rank's (first), the smallest, largest or sum of the numbers among them, or the
     value every rank that recorded one agrees on (all_equal; None where two differ)."""
     if how == "first":
         return values[0] if values else None
@@ -110,7 +110,7 @@ def combined(how: str, values: list[Any]) -> Any:
     numbers = [v for v in values if _number(v) and math.isfinite(v)]
     if not numbers:
         return None
-    return max(numbers) if how == "max" else sum(numbers)
+    return min(numbers) if how == "min" else max(numbers) if how == "max" else sum(numbers)
 
 
 def typed(value: Any, dtype: str) -> Any:
@@ -184,14 +184,18 @@ def _axis_value(name: str) -> Callable[[RunFacts], Any]:
     return lambda facts: facts.axes[name]
 
 
-FIRST_AXES = ("batch_size", "precision")  # before independent: runs.csv only ever gains columns at its end
+# runs.csv only ever gains columns at its end: batch size and precision before independent, the axes of --data
+# files (added later) last
+FIRST_AXES = ("batch_size", "precision")
+LAST_AXES = ("loader", "loader_workers", "data_dir", "data_only", "data_cache")
 
 
-def _axis_columns(first: bool) -> tuple[RunColumn, ...]:
-    """The axis columns named in FIRST_AXES (``first``), else the others, in AXES order."""
+def _axis_columns(group: tuple[str, ...] | None) -> tuple[RunColumn, ...]:
+    """The axis columns named in ``group`` (None: those in neither FIRST_AXES nor LAST_AXES), in AXES order."""
     dtypes = {int: "Int64", bool: "bool", str: "string"}
     return tuple(RunColumn(name, dtypes[axis.kind], axis.meaning, "the swept axes (core/axes.py)",
-                           derive=_axis_value(name)) for name, axis in AXES.items() if (name in FIRST_AXES) == first)
+                           derive=_axis_value(name)) for name, axis in AXES.items()
+                 if (name in group if group is not None else name not in FIRST_AXES + LAST_AXES))
 
 
 def _model(facts: RunFacts) -> str:
@@ -318,13 +322,13 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _judged("status", "string", "ok, or why the run is left out (failed, incomplete, inconsistent ...)"),
     _judged("reason", "string", "why, in one line, where the run is not ok"),
     _judged("ranks_logged", "int64", "rank logs read"),
-    *_axis_columns(first=True),
+    *_axis_columns(FIRST_AXES),
     _spec("independent", "bool", "--independent: replicas without the gradient exchange",
           lambda s: "--independent" in s.args),
     _spec("base_args", "string", "the arguments without --independent and the exchange's flags (pairs a run with "
                                  "its independent twin and its 1-GPU baseline, one for every exchange)",
           lambda s: " ".join(without(s.args, BASE_FLAGS))),
-    *_axis_columns(first=False),
+    *_axis_columns(None),
     _derived("parameters", "Int64", "the model's parameters", "env.parameters", lambda f: f.env.get("parameters")),
     _summary("peak_device_bytes", "peak_device_bytes", "float64", "peak device memory of the busiest rank", "max"),
     _summary("peak_rss_bytes", "peak_rss_bytes", "float64", "peak resident set of the busiest rank", "max"),
@@ -420,15 +424,17 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
             "tfrecord)"),
     _nested("data_loader", ("data", "loader"), "string", "--data files: what read it (torch's DataLoader, dali, "
             "tf.data)"),
-    RunColumn("data_only", "boolean", "--data-only: the input pipeline timed alone, no model", "env.flags",
-              derive=lambda facts: facts.env.get("flags", {}).get("data_only")
-              if isinstance(facts.env.get("flags"), dict) else None),
-    RunColumn("loader_workers", "Int64", "DataLoader workers (or tf.data parallel calls) a rank ran with", "env.flags",
-              derive=lambda facts: facts.env.get("flags", {}).get("loader_workers")
-              if isinstance(facts.env.get("flags"), dict) else None),
     RunColumn("params_agree", "boolean", "a run that exchanges gradients over 2+ ranks: whether every rank ended with "
               "the same parameters (their sums agree), as data-parallel training must; null where not judged",
               "summary.param_checksum (all ranks)", derive=lambda facts: _params_agree(facts), tables=("details",)),
+    *_axis_columns(LAST_AXES),
+    _nested("data_read", ("data", "read"), "Int64", "--data files: samples every rank read (warm-up and timed steps, "
+            "and what its loader read ahead), summed over ranks", "sum"),
+    _nested("data_resident", ("data", "resident_start"), "float64", "--data files: the share of the dataset's pages "
+            "in the page cache when reading began, the least over ranks (null where the kernel would not say)",
+            "min"),
+    _nested("data_fits", ("data", "fits_in_memory"), "boolean", "--data files: whether the dataset is smaller than "
+            "the node's available memory (every rank's node)", "all_equal"),
 )
 BY_NAME: dict[str, RunColumn] = {column.name: column for column in RUN_COLUMNS}
 RUNS_SCHEMA: dict[str, str] = {column.name: column.dtype for column in RUN_COLUMNS}

@@ -32,6 +32,7 @@ class DaliBatches:
         if self.idx.layout == "tfrecord":
             raise UsageError("--loader dali reads ImageFolder or WebDataset here; TFRecords go through tf_imagenet")
         check_enough(self.idx, size, flags.batch_size)
+        self.cache = self.idx.start(flags.data_cache)
         gpu, side = device.type == "cuda", flags.image_size or 224
         top = self.idx.root / "train" if (self.idx.root / "train").is_dir() else self.idx.root
 
@@ -71,4 +72,4 @@ class DaliBatches:
         return {"data": {"dir": str(self.idx.root), "layout": self.idx.layout, "kind": "imagenet", "loader": "dali",
                          "samples": len(self.idx), "dataset_bytes": self.idx.bytes, "read": self.read,
                          "bytes": int(self.per_sample * self.read), "corrupt": 0, "corrupt_named": [],
-                         "wait_s": self.wait_s, "shard": "DALI's reader: shard_id of num_shards"}}
+                         "wait_s": self.wait_s, "shard": "DALI's reader: shard_id of num_shards", **self.cache}}

@@ -1,8 +1,8 @@
 """Real data for the PyTorch workloads (``--data files --data-dir DIR``): each rank reads its own shard of the
 dataset's samples every epoch (core/datasets.py: no sample twice across ranks), DataLoader workers read and decode
-them (JPEGs through Pillow's libjpeg-turbo, WAVs, token files), augment (random-resized crop and flip to the model's
-size), and the batches arrive pinned. How long each step waited for its batch, the bytes read and every corrupt or
-vanished file are counted; a file that cannot be read is named, never silently skipped."""
+them (JPEGs through Pillow's libjpeg-turbo, WAVs, sentences of token ids), augment (random-resized crop and flip to
+the model's size), and the batches arrive pinned. How long each step waited for its batch, the bytes read and every
+corrupt or vanished file are counted; a file that cannot be read is named, never silently skipped."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from hvdbench.core.datasets import Index, Place, check_enough, index, read_bytes, read_companion, shard_ids
-from .synthetic import CHARS, FRAMES_PER_SECOND, FREQ_BINS
+from .synthetic import BOS, CHARS, FIRST_WORD, FRAMES_PER_SECOND, FREQ_BINS, PAD
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255  # ImageNet's channel means and spreads
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
@@ -160,9 +160,41 @@ def collate_speech(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.
             torch.from_numpy((frames / FRAMES_PER_SECOND).astype(np.float32)))
 
 
+def decode_sentences(vocab: int, longest: int) -> Decode:
+    """A source and a target line of token ids to id arrays, cut at ``longest`` tokens, ids beyond the model's
+    vocabulary folded into it (the words stay words: ids FIRST_WORD and up)."""
+    def ids(text: bytes) -> np.ndarray:
+        tokens = np.array(text.split()[:longest], dtype=np.int64)
+        if not len(tokens) or (tokens < 0).any():
+            raise ValueError("no token ids" if not len(tokens) else "negative token ids")
+        return np.where(tokens >= vocab, FIRST_WORD + tokens % max(vocab - FIRST_WORD, 1), tokens)
+
+    def decode(data: bytes, companion: bytes, _: int, __: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return ids(data), ids(companion)
+    return decode
+
+
+def collate_sentences(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tensor, ...]:
+    """As the synthetic translation batch: source ids and lengths, decoder inputs (BOS-shifted targets), targets,
+    padded with PAD."""
+    def padded(rows: list[np.ndarray], width: int, first: int | None = None) -> np.ndarray:
+        out = np.full((len(rows), width), PAD, dtype=np.int64)
+        for i, row in enumerate(rows):
+            row = row if first is None else np.concatenate([[first], row[:-1]])
+            out[i, :len(row)] = row
+        return out
+
+    src, tgt = [s[0] for s in samples], [s[1] for s in samples]
+    width = max(len(t) for t in tgt)
+    return tuple(torch.from_numpy(a) for a in (
+        padded(src, max(len(s) for s in src)), np.array([len(s) for s in src], dtype=np.int64),
+        padded(tgt, width, BOS), padded(tgt, width)))
+
+
 READERS: dict[str, Callable[[argparse.Namespace], tuple[Decode, Callable[[list[Any]], tuple[torch.Tensor, ...]]]]] = {
     "imagenet": lambda f: (decode_image(f.image_size or 224), collate_images),
     "speech": lambda f: (decode_speech, collate_speech),
+    "translation": lambda f: (decode_sentences(f.vocab, f.src_max_len), collate_sentences),
 }
 
 
@@ -173,6 +205,7 @@ class FileBatches:
     def __init__(self, kind: str, flags: argparse.Namespace, rank: int, size: int, pin: bool) -> None:
         self.idx = index(flags.data_dir, kind, flags.data_layout)
         check_enough(self.idx, size, flags.batch_size)
+        self.cache = self.idx.start(flags.data_cache)
         decode, collate = READERS[kind](flags)
         dataset = Samples(self.idx, rank, size, flags.batch_size, flags.seed, decode, collate)
         self.loader = iter(DataLoader(dataset, batch_size=None, num_workers=flags.loader_workers, pin_memory=pin,
@@ -198,5 +231,5 @@ class FileBatches:
         t = self.total
         return {"data": {"dir": str(self.idx.root), "layout": self.idx.layout, "kind": self.idx.kind, "loader": "torch",
                          "samples": len(self.idx), "dataset_bytes": self.idx.bytes, "read": t.read, "bytes": t.bytes,
-                         "corrupt": t.corrupt, "corrupt_named": t.named, "wait_s": t.wait_s,
+                         "corrupt": t.corrupt, "corrupt_named": t.named, "wait_s": t.wait_s, **self.cache,
                          "shard": "every size-th id of a permutation seeded by the epoch, from this rank"}}

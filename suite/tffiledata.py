@@ -50,6 +50,7 @@ class TFFileFeed:
                  device: str) -> None:
         self.idx = index(flags.data_dir, "imagenet", flags.data_layout)
         workers = max(1, flags.loader_workers)
+        self.cache = self.idx.start(flags.data_cache)
         if self.idx.layout == "tfrecord":
             records = tf.data.TFRecordDataset([p.path for p in self.idx.places]).repeat()
             pairs = records.shard(size, rank).map(_parse, num_parallel_calls=workers)
@@ -90,4 +91,4 @@ class TFFileFeed:
                          "dataset_bytes": self.idx.bytes, "read": self.read, "bytes": self.bytes,
                          "corrupt": self.corrupt, "corrupt_named": [], "wait_s": self.wait_s,
                          "shard": "tf.data: files, every size-th id of each epoch's permutation from this rank; "
-                                  "TFRecords, every size-th record from this rank"}}
+                                  "TFRecords, every size-th record from this rank", **self.cache}}

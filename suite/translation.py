@@ -1,7 +1,8 @@
 """GNMT-like LSTM translation on synthetic sentence pairs; words/s counts target tokens, not padding.
 
 Source lengths are uniform in [max_len/4, max_len]; each target is 0.8-1.2 x its source (the batches of
-``suite/synthetic.py``, shared with ``tf_translation``).
+``suite/synthetic.py``, shared with ``tf_translation``); or, with ``--data files --data-dir DIR``, sentence pairs of
+token ids read from a dataset (``hvdbench data make translation``: WMT14's lengths).
 
     horovodrun -np 8 -H localhost:8 python suite/translation.py --batch-size 128 --src-max-len 50
 """
@@ -31,7 +32,7 @@ def build(ctx: BuildContext) -> TorchWorkload:
         loss=lambda model, b: F.cross_entropy(model(b[0], b[1], b[2]).flatten(0, 1).float(), b[3].flatten(),
                                               ignore_index=PAD),
         count=lambda b: translation_counts(b[3]),
-        distinct_batches=8,
+        distinct_batches=8, reads="translation",
     )
 
 

@@ -5,6 +5,7 @@ waited and how it compares with synthetic batches. Datasets here stay a few MB."
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -126,27 +127,46 @@ def test_data_flags_are_checked_before_any_rank_starts(args: tuple[str, ...], sa
 
 
 @pytest.mark.slow
-def test_files_against_synthetic_on_two_ranks_gives_the_data_path_table(images: Path, tmp_path: Path) -> None:
-    """imagenet on 2 CPU ranks: synthetic, files (folder, 1 worker) and the pipeline alone: the report's data path
-    row pairs them, with the wait share, the loader's rate against training's and a verdict."""
+def test_a_sweep_of_layouts_against_synthetic_gives_the_data_path_table(images: Path, tmp_path: Path) -> None:
+    """imagenet on 2 CPU ranks, swept: data device|files x data_dir folder|webdataset x data_only, from a cold page
+    cache: the synthetic run is made once (the --data files options left off it), the report's
+    data path rows pair each layout with it, with the wait share, the loader's rate against training's, the page cache
+    and a verdict; the knob table compares the two layouts."""
     from hvdbench.cli import main
 
-    common = ("--model", "resnet50", "--batch-size", "4", "--image-size", "32", "--steps", "6", "--warmup-steps", "2",
-              "--device", "cpu", "--threads", "1", "--telemetry-interval", "0")
-    files = ("--data", "files", "--data-dir", str(images / "folder"), "--loader-workers", "1")
-    for extra in ((), files, (*files, "--data-only")):
-        assert main(["run", "imagenet", "--np", "2", "-o", str(tmp_path / "r"), "--no-report", "--",
-                     *common, *extra]) == 0
+    common = ["--model", "resnet50", "--batch-size", "4", "--image-size", "32", "--steps", "6", "--warmup-steps", "2",
+              "--device", "cpu", "--threads", "1", "--telemetry-interval", "0", "--loader-workers", "1"]
+    sweep = tmp_path / "data.yaml"
+    sweep.write_text(f"""name: data
+repeats: 1
+baseline: false
+workloads:
+  - benchmark: imagenet
+    args: {common}
+axes:
+  np: [2]
+  data: [device, files]
+  data_dir: [{images / "folder"}, {images / "wds"}]
+  data_only: [false, true]
+  data_cache: [cold]
+""", encoding="utf-8")
+    assert main(["sweep", str(sweep), "-o", str(tmp_path / "r"), "--no-report"]) == 0
     assert main(["report", str(tmp_path / "r"), "-o", str(tmp_path / "out"), "--min-runs", "1"]) == 0
     import pandas as pd
 
-    row = pd.read_csv(tmp_path / "out" / "datapath.csv").iloc[0]
-    assert row["np"] == 2 and row["workers"] == 1 and row["layout"] == "folder"
-    assert row["synthetic"] > 0 and row["files"] > 0 and row["alone_per_rank"] > 0 and 0 <= row["wait_share"] < 1
-    assert isinstance(row["verdict"], str) and row["verdict"]
     runs = pd.read_csv(tmp_path / "out" / "runs.csv")
+    assert len(runs) == 5 and (runs["data"] == "device").sum() == 1  # the synthetic run once, not once a layout
     reading = runs[runs["data"] == "files"]
     assert (reading["bytes_read"] > 0).all() and (reading["data_corrupt"] == 0).all()
+    assert set(reading["data_cache"]) == {"cold"} and set(reading["loader_workers"]) == {1}
+    rows = pd.read_csv(tmp_path / "out" / "datapath.csv").sort_values("layout")
+    assert list(rows["layout"]) == ["folder", "webdataset"]
+    for row in rows.itertuples():
+        assert row.np == 2 and row.workers == 1 and row.cache.startswith("cold start")
+        assert row.synthetic > 0 and row.files > 0 and row.alone_per_rank > 0 and 0 <= row.wait_share < 1
+        assert isinstance(row.verdict, str) and row.verdict
+    knobs = pd.read_csv(tmp_path / "out" / "knobs.csv")
+    assert {"folder", "wds"} == set(knobs[knobs["knob"] == "data_dir"][["base_value", "value"]].values.ravel())
 
 
 @pytest.mark.slow
@@ -208,3 +228,82 @@ def test_the_data_path_says_input_bound_where_the_loader_gives_less_than_trainin
     assert row.cores_per_gpu == pytest.approx(950 / (410 / 4))
     assert row.node_mb_s == pytest.approx(115e3 * 7600 / 1e6) and row.cluster_mb_s == pytest.approx(16 * row.node_mb_s)
     assert row.ratio_high < 1 and row.loader == "torch" and row.workers == 4
+
+
+def test_the_page_cache_is_dropped_warmed_and_measured(tmp_path: Path) -> None:
+    """A file's pages dropped (cold) read back as 0% resident, read once (warm) as 100%; a file the kernel would not
+    report on (not ours, not writable) is unknown, never a guess; the facts a rank records say so."""
+    from hvdbench.core import pagecache
+
+    data = tmp_path / "shard.tar"
+    data.write_bytes(np.random.default_rng(0).bytes(4 << 20))
+    with open(data, "rb+") as handle:
+        os.fsync(handle.fileno())  # dirty pages cannot be dropped
+    facts = pagecache.prepare([str(data)], "cold", 4 << 20)
+    assert facts["cache"] == "cold" and facts["resident_start"] == pytest.approx(0.0, abs=0.05)
+    assert facts["fits_in_memory"] is True and facts["mem_available"] > 0
+    assert pagecache.prepare([str(data)], "warm", 4 << 20)["resident_start"] == pytest.approx(1.0)
+    assert pagecache.resident_share([]) is None
+
+
+def test_a_dataset_read_twice_from_memory_is_flagged_served_from_memory() -> None:
+    """Planted runs: resident at the start, or smaller than free memory and read 2.5 times on one node: served from
+    memory; larger than memory: from storage; a cold start says so and what followed."""
+    import pandas as pd
+
+    from hvdbench.analysis.tables.datapath import page_cache
+
+    def runs(cache: str, resident: float, fits: bool, read: int) -> pd.DataFrame:
+        return pd.DataFrame([{"data_cache": cache, "data_resident": resident, "data_fits": fits, "data_read": read,
+                              "dataset_samples": 100}])
+
+    assert page_cache(runs("as-is", 0.97, True, 50), 1).startswith("served from memory (97% resident")
+    assert page_cache(runs("as-is", 0.1, True, 250), 1).startswith("served from memory after its first pass")
+    assert page_cache(runs("as-is", 0.1, True, 250), 2).startswith("from storage (10% resident")
+    assert page_cache(runs("as-is", 0.0, False, 250), 1).startswith("from storage: larger than free memory")
+    assert page_cache(runs("cold", 0.0, True, 250), 1) == \
+        "cold start (its pages dropped); served from memory after its first pass, 2.5 passes"
+
+
+def test_loader_and_layout_are_sweep_axes_each_framework_its_own_loaders(images: Path, tmp_path: Path) -> None:
+    """loader torch|dali|tfdata x data device|files over imagenet and tf_imagenet: PyTorch runs torch and dali,
+    TensorFlow tf.data (each other pairing left out with a line), the synthetic runs once a framework."""
+    from hvdbench.launchers.plan import plan
+    from hvdbench.launchers.sweep import load_sweep
+
+    sweep = tmp_path / "loaders.yaml"
+    sweep.write_text(f"""baseline: false
+workloads:
+  - {{benchmark: imagenet, args: [--device, cpu]}}
+  - {{benchmark: tf_imagenet, args: [--device, cpu]}}
+axes:
+  np: [2]
+  data: [device, files]
+  loader: [torch, dali, tfdata]
+  data_dir: [{images / "folder"}]
+""", encoding="utf-8")
+    made = plan(load_sweep(sweep))
+    runs = sorted((r.benchmark, " ".join(a for a in r.args if a in ("files", "dali", "tfdata", "device")))
+                  for r in made.specs)
+    assert runs == [("imagenet", "device"), ("imagenet", "files"), ("imagenet", "files dali"),
+                    ("tf_imagenet", "device"), ("tf_imagenet", "files")]
+    assert any("loader dali on tensorflow workloads: theirs are tfdata" in line for line in made.skipped)
+    assert any("loader tfdata on pytorch workloads" in line for line in made.skipped)
+
+
+def test_translation_reads_sentence_pairs_as_its_synthetic_batches_are_shaped(tmp_path: Path) -> None:
+    """Sentence pairs of token ids (WebDataset) through the trainer's reader: source ids and lengths cut at
+    --src-max-len, decoder inputs behind BOS, targets padded with PAD, ids folded into the model's vocabulary."""
+    from hvdbench.core.catalog import get_benchmark
+    from hvdbench.suite.filedata import FileBatches
+    from hvdbench.suite.synthetic import BOS, PAD
+
+    make_dataset("translation", tmp_path / "wds", "webdataset", 16, 2)
+    flags = get_benchmark("translation").check(["--batch-size", "4", "--vocab", "50", "--src-max-len", "8",
+                                                "--data", "files", "--data-dir", str(tmp_path / "wds"),
+                                                "--loader-workers", "0"])
+    (src, src_len, tgt_in, tgt), read = FileBatches("translation", flags, 0, 2, False).next()
+    assert src.shape[0] == 4 and src.shape[1] == int(src_len.max()) <= 8 and read["bytes_read"] > 0
+    assert (tgt_in[:, 0] == BOS).all() and tgt_in.shape == tgt.shape and (tgt[:, 0] != PAD).all()
+    assert int(src.max()) < 50 and int(tgt.max()) < 50
+    assert ((tgt != PAD).sum(1) == (tgt_in != PAD).sum(1)).all()

@@ -13,17 +13,20 @@ import numpy as np
 import pandas as pd
 
 from hvdbench.core.axes import without
+from hvdbench.core.pagecache import FROM_MEMORY
 
 from ..keys import WORKLOAD
 from ..ratios import MIN_RUNS, config_draws, direction, ratio_interval
 from ..formatting import Rows, fmt, missing, pct, ratio, text
 
-DATA_FLAGS = {"--data": 1, "--data-dir": 1, "--data-layout": 1, "--data-only": 0, "--loader-workers": 1, "--loader": 1}
+DATA_FLAGS = {"--data": 1, "--data-dir": 1, "--data-layout": 1, "--data-only": 0, "--loader-workers": 1, "--loader": 1,
+              "--data-cache": 1}
 AU_LINE = 0.90  # MLPerf Storage's pass mark: the accelerators busy at least 90% of the time
 NODES_SHOWN = 16  # the storage a cluster of this many nodes needs, beside one node's
 DATAPATH_SCHEMA: dict[str, str] = {
     "system": "string", "framework": "string", "benchmark": "string", "model": "string", "np": "int64",
-    "nodes": "int64", "loader": "string", "workers": "Int64", "layout": "string", "synthetic": "float64",
+    "nodes": "int64", "loader": "string", "workers": "Int64", "layout": "string", "cache": "string",
+    "synthetic": "float64",
     "files": "float64",
     "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "wait_share": "float64",
     "alone_per_rank": "float64", "asked_per_rank": "float64", "verdict": "string", "cores_per_gpu": "float64",
@@ -93,7 +96,8 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
             "loader": str(mine["data_loader"].dropna().iloc[0]) if mine["data_loader"].notna().any() else
             "tf.data" if files["framework"] == "tensorflow" else "torch",
             "workers": int(workers.iloc[0]) if len(workers) else pd.NA,
-            "layout": str(layout.iloc[0]) if len(layout) else None, "synthetic": synth,
+            "layout": str(layout.iloc[0]) if len(layout) else None, "cache": page_cache(mine, nodes),
+            "synthetic": synth,
             "files": float(files["throughput"]), "ratio": float(files["throughput"]) / synth if synth else math.nan,
             "ratio_low": low, "ratio_high": high, "wait_share": wait, "alone_per_rank": alone_rate,
             "asked_per_rank": asked, "verdict": _verdict(low, high, alone_rate, asked, wait, margin,
@@ -102,6 +106,37 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
             "node_mb_s": per_sample * synth / nodes / 1e6 if synthetic is not None else math.nan,
             "cluster_mb_s": per_sample * synth / nodes * NODES_SHOWN / 1e6 if synthetic is not None else math.nan,
             "au": 1.0 - wait if math.isfinite(wait) else math.nan, "unit": files["unit"], "runs": files["runs"]}
+
+
+def _first(runs: pd.DataFrame, column: str) -> Any:
+    given = runs[column].dropna() if column in runs else pd.Series(dtype=object)
+    return given.iloc[0] if len(given) else None
+
+
+def page_cache(runs: pd.DataFrame, nodes: int) -> str | None:
+    """Where a configuration's runs read their dataset from: served from memory (resident at the start, or read
+    more than once on one node with the dataset smaller than its free memory), a cold start, or storage."""
+    if runs.empty or "data_cache" not in runs or runs["data_cache"].isna().all():
+        return None
+    mode = str(_first(runs, "data_cache"))
+    resident = float(runs["data_resident"].astype("float64").min()) if "data_resident" in runs else math.nan
+    fits = _first(runs, "data_fits")
+    samples = runs["dataset_samples"].astype("float64") if "dataset_samples" in runs else None
+    passes = float((runs["data_read"].astype("float64") / samples).median()) if samples is not None else math.nan
+    start = f"{resident:.0%} resident at the start" if math.isfinite(resident) else "residency unknown"
+    read = f", {passes:.1f} passes" if math.isfinite(passes) else ""
+    if mode == "cold":
+        first = "cold start (its pages dropped)"
+        if bool(fits) and nodes == 1 and passes >= 2:
+            return f"{first}; served from memory after its first pass{read}"
+        return f"{first}{read}"
+    if math.isfinite(resident) and resident >= FROM_MEMORY:
+        return f"served from memory ({start}{read}, {mode})"
+    if bool(fits) and nodes == 1 and passes >= 2:
+        return f"served from memory after its first pass ({start}{read}, {mode})"
+    if fits is not None and not bool(fits):
+        return f"from storage: larger than free memory ({start}{read})"
+    return f"from storage ({start}{read}, {mode})"
 
 
 def _verdict(low: float, high: float, alone: float, asked: float, wait: float, margin: float, ratio: float) -> str:
@@ -131,16 +166,19 @@ DATAPATH_TEXT = ("Training that reads a dataset (--data files: read, decoded and
                  "training asks (the synthetic rate a rank); the CPU cores a GPU needs at the measured decode rate "
                  "(what training asks over one worker's rate); the storage a node and 16 nodes need at the GPUs' "
                  "rate (the dataset's bytes a sample × the synthetic rate); and the accelerator utilization as MLPerf "
-                 "Storage defines it (1 − the share waiting; its pass mark 90%).")
+                 "Storage defines it (1 − the share waiting; its pass mark 90%). The page cache says where the "
+                 "bytes came from: a dataset served from memory says nothing of the storage (measure that with "
+                 "--data-cache cold on a dataset larger than a node's memory).")
 
 
 def datapath_rows(table: pd.DataFrame) -> Rows:
     """The data path table."""
-    return (["workload", "ranks", "loader", "workers", "layout", "synthetic", "files", "files / synthetic [95% CI]",
+    return (["workload", "ranks", "loader", "workers", "layout", "page cache", "synthetic", "files",
+             "files / synthetic [95% CI]",
              "waited on input", "alone a rank", "asked a rank", "verdict", "CPU cores a GPU", "storage a node (MB/s)",
              "16 nodes (MB/s)", "accelerator utilization"],
             [[f"{r.system} {r.framework} {r.benchmark} {r.model}", str(r.np), text(r.loader), text(r.workers),
-              text(r.layout),
+              text(r.layout), text(r.cache),
               fmt(r.synthetic), fmt(r.files), ratio(r.ratio, r.ratio_low, r.ratio_high), pct(r.wait_share),
               fmt(r.alone_per_rank), fmt(r.asked_per_rank), r.verdict, fmt(r.cores_per_gpu), fmt(r.node_mb_s),
               fmt(r.cluster_mb_s), (pct(r.au) + (" (≥ 90%)" if r.au >= 0.9 else " (below 90%)"))

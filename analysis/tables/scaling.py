@@ -40,6 +40,8 @@ SCALING_SCHEMA: dict[str, str] = {
     "cpu_power_w": "float64", "node_power_w": "float64",  # what each node's first rank read of its node
     "first_started": "float64", "span_s": "float64",  # when its first run started, and how long until its last did
     "inputs": "string", "parameters": "Int64",  # the files its arguments name, hashed; the model's parameters
+    "loader": "string", "loader_workers": "Int64", "data_dir": "string", "data_only": "bool",
+    "data_cache": "string",  # --data files' axes
 }
 STRAGGLER_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
