@@ -6,13 +6,14 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sys
 from collections import Counter
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from hvdbench.core.containers import IMAGE_ID_VARIABLE, RUNTIMES, from_flags, image_id, preflight
+from hvdbench.core.containers import IMAGE_ID_VARIABLE, RUNTIMES, from_flags, image_id, preflight, runtime
 from hvdbench.core.errors import HvdbenchError, ReportError, UsageError
 from hvdbench.core.options import options_of
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
@@ -21,7 +22,7 @@ from hvdbench.launchers.base import on_cpu
 from hvdbench.core.hostlist import expand_hostlist
 from hvdbench.launchers.plan import Plan, plan
 from hvdbench.launchers.runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation,
-                                     here_gpus, load,
+                                     here_gpus, load, mpi_mismatch,
                     local_executor, pin_to_hosts, screen_plan, screen_sweep, sweep_topology)
 from hvdbench.launchers.sweep import Sweep
 
@@ -200,6 +201,8 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
     if sweep.container is not None:
         preflight(sweep.container, root, sorted({spec.launcher for spec in specs}),
                   gpu=not all(on_cpu(spec) for spec in specs))
+        for line in mpi_mismatch(sweep.container, {spec.launcher for spec in specs}, root):
+            print(f"hvdbench: warning: {line}", file=sys.stderr)
         found = image_id(sweep.container)
         if found:  # for the ranks' record: the environment reaches the ranks this host starts
             os.environ[IMAGE_ID_VARIABLE] = found
@@ -343,6 +346,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                     adjust=lambda s: with_container(s, args))
     else:
         sweep, planned, root = load(args.file, args.output, here=True, adjust=lambda s: with_container(s, args))
+    if args.shape:  # one shape's job of a submitted sweep (launchers/slurm_allocation.py)
+        from hvdbench.launchers.slurm_allocation import shape_of
+
+        planned = replace(planned, specs=tuple(s for s in planned.specs if shape_of(s) == args.shape))
+        if not planned.specs:
+            raise UsageError(f"--shape {args.shape}: no run of {args.file} has that many nodes x ranks per node")
     if sweep.fit is not None:
         return fit_here(sweep, planned, root, sweep.fit, args)
     return _run_here(sweep, planned, root, args, in_allocation=args.in_allocation)
@@ -363,6 +372,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if sweep.fit is not None:
         raise UsageError(f"{args.file}: fit: searches run one trial after another, each judged before the next: "
                          "hvdbench sweep FILE (in an allocation: the sbatch template's sweep --in-allocation)")
+    if sweep.container is not None and runtime(sweep.container.runtime).submit_note:
+        return _submit_allocations(args, sweep, planned, root)
     executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
                              retries=sweep.retries if args.retries is None else args.retries)
     if args.dry_run:
@@ -372,6 +383,36 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError(f"{root} already holds runs: --resume submits only what is missing, --rerun submits all again")
     submitted = executor.execute(planned.specs)
     print(f"submitted {len(submitted)} job(s) of {len(planned.specs)} run(s); "
+          f"follow with: hvdbench status {shlex.quote(str(root))}")
+    return 0
+
+
+def _submit_allocations(args: argparse.Namespace, sweep: Sweep, planned: Plan, root: Path) -> int:
+    """A sweep whose runtime a submitted run's tasks cannot start (pyxis): one allocation job per shape, its batch step
+    the in-allocation sweep (launchers/slurm_allocation.py); --dry-run prints each job's script."""
+    from hvdbench.launchers import slurm_allocation as allocation
+    from hvdbench.launchers.slurm_jobs import partition_problem
+    from hvdbench.launchers.slurm_queue import run_dirs
+
+    jobs = allocation.allocation_jobs(planned.specs, sweep.slurm, name=sweep.name, sweep_file=args.file, root=root,
+                                      command=[sys.executable, "-m", "hvdbench.cli"],
+                                      container=sweep.container if from_flags(args) else None)
+    hours = allocation.job_hours(jobs, sweep.slurm)
+    if args.dry_run:
+        for job in jobs:
+            print(f"# {root / allocation.SCRIPTS / (job.shape + '.sbatch')}: {len(job.runs)} run(s)\n{job.script}")
+        print(f"{len(jobs)} job(s), one per shape, {len(planned.specs)} run(s); node-hours: at most {hours:.1f}")
+        return 0
+    if shutil.which("sbatch") is None:
+        raise UsageError("SLURM submission needs sbatch on PATH: this machine has no SLURM client")
+    if root.exists() and run_dirs(root) and not (args.resume or args.rerun):
+        raise UsageError(f"{root} already holds runs: --resume submits only what is missing, --rerun submits all again")
+    problem = partition_problem(planned.specs, sweep.slurm)
+    if problem:
+        raise UsageError(problem)
+    for shape, job_id in allocation.submit(jobs, root, planned.specs):
+        print(f"shape {shape}: job {job_id}")
+    print(f"submitted {len(jobs)} job(s), one per shape, for {len(planned.specs)} run(s); "
           f"follow with: hvdbench status {shlex.quote(str(root))}")
     return 0
 

@@ -216,15 +216,27 @@ def _sweep(sub: Any) -> None:
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     sweep.add_argument("--in-allocation", action="store_true",
                        help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
+    sweep.add_argument("--shape", type=_shape, default=None, metavar="NODESxRANKS",
+                       help="only the runs of this many nodes x ranks per node (a job hvdbench submit made per shape)")
     estimate_flags(sweep)
     container_flags(sweep)
+
+
+def _shape(text: str) -> str:
+    nodes, sep, ranks = text.partition("x")
+    if not (sep and nodes.isdigit() and ranks.isdigit() and int(nodes) > 0 and int(ranks) > 0):
+        raise argparse.ArgumentTypeError(f"expected NODESxRANKS (2x8), got {text!r}")
+    return f"{int(nodes)}x{int(ranks)}"
 
 
 def _submit(sub: Any) -> None:
     """hvdbench submit: a sweep file as SLURM jobs."""
     submit = sub.add_parser("submit", help="submit a sweep file's runs as SLURM jobs (submitit)",
-                            description="One SLURM job per run (a job array with slurm.array_parallelism); prints "
-                                        "the job ids. Results land in the same layout as local runs.")
+                            description="One SLURM job per run (a job array with slurm.array_parallelism); with "
+                                        "ranks in a pyxis image, one job per shape (nodes x ranks per node) whose "
+                                        "batch step runs that shape's runs in its allocation (its script kept under "
+                                        "the results' slurm-jobs/, printed by --dry-run). Prints the job ids. Results "
+                                        "land in the same layout as local runs.")
     submit.add_argument("file", type=Path, help="sweep file")
     submit.add_argument("-o", "--output", type=Path, default=None, help="results root")
     again = submit.add_mutually_exclusive_group()

@@ -31,6 +31,7 @@ class Axis:
     offered: Mapping[str, tuple[Value, ...]] = field(default_factory=dict)  # a framework's values, where limited
     shown: Callable[[Value], str] | None = None  # how a value reads in a table, where not as itself
     files_only: bool = False  # an option of --data files: left off a run that reads no files (its synthetic twin)
+    compared: bool = True  # its values set side by side in the knob table (not where they measure other work)
 
     def label(self, value: Value) -> str:
         """How a value reads in a table."""
@@ -114,7 +115,7 @@ AXES: dict[str, Axis] = {axis.name: axis for axis in (
          files_only=True),
     Axis("data_only", "--data files: the input pipeline timed alone, no model (what the loader gives a rank)", bool,
          {"pytorch": _switch("--data-only"), "tensorflow": _switch("--data-only")},
-         lambda f, _: bool(f.get("data_only")), {"--data-only": 0}, False, files_only=True),
+         lambda f, _: bool(f.get("data_only")), {"--data-only": 0}, False, files_only=True, compared=False),
     Axis("data_cache", f"the dataset's pages at the start: {', '.join(CACHE_MODES)} (core/pagecache.py)", str,
          {"pytorch": _option_unless("--data-cache", CACHE_MODES[0]),
           "tensorflow": _option_unless("--data-cache", CACHE_MODES[0])},

@@ -55,7 +55,7 @@ class Runtime(ABC):
     tool: ClassVar[str]
     launchers: ClassVar[tuple[str, ...]] = ()  # the launchers that can start its ranks (empty: every one)
     launchers_note: ClassVar[str] = ""  # why only those
-    submit_note: ClassVar[str] = ""  # why a submitted job cannot start its ranks ("": it can)
+    submit_note: ClassVar[str] = ""  # why a run's own job cannot start its ranks ("": it can; else one job a shape)
 
     def flags(self, container: Container, root: Path, knobs: Sequence[str]) -> list[str]:
         """The launcher's flags that put each task in the image (none: ``wrap`` does it)."""

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.containers import Container, runtime
+from hvdbench.core.environment import parse_mpi_version
 from hvdbench.core.errors import UsageError
 from hvdbench.core.job_env import job_env
 from hvdbench.core.spec import RunSpec
@@ -191,6 +193,43 @@ def check_launchers(names: Iterable[str], run: Callable[..., Any] = subprocess.r
         problem = launcher.flavour_problem(f"{out.stdout}\n{out.stderr}")
         if problem:
             raise UsageError(f"launcher {name}: {problem}")
+
+
+def mpi_mismatch(container: Container, launchers: Iterable[str], root: Path,
+                 run: Callable[..., Any] = subprocess.run) -> list[str]:
+    """Where MPI starts ranks from outside the image (the hybrid model of Apptainer, Charliecloud, podman), the
+    host's MPI and the image's must be one implementation at one major.minor version: a line for each launcher whose
+    version command (``mpirun --version``) answers differently here and inside the image, or not at all inside."""
+    rt = runtime(container.runtime)
+    said = []
+    for name in sorted(set(launchers)):
+        argv = list(launcher_class(name).version_command)
+        if not argv or rt.flags(container, root, ()) or shutil.which(argv[0]) is None:
+            continue  # no MPI tool, a runtime whose launcher puts the tasks in the image itself, none here
+        host, image = (parse_mpi_version(_output(run, cmd)) for cmd in (argv, rt.wrap(container, root, argv, False)))
+        if host["implementation"] is None:
+            continue
+        if image["implementation"] is None:
+            said.append(f"launcher {name}: the image {container.image} answers no {argv[0]} --version: with MPI "
+                        f"outside the image the ranks inside need the same MPI ({host['implementation']} "
+                        f"{host['version']} here)")
+        elif (host["implementation"], _minor(host["version"])) != (image["implementation"], _minor(image["version"])):
+            said.append(f"launcher {name}: the host's MPI is {host['implementation']} {host['version']}, the image's "
+                        f"{image['implementation']} {image['version']}: with MPI outside the image they must be one "
+                        "implementation at one major.minor version, or the ranks fail to start or wire up")
+    return said
+
+
+def _output(run: Callable[..., Any], argv: list[str]) -> str | None:
+    try:
+        done = run(argv, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{done.stdout}\n{done.stderr}" if done.returncode == 0 else None
+
+
+def _minor(version: str | None) -> str:
+    return ".".join(str(version or "").split(".")[:2])
 
 
 def fits_allocation(spec: RunSpec) -> bool:

@@ -86,23 +86,40 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int
     return params
 
 
-def partition_nodes(partition: str | None, run: Callable[..., Any] = subprocess.run) -> list[tuple[str, int | None]]:
-    """(node, GPUs it declares) for every node of the partition (the default one where None), from sinfo;
-    empty where sinfo cannot say (then sbatch judges)."""
+def _sinfo(partition: str | None, run: Callable[..., Any]) -> list[tuple[str, str, str]] | None:
+    """(node, GRES, partition) lines of sinfo, None where sinfo cannot say."""
     argv = ["sinfo", "-h", "-N", "-o", "%N|%G|%P"] + (["-p", partition] if partition else [])
     try:
         out = run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return []
+        return None
+    if out.returncode != 0:
+        return None
+    lines = [line.strip().split("|", 2) for line in out.stdout.splitlines() if line.strip()]
+    return [(parts[0], parts[1], parts[2]) for parts in lines if len(parts) == 3]
+
+
+def partition_nodes(partition: str | None, run: Callable[..., Any] = subprocess.run) -> list[tuple[str, int | None]]:
+    """(node, GPUs it declares) for every node of the partition (the default one where None), from sinfo;
+    empty where sinfo cannot say (then sbatch judges)."""
     nodes: dict[str, int | None] = {}
-    for line in out.stdout.splitlines() if out.returncode == 0 else []:
-        node, _, rest = line.strip().partition("|")
-        gres, _, part = rest.partition("|")
+    for node, gres, part in _sinfo(partition, run) or []:
         if partition is None and not part.endswith("*"):
             continue  # not the default partition
         counts = [int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", gres)]
         nodes[node] = sum(counts) if counts else (0 if gres in ("(null)", "") else None)
     return list(nodes.items())
+
+
+def no_default_partition(run: Callable[..., Any] = subprocess.run) -> str | None:
+    """Where no partition is named and the cluster has no default one (sbatch would refuse every job): one line
+    naming its partitions; None where it has a default, or sinfo cannot say."""
+    lines = _sinfo(None, run)
+    if not lines or any(part.endswith("*") for _, _, part in lines):
+        return None
+    names = sorted({part for _, _, part in lines})
+    return (f"no slurm.partition given and this cluster has no default partition: give slurm.partition (or "
+            f"--partition) one of {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}")
 
 
 def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
@@ -111,6 +128,8 @@ def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
     declare), in one line, before anything is submitted; None where it can, or sinfo cannot say."""
     if not specs:
         return None
+    if options.partition is None and (missing := no_default_partition(run)):
+        return missing
     nodes = partition_nodes(options.partition, run)
     if not nodes:
         return None

@@ -106,6 +106,18 @@ def test_a_run_the_partition_cannot_hold_is_named_before_submitting() -> None:
     assert partition_problem([three], options, _sinfo("")) is None  # sinfo cannot say: sbatch judges
 
 
+@pytest.mark.bad_input
+def test_no_partition_where_the_cluster_has_no_default_is_one_line_before_submitting() -> None:
+    """sbatch refuses a job without -p where no partition is the default (no '*' in sinfo): said first, naming the
+    partitions; where a default exists, or a partition is given, nothing is said."""
+    bare = _sinfo("node1|gpu:h100:8|gpu\nnode2|gpu:h100:8|gpu\nlogin|(null)|debug\n")
+    fits = RunSpec(benchmark="cifar10", np=8, launcher="srun", controller="mpi")
+    assert partition_problem([fits], SlurmOptions(), bare) == (
+        "no slurm.partition given and this cluster has no default partition: give slurm.partition (or --partition) "
+        "one of debug, gpu")
+    assert partition_problem([fits], SlurmOptions(partition="gpu"), bare) is None
+
+
 def test_jobs_ask_for_what_covers_their_gpus() -> None:
     spec = RunSpec(benchmark="cifar10", np=4, nodes=2, launcher="srun", controller="mpi")
     assert job_parameters(SlurmOptions(), spec, "s")["gpus_per_node"] == 2

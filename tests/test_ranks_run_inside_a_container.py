@@ -256,3 +256,30 @@ def test_the_dry_run_of_a_16_node_pyxis_sweep_puts_every_rank_in_the_image(tmp_p
         assert ("--container-env=NCCL_IB_HCA" in line) == ("(baseline)" not in line)  # knobs override the image's
         assert checkout not in line, line
     assert any("--nodes=16 --ntasks=128" in line for line in lines)
+
+
+def test_a_hybrid_launch_says_where_the_hosts_mpi_and_the_images_differ(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """mpirun on the host starting ranks inside an Apptainer image: Open MPI 4.1 here and 5.0 inside is said, an image
+    without mpirun is said, the same major.minor (4.1.5 and 4.1.6) is not; pyxis (srun puts the tasks in the image)
+    and launchers without an MPI tool are not asked."""
+    from hvdbench.launchers import runs
+
+    monkeypatch.setattr(runs.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+
+    def answers(inside: str | None) -> Any:
+        def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+            if argv[0] == "apptainer":
+                return subprocess.CompletedProcess(argv, 0 if inside else 127, inside or "", "")
+            return subprocess.CompletedProcess(argv, 0, "mpirun (Open MPI) 4.1.6\n", "")
+        return run
+
+    box = Container(str(tmp_path / "img.sif"), "apptainer")
+    [line] = runs.mpi_mismatch(box, ["mpirun", "srun"], tmp_path, answers("mpirun (Open MPI) 5.0.3\n"))
+    assert line == ("launcher mpirun: the host's MPI is Open MPI 4.1.6, the image's Open MPI 5.0.3: with MPI outside "
+                    "the image they must be one implementation at one major.minor version, or the ranks fail to start "
+                    "or wire up")
+    [line] = runs.mpi_mismatch(box, ["mpirun"], tmp_path, answers(None))
+    assert "answers no mpirun --version" in line and "Open MPI 4.1.6 here" in line
+    assert runs.mpi_mismatch(box, ["mpirun"], tmp_path, answers("mpirun (Open MPI) 4.1.5\n")) == []
+    assert runs.mpi_mismatch(Container("hvdbench+1", "pyxis"), ["srun"], tmp_path, answers(None)) == []

@@ -171,7 +171,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     stats = run_stats_table(collection, warmup)
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
-    if table.empty and comm.empty and collection.p2p.empty:
+    if table.empty and comm.empty and collection.p2p.empty and scaling_table(collection, stats, pipelines=True).empty:
         _nothing_to_report(collection, warmup)
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
@@ -292,14 +292,15 @@ def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataF
                     tables: dict[str, pd.DataFrame], judging: Judging | None = None) -> list[Section]:
     """Every knob side by side, the cross-model summary and the best configuration of each workload."""
     out: list[Section] = []
-    _tabled(out, tables, "knobs", knob_table(table, stats.attrs.get("draws", {}), stats.attrs.get("points")),
-            "Every knob side by side",
-            KNOB_TEXT, knob_rows)
+    pipelines = scaling_table(collection, stats, pipelines=True)
+    knobs = knob_table(pd.concat([table, pipelines], ignore_index=True) if len(pipelines) else table,
+                       stats.attrs.get("draws", {}), stats.attrs.get("points"))
+    _tabled(out, tables, "knobs", knobs, "Every knob side by side", KNOB_TEXT, knob_rows)
     _tabled(out, tables, "cross_model", cross_model(table), "Across workloads", CROSS_TEXT, cross_rows)
     judged = judging or Judging()
     _tabled(out, tables, "datapath", datapath_table(table, collection.runs, stats.attrs.get("draws", {}),
                                                    stats.attrs.get("points"), judged.margin, judged.min_runs,
-                                                   scaling_table(collection, stats, pipelines=True)),
+                                                   pipelines),
             "Data path: real data against synthetic", DATAPATH_TEXT, datapath_rows)
     best = best_configurations(table)
     if len(best) and (best["np"] > 1).any():

@@ -58,19 +58,41 @@ def datapath_table(table: pd.DataFrame, runs: pd.DataFrame, draws: dict[str, np.
         return pd.DataFrame(columns=list(DATAPATH_SCHEMA)).astype(DATAPATH_SCHEMA)
     keyed = table.assign(_base=table["args"].map(_base))
     only = keyed["args"].map(lambda a: "--data-only" in str(a).split())
+    paired: set[str] = set()
     for _, files in keyed[(keyed["data"] == "files") & ~only].iterrows():
         same = (keyed["_base"] == files["_base"]) & (keyed["np"] == files["np"]) & np.logical_and.reduce(
             [keyed[k] == files[k] for k in WORKLOAD])
         synthetic = keyed[same & (keyed["data"] != "files")].sort_values("data", key=lambda s: s != "device")
         own = keyed["args"].map(lambda a: " ".join(without(str(a).split(), {"--data-only": 0})))
         alone = keyed[same & only & (own == " ".join(without(str(files["args"]).split(), {"--data-only": 0})))]
+        paired.update(alone["runs"])
         row = _row(files, synthetic.iloc[0] if len(synthetic) else None, alone.iloc[0] if len(alone) else None,
                    runs, draws, points, margin)
         counts = [int(r["repeats"]) for r in (files, *(x.iloc[0] for x in (synthetic, alone) if len(x)))]
         if min(counts) < min_runs and not row["verdict"].startswith("not judged"):
             row["verdict"] += f" (within-run only: {min(counts)} run(s) of a side, fewer than {min_runs})"
         rows.append(row)
+    rows += [_alone_row(alone, runs) for _, alone in keyed[only & ~keyed["runs"].isin(paired)].iterrows()]
     return pd.DataFrame(rows, columns=list(DATAPATH_SCHEMA)).astype(DATAPATH_SCHEMA)
+
+
+def _reader(mine: pd.DataFrame, framework: str) -> dict[str, Any]:
+    """What read a configuration's files: the loader, its workers, the layout."""
+    workers, layout = mine["loader_workers"].dropna(), mine["data_layout"].dropna()
+    return {"loader": str(mine["data_loader"].dropna().iloc[0]) if mine["data_loader"].notna().any() else
+            "tf.data" if framework == "tensorflow" else "torch",
+            "workers": int(workers.iloc[0]) if len(workers) else pd.NA,
+            "layout": str(layout.iloc[0]) if len(layout) else None}
+
+
+def _alone_row(alone: pd.Series, runs: pd.DataFrame) -> dict[str, Any]:
+    """A pipeline measured alone (--data-only) with no training of it to set against: what it gives a rank."""
+    mine = runs[runs["run_id"].isin(str(alone["runs"]).split(","))]
+    rate = float(alone["throughput"]) / int(alone["np"])
+    return {**{k: alone[k] for k in ("system", "framework", "benchmark", "model", "np", "nodes", "unit", "runs")},
+            **_reader(mine, str(alone["framework"])), "cache": page_cache(mine, int(alone["nodes"])),
+            "alone_per_rank": rate, "verdict": f"not judged: the pipeline alone gives {rate:,.1f}/s a rank; no "
+                                              "training of it was measured to set against"}
 
 
 def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None, runs: pd.DataFrame,
@@ -79,8 +101,8 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
     sums = _sums(runs, files["runs"])
     wait = sums["input_wait_s"] / sums["step_time_s"] if sums["step_time_s"] > 0 else math.nan
     mine = runs[runs["run_id"].isin(str(files["runs"]).split(","))]
+    reader = _reader(mine, str(files["framework"]))
     workers = mine["loader_workers"].dropna()
-    layout = mine["data_layout"].dropna()
     synth = float(synthetic["throughput"]) if synthetic is not None else math.nan
     low, high = (ratio_interval(config_draws(str(files["runs"]).split(","), draws, points=points),
                                 config_draws(str(synthetic["runs"]).split(","), draws, points=points))
@@ -92,11 +114,7 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
         sums["bytes_read"] / read if read > 0 else math.nan
     per_worker = alone_rate / max(int(workers.iloc[0]), 1) if len(workers) and math.isfinite(alone_rate) else math.nan
     return {"system": files["system"], "framework": files["framework"], "benchmark": files["benchmark"],
-            "model": files["model"], "np": np_, "nodes": nodes,
-            "loader": str(mine["data_loader"].dropna().iloc[0]) if mine["data_loader"].notna().any() else
-            "tf.data" if files["framework"] == "tensorflow" else "torch",
-            "workers": int(workers.iloc[0]) if len(workers) else pd.NA,
-            "layout": str(layout.iloc[0]) if len(layout) else None, "cache": page_cache(mine, nodes),
+            "model": files["model"], "np": np_, "nodes": nodes, **reader, "cache": page_cache(mine, nodes),
             "synthetic": synth,
             "files": float(files["throughput"]), "ratio": float(files["throughput"]) / synth if synth else math.nan,
             "ratio_low": low, "ratio_high": high, "wait_share": wait, "alone_per_rank": alone_rate,

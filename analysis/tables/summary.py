@@ -35,7 +35,7 @@ def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray],
     rows: list[dict[str, Any]] = []
     if table.empty:
         return pd.DataFrame(columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA)
-    for name, axis in AXES.items():
+    for name, axis in ((n, a) for n, a in AXES.items() if a.compared):
         rest = table["args"].map(lambda a, f=axis.flags: " ".join(without(str(a).split(), f)))
         for _, group in table.assign(_rest=rest).groupby(MATCH + ["_rest"], sort=True, dropna=False):
             values = group[name].astype(object).where(group[name].notna(), None)
@@ -182,8 +182,9 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
     return out
 
 
-KNOB_TEXT = ("Configurations that differ in one knob only (" + ", ".join(name.replace("_", " ") for name in AXES)
-             + "), each against the knob's default (the exchange: each against Horovod at the same rank count): the "
+KNOB_TEXT = ("Configurations that differ in one knob only ("
+             + ", ".join(name.replace("_", " ") for name, axis in AXES.items() if axis.compared)
+             + "; the input pipeline timed alone beside its like), each against the knob's default (the exchange: each against Horovod at the same rank count): the "
              "throughput ratio with a 95% interval from both configurations' resampled runs (blocks of steps within "
              "each); where a side has one run the interval is within-run only: how steady that run was, not where "
              "another would land.")
