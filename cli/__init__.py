@@ -62,7 +62,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return {"topo": commands.cmd_topo, "sweep": commands.cmd_sweep, "submit": commands.cmd_submit,
                 "status": commands.cmd_status, "project": commands.cmd_project,
                 "accept": commands.cmd_accept, "nccl-log": commands.cmd_nccl_log,
-                "data": commands.cmd_data, "fabric": commands.cmd_fabric}[args.command](args)
+                "data": commands.cmd_data, "fabric": commands.cmd_fabric,
+                "import": commands.cmd_import}[args.command](args)
     except HvdbenchError as exc:  # one line whatever the message holds (a name with a newline forges none)
         print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
         return 2

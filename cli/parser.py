@@ -35,7 +35,7 @@ def build_parser() -> Parser:
     parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo, _nccl_log, _data,
-                _fabric):
+                _fabric, _import):
         add(sub)
     return parser
 
@@ -337,6 +337,21 @@ def _data(sub: Any) -> None:
                       help="ImageFolder (train/<class>/...), WebDataset .tar shards, or TFRecord shards")
     make.add_argument("--samples", type=positive_int, default=1000, help="samples to make (default 1000)")
     make.add_argument("--seed", type=int, default=0, help="the seed (the same seed makes the same bytes)")
+
+
+def _import(sub: Any) -> None:
+    """hvdbench import nccl-tests: another tool's curves as runs beside hvdbench's own."""
+    imp = sub.add_parser(
+        "import", help="take nccl-tests' output into a results root, as collectives runs",
+        description="Each test in nccl-tests' output (all_reduce_perf, all_gather_perf, broadcast_perf, alltoall_perf) "
+                    "becomes a run of backend nccl-tests under the results root: its sizes stand in the report's "
+                    "collectives table beside hvdbench's own and accept criteria judge them (backend = 'nccl-tests'). "
+                    "Its time is nccl-tests' own (each rank's mean over its iterations, averaged over ranks); "
+                    "import each run of a test (an interval needs several). The same file twice is refused.")
+    imp.add_argument("source", choices=["nccl-tests"], help="what wrote the files")
+    imp.add_argument("files", nargs="+", type=Path, help="its output, one or more tests a file")
+    imp.add_argument("-o", "--output", type=Path, required=True, help="the results root")
+    imp.add_argument("--system", default="local", help="the system's label in the report (default local)")
 
 
 def _nccl_log(sub: Any) -> None:

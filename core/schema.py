@@ -146,6 +146,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
                                  "with (nccl_version; the framework's own is device.nccl)); null under torchrun"),
         Field("torchrun", "dict", "under torchrun (no Horovod): the torch.distributed backend, torchrun's run id, "
                                   "NCCL's version, where the ranks met, the rank layout; absent otherwise"),
+        Field("imported", "dict", "a run taken in from another tool's output (hvdbench import nccl-tests): the tool, "
+                                  "its program and version, the file's name and sha256, its hosts; absent otherwise"),
         Field("pid", "int", "process id"),
         Field("os", "str", "platform string"),
         Field("cpu_model", "str", "CPU model name"),
@@ -184,7 +186,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     ), extra="further counts of the step beside samples (audio_s, sentences)"),
     Kind("comm", "one collective case: every timed iteration of one op, backend, dtype and size", (
         Field("op", "str", "the collective: a name of core/collective_ops.py's OPS"),
-        Field("backend", "str", "horovod or mpi"),
+        Field("backend", "str", "horovod or mpi; nccl-tests for a run taken in from its output"),
         Field("dtype", "str", "fp32, fp16 or bf16"),
         Field("bytes", "int", "message size as nccl-tests counts it"),
         Field("elements", "int", "elements per rank's buffer"),

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hvdbench.core.collective_ops import summarize
+from hvdbench.core.nccl_tests import BACKEND as IMPORTED
 
 from ..keys import COLLECTIVE_RUN
 from ..collect import Collection
@@ -27,6 +28,7 @@ COMM_TABLE_SCHEMA: dict[str, str] = {
 }
 RATIO_BYTES = 64 * 2**20
 TIMING_WORDS = {"batch": "calls back to back", "each": "each call alone", "steps": "training steps"}
+PATHS = {IMPORTED: "nccl-tests (NCCL alone, its own figure)"}  # a backend's path where not Horovod's or MPI's
 PATTERN_PATH = ", training pattern of "  # a training-pattern curve's path: "Horovod (mpi), training pattern of ..."
 
 
@@ -49,7 +51,7 @@ def comm_table(collection: Collection) -> pd.DataFrame:
         run = runs.loc[run_id]
         op, backend, _, nbytes, pattern, timing = case
         s = summarize(op, int(nbytes), int(run["np"]), per_rank, timing)
-        path = f"Horovod ({run['controller']})" if backend == "horovod" else "raw MPI (mpi4py)"
+        path = f"Horovod ({run['controller']})" if backend == "horovod" else PATHS.get(backend, "raw MPI (mpi4py)")
         if pattern != "isolated":
             path += f"{PATTERN_PATH}{group['like_workload'].iloc[0]}"
         gen, width = pcie.loc[run_id] if pcie is not None and run_id in pcie.index else (np.nan, np.nan)
@@ -81,7 +83,7 @@ def horovod_over_mpi(table: pd.DataFrame, nbytes: int = RATIO_BYTES) -> pd.DataF
     for key, group in table.groupby(keys, sort=True):
         both = group.pivot_table(index="bytes", columns="path", values="busbw_gbs", aggfunc="first")
         raw = "raw MPI (mpi4py)"
-        for path in [c for c in both.columns if c != raw] if raw in both.columns else []:
+        for path in [c for c in both.columns if c.startswith("Horovod")] if raw in both.columns else []:
             pair = both[[path, raw]].dropna()
             if pair.empty:
                 continue

@@ -184,10 +184,10 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
 
 KNOB_TEXT = ("Configurations that differ in one knob only ("
              + ", ".join(name.replace("_", " ") for name, axis in AXES.items() if axis.compared)
-             + "; the input pipeline timed alone beside its like), each against the knob's default (the exchange: each against Horovod at the same rank count): the "
-             "throughput ratio with a 95% interval from both configurations' resampled runs (blocks of steps within "
-             "each); where a side has one run the interval is within-run only: how steady that run was, not where "
-             "another would land.")
+             + "; the input pipeline timed alone beside its like), each against the knob's default (the exchange: each "
+             "against Horovod at the same rank count): the throughput ratio with a 95% interval from both "
+             "configurations' resampled runs (blocks of steps within each); where a side has one run the interval is "
+             "within-run only: how steady that run was, not where another would land.")
 
 
 def knob_rows(knobs: pd.DataFrame) -> Rows:

@@ -24,6 +24,7 @@ from hvdbench.core.collective_ops import OPS, TIMINGS, bus_factor, figure, slowe
 from hvdbench.core.errors import UsageError
 from hvdbench.core.flags import byte_size
 from hvdbench.core.metrics import percentile_interval
+from hvdbench.core.nccl_tests import BACKEND as IMPORTED
 from hvdbench.core.run_table import PYTHON_TYPES, RUNS_SCHEMA
 from hvdbench.core.validate import inert, read_toml
 
@@ -54,8 +55,8 @@ _TEXT, _WHOLE = str, int
 TRAINING_KEYS: dict[str, type] = {name: PYTHON_TYPES[RUNS_SCHEMA[name]]
                                   for name in (*keys.CONFIG, *keys.KNOBS, "independent")}
 COLLECTIVE_KEYS: dict[str, type] = {"system": _TEXT, "placement": _TEXT, "launcher": _TEXT, "controller": _TEXT,
-                                    "op": _TEXT, "dtype": _TEXT, "bytes": _WHOLE, "path": _TEXT, "pattern": _TEXT,
-                                    "timing": _TEXT}
+                                    "op": _TEXT, "dtype": _TEXT, "bytes": _WHOLE, "path": _TEXT, "backend": _TEXT,
+                                    "pattern": _TEXT, "timing": _TEXT}
 SCREENING_KEYS: dict[str, type] = {"system": _TEXT, "framework": _TEXT, "benchmark": _TEXT, "model": _TEXT,
                                    "level": _TEXT}
 SELECTORS = {"scaling": TRAINING_KEYS, "details": TRAINING_KEYS, "collectives": COLLECTIVE_KEYS,
@@ -368,6 +369,9 @@ def _collective(criterion: Criterion, tables: dict[str, pd.DataFrame], collectio
         picked = picked[picked["bytes"] == picked["bytes"].max()]  # the largest message measured
     row = picked.iloc[0]
     runs = sorted(set(picked["run_id"]))
+    if row["backend"] == IMPORTED and len(runs) < MIN_RUNS:  # one figure a run: the spread is between runs
+        return (f"{len(runs)} imported run(s) of nccl-tests, one figure each: fewer than {MIN_RUNS} runs to judge "
+                "on (run the test again and import each)")
     comm = collection.comm
     case = comm[comm["run_id"].isin(runs) & (comm["op"] == row["op"]) & (comm["dtype"] == row["dtype"])
                 & (comm["bytes"] == row["bytes"]) & (comm["backend"] == row["backend"])

@@ -1,0 +1,122 @@
+"""nccl-tests' output taken into a results root as runs of hvdbench's collectives (``hvdbench import nccl-tests``):
+each test of a file becomes a run folder whose rank record holds, per size, nccl-tests' own figure (its time, so the
+collectives table computes the same algbw and busbw), backend ``nccl-tests``, timed as nccl-tests times (calls back
+to back). Its rows then stand in the report's collectives table beside hvdbench's own and are judged by ``accept``
+criteria like them: a run a file, so an interval needs the test run several times (imported each). The same file is
+never taken twice: its digest is in the record, and a second import of it is refused in one line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from hvdbench.core.errors import UsageError
+from hvdbench.core.nccl_tests import BACKEND, PROGRAMS, Test, parse
+from hvdbench.core.records import RecordWriter
+from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
+
+LOG = "rank-0.jsonl"
+MAX_FILE = 64 << 20
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One test taken in: its run and what was left out of it."""
+
+    spec: RunSpec
+    test: Test
+
+
+def spec_of(test: Test, system: str, repeat: int) -> RunSpec:
+    """The run a test stands for: collectives over its ranks and hosts, started as nccl-tests is (mpirun)."""
+    ranks = len(test.ranks) or test.threads * test.gpus
+    return RunSpec(benchmark="collectives", framework="pytorch", args=("--from", BACKEND, str(test.program)),
+                   np=ranks, nodes=max(1, len(test.hosts)), launcher="mpirun", controller="mpi", system=system,
+                   repeat=repeat)
+
+
+def _digests(root: Path) -> set[str]:
+    """The digests of the files already imported under ``root``."""
+    found = set()
+    for log in root.glob(f"*/{LOG}"):
+        try:
+            first = json.loads(log.read_text(encoding="utf-8").splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        digest = (first.get("imported") or {}).get("sha256") if isinstance(first, dict) else None
+        if isinstance(digest, str):
+            found.add(digest)
+    return found
+
+
+def _repeat(root: Path, spec: RunSpec) -> RunSpec:
+    """The spec with the first repeat no run under ``root`` holds (each file of one test is another run of it)."""
+    repeat = spec.repeat
+    while (root / RunSpec(**{**spec.__dict__, "repeat": repeat}).id / RUN_FILE).exists():
+        repeat += 1
+    return RunSpec(**{**spec.__dict__, "repeat": repeat})
+
+
+def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str) -> None:
+    """The run folder, written aside and moved in whole: run.json, rank 0's record (env, a comm record per size,
+    its summary), the other ranks' summaries (nccl-tests' figure is theirs too: averaged over them), status ok."""
+    folder = root / f".importing-{spec.id}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    spec.write(folder)
+    host = test.hosts[0] if test.hosts else None
+    writer = RecordWriter(folder / LOG, rank=0, local_rank=0, size=spec.np)
+    writer.write("env", benchmark="collectives", framework="pytorch", model="collectives", unit="GB/s",
+                 run_id=spec.id, host=host, flags={"timing": "batch", "iters": test.iters},
+                 device={"nccl": test.nccl}, gpu={"name": test.ranks[0][3]} if test.ranks else None,
+                 imported={"from": BACKEND, "program": test.program, "version": test.version, "sha256": digest,
+                           "file": name[:200], "hosts": test.hosts, "ranks": len(test.ranks),
+                           "avg_busbw": test.avg_busbw, "left": test.left[:20]})
+    for row in test.rows:
+        writer.write("comm", op=test.op, backend=BACKEND, dtype=row.dtype, bytes=row.bytes, elements=row.count,
+                     times=[row.time_s], timing="batch", calls=test.iters or 1,
+                     correct=None if row.wrong is None else row.wrong == 0)
+    writer.write("summary", unit="GB/s")
+    writer.close()
+    for rank in range(1, spec.np):
+        other = RecordWriter(folder / f"rank-{rank}.jsonl", rank=rank, local_rank=0, size=spec.np)
+        other.write("summary", unit="GB/s")
+        other.close()
+    RunStatus("ok", 0, 0.0, f"imported from nccl-tests' {test.program} output").write(folder)
+    folder.rename(root / spec.id)
+
+
+def import_files(paths: Iterable[Path], root: Path, system: str) -> list[Imported]:
+    """Every test of every file as a run under ``root``; a UsageError in one line for a file that is no nccl-tests
+    output, one already imported, or a test of an operation hvdbench does not tabulate."""
+    done: list[Imported] = []
+    seen = _digests(root) if root.exists() else set()
+    for path in paths:
+        if not path.is_file():
+            raise UsageError(f"{path}: not a regular file")
+        if path.stat().st_size > MAX_FILE:
+            raise UsageError(f"{path}: {path.stat().st_size:,} bytes, more than nccl-tests writes "
+                             f"({MAX_FILE:,} at most)")
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in seen:
+            raise UsageError(f"{path}: already imported into {root} (the same bytes): nothing counted twice")
+        hint = next((p for p in PROGRAMS if p in path.name), None)
+        try:
+            tests = parse(data.decode("utf-8", "replace"), hint)
+        except UsageError as exc:
+            raise UsageError(f"{path}: {exc}") from None
+        for test in tests:
+            if test.op is None:
+                raise UsageError(f"{path}: {test.program or 'a test that names no program'} is not one hvdbench "
+                                 f"tabulates ({', '.join(PROGRAMS)}); name the file after its program where the "
+                                 "output does not say it")
+            spec = _repeat(root, spec_of(test, system, 0))
+            write_run(root, spec, test, digest, path.name)
+            done.append(Imported(spec, test))
+        seen.add(digest)
+    return done

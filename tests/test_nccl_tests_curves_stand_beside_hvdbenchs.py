@@ -1,0 +1,86 @@
+"""nccl-tests' own output taken into a results root (``hvdbench import nccl-tests``): its curve stands in the
+report's collectives table with nccl-tests' busbw, accept criteria judge it on whole runs (one imported run is not
+judged, three are), and what is not nccl-tests output, or was imported already, is one line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hvdbench.cli import main
+from hvdbench.core.errors import UsageError
+from hvdbench.core.nccl_tests import parse
+
+FIXTURE = Path(__file__).parent / "fixtures" / "nccl-tests" / "all_reduce_perf-2node.txt"
+BACKEND = "[[criterion]]\nname='allreduce 1G'\nmetric='busbw'\nbackend='nccl-tests'\nmin=70\n"
+
+
+def test_its_table_is_read_as_nccl_tests_prints_it() -> None:
+    """The program, the ranks on their hosts, the iterations, NCCL's version from the library code, and per size the
+    out-of-place time, algbw, busbw and wrong elements; a type hvdbench does not tabulate is left out and said."""
+    text = FIXTURE.read_text().replace("        1024           256     float", "        1024           256      int8")
+    [test] = parse(text)
+    assert (test.program, test.op, test.iters, test.nccl, test.hosts) == \
+        ("all_reduce_perf", "allreduce", 20, "2.27.3", ["node01", "node02"])
+    assert [r.bytes for r in test.rows] == [8, 1048576, 134217728, 1073741824] and test.rows[-1].busbw == 75.06
+    assert test.left == ["1024 bytes: type 'int8' (hvdbench tabulates float, half, bfloat16)"]
+    assert test.ranks[0][3] == "NVIDIA H100 80GB HBM3" and test.avg_busbw == pytest.approx(31.6734)
+
+
+def _imported(tmp_path: Path, runs: int) -> Path:
+    root = tmp_path / "r"
+    tmp_path.mkdir(exist_ok=True)
+    for i in range(runs):  # the same test run again: its largest size a little slower each time
+        copy = tmp_path / f"all_reduce_perf-{i}.txt"
+        copy.write_text(FIXTURE.read_text().replace("21456   50.04", f"{21456 + 40 * i}   50.04"))
+        assert main(["import", "nccl-tests", str(copy), "-o", str(root), "--system", "dgx"]) == 0
+    return root
+
+
+def test_its_curve_stands_in_the_collectives_table_with_its_own_busbw(tmp_path: Path) -> None:
+    root = _imported(tmp_path, 1)
+    assert main(["report", str(root), "-o", str(tmp_path / "out")]) == 0
+    table = pd.read_csv(tmp_path / "out" / "collectives.csv")
+    big = table[table["bytes"] == 1 << 30].iloc[0]
+    assert big["backend"] == "nccl-tests" and big["path"].startswith("nccl-tests") and big["np"] == 4
+    assert big["nodes"] == 2 and big["busbw_gbs"] == pytest.approx(75.06, abs=0.01)  # its print rounds the time
+    assert "nccl-tests" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_accept_judges_its_curve_on_whole_runs(tmp_path: Path) -> None:
+    """One imported run gives one figure, two give two: not judged (exit 4); three runs give an interval: met."""
+    criteria = tmp_path / "criteria.toml"
+    criteria.write_text(BACKEND)
+    one = _imported(tmp_path / "one", 1)
+    assert main(["accept", str(criteria), str(one), "-o", str(tmp_path / "o1")]) == 4
+    two = _imported(tmp_path / "two", 2)
+    assert main(["accept", str(criteria), str(two), "-o", str(tmp_path / "o2")]) == 4
+    assert "fewer than 3 runs" in (tmp_path / "o2" / "acceptance.txt").read_text()
+    three = _imported(tmp_path / "three", 3)
+    assert main(["accept", str(criteria), str(three), "-o", str(tmp_path / "o3")]) == 0
+
+
+@pytest.mark.bad_input
+def test_what_is_no_nccl_tests_output_or_was_taken_already_is_one_line(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    root = _imported(tmp_path, 1)
+    again = tmp_path / "all_reduce_perf-0.txt"
+    assert main(["import", "nccl-tests", str(again), "-o", str(root)]) == 2
+    assert "already imported" in capsys.readouterr().err
+    prose = tmp_path / "notes.txt"
+    prose.write_text("# nothing here\n1 2 3\n")
+    scatter = tmp_path / "reduce_scatter_perf.txt"
+    scatter.write_text(FIXTURE.read_text().replace("all_reduce_perf", "reduce_scatter_perf"))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, said in ((prose, "no nccl-tests table in it"), (scatter, "reduce_scatter_perf is not one hvdbench"),
+                       (fifo, "not a regular file")):
+        assert main(["import", "nccl-tests", str(path), "-o", str(root)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+    assert len([p for p in root.iterdir() if p.is_dir()]) == 1  # nothing half-written beside the one run
+    with pytest.raises(UsageError):
+        parse("")
