@@ -65,7 +65,8 @@ class Launcher(ABC):
     the variables each sets (a launcher with flags for them sets none); ``version_command``: the argv
     whose output tells which MPI its tool is, one of ``mpi_flavours`` (core/environment.py's names;
     ``mpi_name`` in messages), judged by ``flavour_problem`` before any run starts; ``starts_horovod``: its ranks
-    meet through Horovod (else through torch.distributed alone: PyTorch workloads with an exchange of their own)."""
+    meet through Horovod (else through torch.distributed alone: PyTorch workloads with an exchange of their own);
+    ``reaches_hosts_by_ssh``: it starts remote processes with ssh (in a SLURM job, ssh through srun: srun_ssh.py)."""
 
     name: ClassVar[str]
     controllers: ClassVar[tuple[str, ...]] = HOROVOD_CONTROLLERS
@@ -77,6 +78,7 @@ class Launcher(ABC):
     transport_note: ClassVar[str] = ""
     transport_variables: ClassVar[dict[str, tuple[tuple[str, str], ...]]] = {}
     version_command: ClassVar[tuple[str, ...]] = ()
+    reaches_hosts_by_ssh: ClassVar[bool] = False  # starts its remote processes with ssh (in a SLURM job: srun's)
     mpi_flavours: ClassVar[tuple[str, ...]] = ()
     mpi_name: ClassVar[str] = ""
 

@@ -26,6 +26,7 @@ from hvdbench.core.containers import preflight
 from .executor import launch_environment, placement_refusal, scheduler_chose_gpus
 from .policy import as_ended, failed_attempts, requeued, retry_left, tail
 from .slurm_queue import REQUEUED_BY_SLURM, allocation_hosts, why_stopped
+from .srun_ssh import ssh_through_srun
 
 
 def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0) -> int:
@@ -97,6 +98,8 @@ def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: 
     env = launch_environment(launcher, spec, python, scheduler_gpus)
     if not launcher.task_per_rank:  # mpirun's and hydra's daemons go out with srun inside this task's step, whose
         env["SLURM_OVERLAP"] = "1"  # CPUs are all taken: without --overlap their srun waits for them for ever
+    if first and launcher.reaches_hosts_by_ssh and spec.nodes > 1:
+        ssh_through_srun(folder, env)  # horovodrun's ssh reaches the allocation's nodes where no sshd runs
     attempt = TaskAttempt(spec, RunFolder(folder), job, first, retries)
     if first:
         attempt.folder.command_file.write_text(shlex.join(argv) + "\n", encoding="utf-8")

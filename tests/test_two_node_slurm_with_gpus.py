@@ -107,7 +107,8 @@ def test_the_sbatch_template_runs_srun_and_mpirun_across_two_nodes(gpu_cluster: 
 
 def test_submit_runs_mpirun_across_two_nodes_with_a_typed_gpu(gpu_cluster: Any, tmp_path: Path) -> None:
     """The docs' own slurm: {partition, gpu_type} through a real submit (it died in submitit's parameter check), and
-    mpirun across two nodes under submit (it was refused: the first task starts every rank over the job's hosts)."""
+    mpirun and horovodrun (Gloo and MPI controllers) across two nodes under submit (they were refused: the first task
+    starts every rank over the job's hosts; horovodrun's ssh reaches the other node through srun, no sshd there)."""
     started = time.monotonic()
     sweep = sweep_file(tmp_path, "typed", f"launcher: mpirun\ntransport: tcp\n"
                                      f"workloads: [{{benchmark: mlp, args: {TINY}}}]\n"
@@ -115,12 +116,20 @@ def test_submit_runs_mpirun_across_two_nodes_with_a_typed_gpu(gpu_cluster: Any, 
                                      "slurm: {time: 10, partition: gpu, gpu_type: h100}")
     out = cli("submit", str(sweep), "-o", str(tmp_path / "typed"))
     assert out.returncode == 0, out.stderr
-    assert set(settled(tmp_path / "typed", 1, gpu_cluster).values()) == {"ok"}, gpu_cluster.log_tail()
-    run_dir = next((tmp_path / "typed").glob("mlp-*"))
-    _check_layout(run_dir, 2, 1, "the only visible GPU")
+    horovod = sweep_file(tmp_path, "horovod", f"launcher: horovodrun\ncontroller: [gloo, mpi]\n"
+                                              f"workloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+                                              "axes: {nodes: [2], gpus_per_node: [1]}\n"
+                                              "slurm: {time: 10, partition: gpu, gpu_type: h100}")
+    out = cli("submit", str(horovod), "-o", str(tmp_path / "horovod"))
+    assert out.returncode == 0, out.stderr
+    for root, runs in (("typed", 1), ("horovod", 2)):
+        assert set(settled(tmp_path / root, runs, gpu_cluster).values()) == {"ok"}, gpu_cluster.log_tail()
+        for run_dir in (tmp_path / root).glob("mlp-*"):
+            _check_layout(run_dir, 2, 1, "the only visible GPU")
     script = next((tmp_path / "typed").rglob("*_submission.sh")).read_text()
     assert "#SBATCH --gres=gpu:h100:1" in script and "#SBATCH --partition=gpu" in script
-    print(f"\n[two-node cluster] submit, typed GPU, mpirun over the allocation: {time.monotonic() - started:.0f} s")
+    print(f"\n[two-node cluster] submit, typed GPU, mpirun and horovodrun over the allocation: "
+          f"{time.monotonic() - started:.0f} s")
 
 
 def test_a_rank_killed_on_node2_is_retried_and_nothing_measured_is_lost(gpu_cluster: Any, tmp_path: Path) -> None:

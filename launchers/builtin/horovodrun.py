@@ -47,6 +47,7 @@ class Horovodrun(Launcher):
     that horovodrun has flags for become flags (the rest reach the ranks through the environment)."""
 
     name = "horovodrun"
+    reaches_hosts_by_ssh = True  # it checks ssh to every remote host and starts Gloo's workers through it
     transport_note = "with --mpi it passes Open MPI its own flags, ob1 over TCP; use launcher mpirun to choose"
 
     def command(self, spec: RunSpec, ctx: LaunchContext) -> list[str]:
