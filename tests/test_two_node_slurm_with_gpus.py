@@ -32,7 +32,8 @@ def _check_layout(run_dir: Path, nodes: int, per_node: int, how: str) -> None:
     hosts = {e["host"] for e in ranks}
     assert len(hosts) == nodes and hosts <= {"node1", "node2"}, hosts
     for env in ranks:
-        assert env["horovod"]["layout"]["cross_size"] == nodes and env["horovod"]["layout"]["local_size"] == per_node
+        layout = (env["horovod"] or env["torchrun"])["layout"]  # torchrun's ranks meet without Horovod
+        assert layout["cross_size"] == nodes and layout["local_size"] == per_node
         choice, variables = env["gpu_choice"], env["variables"]
         assert choice["how"] == how and choice["physical"] in range(4), choice
         given = variables.get("SLURM_STEP_GPUS") or variables.get("SLURM_JOB_GPUS")
@@ -107,7 +108,7 @@ def test_the_sbatch_template_runs_srun_and_mpirun_across_two_nodes(gpu_cluster: 
 
 def test_submit_runs_mpirun_across_two_nodes_with_a_typed_gpu(gpu_cluster: Any, tmp_path: Path) -> None:
     """The docs' own slurm: {partition, gpu_type} through a real submit (it died in submitit's parameter check), and
-    mpirun and horovodrun (Gloo and MPI controllers) across two nodes under submit (they were refused: the first task
+    mpirun, horovodrun (Gloo and MPI controllers) and torchrun across two nodes under submit (they were refused: the first task
     starts every rank over the job's hosts; horovodrun's ssh reaches the other node through srun, no sshd there)."""
     started = time.monotonic()
     sweep = sweep_file(tmp_path, "typed", f"launcher: mpirun\ntransport: tcp\n"
@@ -122,13 +123,19 @@ def test_submit_runs_mpirun_across_two_nodes_with_a_typed_gpu(gpu_cluster: Any, 
                                               "slurm: {time: 10, partition: gpu, gpu_type: h100}")
     out = cli("submit", str(horovod), "-o", str(tmp_path / "horovod"))
     assert out.returncode == 0, out.stderr
-    for root, runs in (("typed", 1), ("horovod", 2)):
+    ddp = TINY.replace("]", ", --exchange, ddp]")
+    torchrun = sweep_file(tmp_path, "torchrun", f"launcher: torchrun\nworkloads: [{{benchmark: mlp, args: {ddp}}}]\n"
+                                                "axes: {nodes: [2], gpus_per_node: [1]}\n"
+                                                "slurm: {time: 10, partition: gpu, gpu_type: h100}")
+    out = cli("submit", str(torchrun), "-o", str(tmp_path / "torchrun"))
+    assert out.returncode == 0, out.stderr
+    for root, runs in (("typed", 1), ("horovod", 2), ("torchrun", 1)):
         assert set(settled(tmp_path / root, runs, gpu_cluster).values()) == {"ok"}, gpu_cluster.log_tail()
         for run_dir in (tmp_path / root).glob("mlp-*"):
             _check_layout(run_dir, 2, 1, "the only visible GPU")
     script = next((tmp_path / "typed").rglob("*_submission.sh")).read_text()
     assert "#SBATCH --gres=gpu:h100:1" in script and "#SBATCH --partition=gpu" in script
-    print(f"\n[two-node cluster] submit, typed GPU, mpirun and horovodrun over the allocation: "
+    print(f"\n[two-node cluster] submit, typed GPU, mpirun, horovodrun and torchrun over the allocation: "
           f"{time.monotonic() - started:.0f} s")
 
 
