@@ -106,10 +106,11 @@ def test_the_sbatch_template_runs_srun_and_mpirun_across_two_nodes(gpu_cluster: 
     print(f"\n[two-node cluster] sbatch template, srun and mpirun: {time.monotonic() - started:.0f} s")
 
 
-def test_submit_runs_mpirun_across_two_nodes_with_a_typed_gpu(gpu_cluster: Any, tmp_path: Path) -> None:
+def test_submit_runs_every_launcher_across_two_nodes_with_a_typed_gpu(gpu_cluster: Any, tmp_path: Path) -> None:
     """The docs' own slurm: {partition, gpu_type} through a real submit (it died in submitit's parameter check), and
-    mpirun, horovodrun (Gloo and MPI controllers) and torchrun across two nodes under submit (they were refused: the first task
-    starts every rank over the job's hosts; horovodrun's ssh reaches the other node through srun, no sshd there)."""
+    mpirun, horovodrun (Gloo and MPI controllers) and torchrun across two nodes under submit (they were refused: the
+    first task starts every rank over the job's hosts; horovodrun's ssh reaches the other node through srun, no sshd
+    there)."""
     started = time.monotonic()
     sweep = sweep_file(tmp_path, "typed", f"launcher: mpirun\ntransport: tcp\n"
                                      f"workloads: [{{benchmark: mlp, args: {TINY}}}]\n"
