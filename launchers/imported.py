@@ -31,12 +31,24 @@ class Imported:
     test: Test
 
 
+def hosts_label(hosts: list[str]) -> str | None:
+    """Which nodes a test ran on, as the run's placement (a pair of nodes is told from every other pair: a bad cable
+    shows as its own row, never averaged into the others'); a long list by its ends, count and digest."""
+    if not hosts:
+        return None
+    if len(hosts) <= 4:
+        return "hosts " + ",".join(hosts)
+    digest = hashlib.sha256(",".join(hosts).encode()).hexdigest()[:8]
+    return f"{len(hosts)} hosts {hosts[0]}..{hosts[-1]} #{digest}"
+
+
 def spec_of(test: Test, system: str, repeat: int) -> RunSpec:
-    """The run a test stands for: collectives over its ranks and hosts, started as nccl-tests is (mpirun)."""
+    """The run a test stands for: collectives over its ranks, on its hosts (its placement), started as nccl-tests is
+    (mpirun)."""
     ranks = len(test.ranks) or test.threads * test.gpus
     return RunSpec(benchmark="collectives", framework="pytorch", args=("--from", BACKEND, str(test.program)),
-                   np=ranks, nodes=max(1, len(test.hosts)), launcher="mpirun", controller="mpi", system=system,
-                   repeat=repeat)
+                   np=ranks, nodes=max(1, len(test.hosts)), placement=hosts_label(test.hosts), launcher="mpirun",
+                   controller="mpi", system=system, repeat=repeat)
 
 
 def _digests(root: Path) -> set[str]:

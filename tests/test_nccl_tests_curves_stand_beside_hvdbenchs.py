@@ -84,3 +84,18 @@ def test_what_is_no_nccl_tests_output_or_was_taken_already_is_one_line(tmp_path:
     assert len([p for p in root.iterdir() if p.is_dir()]) == 1  # nothing half-written beside the one run
     with pytest.raises(UsageError):
         parse("")
+
+
+def test_each_pair_of_nodes_is_its_own_row(tmp_path: Path) -> None:
+    """all_reduce_perf between node01-node02 and node03-node04, the second at half the bandwidth (a bad cable): two
+    rows, told apart by their hosts, never one averaged row."""
+    bad = tmp_path / "all_reduce_perf-34.txt"
+    bad.write_text(FIXTURE.read_text().replace("node01", "node03").replace("node02", "node04")
+                   .replace("21456   50.04   75.06", "42912   25.02   37.53"))
+    root = tmp_path / "r"
+    assert main(["import", "nccl-tests", str(FIXTURE), str(bad), "-o", str(root)]) == 0
+    assert main(["report", str(root), "-o", str(tmp_path / "out")]) == 0
+    table = pd.read_csv(tmp_path / "out" / "collectives.csv")
+    big = table[table["bytes"] == 1 << 30].set_index("placement")["busbw_gbs"]
+    assert big["hosts node01,node02"] == pytest.approx(75.06, abs=0.01)
+    assert big["hosts node03,node04"] == pytest.approx(37.53, abs=0.01)
