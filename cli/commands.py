@@ -13,16 +13,15 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from hvdbench.core.containers import IMAGE_ID_VARIABLE, RUNTIMES, from_flags, image_id, preflight, runtime
+from hvdbench.core.containers import RUNTIMES, from_flags, runtime
 from hvdbench.core.errors import HvdbenchError, ReportError, UsageError
 from hvdbench.core.options import options_of
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
 from hvdbench.core.validate import host_problem, inert, text_problem
-from hvdbench.launchers.base import on_cpu
 from hvdbench.core.hostlist import expand_hostlist
 from hvdbench.launchers.plan import Plan, plan
-from hvdbench.launchers.runs import (Executor, benchmark_sweep, check_launchers, describe_plan, fits_allocation,
-                                     here_gpus, load, mpi_mismatch,
+from hvdbench.launchers.runs import (Executor, Prepared, benchmark_sweep, check_launchers, describe_plan,
+                                     fits_allocation, here_gpus, load, prepare_here,
                     local_executor, pin_to_hosts, screen_plan, screen_sweep, sweep_topology)
 from hvdbench.launchers.sweep import Sweep
 
@@ -197,18 +196,18 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
             print(f"hvdbench: {len(specs) - len(fit)} run(s) need a larger allocation and are left for one",
                   file=sys.stderr)
         specs = fit
-    check_launchers(spec.launcher for spec in specs)
-    if sweep.container is not None:
-        preflight(sweep.container, root, sorted({spec.launcher for spec in specs}),
-                  gpu=not all(on_cpu(spec) for spec in specs))
-        for line in mpi_mismatch(sweep.container, {spec.launcher for spec in specs}, root):
-            print(f"hvdbench: warning: {line}", file=sys.stderr)
-        found = image_id(sweep.container)
-        if found:  # for the ranks' record: the environment reaches the ranks this host starts
-            os.environ[IMAGE_ID_VARIABLE] = found
+    prepared = _prepared(sweep, specs, root)
     executor = local_executor(sweep, root, resume=args.resume, timeout=args.timeout, hosts=hosts,
-                              retries=getattr(args, "retries", None))
+                              retries=getattr(args, "retries", None), environment=prepared.environment)
     return _finish(executor.execute(specs), root, args.report)
+
+
+def _prepared(sweep: Sweep, specs: Sequence[RunSpec], root: Path) -> Prepared:
+    """The checks before running here (launchers/runs.py prepare_here), their warnings said."""
+    prepared = prepare_here(sweep, specs, root)
+    for line in prepared.warnings:
+        print(f"hvdbench: warning: {inert(line)}", file=sys.stderr)
+    return prepared
 
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
@@ -272,10 +271,11 @@ def fit_here(sweep: Sweep, planned: Plan, root: Path, options: Any, args: argpar
                   f"{options.limit}), then halving the gap to the smallest that did not; the first trial: "
                   + local_executor(sweep, root, resume=True).describe(first))
         return 0
-    if any(seed.on_cpu for seed in searches):  # peak resident sets count live tensors, not what glibc kept
-        os.environ.update(fit.CPU_ALLOCATOR)
-    check_launchers(name for name, _ in sweep.launchers)
-    executor = local_executor(sweep, root, resume=args.resume, timeout=getattr(args, "timeout", None))
+    prepared = _prepared(sweep, planned.specs, root)
+    # on CPUs, peak resident sets count live tensors, not what glibc kept
+    allocator = fit.CPU_ALLOCATOR if any(seed.on_cpu for seed in searches) else {}
+    executor = local_executor(sweep, root, resume=args.resume, timeout=getattr(args, "timeout", None),
+                              environment={**prepared.environment, **allocator})
     for seed in searches:
         fit.run_seed(seed, options, lambda spec: executor.execute([spec])[0], root)
     for line in fit.summary_lines(root):

@@ -72,10 +72,11 @@ class LocalExecutor(Executor):
     def __init__(self, root: Path, *, python: str = sys.executable, timeout: float = 1800.0, resume: bool = True,
                  hosts: tuple[str, ...] = ("localhost",), ssh_port: int | None = None,
                  ssh_identity_file: Path | None = None, pmi: str = "pmix", retries: int = 0,
-                 scheduler_gpus: bool | None = None,
+                 scheduler_gpus: bool | None = None, environment: Mapping[str, str] | None = None,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         super().__init__(root, python=python, resume=resume, retries=retries, report=report)
         self.timeout = timeout
+        self.environment = dict(environment or {})  # for every run's launcher and ranks besides their own
         self.hosts, self.ssh_port, self.ssh_identity_file, self.pmi = hosts, ssh_port, ssh_identity_file, pmi
         self.scheduler_gpus = scheduler_chose_gpus() if scheduler_gpus is None else scheduler_gpus
 
@@ -151,7 +152,7 @@ class LocalExecutor(Executor):
             return status
         launcher = get_launcher(spec.launcher)
         argv = launcher.command(spec, self.context(run_dir.resolve()))
-        env = launch_environment(launcher, spec, self.python, self.scheduler_gpus)
+        env = {**launch_environment(launcher, spec, self.python, self.scheduler_gpus), **self.environment}
         return LocalAttempt(spec, folder, job_env().job_id, self.timeout).run(argv, env, folder.launcher_log)
 
 

@@ -8,18 +8,18 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from hvdbench.core.catalog import get_benchmark
-from hvdbench.core.containers import Container, runtime
+from hvdbench.core.containers import IMAGE_ID_VARIABLE, Container, image_id, preflight, runtime
 from hvdbench.core.environment import parse_mpi_version
 from hvdbench.core.errors import UsageError
 from hvdbench.core.job_env import job_env
 from hvdbench.core.spec import RunSpec
 
-from .base import default_controllers, get_launcher, launcher_class
+from .base import default_controllers, get_launcher, launcher_class, on_cpu
 from .local import LocalExecutor
 from .plan import Plan, plan
 from .sweep import Sweep, Workload, load_sweep, sweep_warnings
@@ -172,11 +172,34 @@ def node_hours(planned: Plan, limit: float | None) -> str:
 
 
 def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | None = None,
-                   hosts: tuple[str, ...] | None = None, retries: int | None = None) -> LocalExecutor:
+                   hosts: tuple[str, ...] | None = None, retries: int | None = None,
+                   environment: Mapping[str, str] | None = None) -> LocalExecutor:
     """The executor of a sweep on this machine (or inside an allocation, with its hosts)."""
     return LocalExecutor(root, timeout=timeout or sweep.timeout, resume=resume, hosts=hosts or sweep.hosts,
                          ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi,
-                         retries=sweep.retries if retries is None else retries)
+                         retries=sweep.retries if retries is None else retries, environment=environment)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the checks before running here found: the environment the ranks get besides their own (the image's id,
+    for their record), and warnings to say (one line each)."""
+
+    environment: dict[str, str]
+    warnings: list[str]
+
+
+def prepare_here(sweep: Sweep, specs: Sequence[RunSpec], root: Path) -> Prepared:
+    """The one recipe every command that runs things here follows before the first run (run, sweep, screen, fit):
+    each launcher's tool is the MPI its syntax is for; the container's runtime, image and mounts can start the ranks;
+    the host's MPI against the image's (a warning); the image's id as its runtime names it."""
+    launchers = sorted({spec.launcher for spec in specs})
+    check_launchers(launchers)
+    if sweep.container is None:
+        return Prepared({}, [])
+    preflight(sweep.container, root, launchers, gpu=not all(on_cpu(spec) for spec in specs))
+    found = image_id(sweep.container)
+    return Prepared({IMAGE_ID_VARIABLE: found} if found else {}, mpi_mismatch(sweep.container, launchers, root))
 
 
 def check_launchers(names: Iterable[str], run: Callable[..., Any] = subprocess.run) -> None:

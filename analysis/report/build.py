@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pandas as pd
 
@@ -31,11 +31,9 @@ from ..verdicts.costs import Cost, cost_columns
 from ..verdicts.decision import cost_verdict_lines, decision_lines, decision_table, unpaired_table, weighted_figures
 from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
-from ..tables.datapath import DATAPATH_TEXT, datapath_rows, datapath_table
-from ..tables.details import (
-    BREAKDOWN_TEXT, DETAILS_FOLDED, DETAILS_TEXT, breakdown_rows, breakdown_table, details_rows, details_table,
-    profile_rows
-)
+from ..sections import Inputs, TableSection
+from ..tables.datapath import DATAPATH_SECTION
+from ..tables.details import BREAKDOWN_SECTION, DETAILS_SECTION, profile_rows
 from ..tables.efficiency import load_peaks, Peak, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
 from .html import render_html
@@ -48,10 +46,7 @@ from ..tables.scaling import (
 )
 from ..tables.full_node import THRESHOLD as FULL_THRESHOLD, full_node_rows, full_node_table, full_node_text
 from ..tables.screening import THRESHOLD, screening_rows, screening_table, screening_text
-from ..tables.summary import (
-    CROSS_TEXT, KNOB_TEXT, best_configurations, best_rows, cross_model, cross_rows, describe, executive_lines,
-    knob_rows, knob_table
-)
+from ..tables.summary import CROSS_SECTION, KNOBS_SECTION, best_configurations, best_rows, describe, executive_lines
 from ..stats import STRAGGLER_THRESHOLD
 
 
@@ -171,7 +166,9 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     stats = run_stats_table(collection, warmup)
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
-    if table.empty and comm.empty and collection.p2p.empty and scaling_table(collection, stats, pipelines=True).empty:
+    inputs = Inputs(collection, stats, table, scaling_table(collection, stats, pipelines=True), judging.margin,
+                    judging.min_runs)
+    if table.empty and comm.empty and collection.p2p.empty and inputs.pipelines.empty:
         _nothing_to_report(collection, warmup)
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
@@ -191,10 +188,10 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     for title, text, (header, rows) in views.axis_views(table):
         sections.append(Section(title, text, header, rows))
     tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow, "system": described}
-    sections += _buyer_sections(collection, table, stats, tables, judging)
+    sections += _buyer_sections(inputs, tables)
     sections += _screen_sections(screen, full, tables)
     sections.append(Section("Stragglers", straggler_text(slow, threshold), *straggler_rows(slow)))
-    sections += _recorded_sections(collection, table, tables)
+    sections += _recorded_sections(inputs, tables)
     sections += _run_sections(collection, stats)
     _keep_compared(tables, compared)
     if len(collection.profile):
@@ -280,43 +277,36 @@ def _bandwidth_sections(collection: Collection, comm: pd.DataFrame, table: pd.Da
     return out
 
 
-def _tabled(out: list[Section], tables: dict[str, pd.DataFrame], name: str, table: pd.DataFrame, title: str,
-            text: str, rows: Callable[[pd.DataFrame], Any]) -> None:
-    """A table the report writes as ``name`` and shows as a section, where it has rows."""
-    if len(table):
-        tables[name] = table
-        out.append(Section(title, text, *rows(table)))
-
-
-def _buyer_sections(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
-                    tables: dict[str, pd.DataFrame], judging: Judging | None = None) -> list[Section]:
-    """Every knob side by side, the cross-model summary and the best configuration of each workload."""
+def _walk(descriptors: tuple[TableSection, ...], inputs: Inputs, tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Each table section built, kept as its table and shown, where it has rows."""
     out: list[Section] = []
-    pipelines = scaling_table(collection, stats, pipelines=True)
-    knobs = knob_table(pd.concat([table, pipelines], ignore_index=True) if len(pipelines) else table,
-                       stats.attrs.get("draws", {}), stats.attrs.get("points"))
-    _tabled(out, tables, "knobs", knobs, "Every knob side by side", KNOB_TEXT, knob_rows)
-    _tabled(out, tables, "cross_model", cross_model(table), "Across workloads", CROSS_TEXT, cross_rows)
-    judged = judging or Judging()
-    _tabled(out, tables, "datapath", datapath_table(table, collection.runs, stats.attrs.get("draws", {}),
-                                                   stats.attrs.get("points"), judged.margin, judged.min_runs,
-                                                   pipelines),
-            "Data path: real data against synthetic", DATAPATH_TEXT, datapath_rows)
-    best = best_configurations(table)
+    for section in descriptors:
+        table = section.build(inputs)
+        if len(table):
+            tables[section.name] = table
+            out.append(Section(section.title, section.text, *section.rows(table), folded=section.folded))
+    return out
+
+
+BUYER_TABLES = (KNOBS_SECTION, CROSS_SECTION, DATAPATH_SECTION)  # what a buyer compares, after the headline
+RECORDED_TABLES = (BREAKDOWN_SECTION, DETAILS_SECTION)  # everything else the runs recorded
+
+
+def _buyer_sections(inputs: Inputs, tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Every knob side by side, the cross-model summary, the data path and the best configuration of each workload."""
+    out = _walk(BUYER_TABLES, inputs, tables)
+    best = best_configurations(inputs.table)
     if len(best) and (best["np"] > 1).any():
         out.append(Section("Best configuration per workload", "At the largest GPU count each workload was measured.",
                            *best_rows(best, describe)))
     return out
 
 
-def _recorded_sections(collection: Collection, table: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
-    """Everything else the runs recorded: the --breakdown phases, run details, the profiles' top operators."""
-    out: list[Section] = []
-    _tabled(out, tables, "breakdown", breakdown_table(collection, table), "Step breakdown", BREAKDOWN_TEXT,
-            breakdown_rows)
-    _tabled(out, tables, "details", details_table(collection), "Run details", DETAILS_TEXT, details_rows)
-    if out and out[-1].title == "Run details":
-        out[-1].folded = DETAILS_FOLDED
+def _recorded_sections(inputs: Inputs, tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Everything else the runs recorded: the --breakdown phases, run details, the network NCCL used, the profiles'
+    top operators."""
+    collection = inputs.collection
+    out = _walk(RECORDED_TABLES, inputs, tables)
     header, rows = fabric_rows(collection.runs)
     if rows:
         out.append(Section("The network NCCL used", FABRIC_TEXT, header, rows))

@@ -18,6 +18,7 @@ from hvdbench.core.pagecache import FROM_MEMORY
 from ..keys import WORKLOAD
 from ..ratios import MIN_RUNS, config_draws, direction, ratio_interval
 from ..formatting import Rows, fmt, missing, pct, ratio, text
+from ..sections import Inputs, TableSection
 
 DATA_FLAGS = {"--data": 1, "--data-dir": 1, "--data-layout": 1, "--data-only": 0, "--loader-workers": 1, "--loader": 1,
               "--data-cache": 1}
@@ -201,3 +202,12 @@ def datapath_rows(table: pd.DataFrame) -> Rows:
               fmt(r.alone_per_rank), fmt(r.asked_per_rank), r.verdict, fmt(r.cores_per_gpu), fmt(r.node_mb_s),
               fmt(r.cluster_mb_s), (pct(r.au) + (" (≥ 90%)" if r.au >= 0.9 else " (below 90%)"))
               if not missing(r.au) else "n/a"] for r in table.itertuples()])
+
+
+def _datapath(inputs: Inputs) -> pd.DataFrame:
+    return datapath_table(inputs.table, inputs.collection.runs, inputs.draws, inputs.points, inputs.margin,
+                          inputs.min_runs, inputs.pipelines)
+
+
+DATAPATH_SECTION = TableSection("datapath", "Data path: real data against synthetic", DATAPATH_TEXT, datapath_rows,
+                                _datapath)

@@ -10,6 +10,7 @@ from hvdbench.core.run_table import carried
 
 from ..collect import Collection, step_rows
 from ..formatting import Rows, fmt, missing
+from ..sections import TableSection
 
 WINDOW_MEANS = ("gpu_util_pct", "power_w", "sm_clock_mhz", "memory_clock_mhz")
 DETAILS_SCHEMA: dict[str, str] = {
@@ -168,3 +169,9 @@ def profile_rows(profile: pd.DataFrame, top: int = 5) -> Rows:
             rows.append([run_id, op.operator, fmt(op.calls, 0), fmt(op.self_device_us / 1e3, 2),
                          fmt(op.self_cpu_us / 1e3, 2)])
     return (["run", "operator", "calls", "self device (ms)", "self CPU (ms)"], rows)
+
+
+BREAKDOWN_SECTION = TableSection("breakdown", "Step breakdown", BREAKDOWN_TEXT, breakdown_rows,
+                                 lambda inputs: breakdown_table(inputs.collection, inputs.table))
+DETAILS_SECTION = TableSection("details", "Run details", DETAILS_TEXT, details_rows,
+                               lambda inputs: details_table(inputs.collection), folded=DETAILS_FOLDED)

@@ -14,6 +14,7 @@ from .efficiency import MARK_MEANING, efficiency_cell, efficiency_mark, on_gpu_n
 from ..keys import ONE_KNOB, WORKLOAD
 from ..ratios import Resampled, config_draws, ratio_interval
 from ..formatting import Rows, fmt, pct, ratio
+from ..sections import Inputs, TableSection
 
 # What must match for two configurations to differ in one knob only (besides the knob's own flags).
 MATCH = ONE_KNOB
@@ -213,3 +214,14 @@ def best_rows(best: pd.DataFrame, describe: Any) -> Rows:
             [[r["system"], f"{r['framework']} {r['benchmark']} {r['model']}", str(r["np"]), fmt(r["throughput"]),
               efficiency_cell(r["efficiency"], r["efficiency_low"], r["efficiency_high"]), describe(r)]
              for _, r in best.iterrows()])
+
+
+def _knobs(inputs: Inputs) -> pd.DataFrame:
+    """The knob table over training and the input pipelines timed alone."""
+    both = pd.concat([inputs.table, inputs.pipelines], ignore_index=True) if len(inputs.pipelines) else inputs.table
+    return knob_table(both, inputs.draws, inputs.points)
+
+
+KNOBS_SECTION = TableSection("knobs", "Every knob side by side", KNOB_TEXT, knob_rows, _knobs)
+CROSS_SECTION = TableSection("cross_model", "Across workloads", CROSS_TEXT, cross_rows,
+                             lambda inputs: cross_model(inputs.table))

@@ -1,0 +1,49 @@
+"""A report section that is one table, as one descriptor declared beside its builder (analysis/tables/X.py): the
+name its CSV and Parquet take, its title and text, how its rows read, how it is built from what every section reads
+(``Inputs``), and which of its columns a narrow page folds. The report's build() walks lists of them; a section with
+rows of its own making (the headline, the decision, the matrices) stays a function there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from .collect import Collection
+from .formatting import Rows
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What table sections are built from: the collected runs, their statistics, the scaling table of training runs
+    and that of the input pipelines timed alone (--data-only), and how verdicts are reached."""
+
+    collection: Collection
+    stats: pd.DataFrame
+    table: pd.DataFrame
+    pipelines: pd.DataFrame
+    margin: float
+    min_runs: int
+
+    @property
+    def draws(self) -> dict:
+        """Each run's bootstrap resamples (the intervals' source)."""
+        return self.stats.attrs.get("draws", {})
+
+    @property
+    def points(self) -> dict | None:
+        """Each run's own figure, where the resamples are centred on it."""
+        return self.stats.attrs.get("points")
+
+
+@dataclass(frozen=True)
+class TableSection:
+    """One table and the section that shows it, where it has rows."""
+
+    name: str
+    title: str
+    text: str
+    rows: Callable[[pd.DataFrame], Rows]
+    build: Callable[[Inputs], pd.DataFrame]
+    folded: tuple[int, ...] = ()  # columns a narrow page folds away
