@@ -472,8 +472,39 @@ def cmd_topo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fabric_pairs(args: argparse.Namespace) -> int:
+    """nccl-tests between every pair of nodes and across all (launchers/fabric_pairs.py): 1 where a set is flagged
+    or a step gave no output."""
+    from hvdbench.core.job_env import job_env
+    from hvdbench.launchers.fabric_pairs import check_pairs, steps
+    from hvdbench.launchers.slurm_queue import allocation_hosts
+
+    for name, value in (("--nccl-tests-flags", args.nccl_tests_flags), ("--system", args.system),
+                        ("--mpi", args.mpi)):
+        if (problem := text_problem(value)) is not None:
+            raise UsageError(f"{name}: {problem}")
+    hosts = hosts_of(args.hosts) or allocation_hosts()
+    per_node = args.gpus_per_node or job_env().number("gpus_on_node") or 1
+    plan = steps(hosts, per_node, args.nccl_tests, shlex.split(args.nccl_tests_flags), args.mpi)
+    if args.dry_run:
+        for step in plan:
+            print(f"{step.label}: {shlex.join(step.argv)}")
+        return 0
+    judged, failed = check_pairs(plan, args.output, args.system, args.timeout)
+    for where, busbw, said in judged:
+        print(f"{inert(where)}: busbw {busbw:,.2f} GB/s at the largest size; {inert(said)}")
+    for line in failed:
+        print(f"no result: {inert(line)}")
+    print(f"outputs in {shlex.quote(str(args.output / 'nccl-tests'))}; report with: hvdbench report "
+          f"{shlex.quote(str(args.output))}")
+    return 1 if failed or any(said.startswith("flagged") for _, _, said in judged) else 0
+
+
 def cmd_fabric(args: argparse.Namespace) -> int:
-    """The node's (or the saved outputs') HCA ports, what is wrong with them, GPUDirect RDMA's module."""
+    """The node's (or the saved outputs') HCA ports, what is wrong with them, GPUDirect RDMA's module; with
+    --nccl-tests, nccl-tests between the nodes."""
+    if args.nccl_tests:
+        return _fabric_pairs(args)
     from hvdbench.core.hca import gdr_ready, node_fabric, parse_hca_ports, port_findings
     from hvdbench.core.validate import read_small_text
 

@@ -320,6 +320,22 @@ def _fabric(sub: Any) -> None:
                     "one line each. Exit status: 0 nothing flagged, 1 a port flagged, 4 no port to judge.")
     fabric.add_argument("files", nargs="*", type=Path,
                         help="saved ibstat, ibstatus or ibv_devinfo outputs (default: ask this node's tools)")
+    pairs = fabric.add_argument_group(
+        "nccl-tests between nodes", "Inside a SLURM allocation: PROGRAM (nccl-tests' all_reduce_perf, built by "
+        "scripts/nccl-tests.sh or the cluster's) as one srun step for every pair of nodes and across all of them; "
+        "the outputs kept under -o's nccl-tests/, taken in as runs (hvdbench import), each set's busbw at its largest "
+        "size set against the pairs' median (below 90%: flagged, exit 1).")
+    pairs.add_argument("--nccl-tests", metavar="PROGRAM", default=None, help="the nccl-tests program to run")
+    pairs.add_argument("--nccl-tests-flags", default="-b 1M -e 1G -f 2 -g 1", metavar="FLAGS",
+                       help="its flags, one string (default: -b 1M -e 1G -f 2 -g 1)")
+    pairs.add_argument("--gpus-per-node", type=positive_int, default=None,
+                       help="tasks (GPUs) a node (default: SLURM_GPUS_ON_NODE, else 1)")
+    pairs.add_argument("--hosts", default=None, help="the nodes (default: the allocation's)")
+    pairs.add_argument("--mpi", default="pmix", help="srun's --mpi (default pmix)")
+    pairs.add_argument("-o", "--output", type=Path, default=Path("results/fabric"), help="results root")
+    pairs.add_argument("--system", default="local", help="the system's label in the report")
+    pairs.add_argument("--timeout", type=float, default=600.0, help="seconds a step may take (default 600)")
+    pairs.add_argument("--dry-run", action="store_true", help="print each step's srun command; run nothing")
 
 
 def _data(sub: Any) -> None:

@@ -75,7 +75,7 @@ SCHEDULERS: dict[str, Scheduler] = {scheduler.name: scheduler for scheduler in (
         "nodelist": ("SLURM_JOB_NODELIST",), "num_nodes": ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"),
         "num_tasks": ("SLURM_NTASKS",), "step_tasks": ("SLURM_STEP_NUM_TASKS",), "task_rank": ("SLURM_PROCID",),
         "local_rank": ("SLURM_LOCALID",), "restarts": ("SLURM_RESTART_COUNT",),
-        "gpus": ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"),
+        "gpus": ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"), "gpus_on_node": ("SLURM_GPUS_ON_NODE",),
     }),
     Pbs("pbs", {  # PBS Pro and OpenPBS
         "job_id": ("PBS_JOBID",), "array_task_id": ("PBS_ARRAY_INDEX",), "nodefile": ("PBS_NODEFILE",),

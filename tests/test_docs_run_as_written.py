@@ -18,7 +18,6 @@ import pytest
 
 from conftest import BIN, REPO, hvdbench_exe, write_run
 from hvdbench.core.catalog import BENCHMARKS, get_benchmark
-from hvdbench.core.nccl_tests import PROGRAMS
 from hvdbench.core.spec import RunSpec
 
 DOCS = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md")),
@@ -28,7 +27,6 @@ TOPOLOGY = REPO / "tests" / "fixtures" / "topology" / "hgx-a100-nv12-mlx5.txt"
 SWEEP = REPO / "launchers" / "sweeps" / "demo.yaml"  # what a placeholder sweep file (sweep.yaml) stands for
 ANALYSIS = ("report", "status", "compare", "accept", "project")
 PARSED_ONLY = ("data", "import")  # write a dataset or runs where the docs say: their arguments checked by the parser
-PEER_TOOLS = tuple(PROGRAMS)  # nccl-tests' programs: run on a GPU cluster, their output taken in by hvdbench import
 
 
 def doc_commands() -> list[tuple[str, str]]:
@@ -106,8 +104,6 @@ def dry(command: str, results: Path, tmp: Path) -> list[list[str]]:
         return [[str(BIN / "python"), "-m", "pytest", "--collect-only", "-q", *words[3:]]]
     if head in ("horovodrun", "mpirun", "srun", "python") and _benchmark_args(words) is not None:
         return []
-    if head in ("srun", "mpirun") and any(w in PEER_TOOLS for w in words):
-        return []  # another tool's run: what hvdbench does with its output is checked by the import command
     if head == "sbatch":
         script = next(w for w in words if w.endswith(".sbatch"))
         after = words[words.index(script) + 1:]

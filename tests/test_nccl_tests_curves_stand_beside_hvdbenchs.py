@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -99,3 +100,37 @@ def test_each_pair_of_nodes_is_its_own_row(tmp_path: Path) -> None:
     big = table[table["bytes"] == 1 << 30].set_index("placement")["busbw_gbs"]
     assert big["hosts node01,node02"] == pytest.approx(75.06, abs=0.01)
     assert big["hosts node03,node04"] == pytest.approx(37.53, abs=0.01)
+
+
+def test_every_pair_of_nodes_and_all_of_them_are_run_and_a_slow_pair_is_flagged(tmp_path: Path) -> None:
+    """Three nodes: three pairs and all three, each one srun step; node02-node03 at half the bus bandwidth is flagged
+    against the pairs' median, the others not; every output is kept and taken in as a run; a step that fails is
+    said in one line."""
+    import subprocess
+
+    from hvdbench.launchers.fabric_pairs import check_pairs, steps
+
+    plan = steps(["node01", "node02", "node03"], 2, "all_reduce_perf", ["-b", "1M"], "pmix")
+    assert [s.label for s in plan] == ["node01-node02", "node01-node03", "node02-node03", "all"]
+    assert plan[0].argv[:5] == ("srun", "--nodes=2", "--ntasks-per-node=2", "--nodelist=node01,node02", "--mpi=pmix")
+
+    def srun(argv: list[str], stdout: Any, **_: Any) -> subprocess.CompletedProcess[str]:
+        nodes = argv[3].split("=", 1)[1].split(",")
+        if len(nodes) == 3:
+            return subprocess.CompletedProcess(argv, 1, None, "srun: error: Unable to allocate resources\n")
+        text = FIXTURE.read_text().replace("node01", "@A").replace("node02", "@B")
+        text = text.replace("@A", nodes[0]).replace("@B", nodes[1])
+        if nodes == ["node02", "node03"]:
+            text = text.replace("21456   50.04   75.06", "42912   25.02   37.53")
+        stdout.write(text)
+        return subprocess.CompletedProcess(argv, 0, None, "")
+
+    judged, failed = check_pairs(plan, tmp_path / "r", "cluster", 60, srun)
+    said = {where: line for where, _, line in judged}
+    assert said["hosts node02,node03"].startswith("flagged: 50% of the pairs' median 75.1 GB/s")
+    assert not said["hosts node01,node02"].startswith("flagged")
+    assert failed == ["all: exit 1: srun: error: Unable to allocate resources"]
+    assert len(list((tmp_path / "r" / "nccl-tests").glob("*.txt"))) == 4
+    assert len([p for p in (tmp_path / "r").iterdir() if p.name.startswith("collectives-")]) == 3
+    with pytest.raises(UsageError, match="needs 2 or more hosts"):
+        steps(["node01"], 1, "all_reduce_perf", [], "pmix")

@@ -159,3 +159,20 @@ def test_a_rank_killed_on_node2_is_retried_and_nothing_measured_is_lost(gpu_clus
     report = cli("report", str(root))
     assert report.returncode == 0 and "Retried runs" in (root / "report" / "report.md").read_text()
     print(f"\n[two-node cluster] killed rank retried: {time.monotonic() - started:.0f} s")
+
+
+def test_nccl_tests_between_the_nodes_run_as_steps_and_are_taken_in(gpu_cluster: Any, tmp_path: Path) -> None:
+    """hvdbench fabric --nccl-tests over the two nodes: the pair's step runs through srun on both (a stand-in for
+    all_reduce_perf prints a recorded output from its first task), its output is kept and taken in as a run."""
+    started = time.monotonic()
+    recorded = Path(__file__).parent / "fixtures" / "nccl-tests" / "all_reduce_perf-2node.txt"
+    program = tmp_path / "all_reduce_perf"
+    program.write_text(f"#!/bin/bash\nif [[ $SLURM_PROCID == 0 && $SLURM_STEP_NUM_NODES == 2 ]]; then\n"
+                       f"    sed 's/node01/node1/; s/node02/node2/' {recorded}\nfi\n")
+    program.chmod(0o755)
+    out = cli("fabric", "--nccl-tests", str(program), "--hosts", "node1,node2", "--gpus-per-node", "1", "--mpi", "none",
+              "-o", str(tmp_path / "fabric"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "hosts node1,node2: busbw 75.06 GB/s at the largest size" in out.stdout, out.stdout
+    assert (tmp_path / "fabric" / "nccl-tests" / "node1-node2.txt").stat().st_size > 0
+    print(f"\n[two-node cluster] nccl-tests between the nodes: {time.monotonic() - started:.0f} s")
