@@ -112,24 +112,15 @@ def test_submit_runs_every_launcher_across_two_nodes_with_a_typed_gpu(gpu_cluste
     first task starts every rank over the job's hosts; horovodrun's ssh reaches the other node through srun, no sshd
     there)."""
     started = time.monotonic()
-    sweep = sweep_file(tmp_path, "typed", f"launcher: mpirun\ntransport: tcp\n"
-                                     f"workloads: [{{benchmark: mlp, args: {TINY}}}]\n"
-                                     "axes: {nodes: [2], gpus_per_node: [1]}\n"
-                                     "slurm: {time: 10, partition: gpu, gpu_type: h100}")
-    out = cli("submit", str(sweep), "-o", str(tmp_path / "typed"))
-    assert out.returncode == 0, out.stderr
-    horovod = sweep_file(tmp_path, "horovod", f"launcher: horovodrun\ncontroller: [gloo, mpi]\n"
-                                              f"workloads: [{{benchmark: mlp, args: {TINY}}}]\n"
-                                              "axes: {nodes: [2], gpus_per_node: [1]}\n"
-                                              "slurm: {time: 10, partition: gpu, gpu_type: h100}")
-    out = cli("submit", str(horovod), "-o", str(tmp_path / "horovod"))
-    assert out.returncode == 0, out.stderr
     ddp = TINY.replace("]", ", --exchange, ddp]")
-    torchrun = sweep_file(tmp_path, "torchrun", f"launcher: torchrun\nworkloads: [{{benchmark: mlp, args: {ddp}}}]\n"
-                                                "axes: {nodes: [2], gpus_per_node: [1]}\n"
-                                                "slurm: {time: 10, partition: gpu, gpu_type: h100}")
-    out = cli("submit", str(torchrun), "-o", str(tmp_path / "torchrun"))
-    assert out.returncode == 0, out.stderr
+    for name, head, args in (("typed", "launcher: mpirun\ntransport: tcp", TINY),
+                             ("horovod", "launcher: horovodrun\ncontroller: [gloo, mpi]", TINY),
+                             ("torchrun", "launcher: torchrun", ddp)):
+        sweep = sweep_file(tmp_path, name, f"{head}\nworkloads: [{{benchmark: mlp, args: {args}}}]\n"
+                                           "axes: {nodes: [2], gpus_per_node: [1]}\n"
+                                           "slurm: {time: 10, partition: gpu, gpu_type: h100}")
+        out = cli("submit", str(sweep), "-o", str(tmp_path / name))
+        assert out.returncode == 0, out.stderr
     for root, runs in (("typed", 1), ("horovod", 2), ("torchrun", 1)):
         assert set(settled(tmp_path / root, runs, gpu_cluster).values()) == {"ok"}, gpu_cluster.log_tail()
         for run_dir in (tmp_path / root).glob("mlp-*"):
