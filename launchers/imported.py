@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -67,10 +67,9 @@ def _digests(root: Path) -> set[str]:
 
 def _repeat(root: Path, spec: RunSpec) -> RunSpec:
     """The spec with the first repeat no run under ``root`` holds (each file of one test is another run of it)."""
-    repeat = spec.repeat
-    while (root / RunSpec(**{**spec.__dict__, "repeat": repeat}).id / RUN_FILE).exists():
-        repeat += 1
-    return RunSpec(**{**spec.__dict__, "repeat": repeat})
+    while (root / spec.id / RUN_FILE).exists():
+        spec = replace(spec, repeat=spec.repeat + 1)
+    return spec
 
 
 def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str) -> None:
