@@ -20,10 +20,12 @@ from .validate import regular_file
 class Scheduler:
     """One scheduler as a job's task sees it: its variables for what a task may ask (first found wins), how it
     lists the job's hosts, and the command that puts the job back in its queue (submitit's JobEnvironment in
-    spirit). A new scheduler is one subclass and its row in SCHEDULERS."""
+    spirit); ``hydra_bootstrap``: how hydra's mpiexec (MPICH, Intel MPI) starts its proxies on the job's hosts
+    (None: hydra's default, ssh). A new scheduler is one subclass and its row in SCHEDULERS."""
 
     name: str
     variables: Mapping[str, tuple[str, ...]]
+    hydra_bootstrap: str | None = None
 
     def hosts(self, env: "JobEnv") -> tuple[str, ...]:
         """The job's hosts, each once, in the scheduler's order (UsageError where the job's list is not there)."""
@@ -76,7 +78,7 @@ SCHEDULERS: dict[str, Scheduler] = {scheduler.name: scheduler for scheduler in (
         "num_tasks": ("SLURM_NTASKS",), "step_tasks": ("SLURM_STEP_NUM_TASKS",), "task_rank": ("SLURM_PROCID",),
         "local_rank": ("SLURM_LOCALID",), "restarts": ("SLURM_RESTART_COUNT",),
         "gpus": ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"), "gpus_on_node": ("SLURM_GPUS_ON_NODE",),
-    }),
+    }, hydra_bootstrap="slurm"),  # Intel MPI's hydra would use ssh in a job, where nodes often run no sshd
     Pbs("pbs", {  # PBS Pro and OpenPBS
         "job_id": ("PBS_JOBID",), "array_task_id": ("PBS_ARRAY_INDEX",), "nodefile": ("PBS_NODEFILE",),
         "num_tasks": ("PBS_TASKNUM",),

@@ -35,7 +35,8 @@ OPEN_MPI_TRANSPORT = {"ucx": (("pml", "ucx"), ("osc", "ucx")), "tcp": (("pml", "
 @dataclass(frozen=True)
 class LaunchContext:
     """Where a command runs: the interpreter for the ranks, the run directory, the hosts, how to reach
-    them (ssh port and key, for horovodrun and mpirun), under SLURM srun's PMI plugin, and whether the
+    them (ssh port and key, for horovodrun and mpirun; or ``scheduler``, the job's scheduler whose hosts they
+    are, SCHEDULERS' name), under SLURM srun's PMI plugin, and whether the
     scheduler chose the GPUs (its CUDA_VISIBLE_DEVICES stands; the placement travels as HVDBENCH_DEVICES);
     ``root`` is the results folder, mounted into the run's container (its spec's) where it has one."""
 
@@ -46,6 +47,7 @@ class LaunchContext:
     ssh_identity_file: Path | None = None
     pmi: str = "pmix"
     scheduler_gpus: bool = False
+    scheduler: str | None = None
 
     @property
     def root(self) -> Path:

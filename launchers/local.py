@@ -85,10 +85,10 @@ class LocalExecutor(Executor):
         return run_dir.is_dir() and completed(run_dir, spec) is not None
 
     def context(self, run_dir: Path) -> LaunchContext:
-        """Where and how one run's command is built."""
+        """Where and how one run's command is built (inside a job, its hosts reached through its scheduler)."""
         return LaunchContext(python=self.python, run_dir=run_dir, hosts=self.hosts, ssh_port=self.ssh_port,
                              ssh_identity_file=self.ssh_identity_file, pmi=self.pmi,
-                             scheduler_gpus=self.scheduler_gpus)
+                             scheduler_gpus=self.scheduler_gpus, scheduler=job_env().scheduler)
 
     def limit_s(self) -> float | None:
         return float(self.timeout) if self.timeout else None

@@ -92,7 +92,7 @@ def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: 
     if launcher.task_per_rank:
         argv = rank_command(spec, ctx)
     elif first:
-        argv = launcher.command(spec, replace(ctx, hosts=hosts or allocation_hosts()))
+        argv = launcher.command(spec, replace(ctx, hosts=hosts or allocation_hosts(), scheduler=job_env().scheduler))
     else:
         return 0  # the launcher on the first node starts every rank
     env = launch_environment(launcher, spec, python, scheduler_gpus)

@@ -4,6 +4,7 @@ rank command (interpreter, binder, script, arguments) compared exactly."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -186,6 +187,9 @@ def test_mpiexec_speaks_hydra_with_ssh_and_tcp() -> None:
         launcher.command(_dgx_spec("mpiexec", transport="ucx"), ctx)
     with pytest.raises(UsageError, match="needs 2 node.s. but 1 host"):
         launcher.command(_dgx_spec("mpiexec"), LaunchContext(python=PY, run_dir=RUN_DIR))
+    in_job = launcher.command(_dgx_spec("mpiexec"), replace(ctx, ssh_port=None, ssh_identity_file=None,
+                                                            scheduler="slurm"))
+    assert in_job[:9] == ["mpiexec", "-n", "16", "-ppn", "8", "-hosts", "node1,node2", "-bootstrap", "slurm"]
 
 
 MPICH = "HYDRA build details:\n    Version:                                 4.0.2\n"

@@ -99,18 +99,25 @@ def test_open_mpi_ranks_still_load_open_mpi(hvd_env: dict, tmp_path: Path) -> No
     assert {m.get("implementation") for m in _loaded(run_dir)} == {"Open MPI"}
 
 
-def test_srun_pmi2_starts_the_ranks_on_two_slurm_nodes(other_mpi: tuple[str, Path, dict], gpu_cluster: Any,
-                                                       tmp_path: Path) -> None:
+def test_srun_pmi2_and_mpiexec_start_the_ranks_on_two_slurm_nodes(other_mpi: tuple[str, Path, dict], gpu_cluster: Any,
+                                                                   tmp_path: Path) -> None:
+    """Two submits on the two-node SLURM: srun with SLURM's pmi2 wires each rank; hydra's mpiexec, run by the
+    job's first task over the allocation's hosts, starts its proxies through SLURM (no sshd on the nodes)."""
     name, bin_dir, env = other_mpi
-    sweep = sweep_file(tmp_path, f"{name}-srun", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
-                                               "axes: {nodes: [2], gpus_per_node: [1]}\nslurm: {mpi: pmi2, time: 10}")
-    root = tmp_path / "results"
-    out = subprocess.run([str(bin_dir / "hvdbench"), "submit", str(sweep), "-o", str(root)], capture_output=True,
-                         text=True, env={**env, **gpu_cluster.env}, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert set(settled(root, 1, gpu_cluster).values()) == {"ok"}
-    (run_dir,) = run_folders(root)
-    ranks = envs(run_dir)
-    assert [e["variables"].get("PMI_RANK") for e in ranks] == ["0", "1"]  # SLURM's pmi2 wired each rank
-    assert {e["host"] for e in ranks} == {"node1", "node2"}
-    assert {m.get("implementation") for m in _loaded(run_dir)} == {MPIS[name][0]}
+    for launcher, extra in (("srun", "mpi: pmi2, "), ("mpiexec", "")):
+        sweep = sweep_file(tmp_path, f"{name}-{launcher}", f"launcher: {launcher}\n"
+                                                           f"workloads: [{{benchmark: mlp, args: {TINY}}}]\n"
+                                                           "axes: {nodes: [2], gpus_per_node: [1]}\n"
+                                                           f"slurm: {{{extra}time: 10}}")
+        out = subprocess.run([str(bin_dir / "hvdbench"), "submit", str(sweep), "-o", str(tmp_path / launcher)],
+                             capture_output=True, text=True, env={**env, **gpu_cluster.env}, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    for launcher in ("srun", "mpiexec"):
+        root = tmp_path / launcher
+        assert set(settled(root, 1, gpu_cluster).values()) == {"ok"}, gpu_cluster.log_tail()
+        (run_dir,) = run_folders(root)
+        ranks = envs(run_dir)
+        assert [e["variables"].get("PMI_RANK") for e in ranks] == ["0", "1"]  # pmi2's or hydra's PMI wired each rank
+        assert {e["host"] for e in ranks} == {"node1", "node2"}
+        assert {m.get("implementation") for m in _loaded(run_dir)} == {MPIS[name][0]}
+    assert (tmp_path / "mpiexec" / run_dir.name / "command.sh").read_text().startswith("mpiexec -n 2 -ppn 1 -hosts ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from hvdbench.core.job_env import SCHEDULERS
 from hvdbench.core.spec import RunSpec
 
 from ..hydra_ssh import SSH_ARGS
@@ -18,7 +19,7 @@ _TCP = (("FI_PROVIDER", "tcp"), ("UCX_TLS", "tcp,self,sm"))  # libfabric (Intel 
 class Mpiexec(Launcher):
     """``mpiexec -n N -ppn G -hosts a,b -genvlist NAMES python script ...`` (hydra syntax); every knob
     exported by name; ssh's port and key through hvdbench-ssh, the ssh hydra is given; inside a SLURM
-    allocation hydra starts its proxies through SLURM on the hosts it is given. Transport tcp sets
+    job hydra starts its proxies through SLURM (``-bootstrap slurm``: Intel MPI's would try ssh). Transport tcp sets
     libfabric's and UCX's provider to TCP; auto leaves the MPI's own choice."""
 
     name = "mpiexec"
@@ -36,9 +37,12 @@ class Mpiexec(Launcher):
         self.check_transport(spec.transport)
         argv = ["mpiexec", "-n", str(spec.np), "-ppn", str(spec.ranks_per_node), "-hosts",
                 ",".join(run_hosts(spec, ctx.hosts))]
+        bootstrap = SCHEDULERS[ctx.scheduler].hydra_bootstrap if ctx.scheduler else None
         if ssh_options(ctx):  # hydra runs one executable as its ssh, with no arguments of ours: a wrapper
             argv = ["env", f"{SSH_ARGS}={shlex.join(ssh_options(ctx))}", *argv, "-bootstrap", "ssh",
                     "-bootstrap-exec", str(Path(ctx.python).parent / "hvdbench-ssh")]
+        elif bootstrap:  # the job's hosts through its scheduler
+            argv += ["-bootstrap", bootstrap]
         names = sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus), *container_env(spec)})
         argv += ["-genvlist", ",".join(names)]
         return argv + rank_command(spec, ctx)
