@@ -358,24 +358,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    """Submit the sweep's runs through submitit; print the job ids (or, with --dry-run, each job)."""
-    from hvdbench.launchers.slurm import SlurmExecutor
+    """Submit the sweep's runs to the scheduler its file names (SLURM through submitit, or PBS through qsub); print
+    the job ids (or, with --dry-run, each job)."""
     from hvdbench.launchers.slurm_queue import run_dirs
+    from hvdbench.launchers.submitters import submitter, with_job_flags
 
     from hvdbench.cli.parser import JOB_FLAGS
 
     def adjusted(sweep: Sweep) -> Sweep:
-        given = _given(args, JOB_FLAGS)
-        return with_container(replace(sweep, slurm=replace(sweep.slurm, **given)) if given else sweep, args)
+        return with_container(with_job_flags(sweep, _given(args, JOB_FLAGS)), args)
 
     sweep, planned, root = load(args.file, args.output, adjust=adjusted, scheduled=True)
     if sweep.fit is not None:
         raise UsageError(f"{args.file}: fit: searches run one trial after another, each judged before the next: "
                          "hvdbench sweep FILE (in an allocation: the sbatch template's sweep --in-allocation)")
-    if sweep.container is not None and runtime(sweep.container.runtime).submit_note:
+    if sweep.pbs is None and sweep.container is not None and runtime(sweep.container.runtime).submit_note:
         return _submit_allocations(args, sweep, planned, root)
-    executor = SlurmExecutor(root, sweep.slurm, name=sweep.name, resume=not args.rerun,
-                             retries=sweep.retries if args.retries is None else args.retries)
+    executor = submitter(sweep, root, resume=not args.rerun,
+                         retries=sweep.retries if args.retries is None else args.retries)
     if args.dry_run:
         return print_plan(planned, executor, root, args)
     check_launchers(spec.launcher for spec in planned.specs)
@@ -419,7 +419,7 @@ def _submit_allocations(args: argparse.Namespace, sweep: Sweep, planned: Plan, r
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print each run's state; exit 0 when every run is ok."""
-    from hvdbench.launchers.slurm_queue import refresh
+    from hvdbench.launchers.queues import refresh
 
     if not args.dir.exists():
         raise UsageError(f"{args.dir}: no such results directory")

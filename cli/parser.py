@@ -231,8 +231,10 @@ def _shape(text: str) -> str:
 
 def _submit(sub: Any) -> None:
     """hvdbench submit: a sweep file as SLURM jobs."""
-    submit = sub.add_parser("submit", help="submit a sweep file's runs as SLURM jobs (submitit)",
-                            description="One SLURM job per run (a job array with slurm.array_parallelism); with "
+    submit = sub.add_parser("submit", help="submit a sweep file's runs as SLURM jobs (submitit) or PBS jobs (qsub)",
+                            description="One SLURM job per run (a job array with slurm.array_parallelism), or with a "
+                                        "pbs: block one PBS job per run (its script kept under the results' "
+                                        "pbs-jobs/); with "
                                         "ranks in a pyxis image, one job per shape (nodes x ranks per node) whose "
                                         "batch step runs that shape's runs in its allocation (its script kept under "
                                         "the results' slurm-jobs/, printed by --dry-run). Prints the job ids. Results "

@@ -68,7 +68,8 @@ class Launcher(ABC):
     whose output tells which MPI its tool is, one of ``mpi_flavours`` (core/environment.py's names;
     ``mpi_name`` in messages), judged by ``flavour_problem`` before any run starts; ``starts_horovod``: its ranks
     meet through Horovod (else through torch.distributed alone: PyTorch workloads with an exchange of their own);
-    ``reaches_hosts_by_ssh``: it starts remote processes with ssh (in a SLURM job, ssh through srun: srun_ssh.py)."""
+    ``reaches_hosts_by_ssh``: it starts remote processes with ssh (in a SLURM job, ssh through srun: srun_ssh.py);
+    ``srun_across_nodes``: over several nodes it starts its processes as srun steps (SLURM jobs only)."""
 
     name: ClassVar[str]
     controllers: ClassVar[tuple[str, ...]] = HOROVOD_CONTROLLERS
@@ -81,6 +82,7 @@ class Launcher(ABC):
     transport_variables: ClassVar[dict[str, tuple[tuple[str, str], ...]]] = {}
     version_command: ClassVar[tuple[str, ...]] = ()
     reaches_hosts_by_ssh: ClassVar[bool] = False  # starts its remote processes with ssh (in a SLURM job: srun's)
+    srun_across_nodes: ClassVar[bool] = False  # over several nodes its processes start as srun steps
     mpi_flavours: ClassVar[tuple[str, ...]] = ()
     mpi_name: ClassVar[str] = ""
 

@@ -16,16 +16,15 @@ from hvdbench.core.errors import LaunchError, UsageError
 from hvdbench.core.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, launcher_class, rank_command
-from .executor import Executor
 from .slurm_jobs import job_parameters, partition_problem
-from .slurm_queue import ACTIVE, FINAL_OK, refresh
+from .queues import Submitter
 from .slurm_task import run_task
 from .slurm_options import SlurmOptions
 
 JOBS_DIR = "slurm-jobs"
 
 
-class SlurmExecutor(Executor):
+class SlurmExecutor(Submitter):
     """Submits runs as SLURM jobs through submitit; ``resume`` leaves out what is complete or queued."""
 
     def __init__(self, root: Path, options: SlurmOptions, *, name: str, python: str = sys.executable,
@@ -33,7 +32,6 @@ class SlurmExecutor(Executor):
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         super().__init__(root, python=python, resume=resume, retries=retries, report=report)
         self.options, self.name = options, name
-        self._states: dict[str, str] | None = None
 
     def limit_s(self) -> float | None:
         return float(self.options.time_min) * 60 if self.options.time_min else None
@@ -47,16 +45,6 @@ class SlurmExecutor(Executor):
         each = "each task" if launcher_class(spec.launcher).task_per_rank else \
             f"the first task ({spec.launcher} over the allocation)"
         return f"{resources}\n    {each} runs: {shlex.join(rank_command(spec, ctx))}"
-
-    def finished(self, spec: RunSpec) -> bool:
-        if self._states is None:  # the queue asked once per submission
-            self._states = {f.name: st.status for f, st in (refresh(self.root) if self.root.exists() else {}).items()}
-        return self._states.get(spec.id) in (*FINAL_OK, *ACTIVE)
-
-    def pending(self, specs: Sequence[RunSpec]) -> list[RunSpec]:
-        """The specs to submit: all, or with resume those neither complete nor queued/running."""
-        self._states = None
-        return self.todo(specs)
 
     def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
         """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""

@@ -1,24 +1,21 @@
 """What SLURM says about jobs, without ``sacct`` (which needs slurmdbd and a database that many clusters, and
 the test cluster, do not run): the results directory, where every job records how it ended
 (``status.json``; its ranks' logs show whether it completed), and ``squeue --states=all``, which knows a
-job while it is queued or running and for ``MinJobAge`` seconds after it ends. A job that ended unseen
-(cancelled before it started, killed with its node) is found by ``refresh`` as ``lost``, and
-``submit --resume`` submits it again like any run that did not complete. Also the allocation's hosts."""
+job while it is queued or running and for ``MinJobAge`` seconds after it ends (launchers/queues.py's ``refresh``
+finds a job that ended unseen as ``lost``); why a running job was stopped; the allocation's hosts."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from hvdbench.core.errors import HvdbenchError, LaunchError, UsageError
+from hvdbench.core.errors import LaunchError, UsageError
 from hvdbench.core.job_env import job_env
-from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.core.spec import RUN_FILE
 
-from .policy import completed
 
 ACTIVE = ("submitted", "pending", "running", "requeued")
 FINAL_OK = ("ok",)
@@ -100,7 +97,10 @@ def why_stopped(job: str | None, restarts: int, nodes: Iterable[str], run: Calla
     Without a requeue, the job was cancelled, or its time or deadline ran out. A busy controller may not answer
     at once: scontrol is asked again until it does, for at most ``wait`` seconds (default: 60% of the KillWait
     SLURM leaves before SIGKILL, at most 20 s); without an answer the attempt is taken as cancelled, which a
-    requeued job's next attempt corrects (slurm_task: a job SLURM starts again was not cancelled)."""
+    requeued job's next attempt corrects (slurm_task: a job SLURM starts again was not cancelled). Under another
+    scheduler (PBS: qdel, or the walltime run out) the job was stopped, and no more is known."""
+    if job_env().scheduler not in (None, "slurm"):
+        return "cancelled", f"job {job} was stopped by {job_env().scheduler} (deleted, or its time ran out)"
     config = slurm_config(run) if job else {}
     if wait is None:
         kill_wait = re.match(r"\d+", config.get("KillWait", "30"))
@@ -178,47 +178,3 @@ def run_dirs(root: Path) -> list[Path]:
     if (root / RUN_FILE).exists():
         return [root]
     return sorted(p.parent for p in root.glob(f"*/{RUN_FILE}"))
-
-
-def refresh(root: Path, run: Callable[..., Any] = subprocess.run) -> dict[Path, RunStatus]:
-    """Each run's state from its status.json and, for runs under way, the scheduler; states the
-    scheduler knows and the run could not record (cancelled while pending, failed node) are written."""
-    dirs = run_dirs(root)
-    statuses = {d: RunStatus.read(d) for d in dirs}
-    active = {d: s for d, s in statuses.items() if s is not None and s.status in ACTIVE and s.job_id}
-    queue = squeue_states([s.job_id for s in active.values() if s.job_id], run) if active else {}
-    out: dict[Path, RunStatus] = {}
-    for folder, status in statuses.items():
-        if status is None:
-            try:
-                done = completed(folder, RunSpec.read(folder / RUN_FILE))
-            except HvdbenchError:
-                done = None
-            out[folder] = done or RunStatus("not run", None, 0.0)
-            continue
-        if folder in active:
-            known = queue.get(status.job_id or "")
-            if known is None:
-                status = _unless_recorded(folder, status, replace(
-                    status, status="lost", message=f"job {status.job_id} left the queue without "
-                    "recording an end (cancelled before it started, or killed)"))
-            elif known[0] in ACTIVE:
-                status = replace(status, status=known[0], message=f"job {status.job_id} {known[0]}"
-                                 + (f" ({known[1]})" if known[1] and known[1] != "None" else ""))
-            else:
-                final = "failed" if known[0] == "completed" else known[0]
-                status = _unless_recorded(folder, status, replace(
-                    status, status=final, message=f"job {status.job_id} ended {known[0].upper()}"
-                    + ("" if final != "failed" else "; the run did not record an end")))
-        out[folder] = status
-    return out
-
-
-def _unless_recorded(folder: Path, seen: RunStatus, inferred: RunStatus) -> RunStatus:
-    """What the scheduler says of a run that ended without a record, written, unless the job recorded its
-    own end after ``seen`` was read (it wrote status.json, then left the queue): that record stands."""
-    now = RunStatus.read(folder)
-    if now is not None and now != seen and now.status not in ACTIVE:
-        return now
-    inferred.write(folder)
-    return inferred

@@ -25,6 +25,7 @@ from .base import default_controllers, launcher_class, launcher_names
 from .fit import GROWABLE, FitOptions
 from .knobs import KnobValue, name_problem
 from .policy import MAX_RETRIES
+from .pbs import PbsOptions, pbs_problem
 from .slurm_options import SlurmOptions, directive_problem, job_minutes, slurm_warnings
 from .sweep_file import SweepError, read_document
 
@@ -101,13 +102,14 @@ class Sweep:
     ssh_identity_file: Path | None = option(None, FilePath(plain=True), "ssh's key for the hosts")
     output: Path | None = option(None, FilePath(here=True), "the results root (relative: to where hvdbench runs)")
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    pbs: PbsOptions | None = None  # submitted to PBS rather than SLURM (launchers/pbs.py)
     container: Container | None = None  # every rank inside this image (core/containers.py)
     fit: FitOptions | None = None  # a search for the largest model per configuration instead of measurements
 
 
 KNOB_AXES = tuple(name for name in AXES if name not in ("batch_size", "precision"))
-_TOP = ("name", "system", "launcher", "controller", *keys_of(Sweep)[2:], "workloads", "axes", "slurm", "container",
-        "fit")
+_TOP = ("name", "system", "launcher", "controller", *keys_of(Sweep)[2:], "workloads", "axes", "slurm", "pbs",
+        "container", "fit")
 _AXES = (*keys_of(Sweep, "axes"), *KNOB_AXES, "env")
 
 
@@ -145,11 +147,26 @@ def load_sweep(path: Path) -> Sweep:
     sweep = Sweep(path=path, launchers=pairs, workloads=workloads, knobs=knobs, env=env, **given,
                   **axes.options(Sweep, block="axes"),
                   slurm=SlurmOptions(**slurm.options(SlurmOptions, time_min=job_minutes(given["timeout"]))),
+                  pbs=_pbs(top, job_minutes(given["timeout"])),
                   container=from_block(_block(path, top.data["container"], "container", keys_of(Container)))
                   if top.data.get("container") is not None else None,
                   fit=_fit(top, workloads))
     _check_sweep(sweep, top, axes, slurm)
     return sweep
+
+
+def _pbs(top: Block, minutes: int) -> PbsOptions | None:
+    """The pbs: block (absent: SLURM is the scheduler); one scheduler a file."""
+    if top.data.get("pbs") is None:
+        return None
+    if top.data.get("slurm") is not None:
+        top.fail("pbs", "a sweep file names one scheduler: keep its slurm: block or its pbs: block, not both")
+    block = _block(top.path, top.data["pbs"], "pbs", keys_of(PbsOptions))
+    options = PbsOptions(**block.options(PbsOptions, time_min=minutes))
+    problem = pbs_problem(options)
+    if problem:
+        block.fail(problem.split(":", 1)[0], problem.split(": ", 1)[1])
+    return options
 
 
 def _workloads(top: Block) -> tuple[Workload, ...]:

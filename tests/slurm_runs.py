@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hvdbench.launchers.slurm_queue import ACTIVE, refresh
+from hvdbench.launchers.queues import refresh
+from hvdbench.launchers.slurm_queue import ACTIVE
 from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe

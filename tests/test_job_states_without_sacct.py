@@ -18,7 +18,8 @@ import pytest
 from hvdbench.launchers.local import LocalExecutor, Stopped
 from hvdbench.launchers.slurm_jobs import job_parameters
 from hvdbench.launchers.policy import as_ended, failed_attempts, requeued
-from hvdbench.launchers.slurm_queue import refresh, squeue_states, why_stopped
+from hvdbench.launchers.queues import refresh
+from hvdbench.launchers.slurm_queue import squeue_states, why_stopped
 from hvdbench.launchers.slurm_options import SlurmOptions
 from hvdbench.core.errors import LaunchError
 from hvdbench.core.spec import RunSpec, RunStatus

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
-from hvdbench.launchers.slurm_queue import refresh
+from hvdbench.launchers.queues import refresh
 from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import BIN, REPO, hvdbench_exe

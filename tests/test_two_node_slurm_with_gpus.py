@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hvdbench.launchers.slurm_queue import refresh
+from hvdbench.launchers.queues import refresh
 from hvdbench.core.records import rank_log_name
 
 from conftest import BIN, REPO

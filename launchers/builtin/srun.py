@@ -23,6 +23,7 @@ class Srun(Launcher):
     controller_note = "SLURM starts the ranks through PMI"
     needs_hosts = False
     task_per_rank = True
+    srun_across_nodes = True
     transports = ("auto", "ucx", "tcp")
     transport_variables = {name: tuple((f"OMPI_MCA_{k}", v) for k, v in pairs)
                            for name, pairs in OPEN_MPI_TRANSPORT.items()}

@@ -23,6 +23,7 @@ class Torchrun(Launcher):
     controllers = ("c10d",)
     controller_note = "torchrun starts torch.distributed's ranks, no Horovod"
     starts_horovod = False
+    srun_across_nodes = True
 
     @classmethod
     def controllers_text(cls) -> str:

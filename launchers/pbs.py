@@ -1,0 +1,175 @@
+"""PBS (PBS Pro, OpenPBS) through qsub: one job per run, its script built here (``#PBS -l select=...``) and kept
+under the results' pbs-jobs/, its one task starting every rank over the job's node file (core/job_env.py) and
+recording how the run ended as a SLURM job's first task does (launchers/slurm_task.py); qstat says the rest
+(launchers/queues.py). A sweep file's ``pbs:`` block chooses it, as ``slurm:`` chooses SLURM."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from hvdbench.core.containers import runtime
+from hvdbench.core.errors import LaunchError, UsageError
+from hvdbench.core.options import Grammar, Switch, Text, Whole, option
+from hvdbench.core.spec import RunSpec, RunStatus
+from hvdbench.core.validate import QUEUE_WORD
+
+from .base import launcher_class
+from .queues import Submitter
+from .slurm_jobs import cpus_per_rank, gpus_needed
+from .slurm_options import Minutes
+
+JOBS_DIR = "pbs-jobs"
+RESOURCE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*=[A-Za-z0-9_.+-]+$")  # a chunk's name=value (model=a100)
+PBS_DIRECTIVE = re.compile(r"^-[A-Za-z](?: [A-Za-z0-9_.:+@=,/-]+)?$")  # -l filesystems=home, -W group_list=g
+JOB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.[A-Za-z0-9_.-]+)?$")  # what qsub prints: 123.server, 124[].server
+SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@%,=~-]+$")  # a path a #PBS line holds unquoted
+# qsub options and chunk resources hvdbench sets from each run: a directive would override them
+SET_BY_HVDBENCH = {"-N": "the sweep name", "-q": "pbs.queue", "-A": "pbs.account", "-o": "the results directory",
+                   "-e": "the results directory", "-j": "the results directory", "-r": "retries", "-J": "one job a run",
+                   "-V": "the submitter's environment, always passed"}
+SET_RESOURCES = ("select", "place", "walltime", "ncpus", "ngpus", "mpiprocs", "mem", "host")
+
+
+
+@dataclass(frozen=True)
+class PbsOptions:
+    """How each run becomes a PBS job (a sweep file's pbs: block): one chunk per node."""
+
+    queue: str | None = option(None, Grammar(QUEUE_WORD, "a PBS queue name"), "PBS queue (qsub -q)")
+    account: str | None = option(None, Grammar(QUEUE_WORD, "a PBS account or project"), "PBS account (qsub -A)")
+    time_min: int = option(60, Minutes(), "each job's walltime, minutes or HH:MM:SS (where none is given: the run's "
+                                          "timeout + 25% + 5 minutes)", key="time")
+    gpus: bool = option(True, Switch(), "ask each chunk for the node's GPUs (ngpus; false: CPU nodes)")
+    ncpus: int | None = option(None, Whole(), "CPUs per node (default: each rank's and its loader workers')")
+    mem_gb: int | None = option(None, Whole(), "memory per node in GB")
+    exclusive: bool = option(False, Switch(), "each job has its nodes to itself (place=scatter:excl)")
+    resources: tuple[str, ...] = option((), Grammar(RESOURCE, "a chunk resource such as model=a100"),
+                                        "further resources of each node's chunk (name=value)", many=True)
+    directives: tuple[str, ...] = option((), Grammar(PBS_DIRECTIVE, "a qsub option such as -l filesystems=home"),
+                                         "further #PBS lines", many=True)
+    setup: tuple[str, ...] = option((), Text(), "shell lines each job runs first (module load ...)", many=True)
+
+
+def pbs_problem(options: PbsOptions) -> str | None:
+    """Why a valid-looking pbs: block may not stand (a line that overrides what hvdbench sets), or None."""
+    for directive in options.directives:
+        flag, _, value = directive.partition(" ")
+        if flag in SET_BY_HVDBENCH:
+            return f"pbs.directives: {flag} is set by hvdbench ({SET_BY_HVDBENCH[flag]}); remove it"
+        name = value.split("=", 1)[0]
+        if flag == "-l" and name in SET_RESOURCES:
+            return f"pbs.directives: -l {name} is set by hvdbench from each run; remove it"
+    clash = next((r for r in options.resources if r.split("=", 1)[0] in SET_RESOURCES), None)
+    return f"pbs.resources: {clash} is set by hvdbench from each run; remove it" if clash else None
+
+
+def refusal(spec: RunSpec) -> str | None:
+    """Why a run cannot be a PBS job, or None: its launcher starts ranks as srun steps, or its runtime needs srun."""
+    cls = launcher_class(spec.launcher)
+    if cls.task_per_rank or (cls.srun_across_nodes and spec.nodes > 1):
+        return (f"run {spec.id}: launcher {spec.launcher} starts its ranks as srun steps, which a PBS job has not: "
+                "use mpirun, mpiexec or horovodrun")
+    if spec.container is not None and runtime(spec.container.runtime).submit_note:
+        return f"run {spec.id}: container runtime {spec.container.runtime} is started by srun's flags (SLURM only)"
+    return None
+
+
+def walltime(minutes: int) -> str:
+    """PBS's walltime, HH:MM:SS."""
+    return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+
+
+def pbs_script(spec: RunSpec, options: PbsOptions, name: str, run_dir: Path, python: str, retries: int = 0) -> str:
+    """The job script of one run: one chunk a node (its ranks as mpiprocs, their CPUs and the GPUs the run needs),
+    scattered over distinct nodes, the walltime, queue, account, and the task that starts every rank."""
+    jobs = run_dir.parent / JOBS_DIR
+    chunk = [f"select={spec.nodes}", f"ncpus={options.ncpus or spec.ranks_per_node * cpus_per_rank(spec)}",
+             f"mpiprocs={spec.ranks_per_node}"]
+    chunk += [f"ngpus={gpus_needed(spec)}"] if options.gpus else []
+    chunk += [f"mem={options.mem_gb}gb"] if options.mem_gb else []
+    chunk += [f"host={spec.host}"] if spec.host else []
+    place = "scatter:excl" if options.exclusive or spec.devices is not None else "scatter"
+    lines = ["#!/bin/bash", f"#PBS -N {job_name(name)}", f"#PBS -l {':'.join([*chunk, *options.resources])}",
+             f"#PBS -l place={place}", f"#PBS -l walltime={walltime(options.time_min)}",
+             f"#PBS -o {jobs / (spec.id + '.out')}", f"#PBS -e {jobs / (spec.id + '.err')}",
+             f"#PBS -r {'y' if retries else 'n'}", "#PBS -V"]
+    lines += [f"#PBS -q {options.queue}"] if options.queue else []
+    lines += [f"#PBS -A {options.account}"] if options.account else []
+    lines += [f"#PBS {d}" for d in options.directives]
+    lines += list(options.setup)
+    task = [python, "-m", "hvdbench.launchers.pbs_task", str(run_dir), python, str(retries)]
+    return "\n".join([*lines, f"exec {shlex.join(task)}", ""])
+
+
+def job_name(name: str) -> str:
+    """qsub's -N: a letter first, no blanks."""
+    return ("hvdbench-" + re.sub(r"[^A-Za-z0-9_.-]", "-", name))[:200]
+
+
+class PbsExecutor(Submitter):
+    """Submits runs as PBS jobs with qsub, one job a run; ``resume`` leaves out what is complete or queued."""
+
+    def __init__(self, root: Path, options: PbsOptions, *, name: str, python: str = sys.executable,
+                 resume: bool = True, retries: int = 0,
+                 report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
+        super().__init__(root, python=python, resume=resume, retries=retries, report=report)
+        self.options, self.name = options, name
+
+    def limit_s(self) -> float | None:
+        return float(self.options.time_min) * 60
+
+    def describe(self, spec: RunSpec) -> str:
+        """What submitting spec would do: its job script."""
+        self.refuse([spec])
+        return pbs_script(spec, self.options, self.name, (self.root / spec.id).resolve(), self.python,
+                          self.retries).rstrip().replace("\n", "\n    ")
+
+    def refuse(self, specs: Sequence[RunSpec]) -> None:
+        """One line for the first run PBS cannot take, or for a block or results path a job script cannot hold."""
+        problem = pbs_problem(self.options) or next(filter(None, map(refusal, specs)), None)
+        if problem:
+            raise UsageError(problem)
+        if not SAFE_PATH.match(str(self.root.resolve())):
+            raise UsageError(f"{self.root}: a PBS job's #PBS -o line takes a path of letters, digits and ._-/+@%,=~ "
+                             "only: choose another results directory")
+
+    def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
+        """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""
+        if shutil.which("qsub") is None:
+            raise LaunchError("PBS submission needs qsub on PATH: this machine has no PBS client")
+        todo = self.pending(specs)
+        self.refuse(todo)
+        (self.root / JOBS_DIR).mkdir(parents=True, exist_ok=True)
+        self.plan_order(todo)
+        out = []
+        for spec in todo:
+            run_dir = (self.root / spec.id).resolve()
+            spec.write(run_dir, self.order.get(spec.id))
+            script = self.root / JOBS_DIR / f"{spec.id}.pbs"
+            script.write_text(pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries),
+                              encoding="utf-8")
+            job = self._qsub(script)
+            status = RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job)
+            status.write(run_dir)
+            out.append(status)
+            self.report(f"{spec.id}: job {job}")
+        return out
+
+    def _qsub(self, script: Path) -> str:
+        try:
+            done = subprocess.run(["qsub", str(script)], capture_output=True, text=True, timeout=120,
+                                  cwd=self.root)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise LaunchError(f"qsub could not be run: {exc}") from None
+        said = (done.stdout.strip().splitlines() or [""])[-1].strip()
+        if done.returncode != 0 or not JOB_ID.match(said):
+            first = next((line.strip() for line in done.stderr.splitlines() if line.strip()), said or "no output")
+            raise LaunchError(f"qsub refused {script.name}: {first[:300]!r}")
+        return said

@@ -1,0 +1,124 @@
+"""The submission side of the schedulers: a queue per scheduler (what it says of its jobs, known by the form of their
+ids), the executor base both submitters share (what resume leaves out: complete, or still queued or running;
+launchers/submitters.py chooses one by the sweep file's block), and ``refresh``: each run's
+state from its own record and, while under way, its queue's word."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Sequence
+
+from hvdbench.core.errors import HvdbenchError
+from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
+
+from .executor import Executor
+from .policy import completed
+from .pbs_queue import qstat_states
+from .slurm_queue import ACTIVE, FINAL_OK, run_dirs, squeue_states
+
+
+class Queue:
+    """One scheduler's queue as a submitter asks it: ``states`` (job id -> its state as a run's status names it,
+    and the scheduler's reason), for the jobs whose ids have its form (``job_id``)."""
+
+    name: ClassVar[str]
+    job_id: ClassVar[re.Pattern[str]]
+
+    def states(self, job_ids: Sequence[str], run: Callable[..., Any]) -> dict[str, tuple[str, str]]:
+        raise NotImplementedError
+
+
+class SlurmQueue(Queue):
+    """squeue --states=all (no sacct: many clusters run no slurmdbd); ids are numbers, array tasks N_M."""
+
+    name = "slurm"
+    job_id = re.compile(r"^\d+(?:_[\d\[\],%-]+)?$")
+
+    def states(self, job_ids: Sequence[str], run: Callable[..., Any]) -> dict[str, tuple[str, str]]:
+        return squeue_states(job_ids, run)
+
+
+class PbsQueue(Queue):
+    """qstat -x -f -F json (PBS Pro, OpenPBS); ids carry their server, 123.server."""
+
+    name = "pbs"
+    job_id = re.compile(r"^\d+(?:\[\d*\])?\.[A-Za-z0-9_.-]+$")
+
+    def states(self, job_ids: Sequence[str], run: Callable[..., Any]) -> dict[str, tuple[str, str]]:
+        return qstat_states(job_ids, run)
+
+
+QUEUES: dict[str, Queue] = {queue.name: queue for queue in (SlurmQueue(), PbsQueue())}
+
+
+def queue_of(job_id: str) -> Queue:
+    """The queue a job id belongs to, by its form (SLURM's where none claims it: what older results hold)."""
+    return next((q for q in QUEUES.values() if q.job_id.match(job_id)), QUEUES["slurm"])
+
+
+class Submitter(Executor):
+    """An executor that submits jobs: resume leaves out runs complete, queued or running, as their queue says."""
+
+    _states: dict[str, str] | None = None
+
+    def finished(self, spec: RunSpec) -> bool:
+        if self._states is None:  # the queue asked once per submission
+            self._states = {f.name: st.status for f, st in (refresh(self.root) if self.root.exists() else {}).items()}
+        return self._states.get(spec.id) in (*FINAL_OK, *ACTIVE)
+
+    def pending(self, specs: Sequence[RunSpec]) -> list[RunSpec]:
+        """The specs to submit: all, or with resume those neither complete nor queued/running."""
+        self._states = None
+        return self.todo(specs)
+
+
+def refresh(root: Path, run: Callable[..., Any] = subprocess.run) -> dict[Path, RunStatus]:
+    """Each run's state from its status.json and, for runs under way, their scheduler's queue; states the
+    queue knows and the run could not record (cancelled while pending, failed node) are written."""
+    statuses = {d: RunStatus.read(d) for d in run_dirs(root)}
+    active = {d: s for d, s in statuses.items() if s is not None and s.status in ACTIVE and s.job_id}
+    by_queue: dict[str, list[str]] = {}
+    for under_way in active.values():
+        by_queue.setdefault(queue_of(under_way.job_id or "").name, []).append(under_way.job_id or "")
+    queue = {job: state for name, ids in by_queue.items() for job, state in QUEUES[name].states(ids, run).items()}
+    out: dict[Path, RunStatus] = {}
+    for folder, status in statuses.items():
+        if status is None:
+            try:
+                finished = completed(folder, RunSpec.read(folder / RUN_FILE))
+            except HvdbenchError:
+                finished = None
+            out[folder] = finished or RunStatus("not run", None, 0.0)
+        elif folder in active:
+            out[folder] = _as_queued(folder, status, queue.get(status.job_id or ""))
+        else:
+            out[folder] = status
+    return out
+
+
+def _as_queued(folder: Path, status: RunStatus, known: tuple[str, str] | None) -> RunStatus:
+    """A run under way as its queue says: still under way, ended (written where the run recorded no end), or gone."""
+    if known is None:
+        return _unless_recorded(folder, status, replace(
+            status, status="lost", message=f"job {status.job_id} left the queue without "
+            "recording an end (cancelled before it started, or killed)"))
+    if known[0] in ACTIVE:
+        return replace(status, status=known[0], message=f"job {status.job_id} {known[0]}"
+                       + (f" ({known[1]})" if known[1] and known[1] != "None" else ""))
+    final = "failed" if known[0] == "completed" else known[0]
+    return _unless_recorded(folder, status, replace(
+        status, status=final, message=f"job {status.job_id} ended {known[0].upper()}"
+        + ("" if final != "failed" else "; the run did not record an end")))
+
+
+def _unless_recorded(folder: Path, seen: RunStatus, inferred: RunStatus) -> RunStatus:
+    """What the scheduler says of a run that ended without a record, written, unless the job recorded its
+    own end after ``seen`` was read (it wrote status.json, then left the queue): that record stands."""
+    now = RunStatus.read(folder)
+    if now is not None and now != seen and now.status not in ACTIVE:
+        return now
+    inferred.write(folder)
+    return inferred
