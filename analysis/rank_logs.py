@@ -28,6 +28,7 @@ from hvdbench.core.validate import regular_file
 STEP_FIELDS = tuple(KINDS["step"].columns())  # step, warmup, duration, samples, loss
 PARALLEL_FROM = 64
 TAIL_BYTES = 65536  # where a log's last step record is looked for (its last records are a summary and a few others)
+SHORT_TAIL_BYTES = 4096  # where it is looked for first
 MIN_STEP_S = 1e-6  # no training step, however small, ends within a microsecond of its start and its device sync
 
 
@@ -96,7 +97,9 @@ def _steps_of(stats: ParseStats, step: np.ndarray, duration: np.ndarray, samples
         too_short = int((valid & (duration < MIN_STEP_S)).sum())
     bad = int((~valid).sum())
     keep = np.zeros(len(step), dtype=bool)
-    if valid.any():
+    if valid.all() and (len(step) < 2 or bool((np.diff(step) > 0).all())):  # as a rank writes them: each once
+        keep[:] = True
+    elif valid.any():
         positions = np.flatnonzero(valid)
         _, first = np.unique(step[positions], return_index=True)
         keep[positions[first]] = True
@@ -256,18 +259,28 @@ def _mono(value: Any) -> float | None:
     return value if _number(value) else None
 
 
+def _numpy(column: Any) -> np.ndarray:
+    """An Arrow column as NumPy, a view of its buffer where the type allows (booleans are unpacked)."""
+    chunk = column.chunk(0) if hasattr(column, "chunk") else column
+    return chunk.to_numpy(zero_copy_only=False)
+
+
 def _tail_agrees(path: Path, meta: dict[str, Any]) -> bool:
     """Whether the log still holds what its writer left: its size, its last record's monotonic time and its last step
-    record's index as the columns file says (its tail read, not the whole log: reading it all is the cost saved)."""
+    record's index as the columns file says (its tail read, not the whole log: reading it all is the cost saved;
+    a short tail first, the longer one where the last step record lies further back)."""
     with path.open("rb") as log:
         size = os.fstat(log.fileno()).st_size
         if size != meta["bytes"]:
             return False
-        start = max(0, size - TAIL_BYTES)
-        log.seek(start)
-        tail = log.read().splitlines()[1 if start else 0:]
-    steps = (record for record in map(decode_json, reversed(tail)) if record.get("kind") == "step")
-    last_step: dict[str, Any] = next(steps, {})
+        for reach in (SHORT_TAIL_BYTES, TAIL_BYTES):
+            start = max(0, size - reach)
+            log.seek(start)
+            tail = log.read().splitlines()[1 if start else 0:]
+            steps = (record for record in map(decode_json, reversed(tail)) if record.get("kind") == "step")
+            last_step: dict[str, Any] = next(steps, {})
+            if last_step or not start:
+                break
     return bool(tail) and decode_json(tail[-1]).get("mono") == meta["last_mono"] \
         and last_step.get("step") == meta["last_step"]
 
@@ -282,15 +295,15 @@ def _from_columns(path: Path) -> RankLog | None:
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
-        with pa.memory_map(str(side)) as source:
-            reader = ipc.open_file(source)
-            batch = reader.get_batch(0) if reader.num_record_batches == 1 else None
-            table = batch if batch is not None else reader.read_all()
-            columns = {name: np.array(table.column(name)) for name in table.schema.names}  # copied off the map
+        # read whole, then viewed: NumPy's views keep the bytes alive (np.array on each Arrow column, or copies
+        # off a memory map, cost five times as much at a cluster's thousands of logs)
+        reader = ipc.open_file(pa.py_buffer(side.read_bytes()))
+        table = reader.get_batch(0) if reader.num_record_batches == 1 else reader.read_all().combine_chunks()
+        columns = {name: _numpy(table.column(i)) for i, name in enumerate(table.schema.names)}
         meta = json.loads(reader.schema.metadata[META_KEY])
         if meta.get("version") != SCHEMA_VERSION or not _tail_agrees(path, meta):
             return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, msgspec.DecodeError):
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, ImportError, msgspec.DecodeError):
         return None  # pyarrow's ArrowInvalid (a truncated or foreign file) is a ValueError
     stats = ParseStats(records=meta["lines"])
     step = columns.pop("step").astype(float)

@@ -109,7 +109,7 @@ def step_matrix(steps: pd.DataFrame) -> StepMatrix:
     if laid_out is not None:
         order, count = laid_out
         ranks = rank[::count][order]
-        full = {name: np.ascontiguousarray(values.reshape(-1, count)[order].T) for name, values in columns.items()}
+        full = {name: values.reshape(-1, count)[order].T for name, values in columns.items()}  # a rank a column
         indices = step[:count]
     else:
         ranks, rank_code = np.unique(rank, return_inverse=True)
@@ -145,6 +145,27 @@ def _rank_blocks(rank: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, int] |
             and len(np.unique(heads)) == len(heads)):
         return None
     return np.argsort(heads), count
+
+
+def column_quantiles(matrix: np.ndarray, quantiles: Iterable[float]) -> np.ndarray:
+    """np.quantile(matrix, quantiles, axis=0) (linear interpolation, NaN where a column holds one): each column sorted
+    along its own memory, which NumPy's sort does several times faster than the selection np.quantile runs (a 10M-step
+    run's matrices are thousands of ranks wide)."""
+    qs = np.asarray(list(quantiles), dtype=float)
+    rows = matrix.shape[0]
+    if rows == 0:
+        return np.full((len(qs), matrix.shape[1]), np.nan)
+    ordered = np.sort(np.asfortranarray(matrix), axis=0)  # NaN sorts last: its column's quantiles are NaN below
+    position = qs * (rows - 1)
+    low, high = np.floor(position).astype(int), np.ceil(position).astype(int)
+    out = ordered[low] + (ordered[high] - ordered[low]) * (position - low)[:, None]
+    out[:, np.isnan(ordered[-1])] = np.nan
+    return out
+
+
+def column_medians(matrix: np.ndarray) -> np.ndarray:
+    """np.median(matrix, axis=0), by column_quantiles."""
+    return column_quantiles(matrix, (0.5,))[0]
 
 
 def step_matrices(steps: pd.DataFrame, run_ids: Iterable[str],
@@ -215,8 +236,8 @@ def run_stats(steps: pd.DataFrame | StepMatrix, warmup: int | None = None,
     means = durations.mean(axis=0)
     return RunStats(
         throughput=total_throughput(durations, samples), ci_low=low, ci_high=high,
-        median_rate=float(np.median(samples / durations, axis=0).sum()),
-        median_step_s=float(np.median(durations, axis=0).max()),
+        median_rate=float(column_medians(samples / durations).sum()),
+        median_step_s=float(column_medians(durations).max()),
         cv=float((durations.std(axis=0, ddof=1) / means).mean()) if durations.shape[0] > 1 else 0.0,
         steps=int(durations.shape[0]), warmup_asked=asked, warmup_used=int(used), warmup_detected=detected,
         block_steps=block,
@@ -230,7 +251,7 @@ def rank_work(steps: pd.DataFrame | StepMatrix, warmup_used: int) -> pd.Series:
     work = matrix.durations[warmup_used:] - np.nan_to_num(matrix.exchange[warmup_used:])
     if not len(work):
         return pd.Series([], dtype=float, index=pd.Index([], dtype=np.int64, name="rank"))
-    return pd.Series(np.median(work, axis=0), index=pd.Index(matrix.ranks, name="rank"))
+    return pd.Series(column_medians(work), index=pd.Index(matrix.ranks, name="rank"))
 
 
 def stragglers(steps: pd.DataFrame | StepMatrix, warmup_used: int,

@@ -110,3 +110,31 @@ def test_columns_that_no_longer_agree_with_the_log_are_not_read(change: str, tmp
         columns_path(other).rename(side)
     assert rank_logs._from_columns(log) is None
     _assert_same(rank_logs.read_log(log), rank_logs._read_json(log))  # the JSON lines, as ever
+
+
+def test_a_last_step_far_from_the_end_is_found_past_the_short_tail(tmp_path: Path) -> None:
+    """Records after the last step longer than the short tail read first (a profile's operator table): the longer
+    tail finds the step, and the columns are read."""
+    with RecordWriter(tmp_path / "rank-0.jsonl", rank=0, local_rank=0, size=1) as writer:
+        writer.write("env", benchmark="mlp", unit="samples")
+        for i in range(300):
+            writer.write("step", step=i, duration=0.01, samples=32)
+        writer.write("profile", top=[{"name": f"aten::op{i}", "calls": i} for i in range(200)], trace=None)
+    log = tmp_path / "rank-0.jsonl"
+    assert len(log.read_bytes().splitlines()[-1]) > rank_logs.SHORT_TAIL_BYTES
+    from_columns = rank_logs._from_columns(log)
+    assert from_columns is not None and from_columns.steps["step"][-1] == 299
+    _assert_same(from_columns, rank_logs._read_json(log))
+
+
+def test_column_quantiles_are_numpys_in_either_memory_order() -> None:
+    from hvdbench.analysis.stats import column_medians, column_quantiles
+
+    rng = np.random.default_rng(7)
+    for shape in ((1, 3), (2, 5), (9, 4), (300, 17)):
+        matrix = rng.random(shape)
+        for laid_out in (matrix, np.asfortranarray(matrix)):
+            np.testing.assert_allclose(column_quantiles(laid_out, (0.05, 0.5, 0.95)),
+                                       np.quantile(matrix, [0.05, 0.5, 0.95], axis=0))
+    matrix[4, 2] = np.nan
+    np.testing.assert_array_equal(np.isnan(column_medians(matrix)), np.isnan(np.median(matrix, axis=0)))

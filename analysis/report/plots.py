@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..drawing import figure, integer_log_axis, plain, svg_text
 from ..keys import BATCH_LINES, PLACEMENTS, SERIES, WORKLOAD
-from ..stats import StepMatrix
+from ..stats import StepMatrix, column_quantiles
 
 MAX_LINES = 12
 
@@ -126,7 +126,7 @@ def rank_spread_plot(matrices: Mapping[str, StepMatrix], runs: pd.DataFrame, sta
     axes = np.atleast_1d(axes)
     for ax, run in zip(axes, chosen.itertuples()):
         matrix = matrices[run.run_id]
-        low, median, high = np.quantile(matrix.durations[int(run.warmup_used):], [0.05, 0.5, 0.95], axis=0) * 1e3
+        low, median, high = column_quantiles(matrix.durations[int(run.warmup_used):], (0.05, 0.5, 0.95)) * 1e3
         ax.fill_between(matrix.ranks, low, high, alpha=0.3, step="mid", label="5th–95th percentile")
         ax.plot(matrix.ranks, median, marker="." if len(matrix.ranks) <= 64 else None, linewidth=1, label="median")
         ax.set_title(plain(f"{run.system} {run.benchmark} {run.model}, {run.np} ranks"), fontsize=8)
