@@ -144,8 +144,11 @@ def test_bad_sweep_targets_are_one_line(tmp_path: Path, extra: str, message: str
 
 @pytest.mark.slow
 def test_two_ranks_stop_after_the_same_step(tmp_path: Path, hvd_env: dict) -> None:
+    """A model small enough to take ~10 s, steady enough to stop by its target (60 steps here; the default MLP took
+    140 s in CI)."""
     proc = subprocess.run(["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
-                           str(REPO / "suite" / "mlp.py"), "--steps", "10", "--warmup-steps", "2", "--target-ci", "3",
+                           str(REPO / "suite" / "mlp.py"), "--mlp-input", "512", "--mlp-widths", "512,512", "--threads", "1",
+                           "--steps", "10", "--warmup-steps", "2", "--target-ci", "5",
                            "--max-steps", "200", "--log-dir", str(tmp_path)],
                           capture_output=True, text=True, env=hvd_env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -156,7 +159,7 @@ def test_two_ranks_stop_after_the_same_step(tmp_path: Path, hvd_env: dict) -> No
     assert summaries[0]["stopped_by"] == summaries[1]["stopped_by"] in ("target", "max_steps")
     assert summaries[0]["ci_reached_pct"] == summaries[1]["ci_reached_pct"]
     if summaries[0]["stopped_by"] == "target":
-        assert summaries[0]["ci_reached_pct"] <= 3
+        assert summaries[0]["ci_reached_pct"] <= 5
 
 
 def test_the_demo_sweeps_documented_adaptive_lines_plan(tmp_path: Path) -> None:
