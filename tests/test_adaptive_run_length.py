@@ -147,8 +147,8 @@ def test_two_ranks_stop_after_the_same_step(tmp_path: Path, hvd_env: dict) -> No
     """A model small enough to take ~10 s, steady enough to stop by its target (60 steps here; the default MLP took
     140 s in CI)."""
     proc = subprocess.run(["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
-                           str(REPO / "suite" / "mlp.py"), "--mlp-input", "512", "--mlp-widths", "512,512", "--threads", "1",
-                           "--steps", "10", "--warmup-steps", "2", "--target-ci", "5",
+                           str(REPO / "suite" / "mlp.py"), "--mlp-input", "512", "--mlp-widths", "512,512",
+                           "--threads", "1", "--steps", "10", "--warmup-steps", "2", "--target-ci", "5",
                            "--max-steps", "200", "--log-dir", str(tmp_path)],
                           capture_output=True, text=True, env=hvd_env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
