@@ -23,22 +23,29 @@ from slurm_runs import cli, envs, mlp_args, rank_host, running_run, settled, sta
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(600)]
 
 
-def _submit(tmp_path: Path, nodes: int, time_min: int) -> Path:
-    """A one-run sweep of about 5 s of steps on ``nodes`` nodes (one rank each), one retry, submitted."""
+def _submit(tmp_path: Path, nodes: int, time_min: int, slurm: str = "") -> Path:
+    """A one-run sweep of about 5 s of steps on ``nodes`` nodes (one rank each), one retry, submitted; ``slurm``:
+    more keys of its slurm: block."""
     body = (f"launcher: srun\nretries: 1\nworkloads: [{{benchmark: mlp, args: {mlp_args(10000)}}}]\n"
-            f"axes: {{nodes: [{nodes}], gpus_per_node: [1]}}\nslurm: {{time: {time_min}}}")
+            f"axes: {{nodes: [{nodes}], gpus_per_node: [1]}}\nslurm: {{time: {time_min}{slurm}}}")
+    tmp_path.mkdir(parents=True, exist_ok=True)
     root = tmp_path / "results"
     out = cli("submit", str(sweep_file(tmp_path, "stopped", body)), "-o", str(root))
     assert out.returncode == 0, out.stderr
     return root
 
 
-def _requeued_once(root: Path, cluster: Any, ended: str, stop: Callable[[Path, int], None], rank: int = 0) -> str:
-    """Stop the run once ``rank`` is timing steps; then the run completes on its second attempt and its first
-    is kept as ``ended``; the earlier attempt's message."""
+def _stopped(root: Path, stop: Callable[[Path, int], None], rank: int = 0) -> tuple[Path, str]:
+    """Stop the run under ``root`` once ``rank`` is timing steps; the run and what rank 0 had logged by then."""
     run_dir, pid = running_run(root, rank)
     measured = (run_dir / rank_log_name(0)).read_text()
     stop(run_dir, pid)
+    return run_dir, measured
+
+
+def _requeued(root: Path, cluster: Any, ended: str, run_dir: Path, measured: str) -> str:
+    """The stopped run completes on its second attempt and its first is kept as ``ended``, counted once by the
+    report; the earlier attempt's message."""
     assert set(settled(root, 1, cluster).values()) == {"ok"}
     first = run_dir / "attempt-1"
     status = status_of(first)
@@ -52,6 +59,11 @@ def _requeued_once(root: Path, cluster: Any, ended: str, stop: Callable[[Path, i
     runs = (root / "report" / "runs.csv").read_text().splitlines()
     assert len(runs) == 2, runs  # a header and one run: attempt 1's steps are not counted
     return str(status["message"])
+
+
+def _requeued_once(root: Path, cluster: Any, ended: str, stop: Callable[[Path, int], None], rank: int = 0) -> str:
+    """Stop the run once ``rank`` is timing steps; then as ``_requeued``."""
+    return _requeued(root, cluster, ended, *_stopped(root, stop, rank))
 
 
 @pytest.mark.timing
@@ -70,17 +82,17 @@ def test_a_preempted_run_is_requeued_and_counted_once(gpu_cluster: Any, tmp_path
     print(f"\n[two-node cluster] preempted run requeued: {time.monotonic() - started:.0f} s")
 
 
-def test_a_hung_rank_reaching_the_time_limit_is_requeued(gpu_cluster: Any, tmp_path: Path) -> None:
+def test_a_hung_rank_at_its_time_limit_and_a_run_that_loses_a_node_are_each_requeued(gpu_cluster: Any,
+                                                                                       tmp_path: Path) -> None:
+    """Both wait on SLURM's clocks (the time limit's warning, the node timeout), so they run side by side: the hung
+    run on node1, where node2's loss does not reach it, the other across both nodes (one CPU a rank: node1 holds
+    both jobs)."""
     started = time.monotonic()
-    root = _submit(tmp_path, nodes=1, time_min=2)  # SLURM warns 30 s ahead, and up to 60 s earlier still
-    message = _requeued_once(root, gpu_cluster, "timeout", lambda _run, pid: os.kill(pid, signal.SIGSTOP))
-    assert "neared its time limit" in message and "retry 1 of 1" in message
-    print(f"\n[two-node cluster] hung run timed out and requeued: {time.monotonic() - started:.0f} s")
-
-
-def test_a_run_that_loses_a_node_is_requeued(gpu_cluster: Any, tmp_path: Path) -> None:
-    started = time.monotonic()
-    root = _submit(tmp_path, nodes=2, time_min=10)
+    one_cpu = ", cpus_per_task: 1"
+    hung_root = _submit(tmp_path / "hung", nodes=1, time_min=2,  # SLURM warns 30 s ahead, and up to 60 s earlier
+                        slurm=f"{one_cpu}, directives: [--exclude=node2]")
+    hung = _stopped(hung_root, lambda _run, pid: os.kill(pid, signal.SIGSTOP))
+    lost_root = _submit(tmp_path / "lost", nodes=2, time_min=10, slurm=one_cpu)
 
     def lose_node2(run_dir: Path, _pid: int) -> None:
         gpu_cluster.kill_node("node2")
@@ -90,9 +102,11 @@ def test_a_run_that_loses_a_node_is_requeued(gpu_cluster: Any, tmp_path: Path) -
         gpu_cluster.start_node("node2")  # the node comes back; the requeued job runs on it again
 
     try:
-        message = _requeued_once(root, gpu_cluster, "node-failure", lose_node2, rank=1)
+        message = _requeued_once(lost_root, gpu_cluster, "node-failure", lose_node2, rank=1)
     finally:
         gpu_cluster.await_nodes()
     assert "lost node(s) node2" in message
     print(f"\n[two-node cluster] run on a lost node requeued: {time.monotonic() - started:.0f} s")
-
+    message = _requeued(hung_root, gpu_cluster, "timeout", *hung)
+    assert "neared its time limit" in message and "retry 1 of 1" in message
+    print(f"[two-node cluster] hung run timed out and requeued, beside it: {time.monotonic() - started:.0f} s")
