@@ -105,5 +105,30 @@ case "$name" in
     impi) [[ "$says" == *"Intel(R) MPI"* ]] || die "$VENV/bin/mpiexec is not Intel MPI's: it says '${says%%$'\n'*}'" ;;
 esac
 
+# mpi4py's binary wheel (the first environment's) loads the MPICH ABI's libmpi.so.12 from this environment's lib/
+# and its MPICH module asks for a library of that name. Where the MPI names its library otherwise (Debian's MPICH:
+# libmpich.so.12), a stub of that name which needs the MPI's own library is linked there, so that wheel runs on this
+# MPI and set-up builds no mpi4py from source (about 6 minutes of a core; Intel MPI has its libmpi.so.12 already).
+mpich_abi_library() {
+    local word dir lib
+    for word in $("$VENV/bin/mpicc" -show 2>/dev/null); do
+        [[ "$word" == -L* ]] || continue
+        dir=${word#-L}
+        dir=${dir//\"/}
+        for lib in "$dir/libmpi.so.12" "$dir/libmpich.so.12"; do
+            [[ -e "$lib" ]] && { echo "$lib"; return 0; }
+        done
+    done
+    return 1
+}
+if [[ ! -e "$VENV/lib/libmpi.so.12" ]] && abi_lib=$(mpich_abi_library); then
+    mkdir -p "$VENV/lib"
+    : | cc -shared -o "$VENV/lib/libmpi.so.12" -Wl,-soname,libmpi.so.12 -Wl,--no-as-needed \
+        -Wl,-rpath,"$(dirname "$abi_lib")" -x c - -x none "$abi_lib" \
+        || die "could not link $VENV/lib/libmpi.so.12 to $abi_lib (a C compiler, cc, is needed)"
+    printf '[mpi-env] %s/lib/libmpi.so.12: the MPICH ABI'"'"'s name for %s (mpi4py'"'"'s binary wheel loads it)\n' \
+        "$VENV" "$abi_lib"
+fi
+
 PATH=$VENV/bin:$PATH HVDBENCH_VENV=$VENV HVDBENCH_PYTHON=$BASE/bin/python HVDBENCH_SYSTEM_SITE=1 \
     HVDBENCH_TF_SPEC=${HVDBENCH_TF_SPEC:-none} bash "$ROOT/scripts/setup.sh"

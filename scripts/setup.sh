@@ -311,9 +311,9 @@ build_needs() {
     return 0
 }
 # Horovod's own --check-build, asked through the environment's interpreter (an image's Horovod may have no
-# horovodrun in this environment's bin).
+# horovodrun in this environment's bin), with the frameworks loaded first (scripts/check_build.py).
 check_build() {
-    "$PY" -c 'import sys; from horovod.runner.launch import run_commandline; sys.argv = ["horovodrun", "--check-build"]; run_commandline()'
+    "$PY" "$ROOT/scripts/check_build.py"
 }
 # Whether the environment's Horovod loads the MPI on PATH: the MPI library its PyTorch extension loaded (found in
 # the process's maps) asked for its version, which must name the version mpirun reports (a Horovod built against

@@ -28,5 +28,5 @@ PYEOF
 printf 'mpi: %s\n' "$(mpirun --version 2>/dev/null | head -n 1 || echo none)"
 printf 'lock: %s\n' "$(sha256sum "$ROOT/constraints.txt" 2>/dev/null | cut -c1-12) ($(grep -c '==' "$ROOT/constraints.txt") pins)"
 printf 'horovodrun --check-build:\n'
-"$VENV/bin/horovodrun" --check-build 2>/dev/null | sed -n '/Available/,$p' | grep -v '^$' | sed 's/^/  /'
+"$VENV/bin/python" "$ROOT/scripts/check_build.py" 2>/dev/null | sed -n '/Available/,$p' | grep -v '^$' | sed 's/^/  /'
 exit 0
