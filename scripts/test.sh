@@ -32,8 +32,27 @@ if [[ "${HVDBENCH_TEST_BUILDS:-}" != none ]]; then
     trap 'for b in "${builders[@]}"; do pkill -P "$b" 2>/dev/null; kill "$b" 2>/dev/null; done' EXIT
     export HVDBENCH_TEST_BUILDS=$pending
 fi
+# the machine's CPU time so far in jiffies (/proc/stat's cpu line): at nice 0 or below, niced (what is built beside
+# at nice 19), idle, and stolen (a virtual machine's host running others); "0 0 0 0" where there is no /proc/stat
+cpu_ticks() {
+    local _cpu user nice system idle iowait irq softirq steal _rest
+    read -r _cpu user nice system idle iowait irq softirq steal _rest < /proc/stat 2>/dev/null \
+        || { echo "0 0 0 0"; return; }
+    echo "$((user + system + irq + softirq)) $nice $((idle + iowait)) ${steal:-0}"
+}
+read -r busy0 niced0 idle0 stolen0 <<<"$(cpu_ticks)"
 "$VENV/bin/python" -m pytest -ra --durations=60 "$@"  # the slowest tests listed: where CI's time goes
 status=$?
+# how much of the machine the tests (and what was built beside them) kept busy: the room there is for running
+# tests that mostly wait side by side
+read -r busy1 niced1 idle1 stolen1 <<<"$(cpu_ticks)"
+all=$(( busy1 - busy0 + niced1 - niced0 + idle1 - idle0 + stolen1 - stolen0 ))
+if (( all > 0 )); then
+    awk -v b=$((busy1 - busy0)) -v n=$((niced1 - niced0)) -v i=$((idle1 - idle0)) -v s=$((stolen1 - stolen0)) \
+        -v a=$all -v c="$(grep -c '^cpu[0-9]' /proc/stat)" 'BEGIN { printf "=== test: CPU time over the tests " \
+        "(%d CPUs): tests %.0f%%, built beside %.0f%%, idle %.0f%%, stolen by the host %.0f%%\n",
+        c, 100 * b / a, 100 * n / a, 100 * i / a, 100 * s / a }'
+fi
 if ((${#builders[@]})); then
     wait "${builders[@]}" 2>/dev/null
     builders=()
