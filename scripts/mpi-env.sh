@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A second environment on another MPI, beside the first and leaving it as it is: Horovod (with PyTorch) and
-# mpi4py against that MPI, Horovod cached like the first environment's under a key of the MPI's version
-# line; PyTorch and everything else seen from the first environment (no second download).
+# A second environment on another MPI, beside the first and leaving it as it is: Horovod (with PyTorch) built
+# against that MPI, cached like the first environment's under a key of the MPI's version line; mpi4py's binary
+# wheel, PyTorch and everything else seen from the first environment (no second download or build).
 #
 #   scripts/mpi-env.sh mpich          .venv-mpich, on MPICH
 #   scripts/mpi-env.sh impi           .venv-impi, on Intel MPI (its PyPI packages, impi-rt and impi-devel)
