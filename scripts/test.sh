@@ -4,8 +4,10 @@
 #   mpich, impi   the MPICH and Intel MPI environments (scripts/mpi-env.sh; cold, two Horovod builds, 10-20 min):
 #                 their tests (marker other_mpi) run last
 #   image         the CPU image from the recipe (scripts/container-image.sh; cold, Debian and pip downloads)
-# Each test that needs one waits for it (tests/builds.py): HVDBENCH_TEST_BUILDS names the folder where each build's
-# output, log and exit status land; a build that failed skips its tests with the build's own last line.
+# Each test that needs one waits for it (tests/builds.py), raising what is still being built to the tests' own
+# priority meanwhile (beside a busy neighbour a niced build would get no CPU): HVDBENCH_TEST_BUILDS names the folder
+# where each build's output, log, process id and exit status land; a build that failed skips its tests with the
+# build's own last line.
 #
 #   scripts/test.sh [PYTEST ARGS]       (make test PYTEST_ARGS=...)
 #   HVDBENCH_TEST_BUILDS=none           build nothing beside: each test builds (or finds) what it needs itself
@@ -15,11 +17,14 @@ VENV=${HVDBENCH_VENV:-$ROOT/.venv}
 NAMES=(mpich impi image)
 bash "$ROOT/scripts/test-tools.sh"
 
-# NAME COMMAND...: run COMMAND at the lowest priority, its stdout to NAME.out, stderr to NAME.log, status to NAME.rc
+# NAME COMMAND...: run COMMAND at the lowest priority, its stdout to NAME.out, stderr to NAME.log, its process id to
+# NAME.pid (a test waiting for it raises it to the tests' priority: tests/builds.py), status to NAME.rc
 beside() {
     local name=$1; shift
     # -j2: a build that waits its turn holds little memory; the tests keep the cores when they need them
-    MAKEFLAGS=-j2 nice -n 19 "$@" > "$pending/$name.out" 2> "$pending/$name.log"
+    MAKEFLAGS=-j2 nice -n 19 "$@" > "$pending/$name.out" 2> "$pending/$name.log" &
+    echo $! > "$pending/$name.pid"
+    wait $!
     echo $? > "$pending/$name.rc"
 }
 builders=()

@@ -12,6 +12,42 @@ import pytest
 WAIT_S = 2400.0  # the longest build alone on 2 cores, cold (two Horovod builds one after the other): about 20 min
 
 
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from /proc (empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return children
+
+
+def hurry(folder: Path) -> None:
+    """Raise every build still running beside the tests, and everything it started, from nice 19 to the tests'
+    own priority: a test is waiting for one, so the tests leave the CPUs idle, and beside a busy neighbour at nice 0
+    a niced build would get almost none of them (measured: pip's install of torch inside the image, 33 s of CPU in
+    42 minutes beside two busy loops). Needs the right to lower a niceness (root); without it nothing changes."""
+    children = _children()
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    for pid_file in folder.glob("*.pid"):
+        if pid_file.with_suffix(".rc").exists():
+            continue
+        try:
+            todo = [int(pid_file.read_text())]
+        except ValueError:
+            continue
+        while todo:
+            pid = todo.pop()
+            todo.extend(children.get(pid, ()))
+            try:
+                if os.getpriority(os.PRIO_PROCESS, pid) > own:
+                    os.setpriority(os.PRIO_PROCESS, pid, own)
+            except OSError:
+                pass  # ended meanwhile, or not ours to raise
+
+
 def built_beside(name: str) -> str | None:
     """The output of build ``name`` once it has ended, where make test builds it beside the tests; None where
     nothing is built beside them (the test builds or finds it itself). A build that failed skips the test with the
@@ -23,6 +59,7 @@ def built_beside(name: str) -> str | None:
     rc = folder / f"{name}.rc"
     deadline = time.monotonic() + WAIT_S
     while not rc.exists() and time.monotonic() < deadline:
+        hurry(folder)
         time.sleep(5.0)
     if not rc.exists():
         pytest.fail(f"{name}, built beside the tests, had not ended after {WAIT_S:.0f} s (log: {folder / name}.log)")

@@ -148,14 +148,17 @@ def test_screen_mode_node_loads_every_gpu_at_once_then_together() -> None:
 def test_screen_on_cpu_slots_flags_the_slot_a_busy_process_shares(tmp_path: Path, hvd_env: dict) -> None:
     """Real ranks: two CPU slots screened one after the other while busy loops hold the last CPU.
 
-    BUSY_ON_SLOT loops pinned there leave the rank on that slot at most a quarter of its core; a neighbour's
-    unpinned loops (a shared CI machine: two) can take the free slot down to a third at worst, so the slot
-    with the pinned loops stays the slower one whatever else the machine runs."""
+    Linux shares a CPU fairly between sessions first (autogroups), then between a session's processes, and the
+    ranks run in a session of their own: BUSY_ON_SLOT loops, each in its own session, leave the rank on that slot at
+    most a quarter of its core, while a neighbour's unpinned loops (a shared CI machine: two, in their own sessions)
+    can take the free slot down to a third at worst; so the slot with the pinned loops stays the slower one whatever
+    else the machine runs. (One loop, or loops in one session, left that rank half its core: a neighbour on the
+    free slot could then make the two slots swap places under full load.)"""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs 2 CPUs")
     busy = [subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpus[-1]}}})\n"
-                              "while True: pass"]) for _ in range(BUSY_ON_SLOT)]
+                              "while True: pass"], start_new_session=True) for _ in range(BUSY_ON_SLOT)]
     try:
         out = tmp_path / "screen"
         proc = subprocess.run([hvdbench_exe(), "screen", "--cpu-slots", "2", "--mode", "both", "-o", str(out),
