@@ -145,7 +145,7 @@ build_settings() {
         "mpi4py from source: ${HVDBENCH_MPI4PY_SOURCE:-0}" "gpu operations: ${HOROVOD_GPU_OPERATIONS:-auto}" \
         "cuda architectures: ${HOROVOD_BUILD_CUDA_CC_LIST:-auto}" "nccl home: ${HOROVOD_NCCL_HOME:-auto}" \
         "cuda home: ${HOROVOD_CUDA_HOME:-auto}" "lock: $LOCK" "rebuild horovod: ${HVDBENCH_REBUILD_HOROVOD:-0}" \
-        "horovod wheel: ${HVDBENCH_HOROVOD_WHEEL:-build}"
+        "horovod wheel: ${HVDBENCH_HOROVOD_WHEEL:-build}" "horovod debug build: ${HOROVOD_DEBUG:-0}"
 }
 compute_stamp() {
     { cat "$ROOT/setup.cfg" "$ROOT/scripts/setup.sh" "$ROOT/scripts/horovod-requirements.txt"; echo "$constraints"
