@@ -57,13 +57,23 @@ def _task_rank() -> int:
     return job_env().number("task_rank") or 0
 
 
-def _record_failure(folder: Path, job: str | None, retries: int, status: RunStatus) -> None:
-    """Write a failed or timed-out attempt's status, then, where the retry policy leaves a retry, requeue
-    the job and say so. The status is written first: the requeue stops the other tasks, and the first task's
-    handler keeps it."""
-    status.write(folder)
+def _retried(folder: Path, job: str | None, retries: int, status: RunStatus) -> RunStatus | None:
+    """``status`` (a failed or timed-out attempt's) as the run shows it while its job is requeued for a retry, where
+    the retry policy leaves one; else None."""
     used = failed_attempts(folder) + 1
     if not job or not retry_left(status.status, used, retries):
+        return None
+    return requeued(status, attempt_number(), f"; retry {used} of {retries}, job {job} requeued")
+
+
+def _record_failure(folder: Path, job: str | None, retries: int, status: RunStatus) -> None:
+    """Write a failed or timed-out attempt's status and, where the retry policy leaves a retry, requeue the job.
+    A retried attempt is written as requeued before the requeue (which stops the other tasks; the first task's
+    handler keeps it), so that no reader finds the run ended, to submit it again, while SLURM requeues it; a
+    requeue that fails leaves the attempt's own status, saying why."""
+    retry = _retried(folder, job, retries, status)
+    (retry or status).write(folder)
+    if retry is None or job is None:
         return
     try:
         out = subprocess.run(job_env().requeue_command(job), capture_output=True, text=True, timeout=30)
@@ -72,8 +82,6 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
         why = str(exc)
     if why is not None:
         replace(status, message=f"{status.message}; requeue failed ({why})").write(folder)
-    else:
-        requeued(status, attempt_number(), f"; retry {used} of {retries}, job {job} requeued").write(folder)
 
 
 def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: bool, job: str | None,
@@ -135,7 +143,9 @@ class TaskAttempt(Attempt):
             recorded = self.folder.status_now()
             if self.first and (recorded is None or recorded.status not in ("failed", "requeued")):  # a failure stands
                 now = RunStatus(self.ending[0][0], None, self.seconds(), self.ending[0][1], job_id=self.job)
-                self.folder.write_status(requeued(now, attempt_number()) if now.status in REQUEUED_BY_SLURM else now)
+                held = requeued(now, attempt_number()) if now.status in REQUEUED_BY_SLURM else \
+                    _retried(self.folder.path, self.job, self.retries, now)  # a time limit with a retry left
+                self.folder.write_status(held or now)
             end_process(proc)
 
         signal.signal(signal.SIGTERM, stop)
@@ -157,16 +167,16 @@ class TaskAttempt(Attempt):
 
 def _keep_earlier(folder: Path, job: str | None) -> None:
     """A resubmitted or requeued run keeps its earlier attempt's files in attempt-N/, its status saying how
-    that attempt ended. An attempt of this very job recorded as cancelled was not (SLURM does not start a
-    cancelled job again): its controller did not answer in time at its SIGTERM; it is kept as requeued."""
+    that attempt ended, while the run's own status goes straight to this attempt's ``running`` (never missing nor
+    showing the earlier ending, which ``resume`` would submit again). An attempt of this very job recorded as
+    cancelled was not (SLURM does not start a cancelled job again): its controller did not answer in time at its
+    SIGTERM; it is kept as requeued."""
     earlier = RunStatus.read(folder)
     if earlier is not None and earlier.status == "cancelled" and job and earlier.job_id == job and attempt_number() > 1:
         earlier = replace(earlier, status="requeued", message=f"{earlier.message}; but SLURM started job {job} again "
                           f"(attempt {attempt_number()}): it was requeued, not cancelled")
-        earlier.write(folder)
-    if earlier is not None and as_ended(earlier) != earlier:
-        as_ended(earlier).write(folder)
-    keep_earlier_attempt(folder)
+    keep_earlier_attempt(folder, now=RunStatus("running", None, 0.0, _started(job), job_id=job),
+                         ended=as_ended(earlier) if earlier is not None else None)
 
 
 def inherited_fds(env: Mapping[str, str]) -> tuple[int, ...]:

@@ -178,6 +178,36 @@ def test_an_attempt_is_kept_as_how_it_ended_and_only_failures_use_retries(tmp_pa
     assert job_parameters(SlurmOptions(time_min=600), RunSpec(benchmark="mlp"), "t")["slurm_signal_delay_s"] == 90
 
 
+def test_a_requeued_runs_next_attempt_never_shows_it_ended_or_missing_while_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the next attempt moves the first's files aside, a reader (``status``, ``resume``, a test waiting for the
+    run to settle) finds the run requeued, then running: never without a status, never ended (it would be submitted
+    a second time); attempt-1 keeps how it ended and every file."""
+    from hvdbench.launchers import slurm_task
+
+    run_dir = tmp_path / "run"
+    ending = RunStatus("node-failure", None, 4.0, "job 7 lost node(s) node2 and SLURM requeued it", job_id="7")
+    requeued(ending, 1).write(run_dir)
+    files = ("rank-0.jsonl", "rank-1.jsonl", "launcher.log", "task-1.log", "command.sh")
+    for name in files:
+        (run_dir / name).write_text(name)
+    seen: list[str | None] = []
+    rename = Path.rename
+
+    def watched(path: Path, target: Any) -> Path:
+        seen.append(getattr(RunStatus.read(run_dir), "status", None))
+        return rename(path, target)
+
+    monkeypatch.setattr(Path, "rename", watched)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    slurm_task._keep_earlier(run_dir, "7")
+    now = RunStatus.read(run_dir)
+    assert seen == ["requeued"] * len(files) and now is not None and now.status == "running", (seen, now)
+    assert now.message == "job 7 started (attempt 2)" and now.job_id == "7"
+    assert RunStatus.read(run_dir / "attempt-1") == ending
+    assert sorted(p.name for p in (run_dir / "attempt-1").iterdir()) == sorted((*files, "status.json"))
+
+
 def test_a_task_hands_its_pmi2_descriptor_to_the_rank_and_nothing_else() -> None:
     from hvdbench.launchers.slurm_task import inherited_fds
 

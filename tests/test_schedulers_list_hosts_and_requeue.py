@@ -5,6 +5,7 @@ that records what it was asked; a failed attempt with a retry left is requeued t
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,22 +64,30 @@ def test_a_node_file_that_is_a_fifo_is_never_read(tmp_path: Path) -> None:
 
 
 def test_under_pbs_a_failed_attempt_is_requeued_with_qrerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    asked = tmp_path / "asked"
+    """qrerun requeues a failed attempt with a retry left; the run shows requeued before it is asked (no reader finds
+    the run ended meanwhile, to submit it again), and a requeue that fails leaves the failure, saying why."""
+    asked, run = tmp_path / "asked", tmp_path / "run"
     stand_in = tmp_path / "bin"
     stand_in.mkdir()
-    (stand_in / "qrerun").write_text(f'#!/bin/sh\necho "$@" >> {asked}\n')
+    run.mkdir()
+    (stand_in / "qrerun").write_text(f'#!/bin/sh\necho "$@" $(grep -o \'"status": "[a-z]*"\' {run}/status.json) >> {asked}\n'
+                                     f'[ ! -e {tmp_path}/refuse ] || {{ echo "qrerun: job is finishing" >&2; exit 1; }}\n')
     (stand_in / "qrerun").chmod(0o755)
     for name, value in _pbs(tmp_path, "gpu01\n").items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PATH", f"{stand_in}{os.pathsep}{os.environ['PATH']}")
     assert allocation_hosts() == ("gpu01",)
-    run = tmp_path / "run"
-    run.mkdir()
-    slurm_task._record_failure(run, "4242.pbs01", 1, RunStatus("failed", 1, 3.0, "rank 0 exited with 1"))
-    assert asked.read_text() == "4242.pbs01\n"
+    failed = RunStatus("failed", 1, 3.0, "rank 0 exited with 1")
+    slurm_task._record_failure(run, "4242.pbs01", 1, failed)
+    assert asked.read_text() == '4242.pbs01 "status": "requeued"\n'
     status = RunStatus.read(run)
     assert status is not None and status.status == "requeued" and "retry 1 of 1, job 4242.pbs01 requeued" in \
         status.message
+    (tmp_path / "refuse").touch()
+    slurm_task._record_failure(run, "4242.pbs01", 1, failed)
+    assert RunStatus.read(run) == replace(failed, message="rank 0 exited with 1; requeue failed (qrerun: job is finishing)")
+    slurm_task._record_failure(run, "4242.pbs01", 0, failed)  # no retry asked: the failure, and qrerun not asked
+    assert RunStatus.read(run) == failed and len(asked.read_text().splitlines()) == 2
 
 
 def test_outside_any_job_the_allocation_has_no_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
