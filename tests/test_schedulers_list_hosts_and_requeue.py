@@ -70,8 +70,9 @@ def test_under_pbs_a_failed_attempt_is_requeued_with_qrerun(tmp_path: Path, monk
     stand_in = tmp_path / "bin"
     stand_in.mkdir()
     run.mkdir()
-    (stand_in / "qrerun").write_text(f'#!/bin/sh\necho "$@" $(grep -o \'"status": "[a-z]*"\' {run}/status.json) >> {asked}\n'
-                                     f'[ ! -e {tmp_path}/refuse ] || {{ echo "qrerun: job is finishing" >&2; exit 1; }}\n')
+    status_now = f"""$(grep -o '"status": "[a-z]*"' {run}/status.json)"""
+    (stand_in / "qrerun").write_text(f'#!/bin/sh\necho "$@" {status_now} >> {asked}\n'
+                                     f'[ ! -e {tmp_path}/refuse ] || {{ echo "qrerun: finishing" >&2; exit 1; }}\n')
     (stand_in / "qrerun").chmod(0o755)
     for name, value in _pbs(tmp_path, "gpu01\n").items():
         monkeypatch.setenv(name, value)
@@ -85,7 +86,7 @@ def test_under_pbs_a_failed_attempt_is_requeued_with_qrerun(tmp_path: Path, monk
         status.message
     (tmp_path / "refuse").touch()
     slurm_task._record_failure(run, "4242.pbs01", 1, failed)
-    assert RunStatus.read(run) == replace(failed, message="rank 0 exited with 1; requeue failed (qrerun: job is finishing)")
+    assert RunStatus.read(run) == replace(failed, message="rank 0 exited with 1; requeue failed (qrerun: finishing)")
     slurm_task._record_failure(run, "4242.pbs01", 0, failed)  # no retry asked: the failure, and qrerun not asked
     assert RunStatus.read(run) == failed and len(asked.read_text().splitlines()) == 2
 
