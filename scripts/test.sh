@@ -19,15 +19,10 @@ bash "$ROOT/scripts/test-tools.sh"
 
 # NAME COMMAND...: run COMMAND at the lowest priority, its stdout to NAME.out, stderr to NAME.log, its process id to
 # NAME.pid (a test waiting for it raises it to the tests' priority: tests/builds.py), status to NAME.rc
-# It runs in a session of its own whose autogroup is niced too: Linux shares the CPUs between sessions first, so a
-# niced build in the tests' session, against a run's ranks in theirs (the local executor starts each run in a new
-# session), got an equal share, half the cores, whenever pytest itself waited (measured: two 6-s loops on one CPU,
-# 2.53 vs 2.50 s of CPU; with its own niced autogroup 0.19 vs 3.04 s)
 beside() {
     local name=$1; shift
     # -j2: a build that waits its turn holds little memory; the tests keep the cores when they need them
-    MAKEFLAGS=-j2 setsid -w bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' beside "$@" \
-        > "$pending/$name.out" 2> "$pending/$name.log" &
+    MAKEFLAGS=-j2 nice -n 19 "$@" > "$pending/$name.out" 2> "$pending/$name.log" &
     echo $! > "$pending/$name.pid"
     wait $!
     echo $? > "$pending/$name.rc"
@@ -39,9 +34,7 @@ if [[ "${HVDBENCH_TEST_BUILDS:-}" != none ]]; then
     builders+=($!)
     beside image bash "$ROOT/scripts/container-image.sh" &
     builders+=($!)
-    # at exit, no further build starts and each one still running ends, all of its session's processes with it
-    trap 'kill "${builders[@]}" 2>/dev/null; for f in "$pending"/*.pid; do [[ -e ${f%.pid}.rc ]] || kill -- "-$(cat "$f")"
-          done 2>/dev/null' EXIT
+    trap 'for b in "${builders[@]}"; do pkill -P "$b" 2>/dev/null; kill "$b" 2>/dev/null; done' EXIT
     export HVDBENCH_TEST_BUILDS=$pending
 fi
 # the machine's CPU time so far in jiffies (/proc/stat's cpu line): at nice 0 or below, niced (what is built beside

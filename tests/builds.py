@@ -24,23 +24,13 @@ def _children() -> dict[int, list[int]]:
     return children
 
 
-def autogroup_nice(pid: int | str = "self") -> int | None:
-    """The niceness of a process's autogroup (its session's share of the CPUs against other sessions'), None where
-    the kernel has no autogroups or the process has ended."""
-    try:
-        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def hurry(folder: Path) -> None:
-    """Raise every build still running beside the tests (its session's autogroup, and everything it started) from
-    nice 19 to the tests' own priority: a test is waiting for one, so the tests leave the CPUs idle, and beside a busy
-    neighbour at nice 0 a niced build would get almost none of them (measured: pip's install of torch inside the
-    image, 33 s of CPU in 42 minutes beside two busy loops). Needs the right to lower a niceness (root); without it
-    nothing changes."""
+    """Raise every build still running beside the tests, and everything it started, from nice 19 to the tests'
+    own priority: a test is waiting for one, so the tests leave the CPUs idle, and beside a busy neighbour at nice 0
+    a niced build would get almost none of them (measured: pip's install of torch inside the image, 33 s of CPU in
+    42 minutes beside two busy loops). Needs the right to lower a niceness (root); without it nothing changes."""
     children = _children()
-    own, own_group = os.getpriority(os.PRIO_PROCESS, 0), autogroup_nice()
+    own = os.getpriority(os.PRIO_PROCESS, 0)
     for pid_file in folder.glob("*.pid"):
         if pid_file.with_suffix(".rc").exists():
             continue
@@ -48,11 +38,6 @@ def hurry(folder: Path) -> None:
             todo = [int(pid_file.read_text())]
         except ValueError:
             continue
-        if own_group is not None and (autogroup_nice(todo[0]) or 0) > own_group:
-            try:
-                Path(f"/proc/{todo[0]}/autogroup").write_text(str(own_group))
-            except OSError:
-                pass  # ended meanwhile, or not ours to raise
         while todo:
             pid = todo.pop()
             todo.extend(children.get(pid, ()))
