@@ -298,10 +298,10 @@ def keep_earlier_attempt(run_dir: Path, patterns: tuple[str, ...] = ATTEMPT_FILE
     """Move what an earlier attempt left in a run directory (its files matching ``patterns``: an executor
     moves everything, a rank started by hand only rank files) into ``attempt-N/`` (N one more than the
     last), so a rerun never deletes what was measured; the folder made, or None where there was nothing
-    (or only the status a submission wrote). With ``now`` (the starting attempt's status), the run's status.json
-    goes from the earlier one to ``now`` in one rename, never missing and never showing the earlier ending
-    meanwhile (a reader would take the run as ended and submit it again); the earlier is kept as ``ended``, where
-    given."""
+    (or only the status a submission wrote). With ``now`` (the starting attempt's status) and ``ended`` (how the
+    earlier one ended), ``ended`` is written into ``attempt-N/`` and the run's status.json goes from the earlier status
+    to ``now`` in one rename, never missing and never showing the ending meanwhile (a reader would take the run as
+    ended and submit it again)."""
     leftovers = sorted({p for pattern in patterns for p in run_dir.glob(pattern)})
     status_file = run_dir / STATUS_FILE
     if leftovers == [status_file] and getattr(RunStatus.read(run_dir), "status", None) == "submitted":
@@ -311,10 +311,9 @@ def keep_earlier_attempt(run_dir: Path, patterns: tuple[str, ...] = ATTEMPT_FILE
         last = earlier_attempts(run_dir)[-1:]
         folder = run_dir / f"{ATTEMPT_PREFIX}{(_attempt_number(last[0]) or 0) + 1 if last else 1}"
         folder.mkdir()
-        kept = (ended or RunStatus.read(run_dir)) if now is not None and status_file in leftovers else None
         for path in leftovers:
-            if kept is not None and path == status_file:
-                kept.write(folder)  # the run's own stays until ``now`` replaces it
+            if path == status_file and ended is not None and now is not None:
+                ended.write(folder)  # the run's own stays until ``now`` replaces it
             else:
                 path.rename(folder / path.name)
     if now is not None:
