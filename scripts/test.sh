@@ -9,12 +9,24 @@
 # where each build's output, log, process id and exit status land; a build that failed skips its tests with the
 # build's own last line.
 #
+# The tests run two at a time (pytest-xdist): most wait on the processes they start (ranks, SLURM's daemons), so one
+# alone left the cores idle (15% of the CPU time over a cold run); the tests that start this machine's shared
+# services (munged, SLURM, sshd, network namespaces) all run in one worker, each file's others together in one
+# (tests/conftest.py: groups), in the order collected.
+#
 #   scripts/test.sh [PYTEST ARGS]       (make test PYTEST_ARGS=...)
 #   HVDBENCH_TEST_BUILDS=none           build nothing beside: each test builds (or finds) what it needs itself
+#   HVDBENCH_TEST_WORKERS=N             N tests at a time (default 2); 1: one at a time, in pytest's own process
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${HVDBENCH_VENV:-$ROOT/.venv}
 NAMES=(mpich impi image)
+WORKERS=${HVDBENCH_TEST_WORKERS:-2}
+[[ "$WORKERS" =~ ^[1-9][0-9]*$ ]] \
+    || { echo "test: error: HVDBENCH_TEST_WORKERS must be a whole number of workers, 1 or more (got '$WORKERS')" >&2
+         exit 2; }
+workers=()
+((WORKERS > 1)) && workers=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
 bash "$ROOT/scripts/test-tools.sh"
 
 # NAME COMMAND...: run COMMAND at the lowest priority, its stdout to NAME.out, stderr to NAME.log, its process id to
@@ -46,7 +58,7 @@ cpu_ticks() {
     echo "$((user + system + irq + softirq)) $nice $((idle + iowait)) ${steal:-0}"
 }
 read -r busy0 niced0 idle0 stolen0 <<<"$(cpu_ticks)"
-"$VENV/bin/python" -m pytest -ra --durations=60 "$@"  # the slowest tests listed: where CI's time goes
+"$VENV/bin/python" -m pytest -ra --durations=60 "${workers[@]}" "$@"  # the slowest tests listed: where time goes
 status=$?
 # how much of the machine the tests (and what was built beside them) kept busy: the room there is for running
 # tests that mostly wait side by side

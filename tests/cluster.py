@@ -401,20 +401,23 @@ CPU_CGROUP = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
 RANK_VARS = (b"OMPI_COMM_WORLD_RANK=", b"HOROVOD_RANK=", b"PMI_RANK=")  # Open MPI, horovodrun (Gloo), MPICH
 
 
-def _rank_of(pid: str) -> int | None:
-    """The MPI rank a process was started as (from its environment), None for any other process."""
+def _rank_of(pid: str, tag: bytes | None = None) -> int | None:
+    """The MPI rank a process was started as (from its environment), None for any other process and, where ``tag``
+    is given, for one whose environment does not hold that entry."""
     try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return None
-    for item in environ.split(b"\0"):
+    if tag is not None and tag not in environ:
+        return None
+    for item in environ:
         for name in RANK_VARS:
             if item.startswith(name) and item[len(name):].isdigit():
                 return int(item[len(name):])
     return None
 
 
-def _place_ranks(root: Path, ranks: int, stop: threading.Event, every: float) -> None:
+def _place_ranks(root: Path, ranks: int, stop: threading.Event, every: float, tag: bytes | None) -> None:
     """Move every new process started as an MPI rank into its rank's cgroup (threads and children follow),
     looking every ``every`` seconds."""
     # A process not (yet) a rank is looked at again each time: until it execs, its environment is its
@@ -424,7 +427,7 @@ def _place_ranks(root: Path, ranks: int, stop: threading.Event, every: float) ->
         pids = {p.name for p in Path("/proc").iterdir() if p.name.isdigit()}
         placed &= pids
         for pid in pids - placed:
-            rank = _rank_of(pid)
+            rank = _rank_of(pid, tag)
             if rank is not None and rank < ranks:
                 try:
                     (root / f"rank{rank}" / "cgroup.procs").write_text(pid)
@@ -434,13 +437,16 @@ def _place_ranks(root: Path, ranks: int, stop: threading.Event, every: float) ->
 
 
 @contextmanager
-def rank_cpu_limits(cpus: float, ranks: int, period_us: int = 10_000, every: float = 0.25) -> Iterator[Path]:
+def rank_cpu_limits(cpus: float, ranks: int, period_us: int = 10_000, every: float = 0.25,
+                    tag: str | None = None) -> Iterator[Path]:
     """Every MPI rank started meanwhile, on this host or a namespace host (they share /proc), held to ``cpus``
     of a CPU in a cgroup of its own (by the rank its launcher gave it), so that what a rank computes in a step
     does not depend on how many other ranks share this machine's cores or are waiting on the network: each
     rank is a host of ``cpus`` CPUs. A rank is placed within ``every`` seconds of its start (each look reads
     every process's environment, ~1 ms for 65 processes; a rank imports its framework for longer than that
-    before its first step). Needs root and cgroup v1's cpu controller; removed on the way out."""
+    before its first step). ``tag`` (NAME=VALUE) takes only ranks with that entry in their environment (another
+    test's ranks on this machine are left alone). Needs root and cgroup v1's cpu controller; removed on the way
+    out."""
     if not (CPU_CGROUP / "cgroup.procs").exists():
         raise RuntimeError(f"no cgroup v1 cpu controller at {CPU_CGROUP}")
     if cpus * period_us < 1000:
@@ -449,7 +455,8 @@ def rank_cpu_limits(cpus: float, ranks: int, period_us: int = 10_000, every: flo
     slice_file = Path("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
     slice_before = slice_file.read_text().strip()
     stop = threading.Event()
-    placer = threading.Thread(target=_place_ranks, args=(root, ranks, stop, every), daemon=True)
+    placer = threading.Thread(target=_place_ranks, args=(root, ranks, stop, every, tag and tag.encode()),
+                              daemon=True)
     try:
         slice_file.write_text(str(max(period_us // 10, 100)))  # quota handed out in pieces well below it
         for rank in range(ranks):

@@ -68,13 +68,30 @@ def _skip(items: list[pytest.Item], marker: str, reason: str | None) -> None:
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+# The session fixtures that start this machine's shared services (munged, SLURM's daemons, sshd, network namespaces
+# and the known_hosts entries that reach them): every test using one runs in one pytest worker (see _group)
+MACHINE_FIXTURES = frozenset({"single_host_cluster", "two_node_cluster", "ssh_host", "namespace_host"})
+
+
+def _group(item: pytest.Item) -> str:
+    """The tests run together, one after the other, in one worker where make test runs two (pytest-xdist's
+    loadgroup): those that start the machine's shared services, and each file's others (its module fixtures, made
+    once)."""
+    return "machine" if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())) else item.path.stem
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip each test whose premise does not hold here, saying why: ``gpu`` without CUDA; ``no_gpu`` and the
-    other slow tests with it; ``tf`` without TensorFlow; ``mpi`` without MPI. The ``late`` tests go last, the
+    other slow tests with it; ``tf`` without TensorFlow; ``mpi`` without MPI. The tests of the machine's shared
+    services go first (one worker runs them all while the other runs the rest), the ``late`` ones last, the
     ``other_mpi`` ones (the longest build) at the very end: make test builds what they need while the others run
     (scripts/test.sh)."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
     items.sort(key=lambda item: (item.get_closest_marker("late") is not None,  # stable: the rest keep their order
-                                 item.get_closest_marker("other_mpi") is not None))
+                                 item.get_closest_marker("other_mpi") is not None,
+                                 _group(item) != "machine"))
     if any(item.get_closest_marker("tf") for item in items) and importlib.util.find_spec("tensorflow") is None:
         _skip(items, "tf", "needs TensorFlow (set-up left it out: HVDBENCH_TF_SPEC=none)")
     if any(item.get_closest_marker("mpi") for item in items):
