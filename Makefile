@@ -23,9 +23,11 @@ test: setup
 lint: setup
 	bash scripts/lint.sh
 
-# the quick loop: every test that starts no process
+# the quick loop: every test that starts no process, two at a time as make test runs them (HVDBENCH_TEST_WORKERS,
+# scripts/test.sh; 1: one at a time in pytest's own process)
+WORKERS := $(or $(HVDBENCH_TEST_WORKERS),2)
 quick: setup
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow" $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS)) $(PYTEST_ARGS)
 
 # environments on MPICH and Intel MPI beside the first (.venv-mpich, .venv-impi; scripts/mpi-env.sh)
 mpich: setup

@@ -10,9 +10,9 @@
 # build's own last line.
 #
 # The tests run two at a time (pytest-xdist): most wait on the processes they start (ranks, SLURM's daemons), so one
-# alone left the cores idle (15% of the CPU time over a cold run); the tests that start this machine's shared
-# services (munged, SLURM, sshd, network namespaces) all run in one worker, each file's others together in one
-# (tests/conftest.py: groups), in the order collected.
+# alone left the cores idle (15-18% of the CPU time over a cold run; two at a time, 1%); the tests that start this
+# machine's shared services (munged, SLURM, sshd, network namespaces) all run in one worker, each file's others
+# together in one (tests/conftest.py: groups), in the order collected.
 #
 #   scripts/test.sh [PYTEST ARGS]       (make test PYTEST_ARGS=...)
 #   HVDBENCH_TEST_BUILDS=none           build nothing beside: each test builds (or finds) what it needs itself
@@ -26,7 +26,7 @@ WORKERS=${HVDBENCH_TEST_WORKERS:-2}
     || { echo "test: error: HVDBENCH_TEST_WORKERS must be a whole number of workers, 1 or more (got '$WORKERS')" >&2
          exit 2; }
 workers=()
-((WORKERS > 1)) && workers=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
+((WORKERS > 1)) && workers=(-n "$WORKERS")  # how they are shared out: setup.cfg's addopts
 bash "$ROOT/scripts/test-tools.sh"
 
 # NAME COMMAND...: run COMMAND at the lowest priority, its stdout to NAME.out, stderr to NAME.log, its process id to

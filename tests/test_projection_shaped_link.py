@@ -78,13 +78,17 @@ def test_a_rank_is_held_to_its_cpu_share_and_nothing_else_is(tmp_path: Path) -> 
         ranked = subprocess.Popen(spin, env={**os.environ, **tag, "OMPI_COMM_WORLD_RANK": "1"})
         names = {name.decode().rstrip("=") for name in RANK_VARS}
         other = subprocess.Popen(spin, env={**{k: v for k, v in os.environ.items() if k not in names}, **tag})
-        untagged = subprocess.Popen(spin, env={**os.environ, "OMPI_COMM_WORLD_RANK": "0"})
+        untagged = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"],  # takes no CPU
+                                    env={**os.environ, "OMPI_COMM_WORLD_RANK": "0"})
         time.sleep(0.5)
         assert str(ranked.pid) in (root / "rank1" / "cgroup.procs").read_text().split()
         assert not any(str(p.pid) in (root / f"rank{r}" / "cgroup.procs").read_text().split()
                        for r in (0, 1) for p in (other, untagged))
         untagged.wait()
         used = [os.wait4(p.pid, 0)[2] for p in (ranked, other)]
+        stat = dict(line.split() for line in (root / "rank1" / "cpu.stat").read_text().splitlines())
     cpu = [u.ru_utime + u.ru_stime for u in used]
-    assert cpu[0] < 0.3 * 1.6 + 0.15 < cpu[1], cpu  # 1.5 s at 0.3 of a CPU (+ start-up) against ~1.5 s
+    # 1.5 s at 0.3 of a CPU (+ start-up), the kernel holding it back; how much the rank left alone gets depends on
+    # what else runs (another test's ranks where tests run two at a time): that it was left alone is shown above
+    assert cpu[0] < 0.3 * 1.6 + 0.15 and int(stat["nr_throttled"]) > 0, (cpu, stat)
     assert not root.exists()
