@@ -455,7 +455,7 @@ def rank_cpu_limits(cpus: float, ranks: int, period_us: int = 10_000, every: flo
     slice_file = Path("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
     slice_before = slice_file.read_text().strip()
     stop = threading.Event()
-    placer = threading.Thread(target=_place_ranks, args=(root, ranks, stop, every, tag and tag.encode()),
+    placer = threading.Thread(target=_place_ranks, args=(root, ranks, stop, every, tag.encode() if tag else None),
                               daemon=True)
     try:
         slice_file.write_text(str(max(period_us // 10, 100)))  # quota handed out in pieces well below it

@@ -87,11 +87,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     services go first (one worker runs them all while the other runs the rest), the ``late`` ones last, the
     ``other_mpi`` ones (the longest build) at the very end: make test builds what they need while the others run
     (scripts/test.sh)."""
+    groups = {item.nodeid: _group(item) for item in items}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     items.sort(key=lambda item: (item.get_closest_marker("late") is not None,  # stable: the rest keep their order
                                  item.get_closest_marker("other_mpi") is not None,
-                                 _group(item) != "machine"))
+                                 groups[item.nodeid] != "machine"))
     if any(item.get_closest_marker("tf") for item in items) and importlib.util.find_spec("tensorflow") is None:
         _skip(items, "tf", "needs TensorFlow (set-up left it out: HVDBENCH_TF_SPEC=none)")
     if any(item.get_closest_marker("mpi") for item in items):

@@ -74,7 +74,7 @@ def test_a_rank_is_held_to_its_cpu_share_and_nothing_else_is(tmp_path: Path) -> 
         pytest.skip(f"needs root and cgroup v1's cpu controller at {CPU_CGROUP}")
     spin = [sys.executable, "-c", "import time\nend = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass"]
     tag = {"HVDBENCH_TEST_RANKS": str(os.getpid())}  # another test's ranks meanwhile are left alone
-    with rank_cpu_limits(0.3, 2, period_us=5000, every=0.05, tag=f"HVDBENCH_TEST_RANKS={os.getpid()}") as root:
+    with rank_cpu_limits(0.3, 2, period_us=5000, every=0.05, tag="=".join(*tag.items())) as root:
         ranked = subprocess.Popen(spin, env={**os.environ, **tag, "OMPI_COMM_WORLD_RANK": "1"})
         names = {name.decode().rstrip("=") for name in RANK_VARS}
         other = subprocess.Popen(spin, env={**{k: v for k, v in os.environ.items() if k not in names}, **tag})
