@@ -47,6 +47,25 @@ def settled(root: Path, count: int, cluster: Any, timeout: float = 420.0) -> dic
     raise AssertionError(f"runs under {root} not settled: {states}\n{cluster.log_tail()}")
 
 
+def settled_ok(root: Path, count: int, cluster: Any, timeout: float = 420.0) -> None:
+    """All ``count`` runs under ``root`` settled and ok; otherwise fail with why each other one ended: its status
+    message, the tails of its own logs and of its job's, and the cluster's log tail."""
+    states = settled(root, count, cluster, timeout)
+    bad = sorted(name for name, state in states.items() if state != "ok")
+    if bad:
+        raise AssertionError(f"runs not ok under {root}: {states}\n" + "\n".join(_why(root / name) for name in bad)
+                             + f"\n{cluster.log_tail()}")
+
+
+def _why(run_dir: Path) -> str:
+    """A failed run's status.json and the last lines of every log it or its job wrote."""
+    status = (run_dir / "status.json").read_text() if (run_dir / "status.json").is_file() else "(no status.json)"
+    logs = sorted({*run_dir.rglob("*.log"), *run_dir.rglob("*.out"), *run_dir.rglob("*.err"),
+                   *run_dir.parent.glob("slurm-jobs/*/*.out"), *run_dir.parent.glob("slurm-jobs/*/*.err")})
+    tails = [f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-25:]) for path in logs]
+    return f"=== {run_dir.name}: {status}\n" + "\n".join(tails)
+
+
 def envs(run_dir: Path) -> list[dict[str, Any]]:
     """Each rank's env record, in rank order (each rank logged exactly one summary)."""
     out = []

@@ -98,7 +98,7 @@ def test_a_two_host_sweep_in_the_image_reports_as_on_the_host_plus_the_image(ima
 @pytest.mark.mpi
 def test_srun_tasks_on_two_slurm_nodes_run_in_the_image(image: str, gpu_cluster: Any, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurm_runs import TINY, cli, envs, settled, sweep_file
+    from slurm_runs import TINY, cli, envs, settled_ok, sweep_file
 
     monkeypatch.setenv("USER", os.environ.get("USER") or "root")  # ch-run needs it; a login shell sets it
     sweep = sweep_file(tmp_path, "boxed-slurm", f"launcher: srun\nworkloads: [{{benchmark: mlp, args: {TINY}}}]\n"
@@ -109,7 +109,7 @@ def test_srun_tasks_on_two_slurm_nodes_run_in_the_image(image: str, gpu_cluster:
     assert dry.returncode == 0 and f"ch-run --bind={root.resolve()}" in dry.stdout, dry.stdout + dry.stderr
     out = cli("submit", str(sweep), "-o", str(root))
     assert out.returncode == 0, out.stderr
-    assert set(settled(root, 1, gpu_cluster).values()) == {"ok"}
+    settled_ok(root, 1, gpu_cluster)
     ranks = envs(next(root.glob("mlp-*")))
     assert {e["host"] for e in ranks} == {"node1", "node2"}
     assert all(e["container"]["runtime"] == "charliecloud" and e["python"] != sys.version.split()[0] for e in ranks)

@@ -18,7 +18,7 @@ import pytest
 
 from hvdbench.core.records import rank_log_name
 
-from slurm_runs import cli, envs, mlp_args, rank_host, running_run, settled, status_of, sweep_file
+from slurm_runs import cli, envs, mlp_args, rank_host, running_run, settled_ok, status_of, sweep_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(600)]
 
@@ -46,7 +46,7 @@ def _stopped(root: Path, stop: Callable[[Path, int], None], rank: int = 0) -> tu
 def _requeued(root: Path, cluster: Any, ended: str, run_dir: Path, measured: str) -> str:
     """The stopped run completes on its second attempt and its first is kept as ``ended``, counted once by the
     report; the earlier attempt's message."""
-    assert set(settled(root, 1, cluster).values()) == {"ok"}
+    settled_ok(root, 1, cluster)
     first = run_dir / "attempt-1"
     status = status_of(first)
     assert status["status"] == ended, status

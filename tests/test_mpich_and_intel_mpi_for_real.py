@@ -18,7 +18,7 @@ import pytest
 
 from builds import built_beside
 from conftest import REPO, run_folders
-from slurm_runs import TINY, envs, settled, sweep_file
+from slurm_runs import TINY, envs, settled_ok, sweep_file
 
 # the limit is the test's own: the wait for an environment still building (scripts/test.sh) is not counted in it
 pytestmark = [pytest.mark.slow, pytest.mark.late, pytest.mark.other_mpi,
@@ -114,7 +114,7 @@ def test_srun_pmi2_and_mpiexec_start_the_ranks_on_two_slurm_nodes(other_mpi: tup
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     for launcher in ("srun", "mpiexec"):
         root = tmp_path / launcher
-        assert set(settled(root, 1, gpu_cluster).values()) == {"ok"}, gpu_cluster.log_tail()
+        settled_ok(root, 1, gpu_cluster)
         (run_dir,) = run_folders(root)
         ranks = envs(run_dir)
         assert [e["variables"].get("PMI_RANK") for e in ranks] == ["0", "1"]  # pmi2's or hydra's PMI wired each rank

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from slurm_runs import TINY, cli, envs, settled, sweep_file
+from slurm_runs import TINY, cli, envs, settled_ok, sweep_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(600)]
 TOPOLOGY = REPO / "tests" / "fixtures" / "topology" / "own-4gpu-tabs-nic-legend.txt"  # NV18 0-1, SYS 0-3
@@ -73,7 +73,7 @@ def test_a_placement_sweep_gets_the_jobs_its_dry_run_shows(gpu_cluster: Any, tmp
     assert dry.returncode == 0 and sorted(p["gpus_per_node"] for p in shown.values()) == ["2", "4"], dry.stdout
     assert cli("submit", str(sweep), "-o", str(root)).returncode == 0
     _check_jobs(root, shown)
-    assert set(settled(root, 2, gpu_cluster).values()) == {"ok"}  # not refused inside the job
+    settled_ok(root, 2, gpu_cluster)  # not refused inside the job
     placed = {tuple(sorted(e["gpu_choice"]["physical"] for e in envs(root / run))) for run in shown}
     assert placed == {(0, 1), (0, 3)}
 
