@@ -80,7 +80,51 @@ def _group(item: pytest.Item) -> str:
     return "machine" if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())) else item.path.stem
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup`` (setup.cfg), each group to one worker whole (tests/worker_groups.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    import worker_groups
+
+    return worker_groups.GroupScheduling(config, log, worker_groups.groups_file(config))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Each worker is told where to write the groups it collected."""
+    if node.config.getvalue("dist") == "loadgroup":
+        import worker_groups
+
+        node.workerinput[worker_groups.WORKER_INPUT] = str(worker_groups.groups_file(node.config))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker sends its collection to the scheduler
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A worker writes each test's group (node id -> group) where the scheduler reads it."""
+    workerinput = getattr(session.config, "workerinput", None)
+    if workerinput is None:
+        return
+    import worker_groups
+
+    path = workerinput.get(worker_groups.WORKER_INPUT)
+    if path:
+        worker_groups.write(Path(path), {item.nodeid: _group_of(item) for item in session.items})
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller removes the groups file it made (only where it imported worker_groups to make one)."""
+    if "worker_groups" in sys.modules and not hasattr(config, "workerinput"):
+        sys.modules["worker_groups"].remove(config)
+
+
+def _group_of(item: pytest.Item) -> str:
+    """The group the collection gave ``item`` (its xdist_group mark)."""
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark is not None and mark.args else item.nodeid
+
+
+@pytest.hookimpl(tryfirst=True)  # the groups marked before anything reads them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip each test whose premise does not hold here, saying why: ``gpu`` without CUDA; ``no_gpu`` and the
     other slow tests with it; ``tf`` without TensorFlow; ``mpi`` without MPI. The tests of the machine's shared
