@@ -12,7 +12,7 @@
 # The tests run two at a time (pytest-xdist): most wait on the processes they start (ranks, SLURM's daemons), so one
 # alone left the cores idle (15-18% of the CPU time over a cold run; two at a time, 1%); the tests that start this
 # machine's shared services (munged, SLURM, sshd, network namespaces) all run in one worker, each file's others
-# together in one (tests/conftest.py: groups), in the order collected.
+# together in one (tests/conftest.py: groups; tests/worker_groups.py: the scheduler), in the order collected.
 #
 #   scripts/test.sh [PYTEST ARGS]       (make test PYTEST_ARGS=...)
 #   HVDBENCH_TEST_BUILDS=none           build nothing beside: each test builds (or finds) what it needs itself

@@ -48,7 +48,8 @@ def test_two_workers_run_the_machines_tests_in_one_and_each_files_others_in_one(
     where = tmp_path / "where.txt"
     files = ["test_two_hosts_over_ssh.py", "test_two_node_slurm_with_gpus.py", "test_container_image_runs_ranks.py",
              "test_cuda_paths_where_cuda_exists.py", "test_tests_sharing_the_machine_run_in_one_worker.py"]
-    env = {**os.environ, "WHERE_RAN": str(where), "PYTHONPATH": str(tmp_path)}
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}  # under make test
+    env.update(WHERE_RAN=str(where), PYTHONPATH=str(tmp_path))  # this is a worker: its name would pass to both
     out = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--setup-plan", "-p", "where_ran_recorder",
                           "-p", "no:cacheprovider", "-q", *(f"tests/{name}" for name in files)],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
