@@ -27,9 +27,13 @@ def install(bin_dir: Path, state_dir: Path) -> None:
 
 
 def _state(state_dir: Path, job: str, **fields: object) -> None:
+    """The job's state file with ``fields`` changed, replaced whole (qstat may read it meanwhile: written in place,
+    a qstat between the truncation and the write read an empty file and died)."""
     path = state_dir / f"{job}.json"
     old = json.loads(path.read_text()) if path.exists() else {}
-    path.write_text(json.dumps({**old, **fields}))
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({**old, **fields}))
+    tmp.replace(path)
 
 
 def qsub(state_dir: str, args: list[str]) -> int:
