@@ -197,7 +197,7 @@ class RunSpec:
                 order = None
         if isinstance(order, Mapping) and all(isinstance(order.get(key), int) for key in ORDER_KEYS):
             payload["order"] = {key: int(order[key]) for key in ORDER_KEYS}
-        _write_whole(path, json.dumps(payload, indent=2) + "\n")
+        write_whole(path, json.dumps(payload, indent=2) + "\n")
         return path
 
     @classmethod
@@ -243,7 +243,7 @@ class RunStatus:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WriteError(f"cannot write {run_dir / STATUS_FILE}: {exc.strerror}") from None
-        _write_whole(run_dir / STATUS_FILE, json.dumps(asdict(self), indent=2) + "\n")
+        write_whole(run_dir / STATUS_FILE, json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunStatus | None":
@@ -266,7 +266,7 @@ class RunStatus:
                 and (self.job_id is None or isinstance(self.job_id, str)))
 
 
-def _write_whole(path: Path, text: str) -> None:
+def write_whole(path: Path, text: str) -> None:
     """Write a small file whole or not at all (a temporary file of this writer's own renamed over it, so that
     tasks recording the same status at once never take each other's); a full disk or a read-only folder is a
     WriteError naming the file, with nothing half-written left behind."""

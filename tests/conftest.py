@@ -109,7 +109,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     path = workerinput.get(worker_groups.WORKER_INPUT)
     if path:
-        worker_groups.write(Path(path), {item.nodeid: _group_of(item) for item in session.items})
+        worker_groups.write(Path(path), {item.nodeid: _group(item) for item in session.items})
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -118,25 +118,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.modules["worker_groups"].remove(config)
 
 
-def _group_of(item: pytest.Item) -> str:
-    """The group the collection gave ``item`` (its xdist_group mark)."""
-    mark = item.get_closest_marker("xdist_group")
-    return str(mark.args[0]) if mark is not None and mark.args else item.nodeid
-
-
-@pytest.hookimpl(tryfirst=True)  # the groups marked before anything reads them
+@pytest.hookimpl(tryfirst=True)  # the order set before other plugins read the items
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip each test whose premise does not hold here, saying why: ``gpu`` without CUDA; ``no_gpu`` and the
     other slow tests with it; ``tf`` without TensorFlow; ``mpi`` without MPI. The tests of the machine's shared
     services go first (one worker runs them all while the other runs the rest), the ``late`` ones last, the
     ``other_mpi`` ones (the longest build) at the very end: make test builds what they need while the others run
     (scripts/test.sh)."""
-    groups = {item.nodeid: _group(item) for item in items}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     items.sort(key=lambda item: (item.get_closest_marker("late") is not None,  # stable: the rest keep their order
                                  item.get_closest_marker("other_mpi") is not None,
-                                 groups[item.nodeid] != "machine"))
+                                 _group(item) != "machine"))
     if any(item.get_closest_marker("tf") for item in items) and importlib.util.find_spec("tensorflow") is None:
         _skip(items, "tf", "needs TensorFlow (set-up left it out: HVDBENCH_TF_SPEC=none)")
     if any(item.get_closest_marker("mpi") for item in items):

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hvdbench.core.spec import write_whole
+
 SERVER = "standin"
 
 
@@ -31,9 +33,7 @@ def _state(state_dir: Path, job: str, **fields: object) -> None:
     a qstat between the truncation and the write read an empty file and died)."""
     path = state_dir / f"{job}.json"
     old = json.loads(path.read_text()) if path.exists() else {}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({**old, **fields}))
-    tmp.replace(path)
+    write_whole(path, json.dumps({**old, **fields}))
 
 
 def qsub(state_dir: str, args: list[str]) -> int:

@@ -49,7 +49,7 @@ def settled(root: Path, count: int, cluster: Any, timeout: float = 420.0) -> dic
 
 def settled_ok(root: Path, count: int, cluster: Any, timeout: float = 420.0) -> None:
     """All ``count`` runs under ``root`` settled and ok; otherwise fail with why each other one ended: its status
-    message, the tails of its own logs and of its job's, and the cluster's log tail."""
+    message, the tails of its own logs and of the job logs under ``root``, and the cluster's log tail."""
     states = settled(root, count, cluster, timeout)
     bad = sorted(name for name, state in states.items() if state != "ok")
     if bad:
@@ -58,7 +58,7 @@ def settled_ok(root: Path, count: int, cluster: Any, timeout: float = 420.0) -> 
 
 
 def _why(run_dir: Path) -> str:
-    """A failed run's status.json and the last lines of every log it or its job wrote."""
+    """A failed run's status.json and the last lines of every log in it and of every job log beside it."""
     status = (run_dir / "status.json").read_text() if (run_dir / "status.json").is_file() else "(no status.json)"
     logs = sorted({*run_dir.rglob("*.log"), *run_dir.rglob("*.out"), *run_dir.rglob("*.err"),
                    *run_dir.parent.glob("slurm-jobs/*/*.out"), *run_dir.parent.glob("slurm-jobs/*/*.err")})

@@ -1,6 +1,6 @@
-"""make test runs the tests two at a time (scripts/test.sh, pytest-xdist's loadgroup): those that start this machine's
-shared services (munged, SLURM's daemons, sshd, network namespaces) must all land in one worker, first, and each
-file's others together (its module fixtures made once)."""
+"""make test runs the tests two at a time (scripts/test.sh; the scheduler: tests/worker_groups.py): those that start
+this machine's shared services (munged, SLURM's daemons, sshd, network namespaces) must all land in one worker,
+first, and each file's others together (its module fixtures made once)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ test's scope from that file, whatever its node id looks like."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any, Mapping
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
+
+from hvdbench.core.spec import write_whole
 
 WORKER_INPUT = "hvdbench_groups_file"  # the key of the groups file's path in each worker's input
 _FILE = pytest.StashKey[Path]()
@@ -38,9 +39,7 @@ def remove(config: pytest.Config) -> None:
 
 def write(path: Path, groups: Mapping[str, str]) -> None:
     """Write node id -> group whole (both workers collect the same tests and write the same file)."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(dict(groups)), encoding="utf-8")
-    tmp.replace(path)
+    write_whole(path, json.dumps(dict(groups)))
 
 
 class GroupScheduling(LoadScopeScheduling):
