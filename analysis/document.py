@@ -26,6 +26,7 @@ class Section:
     banner: list[str] = field(default_factory=list)  # what a reader must see before any figure (CPU stand-ins ...)
     figure: tuple[str, str] | None = None  # (file name, SVG) drawn inside the section
     foot: list[str] = field(default_factory=list)  # small print after the section: what its verdicts rest on
+    notes: list[str] = field(default_factory=list)  # what a table's marked cells ([1]) say in full, under the table
 
 
 @dataclass
@@ -102,6 +103,8 @@ def section_markdown(section: Section) -> list[str]:
                 for line in section.lines] + [""]
     if section.header:
         out += [markdown_table(section.header, section.rows), ""]
+    if section.notes:
+        out += [f"<sub>{md_text(line)}</sub>  " for line in section.notes] + [""]
     if section.figure is not None:
         out += [f"![{md_text(section.title).replace(']', ')')}]({section.figure[0]})", ""]
     if section.foot:

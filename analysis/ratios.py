@@ -32,7 +32,7 @@ from hvdbench.core.metrics import CONFIDENCE, MIN_RUNS, percentile_interval
 from .stats import run_seed
 
 __all__ = ["MIN_RUNS", "Resampled", "Spread", "combined", "config_draws", "direction", "ratio_draws",
-           "ratio_interval", "too_few_runs", "pooled_spread", "t_quantile"]
+           "ratio_interval", "too_few_runs", "pooled_spread", "t_quantile", "t_quantiles"]
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -55,6 +55,25 @@ def t_quantile(p: float, df: float) -> float:
     return x + sum(g / df ** (i + 1) for i, g in enumerate(terms))
 
 
+def t_quantiles(p: float, df: np.ndarray) -> np.ndarray:
+    """``t_quantile(p, d)`` for every ``d`` of an array of degrees of freedom (the same rules, at NumPy's pace: what
+    a sequential design's simulation asks of thousands of paths)."""
+    df = np.asarray(df, dtype=float)
+    x = NormalDist().inv_cdf(p)
+    one, two, three = (t_quantile(p, d) for d in (1.0, 2.0, 3.0))
+    terms = ((x ** 3 + x) / 4, (5 * x ** 5 + 16 * x ** 3 + 3 * x) / 96,
+             (3 * x ** 7 + 19 * x ** 5 + 17 * x ** 3 - 15 * x) / 384,
+             (79 * x ** 9 + 776 * x ** 7 + 1482 * x ** 5 - 1920 * x ** 3 - 945 * x) / 92160)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wide = np.maximum(df, 3.0)
+        out = x + sum(g / wide ** (i + 1) for i, g in enumerate(terms))
+        low = (1 / np.maximum(df, 1.0) - 0.5) / 0.5  # between 1 and 2, on 1/df
+        mid = (1 / np.clip(df, 2.0, 3.0) - 1 / 3) / (1 / 2 - 1 / 3)  # between 2 and 3
+    out = np.where(df < 3, mid * two + (1 - mid) * three, out)
+    out = np.where(df < 2, low * one + (1 - low) * two, out)
+    return np.where(df <= 1, one, out)
+
+
 @dataclass(frozen=True)
 class Spread:
     """The spread between runs borrowed from other configurations of a system (``--borrow-spread``): the pooled
@@ -70,7 +89,8 @@ class Spread:
 class Resampled:
     """A configuration's hierarchical throughput resamples and what an interval on them rests on: the complete runs,
     the figure's log (``center``), the variance of that log, its degrees of freedom (infinite: one run, within-run
-    only), and where a borrowed spread between runs came from ("" where none was borrowed)."""
+    only), where a borrowed spread between runs came from ("" where none was borrowed), the spread between its runs
+    (borrowed or its own), and for a ratio or a mix the weighted configurations it is made of."""
 
     draws: np.ndarray
     runs: int
@@ -78,6 +98,8 @@ class Resampled:
     var: float
     df: float
     borrowed: str = ""
+    spread: float = math.nan  # a configuration's spread between runs (SD of its runs' log figures); NaN: one run
+    parts: tuple[tuple[float, "Resampled"], ...] = ()  # a ratio's or mix's weighted configurations (combined)
 
     @property
     def value(self) -> float:
@@ -114,10 +136,11 @@ def config_draws(run_ids: Sequence[str], draws: Mapping[str, np.ndarray], spread
     if spread is not None:
         picked = picked + rng.normal(0.0, spread.sigma, size=picked.shape)
         return Resampled(np.exp(picked.mean(axis=0)), count, float(np.mean(centers)),
-                         within + spread.sigma ** 2 / count, float(spread.df), spread.source)
+                         within + spread.sigma ** 2 / count, float(spread.df), spread.source, spread.sigma)
     mean = picked.mean(axis=0)
     var = float(np.var(mean)) * count / (count - 1) if count > 1 else float(np.var(mean))
-    return Resampled(np.exp(mean), count, float(np.mean(centers)), var, count - 1.0 if count > 1 else math.inf)
+    return Resampled(np.exp(mean), count, float(np.mean(centers)), var, count - 1.0 if count > 1 else math.inf,
+                     spread=float(np.std(centers, ddof=1)) if count > 1 else math.nan)
 
 
 def resampled(values: Resampled | np.ndarray | None) -> Resampled | None:
@@ -137,7 +160,7 @@ def combined(parts: Sequence[tuple[float, Resampled]]) -> Resampled:
     df = var ** 2 / sum(finite) if finite and sum(finite) > 0 else math.inf
     borrowed = "; ".join(dict.fromkeys(part.borrowed for _, part in parts if part.borrowed))
     return Resampled(np.asarray(draws, dtype=float), min(part.runs for _, part in parts),
-                     sum(w * part.center for w, part in parts), var, df, borrowed)
+                     sum(w * part.center for w, part in parts), var, df, borrowed, parts=tuple(parts))
 
 
 def ratio_draws(top: Resampled | np.ndarray | None, bottom: Resampled | np.ndarray | None) -> Resampled | None:

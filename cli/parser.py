@@ -17,7 +17,7 @@ from hvdbench.launchers.base import launcher_names
 from hvdbench.launchers.fit import FitOptions
 from hvdbench.launchers.runs import DEFAULT_SWEEP, SCREEN_MODES
 from hvdbench.launchers.slurm_options import SlurmOptions
-from hvdbench.launchers.sweep import LABEL, Sweep, sweep_flags
+from hvdbench.launchers.sweep import DECISION, LABEL, Sweep, sweep_flags
 
 label = flag_type(LABEL)  # argparse type: a label (a system) without control characters, not empty
 
@@ -56,6 +56,7 @@ def _run(sub: Any) -> None:
     run.add_argument("--controller", choices=CONTROLLERS, default=None,
                      help="Horovod controller (default: the launcher's own: gloo for horovodrun, else mpi)")
     sweep_flags(run, ("transport", "retries", "repeats", "system", "timeout", "topology"))
+    sweep_flags(run.add_argument_group("run until decided"), DECISION)
     run.add_argument("-o", "--output", type=Path, default=Path("results/local"), help="results root")
     run.add_argument("--no-resume", dest="resume", action="store_false",
                      help="run again even where a complete run exists")
@@ -157,9 +158,9 @@ def _accept(sub: Any) -> None:
         "accept", help="judge the results against acceptance criteria, with their 95%% intervals",
         description="Judge each [[criterion]] of a TOML file (a metric, min or max, and selectors naming the runs) "
                     "against the results: pass where the whole 95%% interval meets it, fail where it misses it, "
-                    "inconclusive where it holds it, not measured where no run matches. Writes the report with an "
+                    "undecided where it holds it, not measured where no run matches. Writes the report with an "
                     "Acceptance section, acceptance.csv and acceptance.txt (for an acceptance protocol). Exit "
-                    "status: 0 all pass, 1 any fail, 4 not judged (only inconclusive or not measured left besides "
+                    "status: 0 all pass, 1 any fail, 4 not judged (only undecided or not measured left besides "
                     "passes), 2 a usage error (a bad criteria file, a criterion naming several configurations).")
     accept.add_argument("criteria", type=Path, help="criteria file (TOML)")
     accept.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
@@ -212,6 +213,7 @@ def _sweep(sub: Any) -> None:
     sweep.add_argument("-o", "--output", type=Path, default=None, help="results root (default: the file's output, "
                                                                           "else results/<name>)")
     sweep_flags(sweep, ("timeout", "retries"), timeout=None, retries=None)
+    sweep_flags(sweep.add_argument_group("run until decided"), DECISION, **{name: None for name in DECISION})
     sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
     sweep.add_argument("--in-allocation", action="store_true",

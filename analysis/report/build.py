@@ -28,7 +28,8 @@ from ..tables.system import (
     FABRIC_TEXT, SYSTEM_TEXT, fabric_alerts, fabric_rows, params_alerts, system_json, system_table
 )
 from ..verdicts.costs import Cost, cost_columns
-from ..verdicts.decision import cost_verdict_lines, decision_lines, decision_table, unpaired_table, weighted_figures
+from ..verdicts.decision import (cost_verdict_lines, decision_lines, decision_table, unpaired_table, weighted_figures,
+                                 weighted_table)
 from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
 from ..sections import Inputs, TableSection
@@ -83,7 +84,7 @@ def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFram
         weighted = weighted_figures(decided, compared.attrs.get("ratio_draws", {}), weights, margin) if weights else []
         section.banner = decision_view.banners(collection, decided, compared)
         section.lines = [w.line() for w in weighted] + [line for line in [decision_view.hourly_line(compared)] if line]
-        section.header, section.rows = decision_view.decision_rows(decided, compared)
+        section.header, section.rows, section.notes = decision_view.decision_rows(decided, compared)
         section.folded = (len(section.header) - 1,)
         section.figure = (decision_view.FOREST_FILE, decision_view.forest_svg(decided, weighted, margin))
         section.foot = ["Runs behind these verdicts:"] + decision_view.foot_lines(collection, compared)
@@ -220,6 +221,8 @@ def _keep_compared(tables: dict[str, pd.DataFrame], compared: pd.DataFrame) -> N
         tables["compare"] = compared
         if compared.attrs.get("decided") is not None:
             tables["decision"] = compared.attrs["decided"]
+        if compared.attrs.get("weighted"):
+            tables["weighted"] = weighted_table(compared.attrs["weighted"])
 
 
 def _run_sections(collection: Collection, stats: pd.DataFrame) -> list[Section]:
@@ -355,7 +358,7 @@ def decision_page(report: Report) -> Report | None:
     if not any(s.title.startswith("Decision: ") for s in sections):
         return None
     sections = [replace(s, rows=[r for r in s.rows if any(c != "-" for c in r[1:])])
-                if s.title == "System under test" else s for s in sections]
+                if s.title == "System under test" else replace(s, folded=()) for s in sections]  # every column shown
     intro = ("The decision page of the report beside it (report.md: every table, how each number was taken).")
     return Report(intro, sections, {}, {}, [], title="hvdbench: the decision between systems")
 
@@ -372,6 +375,10 @@ def _write_files(report: Report, folder: Path) -> None:
     for section in report.sections:
         if section.figure is not None:
             (folder / section.figure[0]).write_text(section.figure[1], encoding="utf-8")
+    if "decision" in report.tables:  # the verdicts as records, each with its finding as a field
+        records = {name: json.loads(report.tables[name].to_json(orient="records"))
+                   for name in ("decision", "weighted") if name in report.tables}
+        (folder / "decision.json").write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
     if "system" in report.tables:
         described = system_json(report.tables["system"])
         (folder / "system.json").write_text(json.dumps(described, indent=2, sort_keys=True) + "\n", encoding="utf-8")

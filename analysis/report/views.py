@@ -11,6 +11,7 @@ import pandas as pd
 
 from hvdbench.core.exchanges import DEFAULT as DEFAULT_EXCHANGE
 
+from ..findings import spread_text
 from ..keys import ARGS, AXIS_VIEW, PLACEMENTS
 from ..collect import Collection
 from ..tables.efficiency import MARK_MEANING, efficiency_cell
@@ -82,7 +83,9 @@ def headline_rows(table: pd.DataFrame) -> list[list[str]]:
              r.framework, r.benchmark, r.model, r.launcher, r.controller, r.placement or "-", r.knobs or "-",
              exchange if isinstance(exchange := getattr(r, "exchange", None), str) else DEFAULT_EXCHANGE,
              fmt(r.median_step_ms, 2), f"{r.cv:.1%}", fmt(r.warmup_used, 0),
-             str(r.repeats) if r.repeats == 1 else f"{r.repeats} ({fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
+             str(r.repeats) if r.repeats == 1 else
+             f"{r.repeats} ({spread_text(r.run_spread) + '; ' if not missing(r.run_spread) else ''}"
+             f"{fmt(r.repeat_min)}–{fmt(r.repeat_max)})"]
             for r in table.itertuples()]
 
 

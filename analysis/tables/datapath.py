@@ -16,7 +16,8 @@ from hvdbench.core.axes import without
 from hvdbench.core.pagecache import FROM_MEMORY
 
 from ..keys import WORKLOAD
-from ..ratios import MIN_RUNS, config_draws, direction, ratio_interval
+from ..findings import EQUIVALENT, NOT_JUDGED, SPEED, UNDECIDED, Finding, judge, margin_text
+from ..ratios import MIN_RUNS, config_draws, ratio_draws
 from ..formatting import Rows, fmt, missing, pct, ratio, text
 from ..sections import Inputs, TableSection
 
@@ -30,7 +31,8 @@ DATAPATH_SCHEMA: dict[str, str] = {
     "synthetic": "float64",
     "files": "float64",
     "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "wait_share": "float64",
-    "alone_per_rank": "float64", "asked_per_rank": "float64", "verdict": "string", "cores_per_gpu": "float64",
+    "alone_per_rank": "float64", "asked_per_rank": "float64", "verdict": "string", "finding": "string",
+    "cores_per_gpu": "float64",
     "node_mb_s": "float64", "cluster_mb_s": "float64", "au": "float64", "unit": "string", "runs": "string",
 }
 
@@ -72,6 +74,7 @@ def datapath_table(table: pd.DataFrame, runs: pd.DataFrame, draws: dict[str, np.
         counts = [int(r["repeats"]) for r in (files, *(x.iloc[0] for x in (synthetic, alone) if len(x)))]
         if min(counts) < min_runs and not row["verdict"].startswith("not judged"):
             row["verdict"] += f" (within-run only: {min(counts)} run(s) of a side, fewer than {min_runs})"
+            row["finding"] = NOT_JUDGED  # the field says what the words hedge
         rows.append(row)
     rows += [_alone_row(alone, runs) for _, alone in keyed[only & ~keyed["runs"].isin(paired)].iterrows()]
     return pd.DataFrame(rows, columns=list(DATAPATH_SCHEMA)).astype(DATAPATH_SCHEMA)
@@ -93,7 +96,7 @@ def _alone_row(alone: pd.Series, runs: pd.DataFrame) -> dict[str, Any]:
     return {**{k: alone[k] for k in ("system", "framework", "benchmark", "model", "np", "nodes", "unit", "runs")},
             **_reader(mine, str(alone["framework"])), "cache": page_cache(mine, int(alone["nodes"])),
             "alone_per_rank": rate, "verdict": f"not judged: the pipeline alone gives {rate:,.1f}/s a rank; no "
-                                              "training of it was measured to set against"}
+                                              "training of it was measured to set against", "finding": NOT_JUDGED}
 
 
 def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None, runs: pd.DataFrame,
@@ -105,9 +108,11 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
     reader = _reader(mine, str(files["framework"]))
     workers = mine["loader_workers"].dropna()
     synth = float(synthetic["throughput"]) if synthetic is not None else math.nan
-    low, high = (ratio_interval(config_draws(str(files["runs"]).split(","), draws, points=points),
-                                config_draws(str(synthetic["runs"]).split(","), draws, points=points))
-                 if synthetic is not None else (math.nan, math.nan))
+    drawn = (ratio_draws(config_draws(str(files["runs"]).split(","), draws, points=points),
+                         config_draws(str(synthetic["runs"]).split(","), draws, points=points))
+             if synthetic is not None else None)
+    low, high = drawn.interval if drawn is not None else (math.nan, math.nan)
+    found = judge(drawn, margin, SPEED, ("files", "synthetic"))
     alone_rate = float(alone["throughput"]) / np_ if alone is not None else math.nan
     asked = synth / np_ if synthetic is not None else math.nan
     read = float(files["throughput"]) * sums["step_time_s"] / np_  # samples the runs read in their timed steps
@@ -119,8 +124,9 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
             "synthetic": synth,
             "files": float(files["throughput"]), "ratio": float(files["throughput"]) / synth if synth else math.nan,
             "ratio_low": low, "ratio_high": high, "wait_share": wait, "alone_per_rank": alone_rate,
-            "asked_per_rank": asked, "verdict": _verdict(low, high, alone_rate, asked, wait, margin,
+            "asked_per_rank": asked, "verdict": _verdict(found, alone_rate, asked, wait, margin,
                                                          float(files["throughput"]) / synth if synth else math.nan),
+            "finding": found.finding,
             "cores_per_gpu": asked / per_worker if per_worker > 0 else math.nan,
             "node_mb_s": per_sample * synth / nodes / 1e6 if synthetic is not None else math.nan,
             "cluster_mb_s": per_sample * synth / nodes * NODES_SHOWN / 1e6 if synthetic is not None else math.nan,
@@ -158,11 +164,11 @@ def page_cache(runs: pd.DataFrame, nodes: int) -> str | None:
     return f"from storage ({start}{read}, {mode})"
 
 
-def _verdict(low: float, high: float, alone: float, asked: float, wait: float, margin: float, ratio: float) -> str:
+def _verdict(found: Finding, alone: float, asked: float, wait: float, margin: float, ratio: float) -> str:
     """Whether the input sets the pace: the pipeline alone against what training asks where both were measured,
-    else files against synthetic throughput with its interval; where files are slower though steps hardly wait,
-    the loader's workers take the CPU training needs."""
-    side = direction(low, high, margin)
+    else files against synthetic throughput with its finding (analysis/findings.py); where files are slower though
+    steps hardly wait, the loader's workers take the CPU training needs."""
+    side = {"slower": "below", "faster": "above"}.get(found.finding, None if found.finding == NOT_JUDGED else "within")
     if math.isfinite(alone) and math.isfinite(asked) and alone < asked / (1.0 + margin):
         return f"input-bound: the loader gives {alone:,.1f}/s a rank, training asks {asked:,.1f}: " \
                f"{asked / alone:.1f}× short"
@@ -175,8 +181,13 @@ def _verdict(low: float, high: float, alone: float, asked: float, wait: float, m
         return "slower with files than synthetic: the input path costs throughput (measure --data-only to see why)"
     if side is None:
         return "not judged: no synthetic run of the same training to compare with"
-    return "no measurable cost of reading files" + (f" ({wait:.0%} of step time waited on input)"
-                                                    if math.isfinite(wait) else "")
+    waited = f" ({wait:.0%} of step time waited on input)" if math.isfinite(wait) else ""
+    if found.finding == EQUIVALENT:
+        return f"no cost of reading files beyond {margin_text(margin)}{waited}"
+    if found.finding == UNDECIDED:
+        return (f"undecided: could not tell whether reading files costs throughput (a cost under {found.caught()} "
+                f"would likely not have shown){waited}")
+    return f"faster with files than synthetic ({ratio:.2f}×){waited}"
 
 
 DATAPATH_TEXT = ("Training that reads a dataset (--data files: read, decoded and augmented by the loader's workers) "

@@ -42,6 +42,7 @@ SCALING_SCHEMA: dict[str, str] = {
     "inputs": "string", "parameters": "Int64",  # the files its arguments name, hashed; the model's parameters
     "loader": "string", "loader_workers": "Int64", "data_dir": "string", "data_only": "bool",
     "data_cache": "string",  # --data files' axes
+    "run_spread": "float64",  # the spread between its runs: the standard deviation of their log throughputs
 }
 STRAGGLER_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
@@ -127,6 +128,7 @@ def _combine(group: pd.DataFrame, resampled: Resampled | None) -> dict[str, Any]
         "unit": first["unit"], "repeats": len(group), "throughput": throughput,
         "ci_low": float(low), "ci_high": float(high), "ci_method": method,
         "repeat_min": float(group["throughput"].min()), "repeat_max": float(group["throughput"].max()),
+        "run_spread": resampled.spread if resampled is not None else np.nan,
         "median_rate": float(group["median_rate"].median()), "per_rank": throughput / np_,
         "median_step_ms": float(group["median_step_s"].median() * 1e3), "cv": float(group["cv"].median()),
         "warmup_used": float(group["warmup_used"].median()),

@@ -12,7 +12,8 @@ from hvdbench.core.axes import AXES, without
 
 from .efficiency import MARK_MEANING, efficiency_cell, efficiency_mark, on_gpu_name
 from ..keys import ONE_KNOB, WORKLOAD
-from ..ratios import Resampled, config_draws, ratio_interval
+from ..findings import SPEED, judge, spread_text
+from ..ratios import MIN_RUNS, Resampled, config_draws, ratio_draws, too_few_runs
 from ..formatting import Rows, fmt, pct, ratio
 from ..sections import Inputs, TableSection
 
@@ -22,6 +23,8 @@ KNOB_SCHEMA: dict[str, str] = {
     "system": "string", "framework": "string", "benchmark": "string", "model": "string", "np": "int64",
     "knob": "string", "base_value": "string", "value": "string", "base_throughput": "float64", "throughput": "float64",
     "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "base_runs": "int64", "runs": "int64",
+    "finding": "string", "verdict": "string", "why": "string", "detectable": "float64", "runs_to_decide": "Int64",
+    "base_spread": "float64", "spread": "float64",
 }
 
 
@@ -29,10 +32,11 @@ def _draws(row: pd.Series, draws: dict[str, np.ndarray], points: dict[str, float
     return config_draws(str(row["runs"]).split(","), draws, points=points)
 
 
-def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray],
-               points: dict[str, float] | None = None) -> pd.DataFrame:
+def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray], points: dict[str, float] | None = None,
+               margin: float = 0.02, min_runs: int = MIN_RUNS) -> pd.DataFrame:
     """For every knob (core/axes.py), configurations that differ in it alone, each against the one at the
-    knob's default (or its first value): throughput ratio with a 95% interval from both runs' resamples."""
+    knob's default (or its first value): throughput ratio with a 95% interval from both runs' resamples, and its
+    finding at ±``margin`` (analysis/findings.py; not judged where a side has fewer than ``min_runs`` runs)."""
     rows: list[dict[str, Any]] = []
     if table.empty:
         return pd.DataFrame(columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA)
@@ -46,13 +50,21 @@ def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray],
             base = group.iloc[ordered[0]]
             for i in ordered[1:]:
                 other = group.iloc[i]
-                low, high = ratio_interval(_draws(other, draws, points), _draws(base, draws, points))
+                drawn = ratio_draws(_draws(other, draws, points), _draws(base, draws, points))
+                low, high = drawn.interval if drawn is not None else (np.nan, np.nan)
+                to, start = axis.label(values.iloc[i]), axis.label(values.iloc[ordered[0]])
+                few = too_few_runs({to: int(other["repeats"]), start: int(base["repeats"])}, min_runs)
+                found = judge(drawn, margin, SPEED, (to, start), few)
+                spreads = found.spreads or (np.nan, np.nan)
                 rows.append({**{k: base[k] for k in (*WORKLOAD, "np")},
                              "knob": name, "base_value": axis.label(values.iloc[ordered[0]]),
                              "value": axis.label(values.iloc[i]),
                              "base_throughput": base["throughput"], "throughput": other["throughput"],
                              "ratio": other["throughput"] / base["throughput"], "ratio_low": low, "ratio_high": high,
-                             "base_runs": int(base["repeats"]), "runs": int(other["repeats"])})
+                             "base_runs": int(base["repeats"]), "runs": int(other["repeats"]),
+                             "finding": found.finding, "verdict": found.verdict, "why": found.why,
+                             "detectable": found.detectable, "runs_to_decide": found.runs_to_decide,
+                             "spread": spreads[0], "base_spread": spreads[1]})
     return pd.DataFrame(rows, columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA)
 
 
@@ -187,16 +199,28 @@ KNOB_TEXT = ("Configurations that differ in one knob only ("
              + ", ".join(name.replace("_", " ") for name, axis in AXES.items() if axis.compared)
              + "; the input pipeline timed alone beside its like), each against the knob's default (the exchange: each "
              "against Horovod at the same rank count): the throughput ratio with a 95% interval from both "
-             "configurations' resampled runs (blocks of steps within each); where a side has one run the interval is "
-             "within-run only: how steady that run was, not where another would land.")
+             "configurations' resampled runs (blocks of steps within each) and its finding (faster or slower beyond "
+             "the margin, equivalent within it, undecided with what the runs could have caught, not judged on too few "
+             "runs); where a side has one run the interval is within-run only: how steady that run was, not where "
+             "another would land. Beside the runs, each side's spread between them.")
+
+
+def _runs(count: int, spread: float) -> str:
+    said = spread_text(spread)
+    return f"{count} ({said})" if said else str(count)
 
 
 def knob_rows(knobs: pd.DataFrame) -> Rows:
-    return (["workload", "GPUs", "knob", "from → to", "throughput", "ratio [95% CI]", "runs"],
+    return (["workload", "GPUs", "knob", "from → to", "throughput", "ratio [95% CI]", "verdict", "could have caught",
+             "runs"],
             [[f"{r.system} {r.framework} {r.benchmark} {r.model}", str(r.np), r.knob.replace("_", " "),
               f"{r.base_value} → {r.value}", f"{fmt(r.base_throughput)} → {fmt(r.throughput)}",
               "×" + ratio(r.ratio, r.ratio_low, r.ratio_high),
-              f"{r.base_runs} / {r.runs}" + (" (within-run only)" if min(r.base_runs, r.runs) < 2 else "")]
+              r.verdict.split(":")[0] + (f" (~{int(r.runs_to_decide):,} runs a side would decide it)"
+                                         if r.finding == "undecided" and not pd.isna(r.runs_to_decide) else ""),
+              f"×{r.detectable:.2f}" if not pd.isna(r.detectable) else "-",
+              f"{_runs(r.base_runs, r.base_spread)} / {_runs(r.runs, r.spread)}"
+              + (" (within-run only)" if min(r.base_runs, r.runs) < 2 else "")]
              for r in knobs.itertuples()])
 
 
@@ -219,7 +243,7 @@ def best_rows(best: pd.DataFrame, describe: Any) -> Rows:
 def _knobs(inputs: Inputs) -> pd.DataFrame:
     """The knob table over training and the input pipelines timed alone."""
     both = pd.concat([inputs.table, inputs.pipelines], ignore_index=True) if len(inputs.pipelines) else inputs.table
-    return knob_table(both, inputs.draws, inputs.points)
+    return knob_table(both, inputs.draws, inputs.points, inputs.margin, inputs.min_runs)
 
 
 KNOBS_SECTION = TableSection("knobs", "Every knob side by side", KNOB_TEXT, knob_rows, _knobs)

@@ -3,11 +3,12 @@
 A criteria file holds ``[[criterion]]`` tables: a name, a metric, ``min`` or ``max``, and selectors naming
 the runs (benchmark, model, precision, batch size, launcher ... ``gpus`` or ``nodes``; for bandwidth the
 collective's op, dtype and bytes; for screening the level). A criterion passes where the whole interval
-meets its threshold, fails where the whole interval misses it, is inconclusive where the interval holds the
-threshold (with how much more measurement would decide it, from the spread observed), is not judged where the
+meets its threshold, fails where the whole interval misses it, is undecided where the interval holds the
+threshold (with what the measurement could have caught and how much more would decide it, from the spread observed:
+the words of analysis/findings.py), is not judged where the
 runs behind it are fewer than --min-runs (the spread between runs unknown; a screen's units are judged against their
 fleet, whose spread they are), and is not measured where no run matches (with the nearest that exist). Exit status:
-0 all pass, 1 any fail, 4 not judged (inconclusive, too few runs, not measured), 2 a usage error.
+0 all pass, 1 any fail, 4 not judged (undecided, too few runs, not measured), 2 a usage error.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from hvdbench.core.validate import inert, read_toml
 
 from .. import keys
 from ..collect import Collection
-from ..ratios import MIN_RUNS, config_draws, pooled_spread, too_few_runs
+from ..findings import POWER, UNDECIDED
+from ..ratios import MIN_RUNS, config_draws, pooled_spread, t_quantile, too_few_runs
 from ..tables.system import system_table
 from ..tables.comm import iteration_times
 
@@ -65,7 +67,7 @@ SIZES = ("gpus", "nodes")  # of every table but screening's (each GPU or node of
 CHOICES = {"op": tuple(OPS), "dtype": ("fp32", "fp16", "bf16"), "level": ("gpu", "node"),
            "pattern": ("isolated", "training"), "timing": TIMINGS}
 KEYS = ("name", "metric", "min", "max", *SIZES, *dict.fromkeys([*TRAINING_KEYS, *COLLECTIVE_KEYS, *SCREENING_KEYS]))
-NOT_JUDGED = 4  # exit status: a verdict could not be reached (inconclusive, not measured); 2 is a usage error
+NOT_JUDGED = 4  # exit status: a verdict could not be reached (undecided, not measured); 2 is a usage error
 NOT_JUDGED_VERDICT = "not judged"  # fewer complete runs than --min-runs behind the criterion
 ACCEPTANCE_SCHEMA: dict[str, str] = {
     "criterion": "string", "metric": "string", "bound": "string", "threshold": "float64", "value": "float64",
@@ -182,7 +184,7 @@ class Measured:
 
 def judge(criteria: list[Criterion], tables: dict[str, pd.DataFrame], collection: Collection,
           min_runs: int = MIN_RUNS, borrow_spread: bool = False) -> pd.DataFrame:
-    """One row per criterion: the value, interval and verdict (pass, fail, inconclusive, not judged: fewer than
+    """One row per criterion: the value, interval and verdict (pass, fail, undecided, not judged: fewer than
     ``min_runs`` complete runs behind it, not measured); ``borrow_spread``: a throughput criterion on fewer runs
     takes its system's spread between runs (ratios.pooled_spread), said in its why."""
     rows = []
@@ -198,7 +200,7 @@ def judge(criteria: list[Criterion], tables: dict[str, pd.DataFrame], collection
 
 
 def verdict(criterion: Criterion, m: Measured, min_runs: int = MIN_RUNS) -> dict[str, Any]:
-    """pass, fail or inconclusive, from where the interval lies against the threshold; not judged on fewer than
+    """pass, fail or undecided, from where the interval lies against the threshold; not judged on fewer than
     ``min_runs`` complete runs."""
     row = {"criterion": criterion.name, "metric": criterion.metric, "bound": criterion.bound,
            "threshold": criterion.threshold, "value": m.value, "low": m.low, "high": m.high, "runs": m.runs}
@@ -235,28 +237,32 @@ def _borrowed(criterion: Criterion, m: Measured, tables: dict[str, pd.DataFrame]
 def verdict_of(criterion: Criterion, m: Measured) -> dict[str, str]:
     """The verdict and why, from where the interval lies against the threshold."""
     if math.isnan(m.low) or math.isnan(m.high):
-        return {"verdict": "inconclusive", "why": "no 95% interval (too few steps): run it longer"}
+        return {"verdict": UNDECIDED, "why": "no 95% interval (too few steps): run it longer"}
     if criterion.meets(m.low) and criterion.meets(m.high):
         return {"verdict": "pass", "why": "the whole 95% interval meets it"}
     if not criterion.meets(m.low) and not criterion.meets(m.high):
         return {"verdict": "fail", "why": "the whole 95% interval misses it"}
-    return {"verdict": "inconclusive", "why": more_needed(m, criterion.threshold)}
+    return {"verdict": UNDECIDED, "why": more_needed(m, criterion.threshold)}
 
 
 MAX_ADVISED = 100  # times the measurement taken: beyond it, no practical amount of measurement decides it
 
 
 def more_needed(m: Measured, threshold: float) -> str:
-    """How much more measurement would likely decide an interval that holds the threshold: the half-width
-    shrinks as 1/sqrt(n), so n must grow by (half-width / distance to the threshold)^2; where that is more
-    than MAX_ADVISED times what was measured, the estimate sits too close to the threshold to advise."""
+    """What an interval that holds the threshold could not tell: how far from the threshold a value would have had to
+    lie to show with 80% chance at this measurement's spread, and how much more measurement would likely (80%)
+    decide it at the value measured (the half-width shrinks as 1/sqrt(n)); where that is more than MAX_ADVISED times
+    what was measured, the estimate sits too close to the threshold to advise."""
     distance, half = abs(m.value - threshold), (m.high - m.low) / 2
-    total = math.ceil(m.count * (half / distance) ** 2) if distance > 0 and m.count >= 1 else math.inf
+    reach = 1.0 + t_quantile(POWER, math.inf) / t_quantile(0.975, math.inf)  # 80% power over the 95% half-width
+    caught = (f"could not tell: a value beyond {half * reach / abs(threshold):.2%} of the threshold either way would "
+              "likely have shown; " if threshold else "could not tell; ")
+    total = math.ceil(m.count * (half * reach / distance) ** 2) if distance > 0 and m.count >= 1 else math.inf
     if not math.isfinite(total) or total > MAX_ADVISED * max(m.count, 1):
-        return (f"the estimate sits within {distance / abs(threshold):.2%} of the threshold: no practical amount of "
-                "measurement decides it" if threshold else "the estimate sits on the threshold")
-    return (f"the interval holds the threshold; about {max(total - m.count, 1):,} more {m.unit} "
-            f"({total:,} in all) would likely decide it")
+        return caught + (f"the estimate sits within {distance / abs(threshold):.2%} of the threshold: no practical "
+                         "amount of measurement decides it" if threshold else "the estimate sits on the threshold")
+    return caught + (f"the interval holds the threshold; about {max(total - m.count, 1):,} more {m.unit} "
+                     f"({total:,} in all) would likely decide it")
 
 
 def _select(table: pd.DataFrame, criterion: Criterion, keys: dict[str, type]) -> pd.DataFrame:
@@ -419,7 +425,7 @@ MEASURE: dict[str, Callable[[Criterion, dict[str, pd.DataFrame], Collection], Me
 
 
 def exit_status(table: pd.DataFrame) -> int:
-    """0 when every criterion passes, 1 when any fails, NOT_JUDGED (4) when only inconclusive, not judged (too few
+    """0 when every criterion passes, 1 when any fails, NOT_JUDGED (4) when only undecided, not judged (too few
     runs) or unmeasured ones remain besides passes (2 stays a usage error's, as for every command)."""
     verdicts = set(table["verdict"])
     return 0 if verdicts == {"pass"} else 1 if "fail" in verdicts else NOT_JUDGED
@@ -438,7 +444,8 @@ def rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 SECTION_TEXT = ("Each criterion judged with the measurement's 95% interval (runs and blocks of their steps "
                 "resampled): pass where the whole interval meets the threshold, fail where the whole interval misses "
-                "it, inconclusive where the interval holds it (with the measurement that would likely decide it), not "
+                "it, undecided where the interval holds it (with what the measurement could have caught and how much "
+                "more would likely decide it), not "
                 "judged where fewer complete runs than --min-runs stand behind it, not measured where no run matches.")
 
 
@@ -459,7 +466,7 @@ def protocol(path: Path, table: pd.DataFrame, collection: Collection, today: str
     """A short text a buyer can paste into an acceptance protocol: criteria, verdicts, the system's facts."""
     counts = table["verdict"].value_counts()
     lines = [f"Acceptance against {inert(path.name)}, judged {today} by hvdbench accept",
-             "Verdicts: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "inconclusive",
+             "Verdicts: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", UNDECIDED,
                                                                           NOT_JUDGED_VERDICT, "not measured")), ""]
     for r in table.itertuples():
         measured = "not measured" if math.isnan(r.value) else \

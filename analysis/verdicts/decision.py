@@ -1,9 +1,11 @@
 """The decision between offers: each workload measured on two systems paired (configurations that differ only in run
 length are the same measurement), every other system against the baseline the buyer chose, the ratio with its 95%
-interval (runs and steps resampled: ratios.py) and a verdict in words; "no measurable difference" where the interval
-does not clear the margin; "not judged" where a side has fewer complete runs than --min-runs (the spread between runs
-unknown), unless that spread is borrowed (--borrow-spread); the cost per sample judged the same way; what was measured
-on one system only listed beside the nearest configuration on the other, with what differs."""
+interval (runs and steps resampled: ratios.py) and its finding (analysis/findings.py): faster or slower where the
+interval clears the margin, equivalent within ±margin where it lies inside it, undecided otherwise (with what the runs
+could have caught and the runs a side that would decide it), not judged where a side has fewer complete runs than
+--min-runs (the spread between runs unknown) unless that spread is borrowed (--borrow-spread); the cost per sample
+judged the same way; what was measured on one system only listed beside the nearest configuration on the other, with
+what differs."""
 
 from __future__ import annotations
 
@@ -19,31 +21,34 @@ from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import read_toml_table, text_problem
 
 from .costs import CAPITAL_ONLY
+from ..findings import COST, EQUIVALENT, NOT_JUDGED, SPEED, UNDECIDED, Finding, judge, margin_text, not_judged
 from ..ratios import MIN_RUNS, Resampled, combined, direction, too_few_runs
 
-NO_DIFFERENCE = "no measurable difference"
-NOT_JUDGED = "not judged"
 UNPAIRED_SCHEMA: dict[str, str] = {"system": "string", "workload": "string", "np": "int64", "nearest": "string",
                                    "differs": "string"}
 DECISION_SCHEMA: dict[str, str] = {
     "system": "string", "baseline": "string", "workload": "string", "framework": "string", "benchmark": "string",
     "model": "string", "args": "string", "np": "int64", "on_gpu": "bool", "ratio": "float64", "low": "float64",
-    "high": "float64", "verdict": "string", "runs": "int64", "baseline_runs": "int64", "within_run": "bool",
-    "spread": "string", "cost_ratio": "float64", "cost_low": "float64", "cost_high": "float64",
-    "cost_verdict": "string", "row": "int64",
+    "high": "float64", "verdict": "string", "finding": "string", "why": "string", "detectable": "float64",
+    "runs_to_decide": "Int64", "runs": "int64", "baseline_runs": "int64", "system_spread": "float64",
+    "baseline_spread": "float64", "within_run": "bool", "spread": "string", "cost_ratio": "float64",
+    "cost_low": "float64", "cost_high": "float64", "cost_verdict": "string", "cost_finding": "string", "row": "int64",
 }
-SPEED = ("faster", "slower")
-COST = ("more expensive", "cheaper")
 
 
 def verdict(low: float, high: float, margin: float, words: tuple[str, str] = SPEED) -> str:
-    """``words[0]`` (faster) where the ratio's whole interval clears 1 + ``margin``, ``words[1]`` (slower) where it
-    stays under 1 / (1 + ``margin``), else "no measurable difference"; "not judged" where there is no interval
-    (too few steps). One rule both ways: A 0.80× B is slower exactly when B 1.25× A is faster."""
+    """An interval's finding in words alone (analysis/findings.py judges a ratio with what it could have caught):
+    ``words[0]`` (faster) where the whole interval clears 1 + ``margin``, ``words[1]`` (slower) where it stays under
+    1 / (1 + ``margin``), "equivalent within ±2%" where it lies inside the margin, else "undecided"; "not judged"
+    where there is no interval (too few steps). One rule both ways: A 0.80× B is slower exactly when B 1.25× A is
+    faster."""
     side = direction(low, high, margin)
     if side is None:
         return f"{NOT_JUDGED} (no interval: too few steps)"
-    return {"above": words[0], "below": words[1]}.get(side, NO_DIFFERENCE)
+    if side == "within":
+        inside = low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin
+        return f"{EQUIVALENT} within {margin_text(margin)}" if inside else UNDECIDED
+    return words[0] if side == "above" else words[1]
 
 
 def ranks_text(np_: int, on_gpu: bool) -> str:
@@ -74,10 +79,12 @@ def _tokens(args: str) -> list[str]:
 
 
 def decision_table(compared: pd.DataFrame, margin: float, min_runs: int = MIN_RUNS) -> pd.DataFrame:
-    """One row per workload, size and system against the baseline: the ratio with its interval and verdict, the runs
-    each side rests on, and where costs were given the cost per sample's ratio and verdict. A side with fewer than
+    """One row per workload, size and system against the baseline: the ratio with its interval and finding, what the
+    runs could have caught and the runs a side that would decide an undecided one, the runs and spread between runs each
+    side rests on, and where costs were given the cost per sample's ratio and finding. A side with fewer than
     ``min_runs`` complete runs is "not judged" unless a spread between runs was borrowed for it."""
     baseline = str(compared.attrs.get("baseline", ""))
+    draws: dict[int, Resampled] = compared.attrs.get("ratio_draws", {})
     rows = []
     for i, row in compared.iterrows():
         if row["system"] == baseline:
@@ -87,26 +94,37 @@ def decision_table(compared: pd.DataFrame, margin: float, min_runs: int = MIN_RU
         base_runs = 0 if pd.isna(base_runs) else int(base_runs)
         borrowed = str(row["spread"] or "") if "spread" in row else ""
         few = "" if borrowed else too_few_runs({row["system"]: runs, baseline: base_runs}, min_runs)
-        if not math.isfinite(ratio):
-            said = f"{NOT_JUDGED} ({baseline} did not measure it)"
-        else:
-            said = verdict(low, high, margin)
-            said = f"{NOT_JUDGED}: {few}" if few and not said.startswith(NOT_JUDGED) else said
+        drawn = draws.get(int(str(i)))
+        names = (str(row["system"]), baseline)
+        found = (not_judged(f"{baseline} did not measure it") if not math.isfinite(ratio) else
+                 judge(drawn, margin, SPEED, names, few))
         cost = _cost(compared, row, baseline)
         unknown = _energy_unknown(compared, row, baseline)
-        cost_said = ("" if cost is None else f"{NOT_JUDGED}: {few}" if few else
-                     f"{NOT_JUDGED}: {unknown}'s energy unknown (capital only)" if unknown else
-                     verdict(cost[1], cost[2], margin, COST))
+        cost_found = (None if cost is None else found if not found.judged else
+                      not_judged(f"{unknown}'s energy unknown (capital only)") if unknown else
+                      judge(drawn, margin, COST, names, scale=cost[0] * ratio, invert=True))
+        spreads = found.spreads or (math.nan, math.nan)
         rows.append({"system": row["system"], "baseline": baseline, "workload": short_name(row),
                      "framework": row["framework"], "benchmark": row["benchmark"], "model": row["model"],
                      "args": row["args"], "np": int(row["np"]), "on_gpu": bool(row.get("on_gpu", True)),
-                     "ratio": ratio, "low": low, "high": high, "verdict": said, "runs": runs,
-                     "baseline_runs": base_runs, "within_run": min(runs, base_runs) < 2 and not borrowed,
+                     "ratio": ratio, "low": low, "high": high, "verdict": found.verdict, "finding": found.finding,
+                     "why": found.why, "detectable": found.detectable, "runs_to_decide": found.runs_to_decide,
+                     "runs": runs, "baseline_runs": base_runs, "system_spread": spreads[0],
+                     "baseline_spread": spreads[1], "within_run": min(runs, base_runs) < 2 and not borrowed,
                      "spread": borrowed, "cost_ratio": math.nan if cost is None else cost[0],
                      "cost_low": math.nan if cost is None else cost[1],
-                     "cost_high": math.nan if cost is None else cost[2], "cost_verdict": cost_said, "row": int(i)})
+                     "cost_high": math.nan if cost is None else cost[2],
+                     "cost_verdict": "" if cost_found is None else cost_found.verdict,
+                     "cost_finding": "" if cost_found is None else cost_found.finding, "row": int(str(i))})
     table = pd.DataFrame(rows, columns=list(DECISION_SCHEMA)).astype(DECISION_SCHEMA)
     return _unambiguous(table)
+
+
+def finding_of(row: Any) -> Finding:
+    """A decision row's finding as its columns hold it."""
+    runs = None if pd.isna(row.runs_to_decide) else int(row.runs_to_decide)
+    return Finding(row.finding, row.verdict, row.detectable, runs, (row.system_spread, row.baseline_spread),
+                   row.why if isinstance(row.why, str) else "")
 
 
 def _unambiguous(table: pd.DataFrame) -> pd.DataFrame:
@@ -162,7 +180,8 @@ def _interval_text(row: Any, low: str = "low", high: str = "high") -> str:
 
 def decision_lines(decided: pd.DataFrame) -> list[str]:
     """One sentence per workload and system against the baseline: ``B is 1.83× [1.71–1.95] A on <workload> at 8
-    GPUs: faster`` (a figure from one run a side marked within-run only; a borrowed spread named)."""
+    GPUs: faster (could have caught ×1.06)``; an undecided one says what it could not tell (a figure from one run a
+    side marked within-run only; a borrowed spread named)."""
     lines = []
     for row in decided.itertuples():
         workload = f"{row.framework} {row.benchmark} {row.model} {row.args}".strip()
@@ -172,7 +191,7 @@ def decision_lines(decided: pd.DataFrame) -> list[str]:
             continue
         lent = f" ({row.spread})" if row.spread else ""
         lines.append(f"{row.system} is {row.ratio:.2f}×{_interval_text(row)} {row.baseline} on {workload} at {gpus}: "
-                     f"{row.verdict}{lent}")
+                     f"{finding_of(row).sentence()}{lent}")
     return lines
 
 
@@ -241,7 +260,7 @@ def _weighted_picks(decided: pd.DataFrame, system: str, weights: dict[str, float
             missing.append(f"{key} not measured on both with an interval")
             continue
         rows = rows[rows["np"] == rows["np"].max()]
-        unjudged = rows[rows["verdict"].str.startswith(NOT_JUDGED)]
+        unjudged = rows[rows["finding"] == NOT_JUDGED]
         if len(unjudged):
             missing.append(f"{key} at {ranks_text(int(unjudged['np'].iloc[0]), bool(unjudged['on_gpu'].iloc[0]))} "
                            f"{unjudged['verdict'].iloc[0].removeprefix(NOT_JUDGED + ': ')}")
@@ -275,16 +294,23 @@ class Weighted:
     verdict: str
     parts: str
     missing: str = ""
+    found: Finding | None = None  # the finding behind the verdict (None where missing)
+
+    @property
+    def finding(self) -> str:
+        """The finding's word (the JSON field)."""
+        return self.found.finding if self.found is not None else NOT_JUDGED
 
     def line(self) -> str:
         """The sentence: ``DGX against L40S, weighted (imagenet resnet50 100% at 8 GPUs): 1.32× [1.12–1.59]:
-        faster``."""
+        faster (could have caught ×1.10)``."""
         what = "weighted" if self.kind == "speed" else "weighted cost per million samples"
         if self.missing:
             return f"{self.system} against {self.baseline}, {what}: {self.verdict} ({self.missing})"
         parts = f" ({self.parts})" if self.kind == "speed" else ""
+        said = self.found.sentence() if self.found is not None else self.verdict
         return (f"{self.system} against {self.baseline}, {what}{parts}: {self.value:.2f}× "
-                f"[{self.low:.2f}–{self.high:.2f}]: {self.verdict}")
+                f"[{self.low:.2f}–{self.high:.2f}]: {said}")
 
 
 def weighted_figures(decided: pd.DataFrame, draws: dict[int, Resampled], weights: dict[str, float],
@@ -304,13 +330,24 @@ def weighted_figures(decided: pd.DataFrame, draws: dict[int, Resampled], weights
         mix = combined([(share, draws[row.row]) for _, share, row in picked])  # sum of shares x log ratios
         low, high = mix.interval
         parts = _parts(picked)
-        out.append(Weighted(system, baseline, "speed", mix.value, low, high, verdict(low, high, margin), parts))
+        found = judge(mix, margin)
+        out.append(Weighted(system, baseline, "speed", mix.value, low, high, found.verdict, parts, found=found))
         if all(math.isfinite(row.cost_ratio) for _, _, row in picked):
-            if any(not row.cost_verdict or row.cost_verdict.startswith(NOT_JUDGED) for _, _, row in picked):
+            if any(row.cost_finding in ("", NOT_JUDGED) for _, _, row in picked):
                 out.append(Weighted(system, baseline, "cost", math.nan, math.nan, math.nan, NOT_JUDGED, parts,
                                     "a weighted workload's cost is not judged"))
                 continue
             prices = math.exp(sum(share * math.log(row.cost_ratio * row.ratio) for _, share, row in picked))
+            cost = judge(mix, margin, COST, scale=prices, invert=True)
             out.append(Weighted(system, baseline, "cost", prices / mix.value, prices / high, prices / low,
-                                verdict(prices / high, prices / low, margin, COST), parts))
+                                cost.verdict, parts, found=cost))
     return out
+
+
+def weighted_table(weighted: list[Weighted]) -> pd.DataFrame:
+    """The weighted figures as a table (weighted.csv, decision.json), each with its finding as a field."""
+    return pd.DataFrame([{"system": w.system, "baseline": w.baseline, "kind": w.kind, "ratio": w.value, "low": w.low,
+                          "high": w.high, "finding": w.finding, "verdict": w.verdict, "parts": w.parts,
+                          "missing": w.missing,
+                          "detectable": w.found.detectable if w.found is not None else math.nan,
+                          "line": w.line()} for w in weighted])

@@ -1,17 +1,19 @@
 """``hvdbench compare OLD NEW --regressions``: last month's cluster against today's. Configurations are
 paired by what they ran (workload, arguments, launcher, placement, knobs, size; not the system label),
 and each pair's throughput ratio new / old gets a 95% interval from both runs' own resamples. A change
-whose interval lies wholly below 1 - margin is a regression, wholly above 1 + margin an improvement;
-anything else is within the noise or the margin. Beside each, what else changed between the two
+whose interval lies wholly below 1 / (1 + margin) is a regression, wholly above 1 + margin an improvement, wholly
+inside the margin equivalent; anything else is undecided, with what the runs could have caught and the runs a side
+that would decide it (analysis/findings.py). Beside each, what else changed between the two
 (driver, CUDA, NCCL, cuDNN, frameworks, Horovod, the exchange's tuning variables, clocks, the container image, the
 network NCCL used). A configuration measured on one side only is listed, never dropped. Each side's resamples are
 drawn on their own (the two sides of one sweep share run ids), and a comparison that could not judge a configuration
 (too few steps for an interval, fewer complete runs a side than --min-runs, a configuration on one side only, nothing
-paired) says so: it is "not judged", never a pass."""
+paired) says so: it is "not judged", never a pass; nor is an undecided one (exit status 4)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,16 +24,17 @@ from hvdbench.core.validate import inert
 
 from ..collect import Collection
 from ..keys import CONFIG, SIZE
-from ..ratios import MIN_RUNS, Spread, config_draws, direction, pooled_spread, ratio_draws, too_few_runs
+from ..findings import CHANGE, NOT_JUDGED, UNDECIDED, judge
+from ..ratios import MIN_RUNS, Spread, config_draws, pooled_spread, ratio_draws, too_few_runs
 
 PAIR = [k for k in CONFIG if k != "system"] + SIZE + ["independent"]  # what two runs of one configuration share
 FACTS = ("device_name", "host", "cpu_model", "cpu_count", "driver", "cuda", "nccl", "horovod_nccl", "cudnn", "torch",
          "tensorflow", "horovod_version", "mpi", "tuning", "container_image", "container_image_id", "nccl_network")
-NOT_JUDGED = "not judged"  # the start of a change that is no verdict: too few steps, or one side only
 REGRESSION_SCHEMA: dict[str, str] = {
     "workload": "string", "np": "Int64", "nodes": "Int64", "old": "float64", "new": "float64", "ratio": "float64",
-    "ratio_low": "float64", "ratio_high": "float64", "change": "string", "what_else_changed": "string",
-    "old_runs": "string", "new_runs": "string",
+    "ratio_low": "float64", "ratio_high": "float64", "change": "string", "finding": "string", "why": "string",
+    "detectable": "float64", "runs_to_decide": "Int64", "what_else_changed": "string", "old_runs": "string",
+    "new_runs": "string",
 }
 
 
@@ -60,6 +63,7 @@ def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, 
             rows.append({**base, "old": math.nan if a is None else a["throughput"],
                          "new": math.nan if b is None else b["throughput"], "ratio": math.nan, "ratio_low": math.nan,
                          "ratio_high": math.nan, "change": f"{NOT_JUDGED}: only in " + ("new" if a is None else "old"),
+                         "finding": NOT_JUDGED, "why": "", "detectable": math.nan, "runs_to_decide": None,
                          "what_else_changed": ""})
             continue
         sides = [_side(row, draws, lent, min_runs, mine) for row, draws, lent, mine in
@@ -70,14 +74,16 @@ def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, 
         borrowed = resampled.borrowed if resampled is not None else ""
         few = "" if borrowed else too_few_runs({"old": int(a["repeats"]), "new": int(b["repeats"])}, min_runs,
                                                "hvdbench run … --repeats")
-        change = _change(low, high, margin)
-        if few and not change.startswith(NOT_JUDGED):  # no interval (too few steps) is said first
-            change = f"{NOT_JUDGED}: {few}"
-        elif borrowed:
-            change += f" ({borrowed})"
+        if resampled is None or not all(map(math.isfinite, (low, high))):
+            few = ""  # no interval (too few steps) is said first
+        found = judge(resampled, margin, CHANGE, ("new", "old"), few)
+        if found.verdict.startswith(f"{NOT_JUDGED} (no interval"):
+            found = replace(found, verdict=f"{NOT_JUDGED}: too few steps for an interval")
+        change = found.verdict + (f" ({borrowed})" if borrowed and found.judged else "")
         rows.append({**base, "old": float(a["throughput"]), "new": float(b["throughput"]),
                      "ratio": float(b["throughput"]) / float(a["throughput"]), "ratio_low": low, "ratio_high": high,
-                     "change": change,
+                     "change": change, "finding": found.finding, "why": found.why, "detectable": found.detectable,
+                     "runs_to_decide": found.runs_to_decide,
                      "what_else_changed": _differences(a, b, old_runs, new_runs, old_clocks, new_clocks)})
     return pd.DataFrame(rows, columns=list(REGRESSION_SCHEMA)).astype(REGRESSION_SCHEMA)
 
@@ -102,14 +108,6 @@ def _side(row: pd.Series, draws: dict[str, np.ndarray], spreads: dict[str, Sprea
     ``min_runs`` runs and one is given (``points``: each of its side's runs' own throughput)."""
     lent = spreads.get(str(row["system"])) if int(row["repeats"]) < min_runs else None
     return config_draws(str(row["runs"]).split(","), draws, lent, points)
-
-
-def _change(low: float, high: float, margin: float) -> str:
-    """One rule both ways (ratios.direction): a regression below 1 / (1 + margin), an improvement above 1 + margin."""
-    side = direction(low, high, margin)
-    if side is None:
-        return f"{NOT_JUDGED}: too few steps for an interval"
-    return {"below": "regression", "above": "improvement"}.get(side, "within noise and margin")
 
 
 def _facts(runs: pd.DataFrame, ids: str, clocks: dict[str, float]) -> dict[str, str]:
@@ -148,15 +146,19 @@ def rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     def num(x: Any, digits: int = 1) -> str:
         return "-" if pd.isna(x) else f"{x:,.{digits}f}"
 
-    return (["workload", "GPUs", "old", "new", "new / old [95% CI]", "change", "what else changed"],
+    return (["workload", "GPUs", "old", "new", "new / old [95% CI]", "change", "could have caught", "runs to decide",
+             "what else changed"],
             [[r.workload, str(r.np), num(r.old), num(r.new),
               f"{num(r.ratio, 3)} [{num(r.ratio_low, 3)}–{num(r.ratio_high, 3)}]" if not pd.isna(r.ratio) else "-",
-              r.change, r.what_else_changed or "-"] for r in table.itertuples()])
+              r.change, f"×{r.detectable:.2f}" if not pd.isna(r.detectable) else "-",
+              f"~{int(r.runs_to_decide):,} a side" if not pd.isna(r.runs_to_decide) else "-",
+              r.what_else_changed or "-"] for r in table.itertuples()])
 
 
 def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float, warmup: int | None = None,
                     min_runs: int = MIN_RUNS, borrow_spread: bool = False) -> tuple[str, dict[str, Any], pd.DataFrame]:
-    """Both result sets read on their own, paired, judged; regressions.md and regressions.csv written."""
+    """Both result sets read on their own, paired, judged; regressions.md, regressions.csv and regressions.json (each
+    configuration's finding a field) written."""
     from pathlib import Path
 
     from hvdbench.core.errors import ReportError
@@ -183,26 +185,32 @@ def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float, warmup:
                              (old_s.attrs["points"], new_s.attrs["points"]))
     header, body = rows(table)
     section = Section("Regressions", f"{new_dir} against {old_dir}: throughput new / old per configuration with its "
-                      f"95% interval (runs and blocks of their steps resampled); a change beyond {margin:.0%} whose "
-                      f"interval excludes it is marked; a side of fewer than {min_runs} complete runs is not judged.",
-                      header, body)
+                      f"95% interval (runs and blocks of their steps resampled): a regression or an improvement where "
+                      f"the whole interval lies beyond {margin:.0%}, equivalent where it lies inside it, undecided "
+                      "otherwise (with what the runs could have caught and the runs a side that would decide it); a "
+                      f"side of fewer than {min_runs} complete runs is not judged.", header, body)
+    section.notes = [f"{r.workload} at {r.np}: {r.why}" for r in table.itertuples() if r.finding == UNDECIDED]
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        paths = {"markdown": out / "regressions.md", "csv": out / "regressions.csv"}
+        paths = {"markdown": out / "regressions.md", "csv": out / "regressions.csv", "json": out / "regressions.json"}
         paths["markdown"].write_text("\n".join(section_markdown(section)) + "\n", encoding="utf-8")
         csv_safe(table).to_csv(paths["csv"], index=False)
+        paths["json"].write_text(table.to_json(orient="records", indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ReportError(f"cannot write the comparison into {out}: {exc.strerror}") from None
-    counts = table["change"].str.extract(r"^(.+?)(?: \(|:|$)")[0].value_counts()
-    summary = ", ".join(f"{n} {change}" for change, n in counts.items())
-    if table["change"].str.startswith(NOT_JUDGED).all():
+    counts = table["finding"].value_counts()
+    summary = ", ".join(f"{n} {finding}" for finding, n in counts.items())
+    if (table["finding"] == NOT_JUDGED).all():
         summary += "; nothing could be judged: no configuration is on both sides with an interval"
+    elif (table["finding"] == UNDECIDED).any():
+        summary += ("; undecided is not unchanged: the runs could not tell (see what each could have caught and "
+                    "the runs that would decide it)")
     return f"{text_table(header, body)}\n\n{summary}", paths, table
 
 
 def exit_status(table: pd.DataFrame) -> int:
-    """1 on any regression; 4 (not judged) where any configuration could not be judged; else 0."""
-    if (table["change"] == "regression").any():
+    """1 on any regression; 4 (not judged) where any configuration could not be judged or is undecided; else 0."""
+    if (table["finding"] == "regression").any():
         return 1
-    return 4 if table.empty or table["change"].str.startswith(NOT_JUDGED).any() else 0
+    return 4 if table.empty or table["finding"].isin([NOT_JUDGED, UNDECIDED]).any() else 0
