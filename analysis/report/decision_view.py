@@ -16,7 +16,8 @@ import pandas as pd
 from hvdbench.core.validate import inert
 
 from ..collect import Collection
-from ..verdicts.decision import NOT_JUDGED, Weighted, ranks_text
+from ..findings import NOT_JUDGED, UNDECIDED, margin_text, spread_text
+from ..verdicts.decision import Weighted, finding_of, ranks_text
 from ..formatting import Rows, fmt, ratio
 
 FOREST_FILE = "decision-forest.svg"
@@ -26,35 +27,74 @@ def decision_text(baseline: str, how: str, margin: float, min_runs: int) -> str:
     """What the decision's rows and sentences mean."""
     return (f"Each system against the baseline {baseline} ({how}): throughput on the same workload and GPU count, runs "
             "that differ only in run length paired. The ratio's 95% interval resamples both systems' runs and, within "
-            "each run, blocks of its steps; faster or slower where the whole interval clears 1 by more than "
-            f"{margin:.0%} (--margin), else no measurable difference; not judged where a side has fewer than "
+            "each run, blocks of its steps. Faster or slower where the whole interval clears 1 by more than "
+            f"{margin:.0%} (--margin); equivalent within {margin_text(margin)} where the whole interval lies inside "
+            "that margin; undecided where it does neither: the runs could not tell, and the row says the smallest "
+            "ratio they could have caught (80% of the time, at the spread measured) and about how many runs a side "
+            "would decide it; not judged where a side has fewer than "
             f"{min_runs} complete runs (--min-runs): one run's interval says how steady it was, not where another run "
-            "would land.")
+            "would land. Beside the runs, each side's spread between runs (± one standard deviation).")
+
+
+WITHIN = "†"  # an interval from one run's steps alone, the spread between runs unknown
+WITHIN_NOTE = f"{WITHIN} within-run only: one run of a side, its interval says how steady that run was, not where " \
+    "another would land"
 
 
 def _interval(low: float, high: float, within: bool) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return ""
-    return f" [{low:.2f}–{high:.2f}{', within-run only' if within else ''}]"
+    return f" [{low:.2f}–{high:.2f}]{WITHIN if within else ''}"
 
 
-def decision_rows(decided: pd.DataFrame, compared: pd.DataFrame) -> Rows:
-    """The decision table: workload (short), GPUs, system, ratio [interval], verdict, runs per side, and where costs
-    were given US$ per million samples on each side with the cost's ratio and verdict; the full arguments last (a
-    folded column)."""
+def runs_cell(runs: int, spread: float) -> str:
+    """``3 (±4.1%)``: a side's runs with the spread between them, where there are several."""
+    said = spread_text(spread)
+    return f"{runs} ({said})" if said else str(runs)
+
+
+SHORT = 24  # a verdict cell longer than this goes to a note under the table, its cell the finding and the note's mark
+
+
+def _noted(text: str, notes: list[str]) -> str:
+    """A verdict for its cell: short ones as they are, a longer one as its finding with a mark (``not judged [1]``),
+    the whole text kept once in ``notes``."""
+    if len(text) <= SHORT:
+        return text
+    if text not in notes:
+        notes.append(text)
+    head = text.split(":")[0].split(" (")[0]
+    return f"{head} [{notes.index(text) + 1}]"
+
+
+def decision_rows(decided: pd.DataFrame, compared: pd.DataFrame) -> tuple[list[str], list[list[str]], list[str]]:
+    """The decision table: workload (short), GPUs, system, ratio [interval], verdict, what the runs could have caught,
+    the runs a side that would decide an undecided one, runs per side with their spread, and where costs were given US$
+    per million samples on each side with the cost's ratio and verdict; the full arguments last; and the notes a long
+    verdict leaves under the table (``[1] not judged: 1 run of …``), so every column fits a laptop's page."""
     costed = decided["cost_ratio"].notna().any()
-    header = ["workload", "GPUs", "system", "× baseline [95% CI]", "verdict", "runs (system / baseline)"]
+    header = ["workload", "GPUs", "system", "× baseline [95% CI]", "verdict", "could have caught", "runs to decide",
+              "runs (system / baseline)"]
+    one = decided["system"].nunique() == 1  # one system against the baseline: the title names it
     header += ["US$ per M samples (system / baseline)", "cost × baseline [95% CI]", "cost verdict"] if costed else []
-    rows = []
+    rows: list[list[str]] = []
+    notes: list[str] = []
     for r in decided.itertuples():
+        found = finding_of(r)
         row = [r.workload, ranks_text(r.np, r.on_gpu).split(" (")[0], r.system,
                f"{r.ratio:.2f}{_interval(r.low, r.high, r.within_run)}" if math.isfinite(r.ratio) else "-",
-               r.verdict + (f" ({r.spread})" if r.spread else ""), f"{r.runs} / {r.baseline_runs}"]
+               _noted(r.verdict + (f" ({r.spread})" if r.spread else ""), notes), found.caught() or "-",
+               found.to_decide(),
+               f"{runs_cell(r.runs, r.system_spread)} / {runs_cell(r.baseline_runs, r.baseline_spread)}"]
         if costed:
             row += [_dollars(compared, r), f"{r.cost_ratio:.2f}{_interval(r.cost_low, r.cost_high, r.within_run)}"
-                    if math.isfinite(r.cost_ratio) else "-", r.cost_verdict or "-"]
+                    if math.isfinite(r.cost_ratio) else "-", _noted(r.cost_verdict or "-", notes)]
         rows.append(row + [f"{r.framework} {r.benchmark} {r.args}".strip()])
-    return header + ["arguments"], rows
+    header += ["arguments"]
+    if one:
+        header, rows = header[:2] + header[3:], [row[:2] + row[3:] for row in rows]
+    marked = [WITHIN_NOTE] if decided["within_run"].any() else []
+    return header, rows, [f"[{i}] {note}" for i, note in enumerate(notes, 1)] + marked
 
 
 def _dollars(compared: pd.DataFrame, row: Any) -> str:
@@ -114,10 +154,14 @@ def banners(collection: Collection, decided: pd.DataFrame, compared: pd.DataFram
     if shared:
         out.append(f"Both systems' runs were made on the same host ({', '.join(sorted(shared)[:3])}): this compares "
                    "labels, not machines.")
-    unjudged = int(decided["verdict"].str.startswith(NOT_JUDGED).sum()) if len(decided) else 0
+    unjudged = int((decided["finding"] == NOT_JUDGED).sum()) if len(decided) else 0
     if unjudged:
         out.append(f"{unjudged} of {len(decided)} comparison(s) not judged: too few runs or no interval (see each "
                    "row).")
+    undecided = int((decided["finding"] == UNDECIDED).sum()) if len(decided) else 0
+    if undecided:
+        out.append(f"{undecided} of {len(decided)} comparison(s) undecided: the runs could not tell; this is not "
+                   "\"the same\" (see what each could have caught and the runs that would decide it).")
     return out
 
 
@@ -148,7 +192,7 @@ def summary_line(decided: pd.DataFrame, weighted: list[Weighted]) -> str:
         return ""
     systems = sorted(set(decided["system"]))
     baseline = str(decided["baseline"].iloc[0])
-    counts = decided["verdict"].map(lambda v: NOT_JUDGED if v.startswith(NOT_JUDGED) else v).value_counts()
+    counts = decided["finding"].value_counts()
     said = ", ".join(f"{n} {v}" for v, n in counts.items())
     mixed = "; ".join(w.line() for w in weighted if w.kind == "speed")
     return (f"Decision, {', '.join(systems)} against {baseline}: {said} over {len(decided)} comparison(s)"
@@ -180,7 +224,9 @@ def forest_svg(decided: pd.DataFrame, weighted: list[Weighted], margin: float) -
                                    "ratio": w.value, "low": w.low, "high": w.high, "verdict": w.verdict,
                                    "kind": "weighted", "system": w.system, "np": 0, "workload": "weighted"}
                                   for w in weighted if not w.missing]
-    rows += [{"label": f"{r.system}: {r.workload} at {ranks_text(r.np, r.on_gpu).split(' (')[0]}", "ratio": r.ratio,
+    one = decided["system"].nunique() == 1  # the title names the one system against the baseline
+    rows += [{"label": f"{'' if one else f'{r.system}: '}{r.workload} at {ranks_text(r.np, r.on_gpu).split(' (')[0]}",
+              "ratio": r.ratio,
               "low": r.low, "high": r.high, "verdict": r.verdict, "kind": "row", "system": r.system, "np": r.np,
               "workload": r.workload} for r in decided.itertuples() if math.isfinite(r.ratio)]
     lo, hi = _forest_range([v for r in rows for v in (r["ratio"], r["low"], r["high"])], margin)
@@ -194,7 +240,7 @@ def forest_svg(decided: pd.DataFrame, weighted: list[Weighted], margin: float) -
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="forest" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
              f'<rect x="{band[0]:.1f}" y="{top:.1f}" width="{band[1] - band[0]:.1f}" height="{bottom - top:.1f}" '
-             'fill="#e8e8e8"><title>the margin: within it, no measurable difference</title></rect>',
+             'fill="#e8e8e8"><title>the margin: an interval wholly inside it is equivalent</title></rect>',
              f'<line x1="{x(1.0):.1f}" y1="{top:.1f}" x2="{x(1.0):.1f}" y2="{bottom:.1f}" stroke="#555"/>']
     for tick in _ticks(lo, hi):
         parts.append(f'<text x="{x(tick):.1f}" y="{height - 4:.1f}" text-anchor="middle" fill="#555">{tick:g}×</text>')
@@ -228,7 +274,8 @@ def _forest_row(row: dict[str, Any], y: float, x: Any) -> str:
     attrs = " ".join(f'data-{k}="{_esc(v if not isinstance(v, float) else repr(v))}"'
                      for k, v in row.items() if k != "label")
     out = [f'<g class="forest-row" {attrs}>',
-           f'<text x="4" y="{y + 4:.1f}"{weight}>{_esc(row["label"])}</text>']
+           f'<text x="4" y="{y + 4:.1f}"{weight}><title>{_esc(row["label"])}</title>{_esc(_clipped(row["label"]))}'
+           '</text>']
     if math.isfinite(row["low"]) and math.isfinite(row["high"]):
         out.append(f'<line x1="{x(row["low"]):.1f}" y1="{y:.1f}" x2="{x(row["high"]):.1f}" y2="{y:.1f}" '
                    f'stroke="{colour}" stroke-width="2"/>')
@@ -240,6 +287,13 @@ def _forest_row(row: dict[str, Any], y: float, x: Any) -> str:
     out += [marker, f'<text x="{FOREST_LABEL + FOREST_PLOT + 8}" y="{y + 4:.1f}" fill="{colour}">'
                     f'{row["ratio"]:.2f}× {_esc(verdict)}</text>', "</g>"]
     return "".join(out)
+
+
+LABEL_CHARACTERS = 52  # what fits FOREST_LABEL pixels at 12 px; a longer label is cut, whole in its tooltip
+
+
+def _clipped(label: str) -> str:
+    return label if len(label) <= LABEL_CHARACTERS else label[:LABEL_CHARACTERS - 1] + "…"
 
 
 def forest_rows(svg: str) -> list[dict[str, str]]:

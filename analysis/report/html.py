@@ -1,8 +1,9 @@
 """The report as one self-contained HTML file: no network, plots inline as SVG, every string escaped.
 
-Made to read on a laptop: a table wider than the page scrolls inside its own box, and the columns a
-reader rarely needs (a section's ``folded`` ones) are folded away until "show every column" is ticked
-(CSS only, no script needed)."""
+Made to read on a laptop: headers wrap, a table of many columns (WIDE or more) wraps its cells too, so that every
+column fits a 1366-pixel window; a table wider still scrolls inside its own box, and the columns a reader rarely
+needs (a section's ``folded`` ones) are folded away until "show every column" is ticked (CSS only, no script
+needed)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 110em; padding: 0 1.5em; color: #222; }
 table { border-collapse: collapse; margin: 0; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: right; white-space: nowrap; }
-th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
-td.text { white-space: normal; min-width: 16em; text-align: left; }
+th { background: #f3f3f3; white-space: normal; vertical-align: bottom; }
+td:first-child, th:first-child { text-align: left; }
+table.wide td { white-space: normal; } table.wide { font-size: 12px; }
+td.text { white-space: normal; min-width: 12em; text-align: left; }
 .scroll { overflow-x: auto; margin: .5em 0 1.5em; max-width: 100%; }
 .more { display: none; }
 #every-column:checked ~ main .more { display: table-cell; }
@@ -33,21 +36,23 @@ figure svg { max-width: 100%; height: auto; }
 ul.summary { background: #f7f7f2; border: 1px solid #ddd; padding: .6em 1em .6em 2em; }
 ul.summary ul { padding-left: 1.4em; margin: .15em 0; }
 div.banner { background: #fff4d6; border: 1px solid #e0b84c; padding: .5em 1em; margin: .5em 0; font-weight: 600; }
-p.foot { font-size: 12px; color: #555; margin: .2em 0; }
+p.foot, p.note { font-size: 12px; color: #555; margin: .2em 0; }
 figure.forest svg { max-width: 100%; height: auto; }
 @page { margin: 12mm; }
 @media print {
-  body { font-size: 9pt; line-height: 1.3; margin: 0; padding: 0; max-width: none; }
-  h1 { font-size: 14pt; margin: 0 0 .3em; } h2 { font-size: 11pt; margin: .8em 0 .3em; }
+  body { font-size: 8pt; line-height: 1.25; margin: 0; padding: 0; max-width: none; }
+  h1 { font-size: 13pt; margin: 0 0 .3em; } h2 { font-size: 10pt; margin: .6em 0 .25em; }
   #every-column, label[for=every-column] { display: none; }
-  .scroll { overflow: visible; } table { font-size: 8pt; } th, td { white-space: normal; }
+  .scroll { overflow: visible; margin: .3em 0 .6em; } table, table.wide { font-size: 6.5pt; }
+  th, td { white-space: normal; padding: .1em .25em; } td.text { min-width: 0; } p.note { font-size: 7pt; }
   ul.summary { padding: .3em .6em .3em 1.6em; } figure { break-inside: avoid; margin: .4em 0; }
+  main > p, section > p { font-size: 7.5pt; } figure.forest svg { width: auto; max-height: 2.2in; }
   div.banner { padding: .2em .6em; margin: .3em 0; } p.foot { font-size: 7pt; }
 }
 """
 
-# Marks the page as rendered: how many plots hold an SVG, any script error, and whether the page is wider
-# than the window (read by the tests).
+# Marks the page as rendered: how many plots hold an SVG, any script error, whether the page is wider than the
+# window, and the headers of the columns a reader cannot see without scrolling sideways (read by the tests).
 CHECK = """
 window.addEventListener('error', function (e) { document.body.dataset.errors = \
 (document.body.dataset.errors || '') + e.message + ';'; });
@@ -59,6 +64,14 @@ document.addEventListener('DOMContentLoaded', function () {
   document.body.dataset.plotsDrawn = String(drawn);
   document.body.dataset.pageWidth = String(document.documentElement.scrollWidth);
   document.body.dataset.windowWidth = String(window.innerWidth);
+  var cut = [];
+  document.querySelectorAll('table').forEach(function (t) {
+    var edge = Math.min(t.parentElement.getBoundingClientRect().right, window.innerWidth);
+    t.querySelectorAll('thead th').forEach(function (th) {
+      if (th.offsetParent !== null && th.getBoundingClientRect().right > edge + 1) { cut.push(th.textContent); }
+    });
+  });
+  document.body.dataset.cutColumns = cut.join('|');
 });
 """
 
@@ -71,11 +84,15 @@ def _cell(tag: str, value: str, index: int, section: Section) -> str:
     return f"<{tag}{attr}>{_h(value)}</{tag}>"
 
 
+WIDE = 9  # columns shown from which a table's cells wrap as its headers do
+
+
 def _table(section: Section) -> str:
     head = "".join(_cell("th", h, i, section) for i, h in enumerate(section.header))
     body = "".join("<tr>" + "".join(_cell("td", c, i, section) for i, c in enumerate(row)) + "</tr>"
                    for row in section.rows)
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    wide = ' class="wide"' if len(section.header) - len(section.folded) >= WIDE else ""
+    return f'<div class="scroll"><table{wide}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _inline(line: str) -> str:
@@ -119,6 +136,7 @@ def render_html(report: Report) -> str:
             parts.append(_lines(section.lines))
         if section.header:
             parts.append(_table(section))
+        parts += [f'<p class="note">{_h(line)}</p>' for line in section.notes]
         if section.figure is not None:  # drawn by hvdbench itself: every text in it escaped (decision_view)
             parts.append(f'<figure class="plot forest">{section.figure[1]}</figure>')
         parts += [f'<p class="foot">{_h(line)}</p>' for line in section.foot]
