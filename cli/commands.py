@@ -17,13 +17,13 @@ from hvdbench.core.containers import RUNTIMES, from_flags, runtime
 from hvdbench.core.errors import HvdbenchError, ReportError, UsageError
 from hvdbench.core.options import options_of
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
-from hvdbench.core.validate import host_problem, inert, text_problem
-from hvdbench.core.hostlist import expand_hostlist
+from hvdbench.core.validate import inert, text_problem
+from hvdbench.core.hostlist import hosts_of
 from hvdbench.launchers.plan import Plan, plan
 from hvdbench.launchers.runs import (Executor, Prepared, benchmark_sweep, check_launchers, describe_plan,
                                      fits_allocation, here_gpus, load, prepare_here,
                     local_executor, pin_to_hosts, screen_plan, screen_sweep, sweep_topology)
-from hvdbench.launchers.sweep import Sweep
+from hvdbench.launchers.sweep import NOT_DECIDED, Sweep, with_decision
 
 
 def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
@@ -184,7 +184,11 @@ def with_container(sweep: Sweep, args: argparse.Namespace) -> Sweep:
 def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace, in_allocation: bool = False) -> int:
     specs, hosts = list(planned.specs), sweep.hosts
     if args.dry_run:
-        return print_plan(planned, local_executor(sweep, root, resume=args.resume, timeout=args.timeout), root, args)
+        print_plan(planned, local_executor(sweep, root, resume=args.resume, timeout=args.timeout), root, args)
+        if sweep.until_decided:
+            print(f"until decided: the runs above are the first look's; then a round at a time, each configuration "
+                  f"until decided or {sweep.budget} runs")
+        return 0
     for note in planned.skipped:
         print(f"hvdbench: left out: {note}", file=sys.stderr)
     if in_allocation:
@@ -199,6 +203,12 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
     prepared = _prepared(sweep, specs, root)
     executor = local_executor(sweep, root, resume=args.resume, timeout=args.timeout, hosts=hosts,
                               retries=getattr(args, "retries", None), environment=prepared.environment)
+    if sweep.until_decided:  # rounds of repeats until each configuration is decided (cli/until_decided.py)
+        from hvdbench.cli.until_decided import run_until_decided
+
+        statuses, undecided = run_until_decided(sweep, specs, root, executor, lambda other: local_executor(
+            sweep, other, resume=True, timeout=args.timeout, hosts=hosts, environment=prepared.environment))
+        return _finish(statuses, root, args.report) or (NOT_DECIDED if undecided else 0)
     return _finish(executor.execute(specs), root, args.report)
 
 
@@ -225,6 +235,7 @@ def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
                                            controller=args.controller, repeats=args.repeats, system=args.system,
                                            timeout=args.timeout, devices=args.devices, topology=args.topology,
                                            transport=args.transport, retries=args.retries), args)
+    sweep = with_decision(sweep, args)
     return _run_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, args)
 
 
@@ -283,24 +294,6 @@ def fit_here(sweep: Sweep, planned: Plan, root: Path, options: Any, args: argpar
     return 0
 
 
-def hosts_of(text: str | None) -> tuple[str, ...]:
-    """``a,b`` or a SLURM host list (``node[01-04]``) as host names."""
-    if not text:
-        return ()
-    problem = text_problem(text)
-    if problem:
-        raise UsageError(f"--hosts: {problem}")
-    try:
-        hosts = expand_hostlist(text)
-    except UsageError as exc:
-        raise UsageError(f"--hosts: {exc}") from None
-    for host in hosts:
-        problem = host_problem(host)
-        if problem:
-            raise UsageError(f"--hosts: {problem}")
-    return hosts
-
-
 def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     """Every GPU (or CPU slot) alone and one pair per link class (``--mode gpu``), or all of a node's at once
     (``--mode node``), on every host; then the screening report."""
@@ -343,9 +336,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from hvdbench.launchers.slurm_queue import allocation_hosts
 
         sweep, planned, root = load(args.file, args.output, allocation_hosts(), here=True,
-                                    adjust=lambda s: with_container(s, args))
+                                    adjust=lambda s: with_decision(with_container(s, args), args))
     else:
-        sweep, planned, root = load(args.file, args.output, here=True, adjust=lambda s: with_container(s, args))
+        sweep, planned, root = load(args.file, args.output, here=True,
+                                    adjust=lambda s: with_decision(with_container(s, args), args))
     if args.shape:  # one shape's job of a submitted sweep (launchers/slurm_allocation.py)
         from hvdbench.launchers.slurm_allocation import shape_of
 

@@ -14,6 +14,7 @@ import itertools
 import re
 
 from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import host_problem, text_problem
 
 MAX_HOSTS = 100_000
 _GROUP = re.compile(r"\[([^\[\]]*)\]")
@@ -76,3 +77,22 @@ def _numbers(group: str, text: str) -> list[str]:
         width = len(first) if first.startswith("0") else 0
         out += [str(n).zfill(width) for n in range(int(first), int(last) + 1)]
     return out
+
+
+def hosts_of(text: str | None) -> tuple[str, ...]:
+    """A ``--hosts`` flag's ``a,b`` or SLURM host list (``node[01-04]``) as host names, each checked; every problem a
+    UsageError naming the flag."""
+    if not text:
+        return ()
+    problem = text_problem(text)
+    if problem:
+        raise UsageError(f"--hosts: {problem}")
+    try:
+        hosts = expand_hostlist(text)
+    except UsageError as exc:
+        raise UsageError(f"--hosts: {exc}") from None
+    for host in hosts:
+        problem = host_problem(host)
+        if problem:
+            raise UsageError(f"--hosts: {problem}")
+    return hosts

@@ -22,6 +22,9 @@ from .base import LaunchContext, get_launcher
 from .executor import Executor, launch_environment, placement_refusal, results_lock, scheduler_chose_gpus
 from .policy import completed, retry_left, tail
 
+SKIPPED = "already complete, skipped"  # the message of a run resume found complete
+
+
 class Stopped(BaseException):
     """The executor was told to stop (SIGTERM, or SIGUSR2 ahead of a SLURM time limit)."""
 
@@ -129,7 +132,7 @@ class LocalExecutor(Executor):
         if self.resume and run_dir.is_dir():
             done = completed(run_dir, spec)
             if done is not None:
-                return RunStatus("ok", done.returncode, done.seconds, "already complete, skipped")
+                return RunStatus("ok", done.returncode, done.seconds, SKIPPED)
         refused = placement_refusal(spec, self.scheduler_gpus)
         attempt = 1
         while True:

@@ -143,6 +143,10 @@ def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None, he
     ``adjust``: what the command line changes in the file's sweep (its container) before it is planned;
     ``scheduled``: each run becomes a job whose first task starts every rank over the job's own hosts."""
     sweep = adjust(load_sweep(file))
+    if scheduled and sweep.until_decided:
+        raise UsageError(f"{file}: until_decided: each round's verdict is looked at where the runs are started "
+                         "(hvdbench sweep, or run); hvdbench submit runs a fixed plan: leave until_decided out, or "
+                         "run the file with hvdbench sweep in an allocation")
     for line in sweep_warnings(sweep):
         print(f"hvdbench: warning: {line}", file=sys.stderr)
     if hosts:

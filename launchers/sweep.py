@@ -9,15 +9,16 @@ the file, the key and the valid choices. ``plan.py`` turns a :class:`Sweep` into
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hvdbench.core.axes import AXES
 from hvdbench.core.containers import RUNTIMES, Container, from_block
 from hvdbench.core.errors import UsageError
+from hvdbench.core.metrics import MIN_RUNS
 from hvdbench.core.options import (Argv, Block, Check, Choice, FilePath, Grammar, Kind, Number, OptionError, Switch,
-                                   Text, Whole, add_flags, keys_of, option)
+                                   Text, Whole, add_flags, keys_of, option, options_of)
 from hvdbench.core.spec import CONTROLLERS, TRANSPORTS
 from hvdbench.core.validate import HOST, NAME
 
@@ -77,6 +78,16 @@ class Sweep:
     target_ci: float | None = option(None, Number(percent=True), "adaptive run length of every training run: steps "
                                      "until the 95% interval is within +-PCT%")
     max_steps: int | None = option(None, Whole(), "with target_ci: the most timed steps")
+    until_decided: bool = option(False, Switch(), "add rounds of repeats until each configuration is decided: its own "
+                                 "interval within +-margin, or with against its verdict (a sequential rule whose "
+                                 "error rate holds over every look)", flag="--until-decided")
+    budget: int = option(10, Whole(), "with until_decided: the most runs of each configuration", flag="--budget",
+                         metavar="N")
+    against: Path | None = option(None, FilePath(here=True), "with until_decided: the results root each configuration "
+                                  "is judged against (another system's runs of the same work)", flag="--against",
+                                  metavar="ROOT")
+    margin: float = option(2.0, Number(percent=True), "with until_decided: the change that counts, in percent",
+                           flag="--margin", metavar="PCT")
     workloads: tuple[Workload, ...] = ()
     np: tuple[int, ...] = option((), Whole(), "rank counts on one node", many=True, block="axes")
     nodes: tuple[int, ...] = option((), Whole(), "node counts (with gpus_per_node)", many=True, block="axes")
@@ -235,11 +246,56 @@ def _check_sweep(sweep: Sweep, top: Block, axes: Block, slurm: Block) -> None:
                                           "hold; remove one of them")
     if sweep.max_steps is not None and sweep.target_ci is None:
         top.fail("max_steps", "applies with target_ci (a fixed-length run takes its --steps)")
+    for key in ("budget", "against", "margin"):
+        if key in top.data and not sweep.until_decided:
+            top.fail(key, "applies with until_decided: true (a fixed plan runs its repeats)")
+    problem = until_decided_problem(sweep)
+    if problem:
+        top.fail(*problem.split(": ", 1))
     if not (sweep.np or sweep.nodes or sweep.gpus_per_node):
         axes.fail("axes.np", "give the rank counts to run: np (one node) and/or nodes with gpus_per_node")
     if bool(sweep.nodes) != bool(sweep.gpus_per_node):
         axes.fail("axes.nodes" if not sweep.nodes else "axes.gpus_per_node",
                   "nodes and gpus_per_node go together (ranks = nodes x gpus_per_node)")
+
+
+def until_decided_problem(sweep: Sweep) -> str | None:
+    """What keeps a sweep from running until decided (``key: why``), or None: a budget below the first look
+    (MIN_RUNS runs, or the sweep's repeats where more), a fit (it measures no throughput), a results root to judge
+    against that is not a folder."""
+    if not sweep.until_decided:
+        return None
+    if sweep.budget < max(MIN_RUNS, sweep.repeats):
+        return (f"budget: {sweep.budget} runs a configuration is fewer than the first look needs "
+                f"({max(MIN_RUNS, sweep.repeats)}: the spread between runs needs {MIN_RUNS}, or the repeats asked)")
+    if sweep.fit is not None:
+        return "until_decided: a fit: search measures no throughput to decide; leave one of them out"
+    if sweep.against is not None and not sweep.against.is_dir():
+        return f"against: {sweep.against} is not a results folder"
+    return None
+
+
+NOT_DECIDED = 4  # exit status of a run or sweep that ended with a configuration still undecided at its budget
+DECISION = ("until_decided", "budget", "against", "margin")  # the options run and sweep take on their command line
+
+
+def with_decision(sweep: Sweep, args: Any) -> Sweep:
+    """The sweep with the command line's --until-decided, --budget, --against and --margin in place of its file's
+    (a flag not given leaves the file's), checked together; running until decided, its first round of repeats is the
+    first look's (MIN_RUNS runs, or more where the sweep asks more)."""
+    given = {name: value for name in DECISION if (value := getattr(args, name, None)) not in (None, False)}
+    sweep = replace(sweep, **given)
+    if not sweep.until_decided:
+        stray = [f"--{name}" for name in DECISION[1:]
+                 if name in given and given[name] != options_of(Sweep)[name].default]
+        if stray:
+            raise UsageError(f"{', '.join(stray)}: apply with --until-decided (a fixed plan runs its --repeats)")
+        return sweep
+    problem = until_decided_problem(sweep)
+    if problem:
+        key, why = problem.split(": ", 1)
+        raise UsageError(f"--{key.replace('_', '-')}: {why}")
+    return replace(sweep, repeats=max(sweep.repeats, MIN_RUNS))
 
 
 def sweep_flags(group: Any, names: tuple[str, ...], **defaults: Any) -> None:
