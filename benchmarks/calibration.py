@@ -7,14 +7,19 @@ judged through the report's own code (analysis/ratios.py, analysis/verdicts/deci
     the share of pairs of single runs it called.
 (b) Power: the same splits with A's step times planted 20% (then 5%) shorter (its throughput 1.2x, exactly: a run's
     resamples scale with its steps): the share called faster.
-(d) Sizing: synthetic runs of known spread between runs (1%, 3%, 10%) through the same code, 3, 5 and 8 runs a
-    side: the share of A/A splits called and of planted 20% differences called, so a buyer can size the runs needed.
+(d) Sizing: synthetic runs of known spread between runs (0.5%, 1%, 3%, 10%) through the same code, 3, 5 and 8 runs
+    a side: how often each finding comes out (analysis/findings.py: called, equivalent within 2%, undecided) for a
+    tie and for planted 5%, 10% and 20% differences, so a buyer can size the runs needed.
+(e), (f) The sequential rule of --until-decided (benchmarks/sequential.py): false calls over simulated sequences
+    looked at after every run, and the runs it takes against the fixed design of the same power; with the reference
+    run alongside (e), and against another machine's five runs, fixed (f).
 (c) Within a run: the coverage of the 95% interval of a run's throughput on synthetic step times with autocorrelated
     drift (AR(1), known mean), the circular block bootstrap (block length from the run's autocorrelation) beside the
     i.i.d. one.
 
     .venv/bin/python benchmarks/calibration.py --runs 12 --output results/calibration   # about 4 min on 2 cores
     .venv/bin/python benchmarks/calibration.py --only within                              # (c) alone, seconds
+    .venv/bin/python benchmarks/calibration.py --only sequential                          # (e) alone, minutes
 
 Prints a Markdown page (docs/results/calibration.md holds one)."""
 
@@ -96,7 +101,7 @@ def splits(ids: list[str], per_side: int, most: int = 4000,
 
 def called(pairs: list[tuple[tuple[str, ...], tuple[str, ...]]], draws: dict[str, np.ndarray],
            points: dict[str, float], margin: float, scale: float = 1.0) -> dict[str, float]:
-    """Shares of the splits judged faster, slower and no measurable difference (A's runs times ``scale``: each run's
+    """Shares of the splits judged faster, slower, equivalent and undecided (A's runs times ``scale``: each run's
     resamples and throughput scale exactly with its steps)."""
     from dataclasses import replace
 
@@ -110,18 +115,18 @@ def called(pairs: list[tuple[tuple[str, ...], tuple[str, ...]]], draws: dict[str
         top = replace(top, draws=top.draws * scale, center=top.center + float(np.log(scale)))
         ratio = ratio_draws(top, bottom)
         assert ratio is not None
-        said = verdict(*ratio.interval, margin)
+        said = verdict(*ratio.interval, margin).split(" within")[0]
         counts[said] = counts.get(said, 0) + 1
     return {k: v / len(pairs) for k, v in sorted(counts.items())}
 
 
 def old_way(ids: list[str], draws: dict[str, np.ndarray], margin: float) -> float:
     """The share of pairs of single runs the old verdict (one run a side, i.i.d. steps, nominal 95%) called."""
-    from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, verdict
+    from hvdbench.analysis.verdicts.decision import verdict
     from hvdbench.core.metrics import percentile_interval
 
     pairs = list(itertools.permutations(ids, 2))
-    wrong = sum(verdict(*percentile_interval(draws[a] / draws[b]), margin) != NO_DIFFERENCE for a, b in pairs)
+    wrong = sum(verdict(*percentile_interval(draws[a] / draws[b]), margin) in ("faster", "slower") for a, b in pairs)
     return wrong / len(pairs)
 
 
@@ -155,37 +160,28 @@ def within_coverage(trials: int = 400, seed: int = 2026) -> list[dict[str, Any]]
     return rows
 
 
+PLANTED = (1.0, 1.05, 1.10, 1.20)  # the sizing table's true ratios: a tie, then 5%, 10% and 20% faster
+
+
 def sizing(trials: int = 200, seed: int = 7) -> list[dict[str, Any]]:
     """(d): synthetic runs (30 steps, 4% noise a step, each run at its own level: log-normal ``spread``) judged as
-    compare judges them: the share called at no difference and at a planted 20%."""
-    from hvdbench.analysis.ratios import Resampled, config_draws, ratio_draws
-    from hvdbench.analysis.verdicts.decision import NO_DIFFERENCE, verdict
-    from hvdbench.core.metrics import throughput_resamples
+    compare judges them: for a tie and each planted difference, the share of each finding."""
+    from hvdbench.analysis.ratios import ratio_draws
+    from hvdbench.analysis.verdicts.decision import verdict
+
+    from sequential import synthetic_side
 
     rng = np.random.default_rng(seed)
-
-    def side(k: int, spread: float, scale: float) -> Resampled:
-        draws, points = {}, {}
-        for i in range(k):
-            level = 0.1 * rng.lognormal(0.0, spread) / scale
-            durations = rng.lognormal(np.log(level), 0.04, size=(30, 1))
-            draws[f"r{i}"] = throughput_resamples(durations, np.full_like(durations, 32.0), 500,
-                                                  int(rng.integers(2**31)))
-            points[f"r{i}"] = 32.0 * 30 / float(durations.sum())
-        found = config_draws(list(draws), draws, points=points)
-        assert found is not None
-        return found
-
     rows = []
-    for spread, k in itertools.product((0.01, 0.03, 0.10), (3, 5, 8)):
+    for spread, k in itertools.product((0.005, 0.01, 0.03, 0.10), (3, 5, 8)):
         row: dict[str, Any] = {"spread": spread, "runs": k}
-        for planted in (1.0, 1.2):
-            calls = 0
+        for planted in PLANTED:
+            counts = {"faster": 0, "slower": 0, "equivalent": 0, "undecided": 0}
             for _ in range(trials):
-                ratio = ratio_draws(side(k, spread, planted), side(k, spread, 1.0))
+                ratio = ratio_draws(synthetic_side(rng, k, spread, planted), synthetic_side(rng, k, spread, 1.0))
                 assert ratio is not None
-                calls += verdict(*ratio.interval, 0.02) != NO_DIFFERENCE
-            row[planted] = calls / trials
+                counts[verdict(*ratio.interval, 0.02).split(" within")[0]] += 1
+            row[planted] = {name: count / trials for name, count in counts.items()}
         rows.append(row)
     return rows
 
@@ -207,20 +203,27 @@ def page(args: argparse.Namespace, measured: dict[str, Any] | None, within: list
                   "Splits of k runs for A and k others for B (every one, or 4,000 drawn at random where there are "
                   "more), judged as `hvdbench compare` judges (hierarchical resample, Student's t over runs):",
                   "", "| runs a side | splits judged (of) | planted (A's throughput × B's) | margin | faster | "
-                  "no measurable difference | slower |", "|---|---|---|---|---|---|---|"]
+                  "equivalent | undecided | slower |", "|---|---|---|---|---|---|---|---|"]
         for per_side, judged, total, planted, margin, shares in measured["rows"]:
             lines.append(f"| {per_side} | {judged:,} ({total:,}) | {planted:.2f} | {margin:.0%} | "
-                         f"{shares.get('faster', 0):.1%} | {shares.get('no measurable difference', 0):.1%} | "
-                         f"{shares.get('slower', 0):.1%} |")
+                         f"{shares.get('faster', 0):.1%} | {shares.get('equivalent', 0):.1%} | "
+                         f"{shares.get('undecided', 0):.1%} | {shares.get('slower', 0):.1%} |")
         lines += ["", f"The old verdict (one run a side, its steps resampled as independent draws, nominal 95%) "
                       f"called {measured['old']:.1%} of the {len(measured['ids']) * (len(measured['ids']) - 1)} "
                       "ordered pairs of these same-configuration runs faster or slower at a 2% margin.", ""]
     if sized:
-        lines += ["## (d) Sizing: how many runs a side a 20% difference needs, by the spread between runs", "",
+        lines += ["## (d) Sizing: what each finding needs, by the spread between runs", "",
                   "Synthetic runs (30 steps, 4% noise a step, each run at its own level), 200 trials a row, judged "
-                  "as `hvdbench compare` judges at a 2% margin:", "",
-                  "| spread between runs | runs a side | A/A called | planted 20% called |", "|---|---|---|---|"]
-        lines += [f"| {r['spread']:.0%} | {r['runs']} | {r[1.0]:.1%} | {r[1.2]:.1%} |" for r in sized]
+                  "as `hvdbench compare` judges at a 2% margin. A tie: called (a false call, faster or slower) / "
+                  "equivalent within ±2% / undecided. A planted difference (A faster): called faster / equivalent "
+                  "(a false tie) / undecided:", "",
+                  "| spread between runs | runs a side | tie | planted 5% | planted 10% | planted 20% |",
+                  "|---|---|---|---|---|---|"]
+        for r in sized:
+            tie = r[1.0]
+            cells = [f"{tie['faster'] + tie['slower']:.1%} / {tie['equivalent']:.1%} / {tie['undecided']:.1%}"]
+            cells += [f"{r[p]['faster']:.1%} / {r[p]['equivalent']:.1%} / {r[p]['undecided']:.1%}" for p in PLANTED[1:]]
+            lines.append(f"| {r['spread']:.1%} | {r['runs']} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## (c) Within a run: coverage of the 95% interval on autocorrelated step times", "",
               "AR(1) log step times (spread 5%, autocorrelation phi), 400 synthetic runs per row, the true "
@@ -254,7 +257,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--load-every", type=int, default=4, help="a busy loop on CPU 0 during every Nth run")
     parser.add_argument("--output", type=Path, default=Path("results/calibration"))
-    parser.add_argument("--only", choices=("runs", "within", "sizing"), default=None)
+    parser.add_argument("--only", choices=("runs", "within", "sizing", "sequential"), default=None)
     parser.add_argument("--per-side", type=lambda text: [int(v) for v in text.split(",")], default=[3, 4, 6],
                         help="runs a side to judge splits of (default 3,4,6)")
     args = parser.parse_args()
@@ -262,6 +265,11 @@ def main() -> None:
     within = within_coverage() if args.only in (None, "within") else []
     sized = sizing() if args.only in (None, "sizing") else []
     print(page(args, measured, within, sized))
+    if args.only in (None, "sequential"):
+        from sequential import sequential_page
+
+        print(sequential_page())  # (e) the reference run alongside
+        print(sequential_page(reference=5, part="f"))  # (f) another machine's five runs, fixed
 
 
 if __name__ == "__main__":
