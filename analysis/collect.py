@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -416,20 +415,35 @@ def _run_row(root: Path, folder: RunFolder, run: _Run, logged: int) -> dict[str,
     return run_row(RunFacts(spec, run.records, judged))
 
 
-def _copied_repeats(runs: list[dict[str, Any]], prints: list[str | None]) -> None:
-    """Repeats of one configuration whose step times are identical to the last digit (no two measurements are: a
-    folder copied under a new repeat number) are left out as inconsistent, naming the run they copy: they would
-    narrow the interval over repeats to nothing."""
-    first: dict[str, str] = {}
-    for row, fingerprint in sorted(zip(runs, prints), key=lambda pair: (pair[0]["repeat"], pair[0]["run_id"])):
-        if fingerprint is None or row["status"] != "ok":
+COPY_TOLERANCE = 1e-6  # relative: two measurements never agree on every step time this closely; a copy does
+
+
+def _copied_runs(runs: list[dict[str, Any]], measured: list[np.ndarray]) -> None:
+    """Runs whose measurements (every rank's step times, every collective's times, in their order) are another run's
+    within COPY_TOLERANCE are copies, whatever their folder, repeat number, system label or results root (a folder
+    copied under a new repeat, a root copied and relabelled as another system, times shifted by a picosecond): each
+    is left out as inconsistent, naming the run it copies, which is kept (the first in the order the roots were
+    given). A copy would narrow an interval over repeats to nothing, or judge a system against itself. Series without
+    any variation carry no fingerprint (no measurement is that steady) and are never taken for copies, nor are runs
+    on other hosts or placements (an imported output's rounded times may agree between two pairs of nodes; a copy
+    keeps the hosts it was measured on)."""
+    kept: dict[tuple[Any, ...], list[tuple[float, np.ndarray, dict[str, Any]]]] = {}
+    for row, values in zip(runs, measured):
+        if row["status"] != "ok" or len(values) < 2 or np.ptp(values) <= COPY_TOLERANCE * float(np.abs(values).max()):
             continue
-        if fingerprint in first:
-            row["status"] = "inconsistent"
-            row["reason"] = (f"inconsistent: its step times are those of run {first[fingerprint]} to the last digit: "
-                             "a copy under another repeat number, not a measurement of its own")
-        else:
-            first[fingerprint] = row["run_id"]
+        total = float(values.sum())
+        same = kept.setdefault((len(values), str(row.get("host")), str(row.get("placement"))), [])
+        original = next((other for other_total, other_values, other in same
+                         if abs(other_total - total) <= COPY_TOLERANCE * abs(total)
+                         and np.allclose(values, other_values, rtol=COPY_TOLERANCE, atol=0.0)), None)
+        if original is None:
+            same.append((total, values, row))
+            continue
+        where = (f"system {original['system']!r}, {original['root']}" if original["root"] != row["root"] else
+                 f"system {original['system']!r}" if original["system"] != row["system"] else "the same root")
+        row["status"] = "inconsistent"
+        row["reason"] = (f"inconsistent: its measurements are those of run {original['run_id']} ({inert(where)}) "
+                         f"within 1 part in {1 / COPY_TOLERANCE:,.0f}: a copy, not a measurement of its own")
 
 
 def collect(roots: Iterable[Path]) -> Collection:
@@ -445,11 +459,11 @@ def collect(roots: Iterable[Path]) -> Collection:
     folders = {run_dir: RunFolder(run_dir) for _, run_dir, _ in specs}
     logs_of = {run_dir: folders[run_dir].rank_logs() for run_dir in folders}
     read = iter(read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
-    prints: list[str | None] = []  # each run's step times, fingerprinted: a repeat copied from another is told
+    measured: list[np.ndarray] = []  # each run's step and collective times: a copy of another run is told
     for root, run_dir, spec in specs:
         run = _Run(spec, tables, skipped)
         logged = 0
-        steps_seen = hashlib.sha256(replace(spec, repeat=0).id.encode())
+        seen: list[np.ndarray] = []
         for path in logs_of[run_dir]:
             log = next(read)
             run.check_ranks(path, log.ranks)
@@ -459,8 +473,12 @@ def collect(roots: Iterable[Path]) -> Collection:
             logged += 1
             if len(log.steps.get("step", ())):
                 step_parts.append((spec.id, log.steps))
-                steps_seen.update(np.ascontiguousarray(log.steps["duration"], dtype=float).tobytes())
+                timed = ~np.asarray(log.steps["warmup"], dtype=bool)  # warm-up steps say nothing of a run's own
+                seen.append(np.asarray(log.steps["duration"], dtype=float)[timed])
             run.start = log.start
+            seen += [np.asarray(rec["times"], dtype=float) for rec in log.others
+                     if rec["kind"] in ("comm", "p2p") and isinstance(rec.get("times"), list)
+                     and all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in rec["times"])]
             for rec in log.others:
                 run.records.setdefault(rec["kind"], {}).setdefault(rec["rank"], rec)
                 PARSERS[rec["kind"]](run, rec)
@@ -474,8 +492,9 @@ def collect(roots: Iterable[Path]) -> Collection:
             issues.append(FileIssue(str(folder.status_file), 1, ["unreadable status.json: the run is judged by "
                                                                   "its rank logs"]))
         runs.append(_run_row(root, folder, run, logged))
-        prints.append(steps_seen.hexdigest() if run.timed_steps >= 2 else None)
-    _copied_repeats(runs, prints)
+        values = np.concatenate(seen) if seen else np.empty(0)
+        measured.append(values[np.isfinite(values)])
+    _copied_runs(runs, measured)
     steps = _steps_frame(step_parts)
     collection = Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
                       frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),

@@ -2,8 +2,10 @@
 each test of a file becomes a run folder whose rank record holds, per size, nccl-tests' own figure (its time, so the
 collectives table computes the same algbw and busbw), backend ``nccl-tests``, timed as nccl-tests times (calls back
 to back). Its rows then stand in the report's collectives table beside hvdbench's own and are judged by ``accept``
-criteria like them: a run a file, so an interval needs the test run several times (imported each). The same file is
-never taken twice: its digest is in the record, and a second import of it is refused in one line."""
+criteria like them: a run a file, so an interval needs the test run several times (imported each). The same output is
+never taken twice: the digest of what was read from it (its tests' rows, ranks and figures, not its bytes: a comment
+or a blank line added makes no new measurement) is in the record, and a second import of it is refused in one line.
+The report's own reading (analysis/collect.py) leaves out any run whose times are another's, however it got in."""
 
 from __future__ import annotations
 
@@ -51,17 +53,26 @@ def spec_of(test: Test, system: str, repeat: int) -> RunSpec:
                    controller="mpi", system=system, repeat=repeat)
 
 
+def content_digest(tests: list[Test]) -> str:
+    """What an output measured, as a digest: each test's program, ranks and rows (sizes, types, times, figures,
+    checks), never its bytes (whitespace, comments, the order of its header lines)."""
+    said = [[test.program, test.threads, test.gpus, test.iters, [list(r) for r in test.ranks],
+             [[row.bytes, row.count, row.dtype, repr(row.time_s), repr(row.algbw), repr(row.busbw), row.wrong]
+              for row in test.rows]] for test in tests]
+    return hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()
+
+
 def _digests(root: Path) -> set[str]:
-    """The digests of the files already imported under ``root``."""
+    """The digests of the outputs already imported under ``root`` (of their bytes, as earlier imports kept, and of
+    what they measured)."""
     found = set()
     for log in root.glob(f"*/{LOG}"):
         try:
             first = json.loads(log.read_text(encoding="utf-8").splitlines()[0])
         except (OSError, ValueError, IndexError):
             continue
-        digest = (first.get("imported") or {}).get("sha256") if isinstance(first, dict) else None
-        if isinstance(digest, str):
-            found.add(digest)
+        imported = (first.get("imported") or {}) if isinstance(first, dict) else {}
+        found |= {d for d in (imported.get("sha256"), imported.get("content_sha256")) if isinstance(d, str)}
     return found
 
 
@@ -72,7 +83,7 @@ def _repeat(root: Path, spec: RunSpec) -> RunSpec:
     return spec
 
 
-def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str) -> None:
+def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str, content: str = "") -> None:
     """The run folder, written aside and moved in whole: run.json, rank 0's record (env, a comm record per size,
     its summary), the other ranks' summaries (nccl-tests' figure is theirs too: averaged over them), status ok."""
     folder = root / f".importing-{spec.id}"
@@ -85,7 +96,8 @@ def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str) -> 
                  run_id=spec.id, host=host, flags={"timing": "batch", "iters": test.iters},
                  device={"nccl": test.nccl}, gpu={"name": test.ranks[0][3]} if test.ranks else None,
                  imported={"from": BACKEND, "program": test.program, "version": test.version, "sha256": digest,
-                           "file": name[:200], "hosts": test.hosts, "ranks": len(test.ranks),
+                           "content_sha256": content, "file": name[:200], "hosts": test.hosts,
+                           "ranks": len(test.ranks),
                            "avg_busbw": test.avg_busbw, "left": test.left[:20]})
     for row in test.rows:
         writer.write("comm", op=test.op, backend=BACKEND, dtype=row.dtype, bytes=row.bytes, elements=row.count,
@@ -121,13 +133,17 @@ def import_files(paths: Iterable[Path], root: Path, system: str) -> list[Importe
             tests = parse(data.decode("utf-8", "replace"), hint)
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
+        content = content_digest(tests)
+        if content in seen:
+            raise UsageError(f"{path}: already imported into {root}: the same tests, ranks and figures as an output "
+                             "taken before (only its text differs): one measurement, counted once")
         for test in tests:
             if test.op is None:
                 raise UsageError(f"{path}: {test.program or 'a test that names no program'} is not one hvdbench "
                                  f"tabulates ({', '.join(PROGRAMS)}); name the file after its program where the "
                                  "output does not say it")
             spec = _repeat(root, spec_of(test, system, 0))
-            write_run(root, spec, test, digest, path.name)
+            write_run(root, spec, test, digest, path.name, content)
             done.append(Imported(spec, test))
-        seen.add(digest)
+        seen |= {digest, content}
     return done

@@ -293,7 +293,8 @@ def test_copies_of_a_run_under_new_repeat_numbers_are_not_repeats(tmp_path: Path
         RunSpec(benchmark="cifar10", args=ARGS, repeat=repeat).write(copy)
     runs = collect([tmp_path]).runs.set_index("repeat")
     assert runs.loc[0, "status"] == "ok" and set(runs.loc[[1, 2, 3], "status"]) == {"inconsistent"}
-    assert first.name in runs.loc[2, "reason"] and "a copy under another repeat number" in runs.loc[2, "reason"]
+    assert first.name in runs.loc[2, "reason"] and "(the same root) within 1 part in 1,000,000: a copy, not a " \
+        "measurement of its own" in runs.loc[2, "reason"]
 
 
 def test_advice_stays_within_what_can_be_measured() -> None:

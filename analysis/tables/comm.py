@@ -40,9 +40,10 @@ def iteration_times(case: pd.DataFrame) -> np.ndarray:
 def comm_table(collection: Collection) -> pd.DataFrame:
     """One row per run and case: per iteration (or batch) the slowest rank's time; the figure (a batch-timed
     case's median over batches, else the mean over calls), mean and min over them; the run, its pattern
-    (isolated calls, or a training run's), its timing and what a call of its path costs kept with each row."""
+    (isolated calls, or a training run's), its timing and what a call of its path costs kept with each row. Only
+    complete runs: one left out (a copy of another, inconsistent, failed) counts for nothing here either."""
     rows: list[dict[str, Any]] = []
-    runs = collection.runs.set_index("run_id")
+    runs = collection.runs[collection.runs["status"] == "ok"].set_index("run_id")
     pcie = collection.env.groupby("run_id")[["pcie_max_gen", "pcie_max_width"]].min() if len(collection.env) else None
     for (run_id, *case), group in collection.comm.groupby(["run_id", *CASE_KEYS], sort=True):
         per_rank = iteration_times(group)

@@ -21,11 +21,14 @@ def bandwidth_gbs(nbytes: float, seconds: float) -> float:
 
 
 def p2p_table(collection: Collection) -> pd.DataFrame:
-    """One row per run and case: the median iteration and its bandwidth."""
-    if collection.p2p.empty:
+    """One row per complete run and case: the median iteration and its bandwidth (a run left out, a copy among them,
+    counts for nothing)."""
+    ok = set(collection.runs.loc[collection.runs["status"] == "ok", "run_id"])
+    p2p = collection.p2p[collection.p2p["run_id"].isin(ok)]
+    if p2p.empty:
         return pd.DataFrame(columns=list(P2P_TABLE_SCHEMA)).astype(P2P_TABLE_SCHEMA)
     keys = ["run_id", "src", "dst", "mode", "bytes"]
-    grouped = collection.p2p.groupby(keys, sort=False, dropna=False)
+    grouped = p2p.groupby(keys, sort=False, dropna=False)
     out = grouped.agg(link=("link", "first"), peer_access=("peer_access", "first"), iterations=("time", "size"),
                       median_s=("time", "median")).reset_index()
     out["gbs"] = [bandwidth_gbs(b, s) for b, s in zip(out["bytes"], out["median_s"])]

@@ -20,7 +20,7 @@ rounds were looked at. docs/results/calibration.md counts its false calls and it
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -231,14 +231,8 @@ def look_ratio(ratio: Resampled | None, rule: Design, runs: int) -> Resampled | 
     findings.judge then reads as it reads any interval)."""
     if ratio is None or not math.isfinite(ratio.df) or ratio.var <= 0:
         return ratio
-    widen = rule.quantile(runs, ratio.df) / t_quantile(0.975, ratio.df)
-    parts = tuple((w, _widened(part, widen)) for w, part in ratio.parts)
-    return Resampled(ratio.draws, ratio.runs, ratio.center, ratio.var * widen ** 2, ratio.df, ratio.borrowed,
-                     ratio.spread, parts)
-
-
-def _widened(part: Resampled, widen: float) -> Resampled:
-    return Resampled(part.draws, part.runs, part.center, part.var * widen ** 2, part.df, part.borrowed, part.spread,
-                     part.parts)
+    square = (rule.quantile(runs, ratio.df) / t_quantile(0.975, ratio.df)) ** 2
+    parts = tuple((w, replace(part, var=part.var * square)) for w, part in ratio.parts)
+    return replace(ratio, var=ratio.var * square, parts=parts)
 
 
