@@ -484,7 +484,7 @@ def _fabric_pairs(args: argparse.Namespace) -> int:
         for step in plan:
             print(f"{step.label}: {shlex.join(step.argv)}")
         return 0
-    judged, failed = check_pairs(plan, args.output, args.system, args.timeout)
+    judged, failed = check_pairs(plan, args.output, args.system, args.timeout, expected=args.expect_busbw)
     for where, busbw, said in judged:
         print(f"{inert(where)}: busbw {busbw:,.2f} GB/s at the largest size; {inert(said)}")
     for line in failed:

@@ -327,11 +327,15 @@ def _fabric(sub: Any) -> None:
     pairs = fabric.add_argument_group(
         "nccl-tests between nodes", "Inside a SLURM allocation: PROGRAM (nccl-tests' all_reduce_perf, built by "
         "scripts/nccl-tests.sh or the cluster's) as one srun step for every pair of nodes and across all of them; "
-        "the outputs kept under -o's nccl-tests/, taken in as runs (hvdbench import), each set's busbw at its largest "
-        "size set against the pairs' median (below 90%: flagged, exit 1).")
+        "the outputs kept under -o's nccl-tests/, taken in as runs (hvdbench import), each pair's busbw at its largest "
+        "size set against the best its two nodes reach with any other node (below 90% or above 111%: flagged, exit "
+        "1), and against --expect-busbw where given; a lone pair is too few to compare without it.")
     pairs.add_argument("--nccl-tests", metavar="PROGRAM", default=None, help="the nccl-tests program to run")
     pairs.add_argument("--nccl-tests-flags", default="-b 1M -e 1G -f 2 -g 1", metavar="FLAGS",
                        help="its flags, one string (default: -b 1M -e 1G -f 2 -g 1)")
+    pairs.add_argument("--expect-busbw", type=positive_float, default=None, metavar="GBS",
+                       help="the bus bandwidth the link should give at the largest size (nominal, or the vendor's "
+                            "figure): every set below 90%% of it is flagged")
     pairs.add_argument("--gpus-per-node", type=positive_int, default=None,
                        help="tasks (GPUs) a node (default: SLURM_GPUS_ON_NODE, else 1)")
     pairs.add_argument("--hosts", default=None, help="the nodes (default: the allocation's)")

@@ -1,13 +1,14 @@
 """nccl-tests between every pair of nodes and across all of them, before a training benchmark (NVIDIA's bring-up
 practice: a bad cable or port shows as one pair's low bus bandwidth): each set run as one SLURM step inside the
 allocation (``srun --nodes=K --ntasks-per-node=G --nodelist=...``), its output kept, taken in as runs
-(launchers/imported.py), and each set's busbw at its largest size set against the pairs' median. Building the
-steps is pure; running them is a thin outer loop."""
+(launchers/imported.py), and each pair's busbw at its largest size set against what its two nodes reach with any other
+node: a reference a bad node cannot move (its low pairs never set the good nodes' reference, where a median of three
+pairs is two bad ones), flagged either way; against the link's nominal figure too where it is given; two nodes, one
+pair, are "too few to compare" without it. Building the steps is pure; running them is a thin outer loop."""
 
 from __future__ import annotations
 
 import itertools
-import statistics
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from hvdbench.core.errors import UsageError
 from .imported import Imported, import_files
 
 OUTPUTS = "nccl-tests"  # the outputs' folder under the results root
-LOW = 0.90  # a set below this share of the pairs' median busbw is flagged
+LOW = 0.90  # a pair below this share of its reference is flagged low (above 1 / LOW of it, high)
 MOST_PAIRS = 2016  # 64 nodes: more pairs than this is a day's work, not a check
 
 
@@ -70,26 +71,69 @@ def run_steps(plan: Sequence[Step], root: Path, timeout: float,
     return out
 
 
-def verdicts(imported: Sequence[Imported]) -> list[tuple[str, float, str]]:
-    """(hosts, busbw at the largest size, what it says) for each set: below LOW of the pairs' median is flagged."""
-    figures = [(done.spec.placement or "", done.test.rows[-1].busbw, len(done.test.hosts)) for done in imported]
-    pairs = [busbw for _, busbw, nodes in figures if nodes == 2]
-    median = statistics.median(pairs) if pairs else None
-    out = []
-    for where, busbw, nodes in figures:
-        if nodes != 2 or median is None or median <= 0:
-            out.append((where, busbw, f"{nodes} nodes" if nodes != 2 else "no pair to compare with"))
-        elif busbw < LOW * median:
-            out.append((where, busbw, f"flagged: {busbw / median:.0%} of the pairs' median {median:,.1f} GB/s "
-                                      "(a link, port or cable of these nodes?)"))
-        else:
-            out.append((where, busbw, f"{busbw / median:.0%} of the pairs' median"))
+def _high(pairs: dict[tuple[str, ...], float]) -> dict[tuple[str, ...], float]:
+    """The pairs above 1 / LOW of the best any other pair reaches (each with that best), judged on four nodes or more
+    only: on three, one fast pair and one slow node look alike, and the slow node is the likelier fault."""
+    if len({n for nodes in pairs for n in nodes}) < 4:
+        return {}
+    out = {}
+    for nodes, busbw in pairs.items():
+        best = max(v for other, v in pairs.items() if other != nodes)
+        if best > 0 and busbw > best / LOW:
+            out[nodes] = best
     return out
 
 
+def _best(node: str, pairs: dict[tuple[str, ...], float], high: dict[tuple[str, ...], float]) -> float | None:
+    """The best busbw ``node`` reaches in a pair that is not flagged high."""
+    found = [busbw for nodes, busbw in pairs.items() if node in nodes and nodes not in high]
+    return max(found) if found else None
+
+
+def verdicts(imported: Sequence[Imported], expected: float | None = None) -> list[tuple[str, float, str]]:
+    """(hosts, busbw at the largest size, what it says) for each set. A pair is set against the best either of its
+    nodes reaches with any node (a bad node cannot move it: its pairs never set the good nodes' best, where the median
+    of three nodes' pairs is two bad ones): below LOW of it flagged low, and a node low with every other node named;
+    a pair above 1 / LOW of the best any other pair reaches is flagged high (a path other than the fabric's); every
+    set against ``expected`` too (the link's nominal busbw, where given); a lone pair without it: too few to
+    compare."""
+    done = [d for d in imported if d.test.rows]
+    pairs = {tuple(d.test.hosts): d.test.rows[-1].busbw for d in done if len(d.test.hosts) == 2}
+    high = _high(pairs)
+    judged = {tuple(d.test.hosts): _judged(tuple(d.test.hosts), d.test.rows[-1].busbw, pairs, high, expected)
+              for d in done}
+    low = [nodes for nodes, said in judged.items() if len(nodes) == 2 and said.startswith("flagged low")]
+    every = {n for nodes in pairs for n in nodes if sum(n in p for p in pairs) >= 2
+             and sum(n in p for p in low) == sum(n in p for p in pairs)}
+    return [(d.spec.placement or "", d.test.rows[-1].busbw, judged[tuple(d.test.hosts)]
+             + "".join(f"; {n} low with every other node" for n in sorted(every) if n in d.test.hosts
+                       and tuple(d.test.hosts) in low)) for d in done]
+
+
+def _judged(nodes: tuple[str, ...], busbw: float, pairs: dict[tuple[str, ...], float],
+            high: dict[tuple[str, ...], float], expected: float | None) -> str:
+    """What one set's busbw says against its nodes' best, the other pairs' best and the expected figure."""
+    said = [] if expected is None else [f"{busbw / expected:.0%} of the {expected:,.1f} GB/s expected"]
+    low = expected is not None and busbw < LOW * expected
+    alone = len(nodes) == 2 and not any(set(other) & set(nodes) for other in pairs if other != nodes)
+    if nodes in high:
+        said.append(f"{busbw / high[nodes]:.0%} of the best any other pair reaches ({high[nodes]:,.1f} GB/s)")
+        return "flagged high: " + "; ".join(said) + ": another path than the fabric's (a node twice, a shared switch?)"
+    reference = max(filter(None, (_best(n, pairs, high) for n in nodes)), default=None) if len(nodes) == 2 else None
+    if reference and not alone:
+        said.append(f"{busbw / reference:.0%} of the best its nodes reach ({reference:,.1f} GB/s)")
+        low = low or busbw < LOW * reference
+    elif expected is None:
+        said.append("too few to compare: no other pair of these nodes (give --expect-busbw, the link's nominal "
+                    "figure)" if len(nodes) == 2 else f"{len(nodes)} nodes")
+    return ("flagged low: " + "; ".join(said) + " (a link, port or cable of these nodes?)") if low else "; ".join(said)
+
+
 def check_pairs(plan: Sequence[Step], root: Path, system: str, timeout: float,
-                run: Callable[..., Any] = subprocess.run) -> tuple[list[tuple[str, float, str]], list[str]]:
-    """Run the steps, take their outputs in, and judge them: the verdicts and the steps that gave no output."""
+                run: Callable[..., Any] = subprocess.run,
+                expected: float | None = None) -> tuple[list[tuple[str, float, str]], list[str]]:
+    """Run the steps, take their outputs in, and judge them (``expected``: the link's nominal busbw, where given):
+    the verdicts and the steps that gave no output."""
     imported: list[Imported] = []
     failed: list[str] = []
     for step, got in run_steps(plan, root, timeout, run):
@@ -100,4 +144,4 @@ def check_pairs(plan: Sequence[Step], root: Path, system: str, timeout: float,
             imported += import_files([got], root, system)
         except UsageError as exc:  # an output without a table: the program's own complaint is in it
             failed.append(f"{step.label}: {exc}")
-    return verdicts(imported), failed
+    return verdicts(imported, expected), failed
