@@ -8,6 +8,7 @@ then step fields checked one record at a time. Both ways give the same columns a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import operator
@@ -20,7 +21,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 import msgspec
 import numpy as np
 
-from hvdbench.core.columns import META_KEY, PHASES, columns_path
+from hvdbench.core.columns import META_KEY, PHASES, columns_path, log_digest
 from hvdbench.core.records import ParseStats, decode_json, records_of
 from hvdbench.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
 from hvdbench.core.validate import regular_file
@@ -285,13 +286,30 @@ def _tail_agrees(path: Path, meta: dict[str, Any]) -> bool:
         and last_step.get("step") == meta["last_step"]
 
 
+COLUMNS_SLACK = 1 << 16  # a columns file's bytes beyond its log's (Arrow's framing): more is no columns file of it
+
+
+def _same_bytes(path: Path, meta: dict[str, Any]) -> bool:
+    """Whether the log is, byte for byte, what its writer hashed (a columns file from before the digest: never)."""
+    said = meta.get("blake2b")
+    if not isinstance(said, str):
+        return False
+    with path.open("rb") as log:
+        return hashlib.file_digest(log, log_digest).hexdigest() == said
+
+
 def _from_columns(path: Path) -> RankLog | None:
     """One rank log from the step columns its rank wrote beside it (core/columns.py) where they agree with the
-    log; None where there are none or they do not (the JSON lines are read instead)."""
+    log, byte for byte; None where there are none, either is a link, or they do not agree (the JSON lines, which
+    are the record, are read instead)."""
     side = columns_path(path)
     try:
+        if side.is_symlink() or path.is_symlink():
+            return None
         regular_file(side)
         regular_file(path)
+        if side.stat().st_size > path.stat().st_size + COLUMNS_SLACK:  # columns are smaller than their JSON lines
+            return None
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
@@ -301,7 +319,7 @@ def _from_columns(path: Path) -> RankLog | None:
         table = reader.get_batch(0) if reader.num_record_batches == 1 else reader.read_all().combine_chunks()
         columns = {name: _numpy(table.column(i)) for i, name in enumerate(table.schema.names)}
         meta = json.loads(reader.schema.metadata[META_KEY])
-        if meta.get("version") != SCHEMA_VERSION or not _tail_agrees(path, meta):
+        if meta.get("version") != SCHEMA_VERSION or not _tail_agrees(path, meta) or not _same_bytes(path, meta):
             return None
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, ImportError, msgspec.DecodeError):
         return None  # pyarrow's ArrowInvalid (a truncated or foreign file) is a ValueError

@@ -4,11 +4,13 @@ rank when it finishes, so that the report reads a cluster's millions of step rec
 The JSON lines stay the record: written as each step ends, crash-safe, read where no columns file exists. The
 columns file is written only by a writer that started its log (nothing appended to another's), for logs of at
 least COLUMNS_FROM step records whose every step field has its schema type (anything else is left to the JSON
-reader, which counts and names it), and only where pyarrow imports. It carries the log's size, record count and
-last step: a reader uses it only while the log still ends where, and as, the rank left it."""
+reader, which counts and names it), and only where pyarrow imports. It carries the log's size, record count, last
+step and a digest of every byte the writer wrote: a reader uses it only while the log is, byte for byte, what the
+rank left (a line changed in the middle, at the same size, sends it to the JSON), and never through a link."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -23,6 +25,12 @@ COLUMNS_SUFFIX = ".columns.arrow"
 COLUMNS_FROM = 256  # step records from which a log gets its columns file (below it, JSON costs nothing to speak of)
 META_KEY = b"hvdbench"  # the schema metadata entry holding what the columns do not: see Kept.meta
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")  # a step's phases (--breakdown)
+DIGEST_BYTES = 16  # BLAKE2b's digest of a whole log, as its columns file carries it
+
+
+def log_digest() -> Any:
+    """The hash a log's bytes are proven by (BLAKE2b: the fastest hashlib has, a log hashed faster than it is read)."""
+    return hashlib.blake2b(digest_size=DIGEST_BYTES)
 
 
 def columns_path(log: Path) -> Path:
@@ -55,11 +63,13 @@ class Kept:
     bytes: int = 0
     first_mono: float | None = None
     last_mono: float | None = None
+    digest: Any = field(default_factory=log_digest)
 
     def keep(self, record: dict[str, Any], line: str) -> None:
         """One record as it was written (``line``: its encoded form, newline included)."""
         self.lines += 1
         self.bytes += len(line)  # encode() writes ASCII (json.dumps escapes the rest): a character a byte
+        self.digest.update(line.encode())
         if self.first_mono is None:
             self.first_mono = record.get("mono")
         self.last_mono = record.get("mono")
@@ -101,7 +111,7 @@ class Kept:
     def meta(self) -> dict[str, Any]:
         return {"rank": self.rank, "size": self.size, "lines": self.lines, "bytes": self.bytes,
                 "last_step": self.step[-1], "first_mono": self.first_mono, "last_mono": self.last_mono,
-                "others": self.others, "version": SCHEMA_VERSION}
+                "others": self.others, "version": SCHEMA_VERSION, "blake2b": self.digest.hexdigest()}
 
 
 def write_columns(log: Path, kept: Kept) -> Path | None:

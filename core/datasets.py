@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,17 +96,29 @@ def detect(root: Path) -> str:
 
 
 def _files(root: Path) -> Iterable[Path]:
-    """Every regular file below ``root`` (its manifest left out), in a stable order, never following links out."""
+    """Every file below ``root`` (its manifest left out), in a stable order; anything else there is refused in one line
+    naming it, before the first step: a FIFO would hang the rank that opens it, a device fill its memory, and a link
+    could read a file twice, or one outside the dataset."""
     count = 0
     for folder, dirs, files in os.walk(root):
         dirs.sort()
+        linked = next((d for d in dirs if os.path.islink(os.path.join(folder, d))), None)
+        if linked is not None:
+            raise UsageError(f"--data-dir {root}: {Path(folder) / linked} is a link to a folder, which is not "
+                             "followed; a dataset is read from its own files only: put the folder itself there")
         for name in sorted(files):
             if name == MANIFEST:
                 continue
             count += 1
             if count > MAX_SAMPLES:
                 raise UsageError(f"--data-dir {root}: more than {MAX_SAMPLES:,} files; give the dataset's own folder")
-            yield Path(folder) / name
+            path = Path(folder) / name
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISREG(mode):
+                what = "a link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+                raise UsageError(f"--data-dir {root}: {path} is {what}, not a regular file; a dataset is read from its "
+                                 "own files only: remove it (or copy the file it stands for into its place)")
+            yield path
 
 
 def index(root: Path, kind: str, layout: str | None = None) -> Index:

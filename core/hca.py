@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .bounded import run_bounded
+
 _STATE = {"active": "active", "port_active": "active", "4": "active", "down": "down", "port_down": "down",
           "1": "down", "init": "init", "port_init": "init", "2": "init", "armed": "armed", "port_armed": "armed",
           "3": "armed"}
@@ -94,7 +96,7 @@ def _ask(argv: list[str], run: Runner) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def node_fabric(environ: Mapping[str, str] | None = None, run: Runner = subprocess.run) -> dict[str, Any]:
+def node_fabric(environ: Mapping[str, str] | None = None, run: Runner = run_bounded) -> dict[str, Any]:
     """This node's HCA ports (ibstat, else ibv_devinfo) and the fabric software: OFED, UCX, HPC-X, loaded modules."""
     environ = os.environ if environ is None else environ
     ports, source = [], None

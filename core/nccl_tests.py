@@ -145,4 +145,24 @@ def parse(text: str, program: str | None = None) -> list[Test]:
     if not tests:
         raise UsageError("no nccl-tests table in it (a '# nThread ...' header and rows of size, count, type, time, "
                          "algbw, busbw)")
+    for test in tests:
+        said = _sized_problem(test)
+        if said:
+            raise UsageError(said)
     return tests
+
+
+MOST_PER_PROCESS = 64  # GPUs one process drives (nThread x nGpus): beyond it, a damaged header, not a machine
+MOST_RANKS = 65536  # ranks of one test: more than any machine has
+
+
+def _sized_problem(test: Test) -> str | None:
+    """Why a test's size cannot be taken as it says (each rank becomes a record written, so a damaged header could
+    write tens of thousands): more GPUs a process than any drives where no rank line names them, more ranks than
+    any machine has."""
+    if not test.ranks and test.threads * test.gpus > MOST_PER_PROCESS:
+        return (f"nThread {test.threads} nGpus {test.gpus}: {test.threads * test.gpus:,} GPUs in one process and no "
+                f"'# Rank' line for any of them (at most {MOST_PER_PROCESS}); the output is damaged")
+    if len(test.ranks) > MOST_RANKS:
+        return f"{len(test.ranks):,} ranks: more than any machine has (at most {MOST_RANKS:,}); the output is damaged"
+    return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from hvdbench.core.bounded import run_bounded
 from hvdbench.core.errors import UsageError
 
 from .imported import Imported, import_files
@@ -50,8 +51,9 @@ def steps(hosts: Sequence[str], per_node: int, program: str, flags: Sequence[str
 
 
 def run_steps(plan: Sequence[Step], root: Path, timeout: float,
-              run: Callable[..., Any] = subprocess.run) -> list[tuple[Step, Path | str]]:
-    """Run each step, its output into ``root/nccl-tests/LABEL.txt``; (step, the file, or why it gave none)."""
+              run: Callable[..., Any] = run_bounded) -> list[tuple[Step, Path | str]]:
+    """Run each step, its output into ``root/nccl-tests/LABEL.txt``; (step, the file, or why it gave none). A step
+    past its time is ended whole, its process group (srun and what it started), never left running."""
     folder = root / OUTPUTS
     folder.mkdir(parents=True, exist_ok=True)
     out: list[tuple[Step, Path | str]] = []
@@ -130,7 +132,7 @@ def _judged(nodes: tuple[str, ...], busbw: float, pairs: dict[tuple[str, ...], f
 
 
 def check_pairs(plan: Sequence[Step], root: Path, system: str, timeout: float,
-                run: Callable[..., Any] = subprocess.run,
+                run: Callable[..., Any] = run_bounded,
                 expected: float | None = None) -> tuple[list[tuple[str, float, str]], list[str]]:
     """Run the steps, take their outputs in, and judge them (``expected``: the link's nominal busbw, where given):
     the verdicts and the steps that gave no output."""

@@ -23,7 +23,7 @@ from hvdbench.core.validate import QUEUE_WORD
 from .base import launcher_class
 from .queues import Submitter
 from .slurm_jobs import cpus_per_rank, gpus_needed
-from .slurm_options import Minutes
+from .slurm_options import Minutes, setup_problem
 
 JOBS_DIR = "pbs-jobs"
 RESOURCE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*=[A-Za-z0-9_.+-]+$")  # a chunk's name=value (model=a100)
@@ -58,7 +58,11 @@ class PbsOptions:
 
 
 def pbs_problem(options: PbsOptions) -> str | None:
-    """Why a valid-looking pbs: block may not stand (a line that overrides what hvdbench sets), or None."""
+    """Why a valid-looking pbs: block may not stand (a line that overrides what hvdbench sets, a setup line qsub would
+    read as a directive), or None."""
+    said = setup_problem(options.setup, "#PBS", "pbs")
+    if said:
+        return said
     for directive in options.directives:
         flag, _, value = directive.partition(" ")
         if flag in SET_BY_HVDBENCH:

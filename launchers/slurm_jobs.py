@@ -7,6 +7,8 @@ import re
 import subprocess
 from typing import Any, Callable, Sequence
 
+from hvdbench.core.catalog import get_benchmark
+from hvdbench.core.errors import UsageError
 from hvdbench.core.spec import RunSpec
 
 from .base import launcher_class
@@ -23,13 +25,16 @@ def gpus_needed(spec: RunSpec) -> int:
 
 def cpus_per_rank(spec: RunSpec) -> int:
     """CPUs a rank needs: one, and one for each loader worker where its batches come from a DataLoader or files
-    (``--loader-workers``, default 2)."""
-    args = list(spec.args)
-    data = next((b for a, b in zip(args, args[1:]) if a == "--data"), None)
-    if data not in ("loader", "files", "pipeline"):
+    (``--loader-workers``, its default where not given), as the workload's own parser reads its arguments (however
+    they are spelled: ``--data files`` or ``--data=files``)."""
+    try:
+        flags, _ = get_benchmark(spec.benchmark).parser().parse_known_args(list(spec.args))
+    except (UsageError, SystemExit):  # a plan checked them; a hand-written run.json may not hold
         return 1
-    workers = next((b for a, b in zip(args, args[1:]) if a == "--loader-workers"), "2")
-    return 1 + (int(workers) if workers.isdigit() else 2)
+    if getattr(flags, "data", None) not in ("loader", "files", "pipeline"):
+        return 1
+    workers = getattr(flags, "loader_workers", None)
+    return 1 + (workers if isinstance(workers, int) and workers >= 0 else 0)
 
 
 def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0) -> dict[str, Any]:
@@ -50,8 +55,9 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int
         "slurm_additional_parameters": extra,
     }
     # a typed GPU goes where submitit takes text (its gpus_per_* take counts alone): --gres=gpu:TYPE:N, or
-    # --gpus-per-task=TYPE:1 among the additional parameters
-    if options.gpus and options.gpus_per_task:  # each task (rank) gets one GPU, whichever SLURM picks
+    # --gpus-per-task=TYPE:1 among the additional parameters; one GPU a task only where a task is a rank (a launcher
+    # that starts every rank from one task per node asks the node's GPUs, as without gpus_per_task)
+    if options.gpus and options.gpus_per_task and per_task:  # each task (rank) gets one GPU, whichever SLURM picks
         if options.gpu_type:
             extra["gpus_per_task"] = f"{options.gpu_type}:1"
         else:

@@ -34,17 +34,25 @@ def slurm_minutes(text: str) -> int | None:
     return total or None
 
 
+MOST_MINUTES = 366 * 24 * 60  # a job's time beyond a year is a typo (190 years was written once), not a plan
+
+
 class Minutes(Kind):
-    """SLURM time as minutes: a number of minutes, or sbatch's MM:SS, HH:MM:SS, D-HH, D-HH:MM[:SS]."""
+    """SLURM time as minutes: a number of minutes, or sbatch's MM:SS, HH:MM:SS, D-HH, D-HH:MM[:SS]; at most a
+    year."""
 
     metavar = "MINUTES"
 
     def read(self, value: Any, base: Path) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-        total = slurm_minutes(value) if isinstance(value, str) else None
+            total: int | None = value
+        else:
+            total = slurm_minutes(value) if isinstance(value, str) else None
         if total is None:
             raise OptionError(f"expected minutes or sbatch's time format (MM:SS, HH:MM:SS, D-HH:MM:SS), got {value!r}")
+        if total > MOST_MINUTES:
+            raise OptionError(f"{value!r} is {total / MOST_MINUTES * 366:,.0f} days: at most 366 days (a longer job "
+                              "is a typo, and no scheduler grants it)")
         return total
 
 
@@ -100,6 +108,17 @@ SET_BY_HVDBENCH = {"nodes": "its nodes", "N": "its nodes", "ntasks-per-node": "o
                    "requeue": "retries (a job with retries is requeueable)",
                    "no-requeue": "retries (a job with retries is requeueable)",
                    "signal": "the stop signal that records a run ahead of the time limit"}
+
+
+def setup_problem(setup: tuple[str, ...], mark: str = "#SBATCH", key: str = "slurm") -> str | None:
+    """Why a job's setup line may not stand, or None: a line the scheduler would read as a directive (``#SBATCH``
+    before the job's first command: it would override the GPUs, partition or size the checked keys set)."""
+    for i, line in enumerate(setup):
+        if line.lstrip().upper().startswith(mark):
+            return (f"{key}.setup[{i}]: {line.strip()[:60]!r} would be read as a {mark} directive, unchecked; give it "
+                    f"in {key}.directives (checked against what hvdbench sets), or write it without the leading "
+                    f"{mark}")
+    return None
 
 
 def directive_problem(directive: str) -> str | None:

@@ -27,7 +27,7 @@ from .fit import GROWABLE, FitOptions
 from .knobs import KnobValue, name_problem
 from .policy import MAX_RETRIES
 from .pbs import PbsOptions, pbs_problem
-from .slurm_options import SlurmOptions, directive_problem, job_minutes, slurm_warnings
+from .slurm_options import MOST_MINUTES, SlurmOptions, directive_problem, job_minutes, setup_problem, slurm_warnings
 from .sweep_file import SweepError, read_document
 
 
@@ -69,7 +69,8 @@ class Sweep:
     launchers: tuple[tuple[str, str], ...] = (("horovodrun", "gloo"),)  # launcher: and controller:, paired
     repeats: int = option(1, Whole(), "runs of each configuration, alternated in rounds", flag="--repeats")
     max_runs: int = option(10_000, Whole(), "the most runs a plan may hold (a guard against a typo's product)")
-    timeout: float = option(1800.0, Number(unit="seconds"), "seconds before a run is killed", flag="--timeout")
+    timeout: float = option(1800.0, Number(unit="seconds", most=MOST_MINUTES * 60.0, beyond="more than a year: a "
+                            "typo, not a run's limit"), "seconds before a run is killed", flag="--timeout")
     transport: str = option("auto", Choice(TRANSPORTS), "MPI transport (mpirun, srun, mpiexec): auto = MPI's own "
                             "choice (UCX where built in), ucx, or tcp (Open MPI's ob1: TCP between nodes, shared "
                             "memory within)", flag="--transport")
@@ -232,6 +233,9 @@ def _check_sweep(sweep: Sweep, top: Block, axes: Block, slurm: Block) -> None:
         problem = directive_problem(directive)
         if problem:
             slurm.fail(f"slurm.directives[{i}]", problem)
+    problem = setup_problem(sweep.slurm.setup)
+    if problem:
+        slurm.fail(*problem.split(": ", 1))
     for name, _ in sweep.launchers:
         try:
             launcher_class(name).check_transport(sweep.transport)

@@ -86,7 +86,8 @@ def test_few_steps_or_an_appended_log_get_no_columns(tmp_path: Path) -> None:
 
 @pytest.mark.bad_input
 @pytest.mark.parametrize("change", ["appended", "last step changed", "cut", "columns cut", "columns a fifo",
-                                    "columns of another log"])
+                                    "columns of another log", "a middle step changed", "columns a link",
+                                    "log a link", "columns huge"])
 def test_columns_that_no_longer_agree_with_the_log_are_not_read(change: str, tmp_path: Path) -> None:
     log = _writer_log(tmp_path / "rank-0.jsonl")
     side = columns_path(log)
@@ -104,6 +105,21 @@ def test_columns_that_no_longer_agree_with_the_log_are_not_read(change: str, tmp
     elif change == "columns a fifo":
         side.unlink()
         os.mkfifo(side)
+    elif change == "a middle step changed":  # the same size, its end as the writer left it: a digest tells it
+        lines = data.splitlines(keepends=True)
+        lines[150] = lines[150].replace(b'"duration":0.0114', b'"duration":0.0911')
+        assert lines[150] != data.splitlines(keepends=True)[150]
+        log.write_bytes(b"".join(lines))
+    elif change == "columns a link":  # a link is not followed, wherever it points
+        (tmp_path / "elsewhere.arrow").write_bytes(side.read_bytes())
+        side.unlink()
+        side.symlink_to(tmp_path / "elsewhere.arrow")
+    elif change == "columns huge":  # a sparse file far larger than its log: never read into memory
+        with side.open("r+b") as handle:
+            handle.truncate(3 << 30)
+    elif change == "log a link":
+        log.rename(tmp_path / "elsewhere.jsonl")
+        log.symlink_to(tmp_path / "elsewhere.jsonl")
     else:
         other = _writer_log(tmp_path / "rank-9.jsonl", steps=310)
         side.unlink()
