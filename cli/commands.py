@@ -60,8 +60,10 @@ def _two_systems(report: Any, collection: Any) -> str:
     """compare's check before its report is written: the results hold two systems or more."""
     found = sorted(set(collection.runs["system"]))
     if len(found) < 2:
+        unread = (f"; {len(collection.spec_errors)} run folder(s) could not be read ({inert(collection.spec_errors[0])}"
+                  f"{', …' if len(collection.spec_errors) > 1 else ''})" if collection.spec_errors else "")
         raise UsageError(f"hvdbench compare: the results hold one system ({inert(', '.join(found))}): nothing to "
-                         "compare; give each offer's runs their own --system (hvdbench run … --system NAME)")
+                         f"compare; give each offer's runs their own --system (hvdbench run … --system NAME){unread}")
     return ""
 
 

@@ -32,6 +32,7 @@ class Axis:
     shown: Callable[[Value], str] | None = None  # how a value reads in a table, where not as itself
     files_only: bool = False  # an option of --data files: left off a run that reads no files (its synthetic twin)
     compared: bool = True  # its values set side by side in the knob table (not where they measure other work)
+    least: int = 1  # a whole-number knob's smallest value (0 loader workers: the rank reads its batches itself)
 
     def label(self, value: Value) -> str:
         """How a value reads in a table."""
@@ -108,7 +109,7 @@ AXES: dict[str, Axis] = {axis.name: axis for axis in (
          offered=LOADERS, files_only=True),
     Axis("loader_workers", "DataLoader workers (PyTorch) or tf.data parallel calls (TensorFlow) a rank reads with",
          int, {"pytorch": _option("--loader-workers"), "tensorflow": _option("--loader-workers")},
-         lambda f, _: f.get("loader_workers"), {"--loader-workers": 1}, 2),
+         lambda f, _: f.get("loader_workers"), {"--loader-workers": 1}, 2, least=0),
     Axis("data_dir", "the dataset --data files reads (a folder per layout: ImageFolder, WebDataset, TFRecord)", str,
          {"pytorch": _option("--data-dir"), "tensorflow": _option("--data-dir")},
          _with_files("data_dir", None), {"--data-dir": 1}, None, shown=lambda path: PurePath(str(path)).name,

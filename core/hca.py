@@ -30,10 +30,15 @@ def _state(text: str) -> str:
     return _STATE.get(word, word or "unknown")
 
 
+MOST_GBPS = 10_000.0  # a port faster than 10 Tb/s is no port of today's: a damaged output
+
+
 def _rate(text: str) -> float | None:
-    """Rate: 200 | 25 Gb/sec (1X EDR) -> Gb/s; None where the tool says something else (``Rate: unknown``, ``...``)."""
-    match = re.match(r"^\s*([0-9]{1,6}(?:\.[0-9]{1,6})?)(?![0-9.])", text)
-    return float(match.group(1)) if match else None
+    """Rate: 200 | 25 Gb/sec (1X EDR) -> Gb/s; None where the tool says something else (``Rate: unknown``, ``...``,
+    ``1e400``: a number is whole or decimal, followed by no letter or digit, and no faster than any port)."""
+    match = re.match(r"^\s*([0-9]{1,6}(?:\.[0-9]{1,6})?)(?![0-9.A-Za-z])", text)
+    value = float(match.group(1)) if match else None
+    return value if value is not None and 0 < value <= MOST_GBPS else None
 
 
 def parse_hca_ports(text: str) -> list[dict[str, Any]]:

@@ -76,9 +76,19 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
+_WHOLE = re.compile(r"[0-9]+")  # ASCII digits only: "²".isdigit() is true, and int("²") fails
+MOST_GBS = 100_000.0  # a bandwidth above 100 TB/s is no link's: a damaged time
+
+
+def _agrees(size: int, time_us: float, algbw: float) -> bool:
+    """Whether a row's time and the algbw it printed say the same (to the print's rounding: 2 decimals, and 2%)."""
+    derived = size / (time_us * 1e-6) / 1e9
+    return abs(derived - algbw) <= 0.011 + 0.02 * max(derived, algbw)
+
+
 def _row(fields: list[str], test: Test) -> Row | str:
     """A table line as a Row, or why it is not one."""
-    if len(fields) < 9 or not (fields[0].isdigit() and fields[1].isdigit()):
+    if len(fields) < 9 or not (_WHOLE.fullmatch(fields[0]) and _WHOLE.fullmatch(fields[1])):
         return "not a row of the table"
     size, count, dtype = int(fields[0]), int(fields[1]), fields[2]
     if dtype not in DTYPES:
@@ -88,6 +98,9 @@ def _row(fields: list[str], test: Test) -> Row | str:
     time_us, algbw, busbw = (_number(f) for f in fields[5:8])
     if time_us is None or algbw is None or busbw is None or time_us <= 0:
         return "a time or bandwidth that is not a positive number"
+    if not _agrees(size, time_us, algbw) or size / (time_us * 1e-6) / 1e9 > MOST_GBS:
+        return (f"its time {time_us:g} us gives {size / (time_us * 1e-6) / 1e9:,.3g} GB/s where it printed algbw "
+                f"{algbw:g}: a damaged row")
     wrong = None if fields[8] == "N/A" else _number(fields[8])
     return Row(size, count, DTYPES[dtype], time_us * 1e-6, algbw, busbw, None if wrong is None else int(wrong))
 

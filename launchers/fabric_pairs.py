@@ -100,16 +100,15 @@ def verdicts(imported: Sequence[Imported], expected: float | None = None) -> lis
     set against ``expected`` too (the link's nominal busbw, where given); a lone pair without it: too few to
     compare."""
     done = [d for d in imported if d.test.rows]
-    pairs = {tuple(d.test.hosts): d.test.rows[-1].busbw for d in done if len(d.test.hosts) == 2}
+    pairs: dict[tuple[str, ...], float] = {d.nodes: d.test.rows[-1].busbw for d in done if len(d.nodes) == 2}
     high = _high(pairs)
-    judged = {tuple(d.test.hosts): _judged(tuple(d.test.hosts), d.test.rows[-1].busbw, pairs, high, expected)
-              for d in done}
+    judged = {d.nodes: _judged(d.nodes, d.test.rows[-1].busbw, pairs, high, expected) for d in done}
     low = [nodes for nodes, said in judged.items() if len(nodes) == 2 and said.startswith("flagged low")]
     every = {n for nodes in pairs for n in nodes if sum(n in p for p in pairs) >= 2
              and sum(n in p for p in low) == sum(n in p for p in pairs)}
-    return [(d.spec.placement or "", d.test.rows[-1].busbw, judged[tuple(d.test.hosts)]
-             + "".join(f"; {n} low with every other node" for n in sorted(every) if n in d.test.hosts
-                       and tuple(d.test.hosts) in low)) for d in done]
+    return [(d.spec.placement or "", d.test.rows[-1].busbw, judged[d.nodes]
+             + "".join(f"; {n} low with every other node" for n in sorted(every) if n in d.nodes and d.nodes in low))
+            for d in done]
 
 
 def _judged(nodes: tuple[str, ...], busbw: float, pairs: dict[tuple[str, ...], float],
@@ -143,7 +142,7 @@ def check_pairs(plan: Sequence[Step], root: Path, system: str, timeout: float,
             failed.append(f"{step.label}: {got}")
             continue
         try:
-            imported += import_files([got], root, system)
+            imported += import_files([got], root, system, step.nodes)  # the nodes the step ran on name the pair
         except UsageError as exc:  # an output without a table: the program's own complaint is in it
             failed.append(f"{step.label}: {exc}")
     return verdicts(imported, expected), failed

@@ -14,7 +14,7 @@ import json
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from hvdbench.core.errors import UsageError
 from hvdbench.core.nccl_tests import BACKEND, PROGRAMS, Test, parse
@@ -27,10 +27,12 @@ MAX_FILE = 64 << 20
 
 @dataclass(frozen=True)
 class Imported:
-    """One test taken in: its run and what was left out of it."""
+    """One test taken in: its run, what was left out of it, and the nodes it ran on (as whoever started it knew
+    them, else as its output names them)."""
 
     spec: RunSpec
     test: Test
+    nodes: tuple[str, ...] = ()
 
 
 def hosts_label(hosts: list[str]) -> str | None:
@@ -44,12 +46,13 @@ def hosts_label(hosts: list[str]) -> str | None:
     return f"{len(hosts)} hosts {hosts[0]}..{hosts[-1]} #{digest}"
 
 
-def spec_of(test: Test, system: str, repeat: int) -> RunSpec:
-    """The run a test stands for: collectives over its ranks, on its hosts (its placement), started as nccl-tests is
-    (mpirun)."""
+def spec_of(test: Test, system: str, repeat: int, hosts: Sequence[str] | None = None) -> RunSpec:
+    """The run a test stands for: collectives over its ranks, on its hosts (its placement: ``hosts`` where whoever
+    started it knew them, else its output's), started as nccl-tests is (mpirun)."""
     ranks = len(test.ranks) or test.threads * test.gpus
+    nodes = list(hosts) if hosts is not None else test.hosts
     return RunSpec(benchmark="collectives", framework="pytorch", args=("--from", BACKEND, str(test.program)),
-                   np=ranks, nodes=max(1, len(test.hosts)), placement=hosts_label(test.hosts), launcher="mpirun",
+                   np=ranks, nodes=max(1, len(nodes)), placement=hosts_label(nodes), launcher="mpirun",
                    controller="mpi", system=system, repeat=repeat)
 
 
@@ -113,9 +116,11 @@ def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str, con
     folder.rename(root / spec.id)
 
 
-def import_files(paths: Iterable[Path], root: Path, system: str) -> list[Imported]:
+def import_files(paths: Iterable[Path], root: Path, system: str,
+                 hosts: Sequence[str] | None = None) -> list[Imported]:
     """Every test of every file as a run under ``root``; a UsageError in one line for a file that is no nccl-tests
-    output, one already imported, or a test of an operation hvdbench does not tabulate."""
+    output, one already imported, a test of an operation hvdbench does not tabulate, or (``hosts``: the nodes the
+    step that wrote it ran on) an output that names other nodes than its step's."""
     done: list[Imported] = []
     seen = _digests(root) if root.exists() else set()
     for path in paths:
@@ -138,12 +143,15 @@ def import_files(paths: Iterable[Path], root: Path, system: str) -> list[Importe
             raise UsageError(f"{path}: already imported into {root}: the same tests, ranks and figures as an output "
                              "taken before (only its text differs): one measurement, counted once")
         for test in tests:
+            if hosts is not None and test.hosts and sorted(test.hosts) != sorted(hosts):
+                raise UsageError(f"{path}: its ranks name nodes {', '.join(test.hosts[:4])}, its step ran on "
+                                 f"{', '.join(list(hosts)[:4])}: not this step's output")
             if test.op is None:
                 raise UsageError(f"{path}: {test.program or 'a test that names no program'} is not one hvdbench "
                                  f"tabulates ({', '.join(PROGRAMS)}); name the file after its program where the "
                                  "output does not say it")
-            spec = _repeat(root, spec_of(test, system, 0))
+            spec = _repeat(root, spec_of(test, system, 0, hosts))
             write_run(root, spec, test, digest, path.name, content)
-            done.append(Imported(spec, test))
+            done.append(Imported(spec, test, tuple(hosts) if hosts is not None else tuple(test.hosts)))
         seen |= {digest, content}
     return done

@@ -26,8 +26,9 @@ HOROVOD_THREAD_AFFINITY HOROVOD_NCCL_ENABLE_ASYNC_COMPLETION HOROVOD_GPU_OPERATI
 """.split())
 # NCCL's own variables (nccl-variables.txt, from NCCL's source), and the prefixes and names its plugins and PyTorch
 # read: HPC-X's RDMA/SHARP plugin, aws-ofi-nccl, Google's FasTrak/TCPX plugins, PyTorch's process group
-NCCL_VARIABLES = frozenset(line for line in (Path(__file__).parent / "nccl-variables.txt").read_text().split()
-                           if line.startswith("NCCL_"))
+NCCL_VARIABLES = frozenset(word for line in (Path(__file__).parent / "nccl-variables.txt").read_text().splitlines()
+                           if not line.startswith("#") for word in line.split()
+                           if re.fullmatch(r"NCCL_[A-Z0-9_]*[A-Z0-9]", word))  # its comments' words are no names
 NCCL_PLUGIN_PREFIXES = ("NCCL_IBEXT_", "NCCL_SHARP_", "NCCL_FASTRAK_", "NCCL_GPUDIRECTTCPX_", "NCCL_TCPX_", "NCCL_OFI_")
 NCCL_OTHER_NAMES = frozenset(("NCCL_PLUGIN_P2P", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT", "NCCL_DESYNC_DEBUG",
                               "NCCL_ENABLE_TIMING"))  # whole names: NCCL_BLOCKING_WAITT is none of them
@@ -50,6 +51,8 @@ def name_problem(name: str) -> str | None:
     """Why ``name`` is not a variable Horovod, NCCL, UCX, Open MPI or CUDA reads as spelled, or None."""
     if not ENV_NAME.match(name):
         return f"{name[:60]!r} is not an environment variable name"
+    if name.upper() in (*KNOB_PREFIXES, MCA_PREFIX):
+        return f"{name} is a prefix alone, no variable: name the whole variable ({name.upper()}...)"
     if name.upper().startswith(MCA_PREFIX):  # Open MPI's parameter names are lower case after the prefix
         right = MCA_PREFIX + name[len(MCA_PREFIX):].lower()
         if name != right:

@@ -156,7 +156,8 @@ class PbsExecutor(Submitter):
         for spec in todo:
             run_dir = (self.root / spec.id).resolve()
             spec.write(run_dir, self.order.get(spec.id))
-            script = self.root / JOBS_DIR / f"{spec.id}.pbs"
+            script = (self.root / JOBS_DIR / f"{spec.id}.pbs").resolve()  # qsub runs in the root: a relative path
+            # would name the root's root
             script.write_text(pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries),
                               encoding="utf-8")
             job = self._qsub(script)

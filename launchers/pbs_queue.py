@@ -9,6 +9,8 @@ from typing import Any, Callable, Sequence
 
 from hvdbench.core.errors import LaunchError
 
+from .slurm_queue import UNKNOWN
+
 # qstat's job states -> how the run ended (or that it is under way)
 QSTAT_STATES = {"Q": "pending", "H": "pending", "W": "pending", "T": "pending", "M": "pending", "B": "running",
                 "R": "running", "E": "running", "S": "running", "U": "running", "X": "completed", "F": "completed"}
@@ -37,8 +39,10 @@ def qstat_states(job_ids: Sequence[str], run: Callable[..., Any] = subprocess.ru
         fields = fields if isinstance(fields, dict) else {}
         state = str(fields.get("job_state", ""))
         exit_status = fields.get("Exit_status")
-        status = QSTAT_STATES.get(state, state.lower() or "unknown")
+        status = QSTAT_STATES.get(state, UNKNOWN)
         if status == "completed" and exit_status not in (None, 0):
             status = "failed"
-        found[str(job)] = (status, str(fields.get("comment", ""))[:300])
+        said = str(fields.get("comment", ""))[:300] if status != UNKNOWN else \
+            f"state {state[:40]!r}, which hvdbench does not know"
+        found[str(job)] = (status, said)
     return found

@@ -17,7 +17,7 @@ from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
 from .executor import Executor
 from .policy import completed
 from .pbs_queue import qstat_states
-from .slurm_queue import ACTIVE, FINAL_OK, run_dirs, squeue_states
+from .slurm_queue import ACTIVE, FINAL_OK, UNKNOWN, run_dirs, squeue_states
 
 
 class Queue:
@@ -105,6 +105,8 @@ def _as_queued(folder: Path, status: RunStatus, known: tuple[str, str] | None) -
         return _unless_recorded(folder, status, replace(
             status, status="lost", message=f"job {status.job_id} left the queue without "
             "recording an end (cancelled before it started, or killed)"))
+    if known[0] == UNKNOWN:  # a state without a word here: the run stays as it was, said, nothing written
+        return replace(status, message=f"job {status.job_id} in {known[1]}: left as it was (no end is taken from it)")
     if known[0] in ACTIVE:
         return replace(status, status=known[0], message=f"job {status.job_id} {known[0]}"
                        + (f" ({known[1]})" if known[1] and known[1] != "None" else ""))

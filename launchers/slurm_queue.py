@@ -18,6 +18,7 @@ from hvdbench.core.spec import RUN_FILE
 
 
 ACTIVE = ("submitted", "pending", "running", "requeued")
+UNKNOWN = "unknown"  # a queue's state hvdbench has no word for: never taken for an end
 FINAL_OK = ("ok",)
 REQUEUED_BY_SLURM = ("preempted", "node-failure", "requeued")  # endings after which SLURM starts the job again
 # squeue's job states -> how the run ended (or that it is still under way).
@@ -157,7 +158,9 @@ def squeue_states(job_ids: Iterable[str], run: Callable[..., Any] = subprocess.r
         job, _, rest = line.strip().partition("|")
         state, _, reason = rest.partition("|")
         for one in array_tasks(job):
-            found[one] = (SQUEUE_STATES.get(state.split()[0] if state else "", state.lower()), reason)
+            word = state.split()[0] if state else ""
+            found[one] = (SQUEUE_STATES[word], reason) if word in SQUEUE_STATES else \
+                (UNKNOWN, f"state {word[:40]!r}, which hvdbench does not know")
     return found
 
 

@@ -155,7 +155,8 @@ def load_sweep(path: Path) -> Sweep:
     pairs = launcher_pairs(top, launchers, top.many("controller", Choice(CONTROLLERS), ()))
     given = top.options(Sweep, name=path.stem)
     knobs = tuple((name, values) for name in KNOB_AXES
-                  if (values := axes.many(name, _KNOB_KINDS.get(AXES[name].kind, Text()))))
+                  if (values := axes.many(name, Whole(least=AXES[name].least) if AXES[name].kind is int else
+                                          _KNOB_KINDS.get(AXES[name].kind, Text()))))
     sweep = Sweep(path=path, launchers=pairs, workloads=workloads, knobs=knobs, env=env, **given,
                   **axes.options(Sweep, block="axes"),
                   slurm=SlurmOptions(**slurm.options(SlurmOptions, time_min=job_minutes(given["timeout"]))),

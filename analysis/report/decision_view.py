@@ -72,7 +72,7 @@ def decision_rows(decided: pd.DataFrame, compared: pd.DataFrame) -> tuple[list[s
     the runs a side that would decide an undecided one, runs per side with their spread, and where costs were given US$
     per million samples on each side with the cost's ratio and verdict; the full arguments last; and the notes a long
     verdict leaves under the table (``[1] not judged: 1 run of …``), so every column fits a laptop's page."""
-    costed = decided["cost_ratio"].notna().any()
+    costed = decided["cost_finding"].ne("").any()  # costs given: every row says its cost verdict, or why none
     header = ["workload", "GPUs", "system", "× baseline [95% CI]", "verdict", "could have caught", "runs to decide",
               "runs (system / baseline)"]
     one = decided["system"].nunique() == 1  # one system against the baseline: the title names it
@@ -158,6 +158,9 @@ def banners(collection: Collection, decided: pd.DataFrame, compared: pd.DataFram
     if unjudged:
         out.append(f"{unjudged} of {len(decided)} comparison(s) not judged: too few runs or no interval (see each "
                    "row).")
+    if collection.spec_errors:
+        out.append(f"{len(collection.spec_errors)} run folder(s) could not be read and enter no verdict (see Runs left "
+                   f"out): {collection.spec_errors[0][:200]}")
     undecided = int((decided["finding"] == UNDECIDED).sum()) if len(decided) else 0
     if undecided:
         out.append(f"{undecided} of {len(decided)} comparison(s) undecided: the runs could not tell; this is not "

@@ -100,7 +100,8 @@ def decision_table(compared: pd.DataFrame, margin: float, min_runs: int = MIN_RU
                  judge(drawn, margin, SPEED, names, few))
         cost = _cost(compared, row, baseline)
         unknown = _energy_unknown(compared, row, baseline)
-        cost_found = (None if cost is None else found if not found.judged else
+        uncosted = _uncosted(compared, row, baseline) if cost is None else ""
+        cost_found = (not_judged(uncosted) if uncosted else None if cost is None else found if not found.judged else
                       not_judged(f"{unknown}'s energy unknown (capital only)") if unknown else
                       judge(drawn, margin, COST, names, scale=cost[0] * ratio, invert=True))
         spreads = found.spreads or (math.nan, math.nan)
@@ -139,6 +140,17 @@ def _unambiguous(table: pd.DataFrame) -> pd.DataFrame:
         if rows["args"].nunique() > 1:
             table.loc[rows.index, "workload"] = rows["workload"] + " (" + rows["args"] + ")"
     return table
+
+
+def _uncosted(compared: pd.DataFrame, row: pd.Series, baseline: str) -> str:
+    """Why a row has no cost verdict where the buyer gave costs: which side the costs file prices not; "" where no
+    cost was given at all."""
+    if "usd_per_million" not in compared or not compared["usd_per_million"].notna().any():
+        return ""
+    priced = set(compared.loc[compared["usd_per_million"].notna(), "system"])
+    missing = [s for s in (str(row["system"]), baseline) if s not in priced]
+    return (f"the costs file prices no {' or '.join(missing)}: no cost per sample to set against the other"
+            if missing else "")
 
 
 def _hour_price(row: pd.Series) -> float:
@@ -196,9 +208,14 @@ def decision_lines(decided: pd.DataFrame) -> list[str]:
 
 
 def cost_verdict_lines(decided: pd.DataFrame) -> list[str]:
-    """Per costed workload: ``DGX costs 0.41× [0.37–0.46] L40S per million samples on ... : cheaper``."""
+    """Per costed workload: ``DGX costs 0.41× [0.37–0.46] L40S per million samples on ... : cheaper``; where costs
+    were given but a side has none, why there is no cost verdict."""
     lines = []
-    for row in decided[decided["cost_ratio"].notna()].itertuples():
+    for row in decided[decided["cost_finding"].ne("")].itertuples():
+        if not math.isfinite(row.cost_ratio):
+            lines.append(f"{row.system}'s cost per million samples on {row.workload} at "
+                         f"{ranks_text(row.np, row.on_gpu)}: {row.cost_verdict}")
+            continue
         lines.append(f"{row.system} costs {row.cost_ratio:.2f}×{_interval_text(row, 'cost_low', 'cost_high')} "
                      f"{row.baseline} per million samples on {row.workload} at {ranks_text(row.np, row.on_gpu)}: "
                      f"{row.cost_verdict}")
