@@ -8,8 +8,10 @@ its bootstrap interface beside an InfiniBand data network. Lines may carry a lau
 
 Hostile input is read in linear time: every line is cut at MAX_LINE characters, and no pattern nests a quantifier
 or scans to the line's end for each of its characters (the channel's network path and the trailing text of a line
-are split, not matched). A log may hold several runs (a job's output of two runs, an appended file): each NCCL
-process's first "NCCL version" line starts a run, and each run is read on its own (``parse_nccl_runs``)."""
+are split, not matched). A log may hold several runs (a job's output of two runs, an appended file): a run is told
+apart by what starts one (a process that printed NCCL's version before printing it again, a second nccl-tests header,
+a process not seen before once the run's communicators are complete), never by a banner every rank repeats (recent
+NCCL prints its version from each rank); each run is read on its own (``parse_nccl_runs``)."""
 
 from __future__ import annotations
 
@@ -182,6 +184,8 @@ def _network(seen: _Seen) -> str | None:
         name = seen.named[-1]
     elif seen.ib_devices and not seen.no_ib:
         name = "IB"
+    elif seen.no_ib and seen.socket_devices and not seen.ib_devices and not seen.plugin:
+        name = "Socket"  # a log cut short: IB found no device and the socket transport was set up, so it served
     else:
         return None
     layers = {layer for _, layer in seen.ib_devices.values()}
@@ -247,35 +251,40 @@ def _warnings(seen: _Seen, fabric: Fabric) -> list[str]:
 
 def parse_nccl_runs(lines: Iterable[str]) -> list[Fabric]:
     """What each run in NCCL's INFO output says it used, in order, so a job's output of two runs, or a log appended
-    to, is read run by run, never one run's version beside another's network and NICs. A run starts at a second
-    "NCCL version" line (NCCL prints it once a job, from its first rank), at a second nccl-tests header
-    (``# nThread``), and at a process not seen before once the run's communicators said "Init COMPLETE"."""
+    to, is read run by run, never one run's version beside another's network and NICs. A run starts where a process
+    prints NCCL's version a second time (a line without NCCL's prefix names no process: there, any second version
+    line), at a second nccl-tests header (``# nThread``), and at a process not seen before once the run's
+    communicators said "Init COMPLETE"; every rank's own version line belongs to the one run."""
     runs: list[_Seen] = [_Seen()]
     pids: set[str] = set()
+    versioned: set[str | None] = set()  # the processes that printed the version in this run (None: unprefixed)
     complete = header = False
     for line in lines:
         message, warn = _message(line)
         pid = _pid(line)
         if not message:
             continue
-        seen = runs[-1]
         starts = message.startswith("# nThread ")
-        if ((seen.version is not None and _VERSION.search(message)) or (starts and header)
+        version = _VERSION.search(message) is not None
+        if ((version and pid in versioned) or (starts and header)
                 or (complete and pid is not None and pid not in pids)):
             runs.append(_Seen())
-            pids, complete, header = set(), False, False
+            pids, versioned, complete, header = set(), set(), False, False
         header = header or starts
         complete = complete or "Init COMPLETE" in message
         if pid is not None:
             pids.add(pid)
+        if version:
+            versioned.add(pid)
         _see(runs[-1], message, warn)
     return [_fabric(seen) for seen in runs]
 
 
 def _pid(line: str) -> str | None:
-    """The process id NCCL's prefix names (``host:pid:tid [dev] NCCL ...``), None without one."""
+    """The process NCCL's prefix names (``host:pid:tid [dev] NCCL ...``) as ``host:pid`` (process ids repeat across
+    hosts), None without one."""
     match = _NCCL_PREFIX.match(_LAUNCHER_PREFIX.sub("", line[:MAX_LINE]))
-    return match["pid"] if match else None
+    return f"{match['host']}:{match['pid']}" if match else None
 
 
 def _last(runs: list[Fabric]) -> Fabric:

@@ -233,3 +233,31 @@ def test_fabric_checks_each_port_before_a_benchmark(tmp_path: Path, capsys: pyte
     if not any(Path(p).is_dir() for p in ("/sys/class/infiniband",)):
         assert main(["fabric"]) == 4
         assert "no HCA port here" in capsys.readouterr().out
+
+
+@pytest.mark.bad_input
+def test_every_ranks_own_version_banner_is_one_run_and_a_process_starting_again_is_another() -> None:
+    """Recent NCCL prints its version from every rank: a job of 16 ranks over two hosts is one run (it was read as
+    one run a rank); the same process printing its version again starts the next run; process ids that repeat on
+    another host are other processes."""
+    from hvdbench.core.nccl_log import parse_nccl_runs
+
+    lines = (FIXTURES / "roce-dgxh100-nccl2.19.3-2hca.txt").read_text().splitlines()
+    banners = [f"dgxh100-{3 + r % 2}:{5000 + r}:{5000 + r} [{r % 8}] NCCL INFO NCCL version 2.27.3+cuda12.9"
+               for r in range(16)]
+    banners.append("dgxh100-4:5000:5000 [0] NCCL INFO NCCL version 2.27.3+cuda12.9")  # host 4's 5000 is its own
+    runs = parse_nccl_runs([*banners, *lines])
+    assert len(runs) == 1 and runs[0].network == "RoCE" and runs[0].nccl_version == "2.27.3+cuda12.9"
+    again = parse_nccl_runs([*banners, *lines, banners[0], *lines])
+    assert len(again) == 2 and [r.network for r in again] == ["RoCE", "RoCE"]
+
+
+@pytest.mark.bad_input
+def test_a_log_cut_short_still_names_the_network_its_lines_say_served() -> None:
+    """The socket fallback's log without its "Using network Socket" line (cut short): IB found no device and the
+    socket transport was set up, so sockets served, said as such, with the warning that RDMA went unused."""
+    lines = [line for line in (FIXTURES / "socket-fallback-with-roce-device.txt").read_text().splitlines()
+             if "Using network" not in line]
+    fabric = parse_nccl_log(lines)
+    assert fabric.network == "Socket" and fabric.devices == ["bond0"]
+    assert any("though an RDMA device is there" in w for w in fabric.warnings)
