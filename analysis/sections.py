@@ -47,3 +47,4 @@ class TableSection:
     rows: Callable[[pd.DataFrame], Rows]
     build: Callable[[Inputs], pd.DataFrame]
     folded: tuple[int, ...] = ()  # columns a narrow page folds away
+    banner: Callable[[pd.DataFrame], list[str]] | None = None  # what a reader must see before the table, if anything

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
 import tarfile
+import tempfile
 import wave
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -116,7 +118,9 @@ SUFFIX = {"imagenet": (".JPEG", ".cls"), "speech": (".wav", ".txt"), "translatio
 
 def make_dataset(kind: str, to: Path, layout: str, samples: int, seed: int,
                  report: Callable[[str], None] = lambda line: None) -> Path:
-    """Make ``samples`` of ``kind`` under ``to`` in ``layout``; the manifest's path. ``to`` must be new or empty."""
+    """Make ``samples`` of ``kind`` under ``to`` in ``layout``; the manifest's path. ``to`` must be new or empty. The
+    dataset is made in a folder beside ``to`` and put in its place whole: a full disk, or a maker stopped, leaves
+    nothing a run could take for a dataset (a UsageError of one line says what failed)."""
     if kind not in KINDS or layout not in FORMATS:
         raise UsageError(f"data make {kind} --format {layout}: kinds {', '.join(KINDS)}; formats {', '.join(FORMATS)}")
     if not 1 <= samples <= MOST_SAMPLES:
@@ -126,13 +130,31 @@ def make_dataset(kind: str, to: Path, layout: str, samples: int, seed: int,
     to = Path(to)
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
         raise UsageError(f"--to {to}: exists and is not empty; give a new folder")
-    to.mkdir(parents=True, exist_ok=True)
+    try:
+        to.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{to.name}.making-", dir=to.parent))
+    except OSError as exc:
+        raise UsageError(f"--to {to}: cannot make a folder beside it ({exc.strerror or exc})") from None
+    try:
+        _make(kind, staging, layout, samples, seed)
+        if to.exists():
+            to.rmdir()
+        staging.rename(to)
+    except OSError as exc:
+        raise UsageError(f"--to {to}: {exc.strerror or exc} while making it; nothing was left there") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report(f"made {samples} {kind} sample(s) as {layout} in {to}")
+    return to / MANIFEST
+
+
+def _make(kind: str, to: Path, layout: str, samples: int, seed: int) -> Path:
+    """The samples and their manifest written under ``to``."""
     classes = min(IMAGENET["classes"], max(2, samples // 8))
     digest = hashlib.sha256()
     made = _samples(kind, samples, seed, classes)
     write = {"folder": _folder, "webdataset": _webdataset, "tfrecord": _tfrecord}[layout]
     write(to, kind, made, digest)
-    report(f"made {samples} {kind} sample(s) as {layout} in {to}")
     extra: dict[str, object] = {"seed": seed, "classes": classes if kind == "imagenet" else None,
              "shaped_like": "ILSVRC-2012 train" if kind == "imagenet" else
              "LibriSpeech train" if kind == "speech" else "WMT14 en-de"}
@@ -208,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - a maker's own failure: one line, never a cut traceback
+        print(f"hvdbench: error: data make {args.kind} failed: {type(exc).__name__}: {str(exc)[:300]}",
+              file=sys.stderr)
+        return 1
     facts = json.loads(manifest.read_text(encoding="utf-8"))
     print(f"{facts['samples']} samples, {facts['files']} files, {facts['bytes'] / 1e6:,.1f} MB; manifest {manifest}")
     return 0

@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from hvdbench.core.datasets import Index, Place, check_enough, index, read_bytes, read_companion, shard_ids
+from hvdbench.core.errors import UsageError
 from .synthetic import BOS, CHARS, FIRST_WORD, FRAMES_PER_SECOND, FREQ_BINS, PAD
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255  # ImageNet's channel means and spreads
@@ -48,16 +49,27 @@ def random_resized_crop(image: Any, side: int, g: np.random.Generator) -> np.nda
     return np.asarray(out, dtype=np.uint8)
 
 
-def decode_image(side: int) -> Decode:
-    """JPEG bytes to a normalised (3, side, side) float tensor and its label."""
+def decode_image(side: int, classes: int | None = None) -> Decode:
+    """JPEG bytes to a normalised (3, side, side) float tensor and its label; a sample without a label, or with one
+    the model has no output for (``classes``), is damaged (counted and named as corrupt, never trained on as class 0
+    nor failing the step mid-run with "Target out of bounds")."""
     def decode(data: bytes, _: bytes, label: int, g: np.random.Generator) -> tuple[torch.Tensor, int]:
         from PIL import Image
 
+        if label < 0 or (classes is not None and label >= classes):
+            raise ValueError(f"label {label} outside the model's classes 0..{(classes or 1) - 1}" if label >= 0 else
+                             "no label")
         with Image.open(io.BytesIO(data)) as image:
             pixels = random_resized_crop(image.convert("RGB"), side, g)
         array = (pixels.astype(np.float32) - MEAN) / STD
-        return torch.from_numpy(array.transpose(2, 0, 1).copy()), max(label, 0)
+        return torch.from_numpy(array.transpose(2, 0, 1).copy()), label
     return decode
+
+
+def classifier_outputs(model: torch.nn.Module) -> int | None:
+    """How many classes a model tells apart: its last linear layer's outputs (None without one)."""
+    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    return linear[-1].out_features if linear else None
 
 
 def spectrogram(samples: np.ndarray) -> np.ndarray:
@@ -191,10 +203,11 @@ def collate_sentences(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[tor
         padded(tgt, width, BOS), padded(tgt, width)))
 
 
-READERS: dict[str, Callable[[argparse.Namespace], tuple[Decode, Callable[[list[Any]], tuple[torch.Tensor, ...]]]]] = {
-    "imagenet": lambda f: (decode_image(f.image_size or 224), collate_images),
-    "speech": lambda f: (decode_speech, collate_speech),
-    "translation": lambda f: (decode_sentences(f.vocab, f.src_max_len), collate_sentences),
+Reader = Callable[[argparse.Namespace, "int | None"], tuple[Decode, Callable[[list[Any]], tuple[torch.Tensor, ...]]]]
+READERS: dict[str, Reader] = {
+    "imagenet": lambda f, classes: (decode_image(f.image_size or 224, classes), collate_images),
+    "speech": lambda f, _: (decode_speech, collate_speech),
+    "translation": lambda f, _: (decode_sentences(f.vocab, f.src_max_len), collate_sentences),
 }
 
 
@@ -202,11 +215,16 @@ class FileBatches:
     """Batches read from files for one rank (``--data files``), pinned on the way where there is a GPU; ``next``
     returns the host batch and what waiting for it and reading it took."""
 
-    def __init__(self, kind: str, flags: argparse.Namespace, rank: int, size: int, pin: bool) -> None:
+    def __init__(self, kind: str, flags: argparse.Namespace, rank: int, size: int, pin: bool,
+                 classes: int | None = None) -> None:
         self.idx = index(flags.data_dir, kind, flags.data_layout)
         check_enough(self.idx, size, flags.batch_size)
+        if kind == "imagenet" and self.idx.layout == "folder" and classes is not None and self.idx.classes > classes:
+            raise UsageError(f"--data-dir {flags.data_dir}: {self.idx.classes:,} class folders, and the model has "
+                             f"{classes:,} outputs: a label past them would fail a step mid-run; give a dataset of "
+                             f"at most {classes:,} classes")
         self.cache = self.idx.start(flags.data_cache)
-        decode, collate = READERS[kind](flags)
+        decode, collate = READERS[kind](flags, classes)
         dataset = Samples(self.idx, rank, size, flags.batch_size, flags.seed, decode, collate)
         self.loader = iter(DataLoader(dataset, batch_size=None, num_workers=flags.loader_workers, pin_memory=pin,
                                       persistent_workers=flags.loader_workers > 0,

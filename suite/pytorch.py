@@ -169,9 +169,9 @@ class Trainer:
 
             files = DaliBatches(flags, rank, size, device)
         elif flags.data == "files" and workload.reads is not None:
-            from .filedata import FileBatches
+            from .filedata import FileBatches, classifier_outputs
 
-            files = FileBatches(workload.reads, flags, rank, size, device.type == "cuda")
+            files = FileBatches(workload.reads, flags, rank, size, device.type == "cuda", classifier_outputs(trained))
         self.source = BatchSource(flags.data, workload.make_batch, count, device=device, generator=generator,
                                   seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
                                   dtype=dtype, channels_last=flags.channels_last, files=files)

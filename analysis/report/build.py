@@ -287,7 +287,8 @@ def _walk(descriptors: tuple[TableSection, ...], inputs: Inputs, tables: dict[st
         table = section.build(inputs)
         if len(table):
             tables[section.name] = table
-            out.append(Section(section.title, section.text, *section.rows(table), folded=section.folded))
+            out.append(Section(section.title, section.text, *section.rows(table), folded=section.folded,
+                               banner=section.banner(table) if section.banner is not None else []))
     return out
 
 

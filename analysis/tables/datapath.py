@@ -32,6 +32,7 @@ DATAPATH_SCHEMA: dict[str, str] = {
     "files": "float64",
     "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "wait_share": "float64",
     "alone_per_rank": "float64", "asked_per_rank": "float64", "verdict": "string", "finding": "string",
+    "damaged": "Int64", "damaged_named": "string",
     "cores_per_gpu": "float64",
     "node_mb_s": "float64", "cluster_mb_s": "float64", "au": "float64", "unit": "string", "runs": "string",
 }
@@ -119,18 +120,33 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
     per_sample = sums["dataset_bytes"] / sums["dataset_samples"] if sums["dataset_samples"] > 0 else \
         sums["bytes_read"] / read if read > 0 else math.nan
     per_worker = alone_rate / max(int(workers.iloc[0]), 1) if len(workers) and math.isfinite(alone_rate) else math.nan
+    damaged, named = _damage(mine)
+    said = _verdict(found, alone_rate, asked, wait, margin, float(files["throughput"]) / synth if synth else math.nan)
+    if damaged:
+        read_count = float(mine["data_read"].astype("float64").sum()) if "data_read" in mine else math.nan
+        said = (f"damaged: {damaged:,} of {damaged + read_count:,.0f} samples read were corrupt or vanished "
+                f"(first: {named}); " + said) if math.isfinite(read_count) else f"damaged: {damaged:,}; {said}"
     return {"system": files["system"], "framework": files["framework"], "benchmark": files["benchmark"],
             "model": files["model"], "np": np_, "nodes": nodes, **reader, "cache": page_cache(mine, nodes),
+            "damaged": damaged, "damaged_named": named,
             "synthetic": synth,
             "files": float(files["throughput"]), "ratio": float(files["throughput"]) / synth if synth else math.nan,
             "ratio_low": low, "ratio_high": high, "wait_share": wait, "alone_per_rank": alone_rate,
-            "asked_per_rank": asked, "verdict": _verdict(found, alone_rate, asked, wait, margin,
-                                                         float(files["throughput"]) / synth if synth else math.nan),
-            "finding": found.finding,
+            "asked_per_rank": asked, "verdict": said, "finding": found.finding,
             "cores_per_gpu": asked / per_worker if per_worker > 0 else math.nan,
             "node_mb_s": per_sample * synth / nodes / 1e6 if synthetic is not None else math.nan,
             "cluster_mb_s": per_sample * synth / nodes * NODES_SHOWN / 1e6 if synthetic is not None else math.nan,
             "au": 1.0 - wait if math.isfinite(wait) else math.nan, "unit": files["unit"], "runs": files["runs"]}
+
+
+def _damage(runs: pd.DataFrame) -> tuple[int, str]:
+    """The corrupt or vanished samples a configuration's runs met (summed over their ranks and runs) and the first
+    named."""
+    if "data_corrupt" not in runs:
+        return 0, ""
+    count = int(runs["data_corrupt"].astype("Int64").fillna(0).sum())
+    named = next((str(n).split(";")[0][:160] for n in runs.get("data_named", pd.Series(dtype=str)).dropna() if n), "")
+    return count, named
 
 
 def _first(runs: pd.DataFrame, column: str) -> Any:
@@ -220,5 +236,13 @@ def _datapath(inputs: Inputs) -> pd.DataFrame:
                           inputs.min_runs, inputs.pipelines)
 
 
+def damage_banner(table: pd.DataFrame) -> list[str]:
+    """A line for each configuration whose runs met corrupt or vanished samples: damage stands before the table."""
+    hit = table[table["damaged"].fillna(0) > 0] if "damaged" in table else table.iloc[0:0]
+    return [f"{r.system} {r.benchmark} {r.model} at {r.np} rank(s) met {int(r.damaged):,} corrupt or vanished "
+            f"sample(s) reading its files (first: {r.damaged_named}): its figures rest on what could be read"
+            for r in hit.itertuples()]
+
+
 DATAPATH_SECTION = TableSection("datapath", "Data path: real data against synthetic", DATAPATH_TEXT, datapath_rows,
-                                _datapath)
+                                _datapath, banner=damage_banner)
