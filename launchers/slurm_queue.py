@@ -75,7 +75,7 @@ def preempts_by_requeue(config: dict[str, str]) -> bool:
     return config.get("PreemptType", "preempt/none") != "preempt/none" and "REQUEUE" in config.get("PreemptMode", "")
 
 
-def _said(fields: dict[str, str], restarts: int) -> str | None:
+def requeue_said(fields: dict[str, str], restarts: int) -> str | None:
     """What SLURM's record of a job says of its attempt's end at SIGTERM: ``requeued`` (the restart count past
     this attempt's: SLURM counts a preemption or a requeue before it signals the job), ``timeout``,
     ``preempted`` (preempted and cancelled), else ``cancelled`` (a cancelled job shows COMPLETING with its
@@ -113,7 +113,7 @@ def why_stopped(job: str | None, restarts: int, nodes: Iterable[str], run: Calla
         if fields or clock() >= deadline:
             break
         pause(0.5)
-    said = _said(fields, restarts)
+    said = requeue_said(fields, restarts)
     if said == "requeued":
         lost = unhealthy_nodes(nodes, run)
         if lost:

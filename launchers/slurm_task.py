@@ -25,7 +25,7 @@ from .base import LaunchContext, get_launcher, on_cpu, rank_command
 from hvdbench.core.containers import preflight
 from .executor import launch_environment, placement_refusal, scheduler_chose_gpus
 from .policy import as_ended, failed_attempts, requeued, retry_left, tail
-from .slurm_queue import REQUEUED_BY_SLURM, allocation_hosts, why_stopped
+from .slurm_queue import REQUEUED_BY_SLURM, allocation_hosts, job_fields, requeue_said, why_stopped
 from .srun_ssh import ssh_through_srun
 
 
@@ -70,7 +70,8 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
     """Write a failed or timed-out attempt's status and, where the retry policy leaves a retry, requeue the job.
     A retried attempt is written as requeued before the requeue (which stops the other tasks; the first task's
     handler keeps it), so that no reader finds the run ended, to submit it again, while SLURM requeues it; a
-    requeue that fails leaves the attempt's own status, saying why."""
+    requeue that fails leaves the attempt's own status, saying why, unless SLURM says the job is requeued all the same
+    (two tasks that fail at once both ask; the second is refused because the first was heard)."""
     retry = _retried(folder, job, retries, status)
     (retry or status).write(folder)
     if retry is None or job is None:
@@ -80,8 +81,15 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
         why = out.stderr.strip()[:200] if out.returncode != 0 else None
     except (OSError, subprocess.SubprocessError, UsageError) as exc:
         why = str(exc)
-    if why is not None:
+    if why is not None and not _requeued_anyway(job):
         replace(status, message=f"{status.message}; requeue failed ({why})").write(folder)
+
+
+def _requeued_anyway(job: str) -> bool:
+    """Whether SLURM says the job is requeued past this attempt (another task's requeue was heard first)."""
+    if job_env().scheduler not in (None, "slurm"):
+        return False
+    return requeue_said(job_fields(job), attempt_number() - 1) == "requeued"
 
 
 def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: bool, job: str | None,

@@ -96,3 +96,33 @@ def test_outside_any_job_the_allocation_has_no_hosts(monkeypatch: pytest.MonkeyP
         monkeypatch.delenv(name)
     with pytest.raises(LaunchError, match="not inside a job allocation"):
         allocation_hosts()
+
+
+def test_a_second_task_refused_its_requeue_leaves_the_run_requeued(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tasks of a SLURM job fail at once and both ask for the requeue: SLURM hears the first and refuses the
+    second; the second must not write the failure over the requeue SLURM is making (it asks SLURM first), while a
+    requeue refused with the job not requeued still leaves the failure, saying why."""
+    stand_in, run, state = tmp_path / "bin", tmp_path / "run", tmp_path / "state"
+    stand_in.mkdir()
+    run.mkdir()
+    (stand_in / "scontrol").write_text(
+        '#!/bin/sh\nif [ "$1" = requeue ]; then echo "scontrol: error: Job has already been requeued" >&2; exit 1; fi\n'
+        f'echo "JobId=77 JobName=x JobState=$(cat {state}) Restarts=$(cat {state}.count)"\n')
+    (stand_in / "scontrol").chmod(0o755)
+    for name in [n for n in os.environ if n.startswith(("SLURM_", "PBS_", "FLUX_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    monkeypatch.setenv("PATH", f"{stand_in}{os.pathsep}{os.environ['PATH']}")
+    failed = RunStatus("failed", 1, 3.0, "rank 1 exited with 1")
+    state.write_text("REQUEUED")
+    (tmp_path / "state.count").write_text("1")
+    slurm_task._record_failure(run, "77", 1, failed)
+    status = RunStatus.read(run)
+    assert status is not None and status.status == "requeued", status
+    state.write_text("RUNNING")
+    (tmp_path / "state.count").write_text("0")
+    slurm_task._record_failure(run, "77", 1, failed)
+    assert RunStatus.read(run) == replace(failed, message="rank 1 exited with 1; requeue failed (scontrol: error: "
+                                                          "Job has already been requeued)")
