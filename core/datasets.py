@@ -14,11 +14,13 @@ Layouts, as the real ones are stored:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
 import tarfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
@@ -119,6 +121,21 @@ def _files(root: Path) -> Iterable[Path]:
                 raise UsageError(f"--data-dir {root}: {path} is {what}, not a regular file; a dataset is read from its "
                                  "own files only: remove it (or copy the file it stands for into its place)")
             yield path
+
+
+@lru_cache(maxsize=64)
+def listing_digest(root: Path) -> str:
+    """What a dataset folder holds now, as a digest: every file's place, size and modification time (its manifest's
+    bytes among them): a dataset changed in place, or remade, or one without a manifest, gives another digest, so a
+    run of it is another run, never the old one's (a UsageError where the folder holds what no dataset may)."""
+    digest = hashlib.sha256()
+    for path in _files(root):
+        info = os.lstat(path)
+        digest.update(f"{path.relative_to(root)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    manifest = root / MANIFEST
+    if manifest.is_file() and not manifest.is_symlink():
+        digest.update(manifest.read_bytes()[:1 << 20])
+    return digest.hexdigest()
 
 
 def index(root: Path, kind: str, layout: str | None = None) -> Index:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 from hvdbench.core.axes import AXES, EXCHANGE_FLAGS, axis_flags, data_mode, without
 from hvdbench.core.catalog import get_benchmark
 from hvdbench.core.containers import RECIPE_PYTHON, Container
-from hvdbench.core.datasets import MANIFEST
+from hvdbench.core.datasets import listing_digest
 from hvdbench.core.errors import UsageError
 from hvdbench.core.exchanges import DEFAULT, EXCHANGES, listed, offered, without_horovod
 from hvdbench.core.spec import RunSpec
@@ -342,15 +342,17 @@ def _baselines(sweep: Sweep, run: RunSpec, topo: Topology | None) -> list[RunSpe
 
 
 def file_inputs(info: Any, args: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
-    """What the files a run's path flags name hold, hashed (``--model-file``: its source): part of the run's identity,
-    so a file edited between two runs makes another run, never the old one's twin; None where no flag names a
-    regular file."""
+    """What the files a run's path flags name hold, hashed (``--model-file``: its source; a dataset folder: what it
+    holds now, core/datasets.listing_digest): part of the run's identity, so a file edited or a dataset changed in
+    place between two runs makes another run, never the old one's twin, and resume runs it; None where no flag names
+    a regular file or a folder."""
     found = []
     for i, arg in enumerate(args):
         name, eq, value = arg.partition("=")
         given = value if name in info.paths and eq else args[i + 1] if arg in info.paths and i + 1 < len(args) else None
-        if given is not None and Path(given).is_dir() and (Path(given) / MANIFEST).is_file():
-            given = str(Path(given) / MANIFEST)  # a dataset hvdbench made: its manifest says what it holds
+        if given is not None and Path(given).is_dir():
+            found.append((name, f"listing:{listing_digest(Path(given).resolve())[:16]}"))
+            continue
         if given is None or not Path(given).is_file():
             continue
         digest = hashlib.sha256()

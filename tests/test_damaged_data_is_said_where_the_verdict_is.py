@@ -112,3 +112,41 @@ def test_a_dataset_maker_that_fails_leaves_nothing_and_says_why_in_one_line(tmp_
     assert len(lines) == 1 and lines[0].startswith(f"hvdbench: error: --to {target}: File too large while making "
                                                    "it; nothing was left there"), done.stderr
     assert not target.exists() and os.listdir(tmp_path) == []  # no half dataset, no folder beside it
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("change", ["a file changed in place", "a file added", "no manifest, a file removed"])
+def test_a_dataset_changed_since_its_runs_makes_other_runs_never_the_old_ones(tmp_path: Path, change: str) -> None:
+    """What a run read is part of its identity: a dataset changed in place (its manifest untouched), grown, or one
+    without a manifest thinned, gives runs of other ids, so resume runs them instead of taking the old runs for the
+    new data."""
+    from hvdbench.core.datasets import MANIFEST, listing_digest
+    from hvdbench.launchers.plan import plan
+    from hvdbench.launchers.runs import benchmark_sweep
+
+    data = tmp_path / "data"
+    for label in range(2):
+        (data / "train" / f"n{label}").mkdir(parents=True)
+        for i in range(4):
+            (data / "train" / f"n{label}" / f"{i}.JPEG").write_bytes(b"\xff\xd8" + bytes([i]) * 10)
+    if change != "no manifest, a file removed":
+        (data / MANIFEST).write_text('{"kind": "imagenet"}\n')
+
+    def ids() -> set[str]:
+        listing_digest.cache_clear()  # a new command plans afresh
+        sweep = benchmark_sweep("imagenet", ("--model", "resnet50", "--batch-size", "2", "--data", "files",
+                                             "--data-dir", str(data)), np=(1,), launcher="horovodrun",
+                                controller=None, repeats=1, system="s", timeout=60.0, devices=None, topology=None)
+        return {spec.id for spec in plan(sweep).specs}
+
+    before = ids()
+    target = data / "train" / "n0" / "1.JPEG"
+    if change == "a file changed in place":
+        stat = target.stat()
+        target.write_bytes(b"\xff\xd8" + b"\x09" * 10)  # the same size
+        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    elif change == "a file added":
+        (data / "train" / "n1" / "9.JPEG").write_bytes(b"\xff\xd8")
+    else:
+        target.unlink()
+    assert ids().isdisjoint(before) and ids() == ids()
