@@ -8,7 +8,6 @@ then step fields checked one record at a time. Both ways give the same columns a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import operator
@@ -21,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 import msgspec
 import numpy as np
 
-from hvdbench.core.columns import META_KEY, PHASES, columns_path, log_digest
+from hvdbench.core.columns import META_KEY, PHASES, columns_path, log_crc
 from hvdbench.core.records import ParseStats, decode_json, records_of
 from hvdbench.core.schema import KINDS, MARKER, SCHEMA_VERSION, type_problem
 from hvdbench.core.validate import regular_file
@@ -290,12 +289,9 @@ COLUMNS_SLACK = 1 << 16  # a columns file's bytes beyond its log's (Arrow's fram
 
 
 def _same_bytes(path: Path, meta: dict[str, Any]) -> bool:
-    """Whether the log is, byte for byte, what its writer hashed (a columns file from before the digest: never)."""
-    said = meta.get("blake2b")
-    if not isinstance(said, str):
-        return False
-    with path.open("rb") as log:
-        return hashlib.file_digest(log, log_digest).hexdigest() == said
+    """Whether the log is what its writer wrote, by the CRC-32 it kept (a columns file from before it: never)."""
+    said = meta.get("crc32")
+    return isinstance(said, int) and not isinstance(said, bool) and log_crc(path) == said
 
 
 def _from_columns(path: Path) -> RankLog | None:

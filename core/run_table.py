@@ -458,9 +458,10 @@ def markdown() -> str:
            f"A rank that started its log and wrote at least {COLUMNS_FROM} step records, each of its declared types, "
            f"also leaves them as columns beside it when it finishes (`rank-<r>.jsonl{COLUMNS_SUFFIX}`, Arrow IPC: "
            "step, duration, samples, loss, warmup and each phase; its schema metadata `hvdbench` holds the log's size, "
-           "record count, last step, other records and a BLAKE2b digest of every byte written). The report reads them "
-           "instead of the JSON lines only while the log is, byte for byte, what that file says (never through a link, "
-           "never a columns file larger than its log); the JSON lines stay the record.", "",
+           "record count, last step, other records and a CRC-32 of every byte written). The report reads them instead "
+           "of the JSON lines only while the log is what that file says (a line changed in its middle sends the "
+           "report to the JSON; never through a link, never a columns file larger than its log); the JSON lines stay "
+           "the record.", "",
            "## Run table columns", "",
            "Every column of the report's run table (runs.csv), where its value comes from and how ranks combine.", "",
            "| column | from | type | meaning |", "|---|---|---|---|"]
