@@ -64,7 +64,7 @@ def test_a_pbs_block_submits_through_qsub_and_the_run_completes(hvd_env: dict, t
 
 
 def test_the_job_script_asks_for_one_chunk_a_node_with_its_ranks_cpus_and_gpus() -> None:
-    spec = RunSpec(benchmark="resnet50", np=16, launcher="mpirun", controller="mpi", nodes=2,
+    spec = RunSpec(benchmark="imagenet", np=16, launcher="mpirun", controller="mpi", nodes=2,
                    args=("--data", "files", "--loader-workers", "3"))
     options = PbsOptions(queue="gpu", account="p1", time_min=95, resources=("model=h100",),
                          directives=("-l filesystems=home",), setup=("module load openmpi",))
