@@ -63,6 +63,8 @@ ENV_SCHEMA: dict[str, str] = {
     "gpu_bus_id": "string", **{name: "float64" for name in GPU_LIMITS},
     "framework_version": "string", "horovod": "string", "mpi": "string",
 }
+# one row per evaluation on the way to a quality target
+EVALS_SCHEMA: dict[str, str] = {**RUN_ID, **fields_of("eval", "rank"), **KINDS["eval"].columns()}
 # one row per operator of a profile record's top list
 PROFILE_SCHEMA: dict[str, str] = {
     **RUN_ID, **fields_of("profile", "rank"), "operator": "string", "calls": "Int64", "self_cpu_us": "float64",
@@ -91,6 +93,7 @@ class Collection:
     profile: pd.DataFrame = field(default_factory=lambda: frame([], PROFILE_SCHEMA))
     p2p: pd.DataFrame = field(default_factory=lambda: frame([], P2P_SCHEMA))
     windows: pd.DataFrame = field(default_factory=lambda: frame([], WINDOWS_SCHEMA))
+    evals: pd.DataFrame = field(default_factory=lambda: frame([], EVALS_SCHEMA))
     file_issues: list[FileIssue] = field(default_factory=list)
     spec_errors: list[str] = field(default_factory=list)
     comm_skipped: list[str] = field(default_factory=list)
@@ -144,6 +147,12 @@ def _env_row(run_id: str, rec: dict[str, Any]) -> dict[str, Any]:
 def _cell(value: Any) -> Any:
     """A record value as a table cell: a list (clock events) as its items joined by commas."""
     return ",".join(map(str, value)) if isinstance(value, list) else value
+
+
+def _number(value: Any) -> float:
+    """A record's number as a float; NaN where it is none (a bool, text, infinite)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else math.nan
 
 
 class _Run:
@@ -241,6 +250,11 @@ class _Run:
                                                                                  "peer_access")},
                                 "iteration": i, "time": t} for i, t in enumerate(rec.get("times") or [])]
 
+    def on_eval(self, rec: dict[str, Any]) -> None:
+        if rec["rank"] == 0:  # every rank evaluates its shard; rank 0 records the gathered figure
+            self.tables["evals"].append({"run_id": self.spec.id, "rank": rec["rank"],
+                                         **{name: _number(rec.get(name)) for name in KINDS["eval"].columns()}})
+
     def on_error(self, rec: dict[str, Any]) -> None:
         self.errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
 
@@ -259,6 +273,7 @@ class _Run:
 PARSERS: dict[str, Callable[[_Run, dict[str, Any]], None]] = {
     "env": _Run.on_env, "telemetry": _Run.on_telemetry, "summary": _Run.on_summary, "comm": _Run.on_comm,
     "error": _Run.on_error, "profile": _Run.on_profile, "phase": _Run.on_phase, "p2p": _Run.on_p2p,
+    "eval": _Run.on_eval,
 }
 
 
@@ -405,7 +420,8 @@ def _run_row(root: Path, folder: RunFolder, run: _Run, logged: int) -> dict[str,
     """One row of the run table (core/run_table.py): the spec, how the run ended, and what its records say."""
     spec, recorded = run.spec, folder.status
     outcome = run_outcome(spec.np, run.summary_ranks, run.errors, recorded, run.foreign)
-    if outcome.ok and run.timed_steps == 0 and _trains(spec.benchmark):
+    to_quality = isinstance((run.records.get("summary", {}).get(0) or {}).get("quality"), dict)
+    if outcome.ok and run.timed_steps == 0 and _trains(spec.benchmark) and not to_quality:
         outcome = Outcome("incomplete", "incomplete: no valid timed step in its logs (see Malformed log lines)")
     wall = recorded.seconds if recorded is not None and recorded.seconds else (run.last or None)
     fabric = _fabric(folder, spec.nodes, run.env or {})
@@ -419,9 +435,10 @@ COPY_TOLERANCE = 1e-6  # relative: two measurements never agree on every step ti
 
 
 def _copied_runs(runs: list[dict[str, Any]], measured: list[np.ndarray]) -> None:
-    """Runs whose measurements (every rank's step times, every collective's times, in their order) are another run's
-    within COPY_TOLERANCE are copies, whatever their folder, repeat number, system label or results root (a folder
-    copied under a new repeat, a root copied and relabelled as another system, times shifted by a picosecond): each
+    """Runs whose measurements (every rank's step times, every collective's times, when each evaluation came, in their
+    order) are another run's within COPY_TOLERANCE are copies, whatever their folder, repeat number, system label or
+    results root (a folder copied under a new repeat, a root copied and relabelled as another system, times shifted
+    by a picosecond): each
     is left out as inconsistent, naming the run it copies, which is kept (the first in the order the roots were
     given). A copy would narrow an interval over repeats to nothing, or judge a system against itself. Series without
     any variation carry no fingerprint (no measurement is that steady) and are never taken for copies, nor are runs
@@ -452,7 +469,7 @@ def collect(roots: Iterable[Path]) -> Collection:
     runs: list[dict[str, Any]] = []
     step_parts: list[tuple[str, dict[str, np.ndarray]]] = []
     tables: dict[str, list[dict[str, Any]]] = {"comm": [], "telemetry": [], "env": [], "profile": [], "p2p": [],
-                                               "windows": []}
+                                               "windows": [], "evals": []}
     skipped: set[str] = set()
     issues: list[FileIssue] = []
     specs, spec_errors = _read_specs(roots)
@@ -479,6 +496,8 @@ def collect(roots: Iterable[Path]) -> Collection:
             seen += [np.asarray(rec["times"], dtype=float) for rec in log.others
                      if rec["kind"] in ("comm", "p2p") and isinstance(rec.get("times"), list)
                      and all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in rec["times"])]
+            seen.append(np.asarray([_number(rec.get("elapsed_s")) for rec in log.others if rec["kind"] == "eval"],
+                                   dtype=float))  # a run to a target: when each evaluation came
             for rec in log.others:
                 run.records.setdefault(rec["kind"], {}).setdefault(rec["rank"], rec)
                 PARSERS[rec["kind"]](run, rec)
@@ -499,6 +518,7 @@ def collect(roots: Iterable[Path]) -> Collection:
     collection = Collection(frame(runs, RUNS_SCHEMA), steps, frame(tables["comm"], COMM_SCHEMA),
                       frame(tables["telemetry"], TELEMETRY_SCHEMA), frame(tables["env"], ENV_SCHEMA),
                       frame(tables["profile"], PROFILE_SCHEMA), frame(tables["p2p"], P2P_SCHEMA),
-                      frame(tables["windows"], WINDOWS_SCHEMA), issues, spec_errors, sorted(skipped))
+                      frame(tables["windows"], WINDOWS_SCHEMA), frame(tables["evals"], EVALS_SCHEMA), issues,
+                      spec_errors, sorted(skipped))
     collection.cache["step_rows"] = _part_rows(step_parts)
     return collection

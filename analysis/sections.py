@@ -25,6 +25,7 @@ class Inputs:
     pipelines: pd.DataFrame
     margin: float
     min_runs: int
+    baseline: str | None = None  # the system others are set against (--baseline, else the first root's)
 
     @property
     def draws(self) -> dict:

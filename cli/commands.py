@@ -549,21 +549,6 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    """Take nccl-tests' output into a results root (launchers/imported.py); one line a test."""
-    from hvdbench.launchers.imported import import_files
-
-    problem = text_problem(args.system)
-    if problem:
-        raise UsageError(f"--system: {problem}")
-    for done in import_files(args.files, args.output, args.system):
-        left = f"; {len(done.test.left)} row(s) left out ({inert(done.test.left[0])} ...)" if done.test.left else ""
-        print(f"{done.spec.id}: {inert(done.test.program)} over {done.spec.np} rank(s) on {done.spec.nodes} node(s), "
-              f"{len(done.test.rows)} size(s){left}")
-    print(f"report with: hvdbench report {shlex.quote(str(args.output))}")
-    return 0
-
-
 def cmd_nccl_log(args: argparse.Namespace) -> int:
     """Print what each NCCL log says NCCL used, run by run where a log holds several; 2 where a file cannot be
     read (the others still printed)."""

@@ -364,18 +364,23 @@ def _data(sub: Any) -> None:
 
 
 def _import(sub: Any) -> None:
-    """hvdbench import nccl-tests: another tool's curves as runs beside hvdbench's own."""
+    """hvdbench import nccl-tests|mlperf: another tool's results as runs beside hvdbench's own."""
     imp = sub.add_parser(
-        "import", help="take nccl-tests' output into a results root, as collectives runs",
-        description="Each test in nccl-tests' output (all_reduce_perf, all_gather_perf, broadcast_perf, alltoall_perf) "
-                    "becomes a run of backend nccl-tests under the results root: its sizes stand in the report's "
-                    "collectives table beside hvdbench's own and accept criteria judge them (backend = 'nccl-tests'). "
-                    "Its time is nccl-tests' own (each rank's mean over its iterations, averaged over ranks); "
-                    "import each run of a test (an interval needs several). The same file twice is refused.")
-    imp.add_argument("source", choices=["nccl-tests"], help="what wrote the files")
-    imp.add_argument("files", nargs="+", type=Path, help="its output, one or more tests a file")
+        "import", help="take nccl-tests' output or MLPerf Training results into a results root, as runs",
+        description="nccl-tests: each test in its output (all_reduce_perf, all_gather_perf, broadcast_perf, "
+                    "alltoall_perf) becomes a run of backend nccl-tests under the results root: its sizes stand in "
+                    "the report's collectives table beside hvdbench's own and accept criteria judge them (backend = "
+                    "'nccl-tests'). Its time is nccl-tests' own (each rank's mean over its iterations, averaged over "
+                    "ranks); import each run of a test (an interval needs several). mlperf: every result file of a "
+                    "published MLPerf Training folder (results/<system>/<benchmark>/result_N.txt, with "
+                    "systems/<system>.json) becomes a run to its quality target, scored in the report's time-to-train "
+                    "section by MLPerf's rule (the olympic mean). The same output or result twice is refused.")
+    imp.add_argument("source", choices=["nccl-tests", "mlperf"], help="what wrote the files")
+    imp.add_argument("files", nargs="+", type=Path, help="nccl-tests: its output, one or more tests a file; mlperf: "
+                                                         "a submitter's folder, its results folder or a benchmark's")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the results root")
-    imp.add_argument("--system", default="local", help="the system's label in the report (default local)")
+    imp.add_argument("--system", default=None, help="the system's label in the report (default: nccl-tests local; "
+                                                    "mlperf the submitter and system name its description gives)")
 
 
 def _nccl_log(sub: Any) -> None:

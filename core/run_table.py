@@ -360,6 +360,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          "cuDNN timed its convolution algorithms and kept the fastest (a GPU run)"),
     _env("started", ("time",), "float64", "when rank 0 recorded its environment (s since the epoch)"),
     _env("host", ("host",), "string", "rank 0's host"),
+    _env("imported_from", ("imported", "from"), "string", "a run measured elsewhere and taken in: its source "
+         "(nccl-tests, mlperf)"),
     _env("driver", ("nvml", "driver"), "string", "the NVIDIA driver, as NVML reports it"),
     _env("cuda", ("device", "cuda"), "string", "the CUDA the framework was built with"),
     _env("cudnn", ("device", "cudnn"), "Int64", "the cuDNN version PyTorch loaded"),
@@ -435,6 +437,19 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
             "min"),
     _nested("data_fits", ("data", "fits_in_memory"), "boolean", "--data files: whether the dataset is smaller than "
             "the node's available memory (every rank's node)", "all_equal"),
+    _nested("quality_metric", ("quality", "metric"), "string", "a run to a quality target: what is measured "
+            "(accuracy)"),
+    _nested("quality_target", ("quality", "target"), "float64", "a run to a quality target: the value to reach"),
+    _nested("time_to_target_s", ("quality", "seconds"), "float64", "a run to a quality target: seconds from its start "
+            "to the evaluation that reached it, evaluation on the clock (to its last evaluation where it did not)"),
+    _nested("converged", ("quality", "converged"), "boolean", "a run to a quality target: whether it reached it"),
+    _nested("epochs_to_target", ("quality", "epochs"), "float64", "a run to a quality target: epochs trained by "
+            "then"),
+    _nested("quality_best", ("quality", "best"), "float64", "a run to a quality target: the best value it reached"),
+    _nested("global_batch", ("quality", "global_batch"), "Int64", "a run to a quality target: samples a step over "
+            "every rank"),
+    _nested("quality_source", ("quality", "source"), "string", "a run to a quality target: hvdbench, or the MLPerf "
+            "result file it was taken from"),
 )
 BY_NAME: dict[str, RunColumn] = {column.name: column for column in RUN_COLUMNS}
 RUNS_SCHEMA: dict[str, str] = {column.name: column.dtype for column in RUN_COLUMNS}

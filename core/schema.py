@@ -146,8 +146,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
                                  "with (nccl_version; the framework's own is device.nccl)); null under torchrun"),
         Field("torchrun", "dict", "under torchrun (no Horovod): the torch.distributed backend, torchrun's run id, "
                                   "NCCL's version, where the ranks met, the rank layout; absent otherwise"),
-        Field("imported", "dict", "a run taken in from another tool's output (hvdbench import nccl-tests): the tool, "
-                                  "its program and version, the file's name and sha256, its hosts; absent otherwise"),
+        Field("imported", "dict", "a run taken in from another tool's output (hvdbench import nccl-tests|mlperf): "
+                                  "the tool (from), its program and version or the submission's facts, the file's "
+                                  "name and sha256, its hosts where said; absent otherwise"),
         Field("pid", "int", "process id"),
         Field("os", "str", "platform string"),
         Field("cpu_model", "str", "CPU model name"),
@@ -215,6 +216,13 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("src_bus_id", "str", "PCI bus id of the source GPU"),
         Field("dst_bus_id", "str", "PCI bus id of the destination GPU"),
     )),
+    Kind("eval", "one evaluation over the held-out set on the way to a quality target (time to train)", (
+        Field("epoch", "float", "epochs trained when it was taken", "float64"),
+        Field("samples", "float", "samples trained (every rank's) when it was taken", "float64"),
+        Field("elapsed_s", "float", "seconds since the run's start, evaluation on the clock", "float64"),
+        Field("accuracy", "float", "the held-out set's accuracy (a fraction)", "float64"),
+        Field("loss", "float", "the held-out set's mean loss", "float64"),
+    )),
     Kind("profile", "the profiler's top operators over extra steps after the timed ones", (
         Field("steps", "int", "profiled steps"),
         Field("trace", "str", "trace file or directory beside the log"),
@@ -249,6 +257,10 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
                                      "(mpi: a one-element allreduce on MPI_COMM_SELF through the same prepared call; "
                                      "horovod: a one-element allreduce across the ranks)"),
         Field("skipped", "int", "collectives: cases skipped"),
+        Field("quality", "dict", "a run to a quality target: its metric and target, the seconds to it from the run's "
+                                 "start (evaluation on the clock; to the last evaluation where it was not reached), "
+                                 "the epochs and samples, whether it converged, the best value reached, the global "
+                                 "batch, and the source (hvdbench, or an MLPerf result file taken in)"),
     )),
     Kind("error", "why the rank stopped (it exits 1 right after)", (
         Field("error", "str", "exception type"),

@@ -34,6 +34,7 @@ from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
 from ..sections import Inputs, TableSection
 from ..tables.datapath import DATAPATH_SECTION
+from ..tables.quality import QUALITY_SECTION
 from ..tables.details import BREAKDOWN_SECTION, DETAILS_SECTION, profile_rows
 from ..tables.efficiency import load_peaks, Peak, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
@@ -168,8 +169,9 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
     inputs = Inputs(collection, stats, table, scaling_table(collection, stats, pipelines=True), judging.margin,
-                    judging.min_runs)
-    if table.empty and comm.empty and collection.p2p.empty and inputs.pipelines.empty:
+                    judging.min_runs, judging.baseline or judging.first_given)
+    timed = collection.runs["time_to_target_s"].notna().any() if len(collection.runs) else False
+    if table.empty and comm.empty and collection.p2p.empty and inputs.pipelines.empty and not timed:
         _nothing_to_report(collection, warmup)
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
@@ -292,7 +294,7 @@ def _walk(descriptors: tuple[TableSection, ...], inputs: Inputs, tables: dict[st
     return out
 
 
-BUYER_TABLES = (KNOBS_SECTION, CROSS_SECTION, DATAPATH_SECTION)  # what a buyer compares, after the headline
+BUYER_TABLES = (QUALITY_SECTION, KNOBS_SECTION, CROSS_SECTION, DATAPATH_SECTION)  # what a buyer compares
 RECORDED_TABLES = (BREAKDOWN_SECTION, DETAILS_SECTION)  # everything else the runs recorded
 
 

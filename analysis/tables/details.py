@@ -69,7 +69,7 @@ def _counter_rate(samples: pd.DataFrame, columns: tuple[str, ...], scale: float)
 
 def details_table(collection: Collection) -> pd.DataFrame:
     """One row per complete run."""
-    runs = collection.runs[collection.runs["status"] == "ok"]
+    runs = collection.runs[(collection.runs["status"] == "ok") & collection.runs["imported_from"].isna()]
     inside = window_telemetry(collection)
     by_run = {run_id: group for run_id, group in inside.groupby("run_id")}
     windows = {run_id: group for run_id, group in collection.windows.groupby("run_id")}
