@@ -266,7 +266,7 @@ class _Run:
             for op in rec.get("top") or [] if isinstance(op, dict)]
 
     def on_phase(self, rec: dict[str, Any]) -> None:
-        if rec.get("phase") == "timed" and (t := self._t(rec)) is not None:
+        if rec.get("phase") in ("timed", "run_start") and (t := self._t(rec)) is not None:
             self.timed[rec["rank"]] = t
 
 # Each record kind (schema.KINDS) and what the collector does with it; steps are read column-wise in read_log.

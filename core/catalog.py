@@ -21,6 +21,8 @@ from .flags import (
     parse_or_exit,
     positive_int,
 )
+from .idx import DEBIAN_DIR
+from .quality_flags import quality_check, quality_flags
 from .validate import finite, read_small_text
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "suite"  # the benchmark scripts: suite/, beside this core package
@@ -95,6 +97,27 @@ def _tf_imagenet_check(flags: argparse.Namespace) -> None:
     least = TF_MIN_IMAGE_SIDE.get(flags.model, 32)
     if flags.image_size is not None and flags.image_size < least:
         raise UsageError(f"--image-size {flags.image_size} is too small for {flags.model} (at least {least})")
+
+
+FASHION_SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fashion-mnist-sample"  # 1,000 + 200 images
+
+
+def _fashion_flags(group: Parser) -> None:
+    group.add_argument("--idx-dir", default=str(DEBIAN_DIR), metavar="DIR",
+                       help="the dataset: a folder of MNIST-format files (train-images-idx3-ubyte[.gz], "
+                            f"train-labels-idx1-ubyte[.gz], t10k-*); default {DEBIAN_DIR}, Debian's "
+                            "dataset-fashion-mnist")
+    group.add_argument("--eval-dir", default=None, metavar="DIR",
+                       help="the held-out set's folder (its t10k-* files; default --idx-dir's); checked to share no "
+                            "image with the training set")
+    quality_flags(group)
+
+
+def _fashion_check(flags: argparse.Namespace) -> None:
+    if flags.data not in ("device", "host"):
+        raise UsageError(f"--data {flags.data}: fashion_mnist holds its dataset in memory, on the device (--data "
+                         "device) or on the host, each batch copied (--data host)")
+    quality_check(flags)
 
 
 MODEL_FILE_LIMIT = 1024 * 1024  # a model file is source code: a megabyte is plenty
@@ -284,6 +307,13 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                       "a model of your own from --model-file (examples/model_file.py: the interface)",
                       extra_flags=_custom_flags, extra_check=check_model_file, paths=("--model-file", "--data-dir"),
                       smoke=(("--batch-size", "2", "--model-file", str(EXAMPLE_MODEL_FILE)),)),
+        BenchmarkInfo("fashion_mnist", "pytorch", "fashion_mnist.py", ("cnn", "mlp"), "cnn", "images",
+                      "a small CNN (or an MLP) on Fashion-MNIST's real 28x28 images, 10 classes, held in memory; "
+                      "to a quality target with --target-accuracy", extra_flags=_fashion_flags,
+                      extra_check=_fashion_check, paths=("--idx-dir", "--eval-dir"),
+                      smoke=(("--batch-size", "8", "--idx-dir", str(FASHION_SAMPLE)),
+                             ("--batch-size", "8", "--idx-dir", str(FASHION_SAMPLE), "--model", "mlp",
+                              "--data", "host"))),
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       f"{', '.join(OPS)} bandwidth through Horovod and raw MPI",
                       own_parser=_comm_parser, extra_check=_comm_check, paths=("--like",)),

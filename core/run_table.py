@@ -446,6 +446,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _nested("epochs_to_target", ("quality", "epochs"), "float64", "a run to a quality target: epochs trained by "
             "then"),
     _nested("quality_best", ("quality", "best"), "float64", "a run to a quality target: the best value it reached"),
+    _nested("steps_to_target", ("quality", "steps"), "Int64", "a run to a quality target: steps trained by then (to "
+            "the last evaluation where it did not reach it)"),
     _nested("global_batch", ("quality", "global_batch"), "Int64", "a run to a quality target: samples a step over "
             "every rank"),
     _nested("quality_source", ("quality", "source"), "string", "a run to a quality target: hvdbench, or the MLPerf "

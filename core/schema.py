@@ -173,9 +173,10 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
                                      "link layer, model, firmware), OFED, UCX, HPC-X and LOADEDMODULES "
                                      "(core/hca.py); local rank 0 only, null on the node's other ranks"),
     )),
-    Kind("phase", "the start of warm-up or of the timed steps", (
-        Field("phase", "str", "warmup or timed"),
-        Field("steps", "int", "steps in the phase"),
+    Kind("phase", "the start of warm-up or of the timed steps, or of a run to a quality target", (
+        Field("phase", "str", "warmup, timed, or run_start (a run to target: its clock starts here, MLPerf's "
+                              "run_start)"),
+        Field("steps", "int", "steps in the phase (run_start: the cap's)"),
     )),
     Kind("step", "one training step, bounded by a device sync", (
         Field("step", "int", "step index from 0, warm-up included", "int64"),
@@ -222,6 +223,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("elapsed_s", "float", "seconds since the run's start, evaluation on the clock", "float64"),
         Field("accuracy", "float", "the held-out set's accuracy (a fraction)", "float64"),
         Field("loss", "float", "the held-out set's mean loss", "float64"),
+        Field("eval_s", "float", "seconds this evaluation took (on the clock: inside elapsed_s)", "float64"),
     )),
     Kind("profile", "the profiler's top operators over extra steps after the timed ones", (
         Field("steps", "int", "profiled steps"),

@@ -30,10 +30,12 @@ from hvdbench.core.gpu_choice import GpuChoice, choice_record, shared_gpu_proble
 from hvdbench.core.nccl_log import info_variables
 from hvdbench.core.node_power import NodePower
 from hvdbench.core.node_topology import gpu_nics
+from hvdbench.core.quality_flags import to_target
 from hvdbench.core.records import RecordWriter, rank_log_name
 from hvdbench.core.spec import RANK_FILES, RUN_FILE, RunFolder, RunSpec, keep_earlier_attempt
 from .flops import flops_of
 from .timing import Runtime, StepOutcome, measure
+from .to_target import measure_to_target
 
 _LOCAL_FLAGS = {"--log-dir": 1, "--echo-records": 0}
 
@@ -325,11 +327,22 @@ def refuse_shared_gpus(runtime: Runtime, bus_id: str | None) -> None:
         raise UsageError(problem)
 
 
+def _repeat(log_dir: Path) -> int:
+    """The run's repeat number, as its run.json says (0 where it cannot be read)."""
+    try:
+        return RunSpec.read(log_dir / RUN_FILE).repeat
+    except SpecError:
+        return 0
+
+
 def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequence[str] | None = None) -> int:
     """Run one training benchmark on this rank: parse, start, build, record, time. Returns the exit status."""
     start = invocation(name, argv)
     info, flags = start.info, start.flags
     with rank_session(backend, info, flags, start.argv, start.label) as session:
+        if to_target(flags):  # each repeat of a run to target its own seed, as MLPerf's runs are
+            flags.seed += session.runtime.broadcast_object(_repeat(session.log_dir) if session.runtime.rank == 0
+                                                           else None)
         chosen = backend.configure(flags, session.device)
         trainer = backend.trainer(build, session)
         runtime = session.runtime
@@ -340,13 +353,16 @@ def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequenc
                              parameters=trainer.parameters,
                              gradient_tensors=trainer.gradient_tensors, gradient_sizes=trainer.gradient_sizes,
                              **counted, **session.environment())
+        final = lambda: {**backend.peak_memory(session.device), "param_checksum": trainer.checksum(),  # noqa: E731
+                         **getattr(trainer, "data_facts", dict)()}
+        if to_target(flags):
+            return measure_to_target(runtime, session.writer, trainer, backend.loss_value, flags=flags, unit=unit,
+                                     label=start.label, sampler=session.sampler(), final=final)
         step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else \
             trainer.data_step if getattr(flags, "data_only", False) else trainer.step
         try:
             return measure(runtime, session.writer, step, backend.loss_value, flags=flags, unit=unit,
                            label=f"{start.label} ({session.log_dir})", sampler=session.sampler(),
-                           profile=lambda steps: backend.profile(trainer, session, steps),
-                           final=lambda: {**backend.peak_memory(session.device), "param_checksum": trainer.checksum(),
-                                          **getattr(trainer, "data_facts", dict)()})
+                           profile=lambda steps: backend.profile(trainer, session, steps), final=final)
         finally:
             trainer.close()

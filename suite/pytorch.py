@@ -17,12 +17,14 @@ import torch
 from torch import nn
 
 from hvdbench.core.environment import gloo_on_loopback
+from hvdbench.core.errors import UsageError
 from hvdbench.core.gpu import cuda_bus_id, refuse_unseen_gpus
 from hvdbench.core.gpu_choice import GpuChoice, choose_gpu
 from hvdbench.core.records import RecordWriter
 from . import harness
 from .exchange import Exchange, make_exchange, scaler_for
 from .timing import HorovodObjects, StepOutcome
+from .to_target import Held
 from .torchrun import TorchrunWorld, launched_by_torchrun
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
                         check_precision, weight_dtype)
@@ -174,7 +176,8 @@ class Trainer:
             files = FileBatches(workload.reads, flags, rank, size, device.type == "cuda", classifier_outputs(trained))
         self.source = BatchSource(flags.data, workload.make_batch, count, device=device, generator=generator,
                                   seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
-                                  dtype=dtype, channels_last=flags.channels_last, files=files)
+                                  dtype=dtype, channels_last=flags.channels_last, files=files,
+                                  stream=workload.epochs.next_batch if workload.epochs is not None else None)
         self.model.train()
 
     def _forward(self) -> tuple[torch.Tensor, dict[str, float]]:
@@ -227,13 +230,39 @@ class Trainer:
         names = ("forward", "backward", "exchange", "optimizer")
         return StepOutcome(loss.detach(), counts, {n: b - a for n, a, b in zip(names, marks, marks[1:])})
 
+    def evaluate(self) -> Held:
+        """This rank's share of the held-out set, evaluated in the run's precision (a workload read in epochs)."""
+        if self.workload.epochs is None:
+            raise UsageError("a quality target needs a held-out set: this workload has none (fashion_mnist has)")
+        self.model.eval()
+        try:
+            with torch.no_grad(), autocast(self.flags.precision, self.device):
+                return Held(*self.workload.epochs.evaluate(self.model))
+        finally:
+            self.model.train()
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        """Steps an epoch gives every rank, for a workload read in epochs."""
+        return self.workload.epochs.steps_per_epoch if self.workload.epochs is not None else None
+
+    def set_lr(self, lr: float) -> None:
+        """The learning rate of every parameter group from now on (a run to target's schedule)."""
+        for group in self.optimizer.param_groups if self.optimizer is not None else ():
+            group["lr"] = lr
+
     def data_step(self) -> StepOutcome:
         """The input pipeline alone (--data-only): the next batch on the device, no model."""
         _, counts = self.source.next()
         return StepOutcome(torch.zeros(()), counts)
 
     def data_facts(self) -> dict[str, Any]:
-        """What reading files came to (the summary's ``data``); nothing for synthetic batches."""
+        """What reading files came to (the summary's ``data``), or the dataset held in memory; nothing for synthetic
+        batches."""
+        if self.workload.epochs is not None:
+            facts = self.workload.epochs.facts
+            return {"data": {"dir": facts["source"], "kind": "idx", "loader": "memory",
+                             "samples": facts["train_images"], **facts}}
         return self.source.files.facts() if self.source.files is not None else {}
 
     def checksum(self) -> float:

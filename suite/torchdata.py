@@ -22,6 +22,18 @@ Count = Callable[[Batch], dict[str, float]]
 
 
 @dataclass
+class Epochs:
+    """A real dataset held in memory and read in epochs (suite/fashion_mnist.py): this rank's next batch (already on
+    the device where the dataset is), the steps an epoch gives every rank, the sums of an evaluation of this rank's
+    share of the held-out set (correct, seen, summed loss), and what the dataset is (the env record's ``dataset``)."""
+
+    steps_per_epoch: int
+    next_batch: Callable[[], Batch]
+    evaluate: Callable[[nn.Module], tuple[float, float, float]]
+    facts: dict[str, Any]
+
+
+@dataclass
 class TorchWorkload:
     """What a benchmark supplies: a model, a maker of synthetic batches (on the host), a loss, and
     what a batch counts (``{"samples": n, ...}`` in the benchmark's unit; default: the batch's rows)."""
@@ -33,6 +45,7 @@ class TorchWorkload:
     distinct_batches: int = 1  # >1 where batches differ (lengths): the device pool keeps that many
     unit: str | None = None  # what a sample is where the workload says (a model file's UNIT), else the catalog's
     reads: str | None = None  # the dataset kind it reads with --data files (core/datasets.py KINDS), None: none
+    epochs: Epochs | None = None  # a real dataset in memory, read in epochs and evaluated (runs to a target)
 
 
 @dataclass(frozen=True)
@@ -92,16 +105,21 @@ class BatchSource:
     - ``host``: the same batches kept on the host (pinned with CUDA) and copied every step;
     - ``loader``: a DataLoader whose workers make new batches, pinned, copied every step;
     - ``files``: a dataset on disk read, decoded and augmented by a DataLoader's workers (suite/filedata.py), each
-      step's wait for its batch and the bytes it read counted beside its samples.
+      step's wait for its batch and the bytes it read counted beside its samples;
+    - ``stream`` given: a real dataset in memory (``Epochs.next_batch``), the next batch every step, whatever
+      ``mode`` (where the dataset is held is the workload's).
     """
 
     def __init__(self, mode: str, make: MakeBatch, count: Count, *, device: torch.device, generator: torch.Generator,
                  seed: int, distinct: int = 1, workers: int = 2, dtype: torch.dtype = torch.float32,
-                 channels_last: bool = False, files: Any = None) -> None:
+                 channels_last: bool = False, files: Any = None, stream: Callable[[], Batch] | None = None) -> None:
         self.mode, self.count, self.device = mode, count, device
         self.dtype, self.channels_last = dtype, channels_last
         self.pin = device.type == "cuda"
         self.files = files
+        self.stream = stream
+        if stream is not None:
+            return
         if mode == "files":
             if files is None:
                 raise UsageError("--data files: this workload reads no dataset")
@@ -134,6 +152,9 @@ class BatchSource:
 
     def next(self) -> tuple[Batch, dict[str, float]]:
         """The next batch on the device and what it counts (computed on the host copy)."""
+        if self.stream is not None:
+            batch = self.stream()
+            return self._to_device(batch), self.count(batch)
         if self.mode == "device":
             return next(self._ready)
         if self.mode == "files":

@@ -34,7 +34,8 @@ from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
 from ..sections import Inputs, TableSection
 from ..tables.datapath import DATAPATH_SECTION
-from ..tables.quality import QUALITY_SECTION
+from ..tables.critical_batch import CRITICAL_SECTION
+from ..tables.quality import QUALITY_SECTION, terminal_rows as quality_terminal
 from ..tables.details import BREAKDOWN_SECTION, DETAILS_SECTION, profile_rows
 from ..tables.efficiency import load_peaks, Peak, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
@@ -294,7 +295,8 @@ def _walk(descriptors: tuple[TableSection, ...], inputs: Inputs, tables: dict[st
     return out
 
 
-BUYER_TABLES = (QUALITY_SECTION, KNOBS_SECTION, CROSS_SECTION, DATAPATH_SECTION)  # what a buyer compares
+# what a buyer compares, after the headline
+BUYER_TABLES = (QUALITY_SECTION, CRITICAL_SECTION, KNOBS_SECTION, CROSS_SECTION, DATAPATH_SECTION)
 RECORDED_TABLES = (BREAKDOWN_SECTION, DETAILS_SECTION)  # everything else the runs recorded
 
 
@@ -400,6 +402,8 @@ def _every_row(text: str) -> str:
 def terminal_text(report: Report, collection: Collection) -> str:
     """The headline tables and what was left out, for the terminal."""
     texts = [f"{inert(s.title)}\n{_every_row(s.text)}{text_table(s.header, s.rows)}" for s in report.headline]
+    if len(report.tables.get("quality", ())):
+        texts.append("Time to a quality target\n" + text_table(*quality_terminal(report.tables["quality"])))
     if "collectives" in report.tables:
         peaks = peak_table(report.tables["collectives"])
         texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],

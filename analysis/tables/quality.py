@@ -27,22 +27,35 @@ QUALITY_SCHEMA: dict[str, str] = {
     "system": "string", "framework": "string", "benchmark": "string", "model": "string", "args": "string",
     "np": "int64", "nodes": "int64", "metric": "string", "target": "float64", "runs": "int64", "converged": "int64",
     "olympic_s": "float64", "olympic_why": "string", "seconds": "float64", "low": "float64", "high": "float64",
-    "spread": "float64", "epochs": "float64", "global_batch": "Int64", "source": "string", "against": "string",
+    "spread": "float64", "best": "float64", "epochs": "float64", "global_batch": "Int64", "source": "string",
+    "against": "string",
     "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "finding": "string", "verdict": "string",
-    "run_ids": "string",
+    "base_np": "Int64", "speedup": "float64", "speedup_low": "float64", "speedup_high": "float64",
+    "hw_speedup": "float64", "hw_low": "float64", "hw_high": "float64", "stat_eff": "float64", "stat_low": "float64",
+    "stat_high": "float64", "run_ids": "string",
 }
+SPLIT = ("speedup", "hw", "stat")  # time to target's speedup = throughput's (hardware) x statistical efficiency
 WORDS = ("slower", "faster")  # a time ratio above 1 took longer
 
 
-def _times(runs: pd.DataFrame) -> Resampled | None:
-    """The converged runs' times to train as a configuration's figure: their geometric mean, Student's interval over
-    the runs (each run one value: the spread between runs is all there is)."""
+def _per_run(runs: pd.DataFrame, column: str) -> Resampled | None:
+    """Runs' values of ``column`` (each run one value: its time or epochs to target) as a configuration's figure:
+    their geometric mean, Student's interval over the runs (the spread between runs is all there is)."""
     ids = list(runs["run_id"])
-    times = runs["time_to_target_s"].astype(float).to_numpy()
-    if not len(ids):
+    values = runs[column].astype(float).to_numpy()
+    keep = [i for i, v in enumerate(values) if math.isfinite(v) and v > 0]
+    if not keep:
         return None
-    draws = {run_id: np.full(BOOTSTRAP_SAMPLES, seconds) for run_id, seconds in zip(ids, times)}
-    return config_draws(ids, draws, points=dict(zip(ids, times)))
+    draws = {ids[i]: np.full(BOOTSTRAP_SAMPLES, values[i]) for i in keep}
+    return config_draws([ids[i] for i in keep], draws, points={ids[i]: values[i] for i in keep})
+
+
+def _best(group: pd.DataFrame) -> float:
+    """The best value any run reached (the highest accuracy, the lowest loss)."""
+    best = group["quality_best"].astype(float).dropna()
+    if best.empty:
+        return math.nan
+    return float(best.min() if str(group["quality_metric"].iloc[0]) == "loss" else best.max())
 
 
 def _row(group: pd.DataFrame) -> dict[str, Any]:
@@ -50,7 +63,7 @@ def _row(group: pd.DataFrame) -> dict[str, Any]:
     first = group.iloc[0]
     ok = group["converged"].fillna(False).astype(bool).to_numpy()
     scored = olympic(list(group["time_to_target_s"].astype(float)), list(ok))
-    figure = _times(group[ok])
+    figure = _per_run(group[ok], "time_to_target_s")
     low, high = figure.interval if figure is not None and figure.runs > 1 else (math.nan, math.nan)
     batch = group["global_batch"].dropna()
     return {"system": first["system"], "framework": first["framework"], "benchmark": first["benchmark"],
@@ -59,16 +72,20 @@ def _row(group: pd.DataFrame) -> dict[str, Any]:
             "converged": int(ok.sum()), "olympic_s": scored.score_s if scored.score_s is not None else math.nan,
             "olympic_why": scored.why, "seconds": figure.value if figure is not None else math.nan, "low": low,
             "high": high, "spread": figure.spread if figure is not None else math.nan,
-            "epochs": float(group["epochs_to_target"].astype(float).median()),
+            "best": _best(group), "epochs": float(group[ok]["epochs_to_target"].astype(float).median()),
             "global_batch": int(batch.iloc[0]) if len(batch) else pd.NA,
             "source": "MLPerf result files" if str(first["quality_source"] or "").startswith("MLPerf") else "hvdbench",
-            "run_ids": ",".join(group["run_id"]), "_figure": figure}
+            "run_ids": ",".join(group["run_id"]), "_figure": figure,
+            "_epochs": _per_run(group[ok], "epochs_to_target"), "_ids": list(group["run_id"])}
 
 
-def quality_table(runs: pd.DataFrame, margin: float = 0.02, min_runs: int = 3,
-                  baseline: str | None = None) -> pd.DataFrame:
+def quality_table(runs: pd.DataFrame, margin: float = 0.02, min_runs: int = 3, baseline: str | None = None,
+                  draws: dict[str, np.ndarray] | None = None, points: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per system, workload and size of the complete runs that went to a quality target; each other system
-    set against ``baseline``'s time on the same workload and size (where it has no such runs: the first by name)."""
+    set against ``baseline``'s time on the same workload and size (where it has no such runs: the first by name);
+    each size against the fewest GPUs of its system and workload, its speedup in time to target split into
+    throughput's (``draws``/``points``: each run's throughput resamples and figure, stats.run_stats) and statistical
+    efficiency (epochs there over epochs here)."""
     if "time_to_target_s" not in runs:
         return pd.DataFrame(columns=list(QUALITY_SCHEMA)).astype(QUALITY_SCHEMA)
     to_target = runs[(runs["status"] == "ok") & runs["time_to_target_s"].notna()]
@@ -78,9 +95,13 @@ def quality_table(runs: pd.DataFrame, margin: float = 0.02, min_runs: int = 3,
     rows = [_row(group) for _, group in keyed.groupby(KEY, sort=True, dropna=False)]
     systems = {r["system"] for r in rows}
     first = baseline if baseline in systems else min(systems)
+    same = ("framework", "benchmark", "model", "args")
     for row in rows:
         _against(row, next((r for r in rows if r["system"] == first and all(r[k] == row[k] for k in (
-            "framework", "benchmark", "model", "args", "np"))), None), margin, min_runs)
+            *same, "np"))), None), margin, min_runs)
+        fewest = min((r for r in rows if r["system"] == row["system"] and all(r[k] == row[k] for k in same)),
+                     key=lambda r: r["np"])
+        _split(row, fewest, draws or {}, points)
     table = pd.DataFrame([{k: v for k, v in r.items() if k in QUALITY_SCHEMA} for r in rows],
                          columns=list(QUALITY_SCHEMA))
     return table.astype(QUALITY_SCHEMA)
@@ -100,34 +121,97 @@ def _against(row: dict[str, Any], base: dict[str, Any] | None, margin: float, mi
                ratio_low=low, ratio_high=high, finding=found.finding, verdict=found.sentence())
 
 
+def _split(row: dict[str, Any], base: dict[str, Any], draws: dict[str, np.ndarray],
+           points: dict[str, float] | None) -> None:
+    """The row's speedup in time to target over the fewest GPUs' (their time over its), and its two factors:
+    throughput's (its over theirs: the hardware) and statistical efficiency (their epochs over its)."""
+    row.update({name: math.nan for name in QUALITY_SCHEMA if name.startswith(SPLIT)}, base_np=pd.NA)
+    if base is row:
+        return
+    row["base_np"] = base["np"]
+    ratios = {"speedup": ratio_draws(base["_figure"], row["_figure"]) if row["_figure"] and base["_figure"] else None,
+              "hw": ratio_draws(config_draws(row["_ids"], draws, points=points),
+                                config_draws(base["_ids"], draws, points=points)),
+              "stat": ratio_draws(base["_epochs"], row["_epochs"]) if row["_epochs"] and base["_epochs"] else None}
+    for name, ratio in ratios.items():
+        if ratio is None:
+            continue
+        low, high = ratio.interval
+        value = "speedup" if name == "speedup" else f"{name}_speedup" if name == "hw" else "stat_eff"
+        row.update({value: math.exp(ratio.center), f"{name}_low": low, f"{name}_high": high})
+
+
 def _seconds(value: Any) -> str:
-    return "n/a" if missing(value) else f"{value:,.1f} s ({value / 60:,.2f} min)"
+    """A time to train: seconds, with minutes beside them from a minute on."""
+    if missing(value):
+        return "n/a"
+    return f"{value:,.1f} s" + (f" ({value / 60:,.2f} min)" if value >= 60 else "")
 
 
 QUALITY_TEXT = ("Runs to a quality target (evaluation on the clock, from the run's start): MLPerf's score, the olympic "
                 "mean (the fastest and slowest runs dropped, the rest averaged; a run that did not converge counts as "
                 "the slowest, two make no score); the time to train as every figure here is given, the geometric "
-                "mean of the runs that converged with Student's 95% interval over them; each system against the "
-                "baseline (--baseline, else the first results root's system) on the same workload and size (a "
-                "ratio of times: below 1 is faster).")
+                "mean of the runs that converged with Student's 95% interval over them; the speedup in time to "
+                "target against the fewest GPUs of the same system and workload, split into the speedup in "
+                "throughput (the hardware: every step's samples over its time, evaluation left out) and statistical "
+                "efficiency (epochs to the target there over epochs here, as the evaluations fell: a larger global "
+                "batch that needs more epochs is below 1), each with its 95% interval over the runs (the two "
+                "factors' product leaves out evaluation and start-up, so it is near the speedup, not equal); each "
+                "system against the baseline (--baseline, else the first results root's system) on the same "
+                "workload and size (a ratio of times: below 1 is faster). A run that did not converge gives no "
+                "time: it counts in MLPerf's score as the slowest, and in the runs column.")
+
+
+def _factor(value: float, low: float, high: float) -> str:
+    return "n/a" if missing(value) else f"{value:.2f}" + ("" if missing(low) else f" [{low:.2f}–{high:.2f}]")
+
+
+def split_text(r: Any) -> str:
+    """``×1.62 [1.50–1.75] = throughput ×1.90 [1.85–1.95] × statistical 0.85 [0.78–0.93] (against 1 GPU)``."""
+    if missing(r.base_np):
+        return "-"
+    return (f"×{_factor(r.speedup, r.speedup_low, r.speedup_high)} = throughput ×"
+            f"{_factor(r.hw_speedup, r.hw_low, r.hw_high)} × statistical {_factor(r.stat_eff, r.stat_low, r.stat_high)}"
+            f" (against {int(r.base_np)} GPU{'s' if int(r.base_np) != 1 else ''})")
+
+
+def _time_text(r: Any) -> str:
+    """The time to train with its interval, or why there is none."""
+    if r.converged == 0:
+        return f"none converged (best {r.metric} {fmt(r.best, 4)})"
+    interval = (" (one run)" if missing(r.low) else f" [{r.low / 60:,.2f}–{r.high / 60:,.2f} min]" if r.seconds >= 60
+                else f" [{r.low:,.1f}–{r.high:,.1f} s]")
+    return _seconds(r.seconds) + interval
+
+
+TERMINAL = ("system", "GPUs", "target", "runs (converged)", "time to train [95% CI]", "epochs", "global batch",
+            "speedup in time to target")
+
+
+def terminal_rows(table: pd.DataFrame) -> Rows:
+    """The table's columns a terminal has room for."""
+    header, rows = quality_rows(table)
+    keep = [header.index(name) for name in TERMINAL]
+    return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
 def quality_rows(table: pd.DataFrame) -> Rows:
     return (["system", "workload", "GPUs", "target", "runs (converged)", "olympic mean (MLPerf)",
-             "time to train [95% CI]", "epochs", "global batch", "against the baseline", "source"],
+             "time to train [95% CI]", "epochs", "global batch", "speedup in time to target", "against the baseline",
+             "source"],
             [[r.system, f"{r.benchmark} {r.model}", str(r.np),
               "-" if missing(r.target) else f"{r.metric} {r.target:g}", f"{r.runs} ({r.converged})",
               _seconds(r.olympic_s) if not missing(r.olympic_s) else f"none: {r.olympic_why}",
-              _seconds(r.seconds) + (f" [{fmt(r.low / 60, 2)}–{fmt(r.high / 60, 2)} min]" if not missing(r.low)
-                                     else ""),
-              fmt(r.epochs, 1), "-" if missing(r.global_batch) else f"{int(r.global_batch):,}",
+              _time_text(r),
+              fmt(r.epochs, 2), "-" if missing(r.global_batch) else f"{int(r.global_batch):,}", split_text(r),
               f"{r.ratio:.2f}× [{r.ratio_low:.2f}–{r.ratio_high:.2f}] {r.against}: {r.verdict}"
               if not missing(r.ratio) and not missing(r.ratio_low) else (r.verdict or "-"), r.source]
              for r in table.itertuples()])
 
 
 def _quality(inputs: Inputs) -> pd.DataFrame:
-    return quality_table(inputs.collection.runs, inputs.margin, inputs.min_runs, inputs.baseline)
+    return quality_table(inputs.collection.runs, inputs.margin, inputs.min_runs, inputs.baseline, inputs.draws,
+                         inputs.points)
 
 
 QUALITY_SECTION = TableSection("quality", "Time to a quality target", QUALITY_TEXT, quality_rows, _quality)

@@ -1,0 +1,100 @@
+"""Runs to a quality target on real images (Fashion-MNIST's sample, on the CPU under Horovod): each repeat its own
+seed, evaluation of the whole held-out set inside the time reported, the report's time-to-target row per size with
+its speedup split into throughput's and statistical efficiency's; a dataset whose labels carry no signal never
+reports a time, and a loss that is not finite stops the run naming its step."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import hvdbench_exe
+from hvdbench.core.catalog import FASHION_SAMPLE
+from hvdbench.core.idx import SPLITS, read_idx, write_idx
+from hvdbench.core.records import read_records
+from hvdbench.core.spec import RunFolder
+
+pytestmark = [pytest.mark.slow, pytest.mark.mpi]
+QUICK = ["--batch-size", "32", "--threads", "1", "--eval-every", "0.5", "--max-epochs", "4"]
+
+
+def _run(out: Path, env: dict, *args: str, np_: str = "1", check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([hvdbench_exe(), "run", "fashion_mnist", "--np", np_, "--output", str(out), "--timeout",
+                           "300", *args], capture_output=True, text=True, env=env, timeout=600)
+    assert not check or proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _records(out: Path) -> dict[int, list[list[dict]]]:
+    """Each run's rank-0 records, by its GPUs."""
+    found: dict[int, list[list[dict]]] = {}
+    for spec in sorted(out.glob("*/run.json")):
+        np_ = json.loads(spec.read_text())["spec"]["np"]
+        found.setdefault(np_, []).append(read_records(spec.parent / "rank-0.jsonl"))
+    return found
+
+
+def test_runs_reach_the_target_with_evaluation_on_the_clock_and_the_report_splits_the_speedup(
+        tmp_path: Path, hvd_env: dict) -> None:
+    out = tmp_path / "r"
+    _run(out, hvd_env, "--repeats", "3", "--", "--idx-dir", str(FASHION_SAMPLE), "--target-accuracy", "0.7",
+         *QUICK, np_="1,2")
+    runs = _records(out)
+    assert sorted(runs) == [1, 2] and all(len(r) == 3 for r in runs.values())
+    seeds = set()
+    for records in (r for group in runs.values() for r in group):
+        quality = records[-1]["quality"]
+        evals = [r for r in records if r["kind"] == "eval"]
+        assert quality["converged"] and evals[-1]["accuracy"] >= 0.7 > max(e["accuracy"] for e in evals[:-1])
+        assert quality["seconds"] == evals[-1]["elapsed_s"] and quality["evaluations"] == len(evals)
+        steps = sum(r["duration"] for r in records if r["kind"] == "step")
+        assert quality["seconds"] >= steps + sum(e["eval_s"] for e in evals)  # every step and evaluation inside
+        assert quality["epochs"] == evals[-1]["epoch"] and quality["global_batch"] == 32 * records[0]["size"]
+        seeds.add((records[0]["size"], quality["seed"]))
+    assert len(seeds) == 6  # each repeat trained from its own seed
+    report = tmp_path / "report"
+    proc = subprocess.run([hvdbench_exe(), "report", str(out), "-o", str(report)], capture_output=True, text=True,
+                          env=hvd_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_csv(report / "quality.csv").set_index("np")
+    assert table.loc[1, "converged"] == 3 and table.loc[2, "converged"] == 3 and pd.isna(table.loc[1, "speedup"])
+    two = table.loc[2]
+    assert two["base_np"] == 1 and two["speedup_low"] <= two["speedup"] <= two["speedup_high"]
+    assert two["hw_low"] <= two["hw_speedup"] <= two["hw_high"] and two["stat_low"] <= two["stat_eff"]
+    measured = pd.read_csv(report / "scaling.csv").set_index("np")
+    assert two["hw_speedup"] == pytest.approx(measured.loc[2, "speedup"], rel=0.05)  # the throughput table's own
+    page = (report / "report.md").read_text()
+    assert "## Time to a quality target" in page and "(against 1 GPU)" in page
+
+
+def test_labels_without_signal_never_give_a_time_and_a_diverging_loss_names_its_step(
+        tmp_path: Path, hvd_env: dict) -> None:
+    shuffled = tmp_path / "shuffled"
+    shutil.copytree(FASHION_SAMPLE, shuffled)
+    labels = shuffled / f"{SPLITS['train'][1]}.gz"
+    write_idx(labels, np.random.default_rng(3).permutation(read_idx(labels)))
+    out = tmp_path / "r"
+    proc = _run(out, hvd_env, "--", "--idx-dir", str(shuffled), "--target-accuracy", "0.6", *QUICK[:-1], "2")
+    assert "none converged (best accuracy 0.1" in proc.stdout
+    [[records]] = _records(out).values()
+    quality = records[-1]["quality"]
+    assert not quality["converged"] and quality["best"] < 0.4 and quality["epochs"] == 2.0
+    report = tmp_path / "report"
+    subprocess.run([hvdbench_exe(), "report", str(out), "-o", str(report)], check=True, env=hvd_env, timeout=300,
+                   capture_output=True)
+    [row] = pd.read_csv(report / "quality.csv").to_dict("records")
+    assert row["converged"] == 0 and pd.isna(row["seconds"]) and "three at least" in row["olympic_why"]
+    diverged = tmp_path / "nan"
+    proc = _run(diverged, hvd_env, "--", "--idx-dir", str(FASHION_SAMPLE), "--target-accuracy", "0.7", "--lr", "1e9",
+                *QUICK, check=False)
+    assert proc.returncode != 0
+    [folder] = [p.parent for p in diverged.glob("*/run.json")]
+    [error] = [r for r in read_records(folder / "rank-0.jsonl") if r["kind"] == "error"]
+    assert error["error"] == "NotFinite" and "the loss was not finite at step" in error["message"]
+    assert RunFolder(folder).status.status == "failed"
