@@ -28,8 +28,10 @@ ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
 # clusters (PMIx by its generic name or a version, PMI-2, HPE Cray's)
 PMI_PLUGINS = ("pmix", "pmix_v2", "pmix_v3", "pmix_v4", "pmix_v5", "pmi2", "cray_shasta")
 # Open MPI's MCA parameters of each transport but auto (TRANSPORTS): -mca flags for mpirun, OMPI_MCA_* elsewhere.
-# tcp is the old fixed choice (ob1; TCP between nodes, shared memory within; verbs off).
-OPEN_MPI_TRANSPORT = {"ucx": (("pml", "ucx"), ("osc", "ucx")), "tcp": (("pml", "ob1"), ("btl", "^openib"))}
+# tcp: ob1 over TCP between nodes and shared memory within, named outright: an exclusion such as Horovod's own
+# ``btl ^openib`` replaces the site's list (Debian's ``^uct,openib,ofi``) and so lets the OFI transport carry the
+# traffic on a fabric. ``vader`` is Open MPI 4's shared memory (5 keeps the name as an alias of ``sm``).
+OPEN_MPI_TRANSPORT = {"ucx": (("pml", "ucx"), ("osc", "ucx")), "tcp": (("pml", "ob1"), ("btl", "self,vader,tcp"))}
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,11 @@ from hvdbench.core.spec import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+# Open MPI's OFI transport is offered no fabric provider in every process the tests start. horovodrun --mpi passes
+# ``-mca btl ^openib``, which replaces the distribution's ``btl = ^uct,openib,ofi`` and so loads that transport,
+# whose providers (psm3, verbs) aborted MPI_Init now and then on a machine without the fabric: Open MPI's own
+# exclusions, then every fabric provider Debian's libfabric carries.
+os.environ.setdefault("OMPI_MCA_btl_ofi_provider_exclude", "shm,sockets,tcp,udp,rstream,usnic,psm2,psm3,verbs,efa,opx")
 
 
 def cuda_available() -> bool:

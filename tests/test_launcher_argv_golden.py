@@ -158,10 +158,10 @@ def test_srun_one_task_per_gpu_with_pmix_or_pmi2() -> None:
     # in a job granted GPUs, SLURM's CUDA_VISIBLE_DEVICES stands and the placement travels by name
     granted = get_launcher("srun").environment(_dgx_spec("srun", transport="tcp"), scheduler_gpus=True)
     assert "CUDA_VISIBLE_DEVICES" not in granted and granted["HVDBENCH_DEVICES"] == "0,1,2,3,4,5,6,7"
-    assert granted["OMPI_MCA_pml"] == "ob1" and granted["OMPI_MCA_btl"] == "^openib"
+    assert granted["OMPI_MCA_pml"] == "ob1" and granted["OMPI_MCA_btl"] == "self,vader,tcp"
 
 
-@pytest.mark.parametrize("transport, mca", [(None, []), ("tcp", ["-mca", "pml", "ob1", "-mca", "btl", "^openib"]),
+@pytest.mark.parametrize("transport, mca", [(None, []), ("tcp", ["-mca", "pml", "ob1", "-mca", "btl", "self,vader,tcp"]),
                                             ("ucx", ["-mca", "pml", "ucx", "-mca", "osc", "ucx"])])
 def test_mpirun_transport_auto_leaves_open_mpi_its_choice(transport: str | None, mca: list[str]) -> None:
     spec = RunSpec(benchmark="cifar10", np=2, launcher="mpirun", controller="mpi", transport=transport)
