@@ -58,6 +58,28 @@ class MlperfRun:
         return self.evals[-1][0] if self.evals else None
 
 
+def mllog_line(key: str, time_s: float, value: Any = None, event_type: str = "POINT_IN_TIME",
+               **metadata: Any) -> str:
+    """One event as mlcommons logging writes it: ``:::MLLOG {"namespace": "", "time_ms": ..., "event_type": ...,
+    "key": ..., "value": ..., "metadata": {...}}``."""
+    event = {"namespace": "", "time_ms": int(round(time_s * 1000)), "event_type": event_type, "key": key,
+             "value": value, "metadata": metadata}
+    return MLLOG + json.dumps(event, allow_nan=False)
+
+
+def mllog_lines(benchmark: str, global_batch: int, start_s: float, stop_s: float, converged: bool,
+                evals: Sequence[tuple[float, float, float]], seed: int, target: float) -> list[str]:
+    """A run to a target as an MLPerf Training result file's events: the submission's benchmark, the seed and
+    global batch, run_start, each evaluation (``evals``: epoch, accuracy, when) and run_stop with its status
+    (success where it converged, aborted where not); what ``read_result`` reads back to the same time to train."""
+    return [mllog_line("submission_benchmark", start_s, benchmark), mllog_line("seed", start_s, seed),
+            mllog_line("global_batch_size", start_s, global_batch),
+            mllog_line("eval_target", start_s, target),
+            mllog_line("run_start", start_s, event_type="INTERVAL_START"),
+            *(mllog_line("eval_accuracy", at, accuracy, epoch_num=epoch) for epoch, accuracy, at in evals),
+            mllog_line("run_stop", stop_s, event_type="INTERVAL_END", status="success" if converged else "aborted")]
+
+
 def _events(text: str, path: Path) -> list[dict[str, Any]]:
     """The MLLOG events of a result file (other lines, a launcher's own output, passed over)."""
     out = []

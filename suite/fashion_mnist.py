@@ -28,8 +28,8 @@ EVAL_CHUNK = 1000  # held-out images a forward pass
 
 
 def model_of(name: str) -> nn.Module:
-    """``cnn``: two 3x3 convolutions (32, 64 channels) with pooling and a 128-wide layer (225k parameters);
-    ``mlp``: 784 -> 256 -> 10."""
+    """``cnn``: two 3x3 convolutions (32, 64 channels) with pooling and a 128-wide layer (421,642 parameters);
+    ``mlp``: 784 -> 256 -> 10 (203,530)."""
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, CLASSES))
     return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),

@@ -15,13 +15,16 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
 from hvdbench.core.errors import HvdbenchError
+from hvdbench.core.mlperf import mllog_lines
 from hvdbench.core.records import RecordWriter
 from .timing import Runtime, Sampler, StepOutcome, _Steps
 
+MLLOG_FILE = "mllog.txt"  # rank 0's run as MLPerf's MLLOG lines, beside its log
 CHECK_EVERY = 50  # steps between the collective checks that every rank's loss is finite
 
 
@@ -54,6 +57,8 @@ class Plan:
     lr_scaling: str = "none"
     warmup_epochs: float = 0.0
     warmup_steps: int = 0
+    seed: int = 0
+    name: str = ""  # the workload, as the MLLOG file's submission_benchmark says
 
     @property
     def lr(self) -> float:
@@ -84,6 +89,8 @@ class _State:
     """What the run has reached so far."""
 
     start: float = 0.0
+    wall: float = 0.0  # the run's start on the wall clock (MLLOG's time)
+    curve: list[tuple[float, float, float]] = field(default_factory=list)  # epoch, accuracy, wall time
     evals: int = 0
     eval_s: float = 0.0
     best: float = math.nan
@@ -99,7 +106,7 @@ def plan_of(flags: argparse.Namespace, steps_per_epoch: int, size: int) -> Plan:
     target = flags.target_accuracy if metric == "accuracy" else flags.target_loss
     return Plan(steps_per_epoch, flags.batch_size * size, metric, float(target), flags.eval_every, flags.max_epochs,
                 flags.lr, flags.base_batch or flags.batch_size, flags.lr_scaling, flags.warmup_epochs,
-                flags.warmup_steps)
+                flags.warmup_steps, flags.seed)
 
 
 def _evaluate(runtime: Runtime, evaluate: Callable[[], Held]) -> tuple[float, float, float]:
@@ -134,7 +141,7 @@ def train_to_target(runtime: Runtime, writer: RecordWriter, step: Callable[[], S
     runtime.barrier()
     runtime.sync()
     writer.write("phase", phase="run_start", steps=plan.last_step)
-    state.start = time.perf_counter()
+    state.start, state.wall = time.perf_counter(), time.time()
     index = 0
     while index < plan.last_step and not state.converged:
         set_lr(plan.lr_at(index))
@@ -153,7 +160,19 @@ def train_to_target(runtime: Runtime, writer: RecordWriter, step: Callable[[], S
     if not state.converged:
         state.seconds = window
     summary = ran.summary(min(plan.warmup_steps, index), window) if ran.durations else {}
-    return {**summary, "quality": _quality(plan, state, index)}
+    quality = _quality(plan, state, index)
+    if runtime.rank == 0:
+        _write_mllog(writer.path.parent / MLLOG_FILE, plan, state, quality)
+    return {**summary, "quality": quality}
+
+
+def _write_mllog(path: Path, plan: Plan, state: _State, quality: dict[str, Any]) -> None:
+    """The run as MLPerf's result file beside its log (``hvdbench import mlperf`` reads it back), written aside."""
+    lines = mllog_lines(plan.name, plan.global_batch, state.wall, state.wall + quality["seconds"],
+                        state.converged, state.curve, plan.seed, plan.target)
+    aside = path.with_name(f".{path.name}.part")
+    aside.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    aside.rename(path)
 
 
 def _one_eval(runtime: Runtime, writer: RecordWriter, evaluate: Callable[[], Held], plan: Plan, state: _State,
@@ -169,6 +188,7 @@ def _one_eval(runtime: Runtime, writer: RecordWriter, evaluate: Callable[[], Hel
     epoch = index / plan.steps_per_epoch
     writer.write("eval", epoch=epoch, samples=float(index * plan.global_batch), elapsed_s=elapsed,
                  accuracy=accuracy, loss=loss, eval_s=took)
+    state.curve.append((epoch, accuracy, state.wall + elapsed))
     state.last = {"epoch": epoch, "samples": float(index * plan.global_batch), "steps": float(index)}
     if plan.reached(accuracy, loss):
         state.converged, state.seconds = True, elapsed
@@ -180,7 +200,8 @@ def _quality(plan: Plan, state: _State, steps: int) -> dict[str, Any]:
             "epochs": state.last.get("epoch"), "samples": state.last.get("samples"), "steps": steps,
             "best": state.best, "global_batch": plan.global_batch, "evaluations": state.evals,
             "eval_s": state.eval_s, "lr": plan.lr, "lr_scaling": plan.lr_scaling, "base_batch": plan.base_batch,
-            "warmup_epochs": plan.warmup_epochs, "max_epochs": plan.max_epochs, "source": "hvdbench"}
+            "warmup_epochs": plan.warmup_epochs, "max_epochs": plan.max_epochs, "seed": plan.seed,
+            "source": "hvdbench"}
 
 
 def result_line(label: str, quality: dict[str, Any]) -> str:
@@ -200,13 +221,12 @@ def measure_to_target(runtime: Runtime, writer: RecordWriter, trainer: Any, loss
     """Train to the flags' target with the sampler running, write this rank's summary (its ``quality`` with the
     run's seed) and print rank 0's line. Returns the exit status: 0 whether or not the run converged (a run that
     did not is a result); NotFinite raises."""
-    plan = plan_of(flags, trainer.steps_per_epoch, runtime.size)
+    plan = replace(plan_of(flags, trainer.steps_per_epoch, runtime.size), name=label)
     sampler.start()
     try:
         summary = train_to_target(runtime, writer, trainer.step, loss_value, trainer.evaluate, trainer.set_lr, plan)
     finally:
         sampler.stop()
-    summary["quality"]["seed"] = flags.seed
     summary.update(final())
     writer.write("summary", unit=unit, **summary)
     if runtime.rank == 0:

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from hvdbench.cli import main
-from hvdbench.core.mlperf import find_results, olympic
+from hvdbench.core.mlperf import find_results, mllog_lines, olympic, read_result
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mlperf-training-v4.0"
 RESULTS = FIXTURE / "NVIDIA" / "results" / "eos_ngc24.04_mxnet" / "resnet"
@@ -142,5 +142,21 @@ def test_one_system_against_another_is_a_finding_on_whole_runs(tmp_path: Path) -
     gamma = table.loc["Few gamma"]
     assert gamma["finding"] == "not judged" and pd.isna(gamma["olympic_s"]) and "three at least" in gamma["olympic_why"]
     assert "Copy delta" not in table.index
+    page = (tmp_path / "out" / "report.md").read_text()
+    said = "time to train, mlperf resnet at 8 GPU(s) to eval_accuracy 0.759: &lt;b&gt;Bold&lt;/b&gt; beta 1.10× ["
+    assert said in page and "the time of Acme alpha: slower" in page and "Decision: " in page
     html = (tmp_path / "out" / "report.html").read_text()
     assert "<b>Bold</b>" not in html and "&lt;b&gt;Bold&lt;/b&gt;" in html
+
+
+def test_the_lines_a_run_to_target_writes_read_back_as_an_mlperf_result(tmp_path: Path) -> None:
+    lines = mllog_lines("fashion_mnist-cnn", 64, 1000.0, 1093.25, True, [(0.5, 0.84, 1040.0), (1.0, 0.891, 1093.25)],
+                        1235, 0.89)
+    path = tmp_path / "result_0.txt"
+    path.write_text("\n".join(lines) + "\n")
+    run = read_result(path)
+    assert (run.seconds, run.converged, run.global_batch, run.epochs) == (93.25, True, 64, 1.0)
+    assert [accuracy for _, accuracy, _ in run.evals] == [0.84, 0.891] and run.benchmark == "fashion_mnist-cnn"
+    aborted = mllog_lines("x", 64, 1000.0, 1200.0, False, [(8.0, 0.5, 1200.0)], 1, 0.89)
+    path.write_text("\n".join(aborted) + "\n")
+    assert not read_result(path).converged

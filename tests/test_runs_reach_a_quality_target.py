@@ -17,6 +17,7 @@ import pytest
 from conftest import hvdbench_exe
 from hvdbench.core.catalog import FASHION_SAMPLE
 from hvdbench.core.idx import SPLITS, read_idx, write_idx
+from hvdbench.core.mlperf import read_result
 from hvdbench.core.records import read_records
 from hvdbench.core.spec import RunFolder
 
@@ -36,7 +37,9 @@ def _records(out: Path) -> dict[int, list[list[dict]]]:
     found: dict[int, list[list[dict]]] = {}
     for spec in sorted(out.glob("*/run.json")):
         np_ = json.loads(spec.read_text())["spec"]["np"]
-        found.setdefault(np_, []).append(read_records(spec.parent / "rank-0.jsonl"))
+        records = read_records(spec.parent / "rank-0.jsonl")
+        records[0]["_dir"] = str(spec.parent)
+        found.setdefault(np_, []).append(records)
     return found
 
 
@@ -57,6 +60,9 @@ def test_runs_reach_the_target_with_evaluation_on_the_clock_and_the_report_split
         assert quality["seconds"] >= steps + sum(e["eval_s"] for e in evals)  # every step and evaluation inside
         assert quality["epochs"] == evals[-1]["epoch"] and quality["global_batch"] == 32 * records[0]["size"]
         seeds.add((records[0]["size"], quality["seed"]))
+        logged = read_result(Path(records[0]["_dir"]) / "mllog.txt")  # MLPerf's own lines, read back
+        assert logged.converged and logged.seconds == pytest.approx(quality["seconds"], abs=2e-3)
+        assert [a for _, a, _ in logged.evals] == [e["accuracy"] for e in evals]
     assert len(seeds) == 6  # each repeat trained from its own seed
     report = tmp_path / "report"
     proc = subprocess.run([hvdbench_exe(), "report", str(out), "-o", str(report)], capture_output=True, text=True,

@@ -35,7 +35,8 @@ from ..ratios import MIN_RUNS, pooled_spread
 from ..sections import Inputs, TableSection
 from ..tables.datapath import DATAPATH_SECTION
 from ..tables.critical_batch import CRITICAL_SECTION
-from ..tables.quality import QUALITY_SECTION, terminal_rows as quality_terminal
+from ..tables.quality import QUALITY_SECTION, decision_lines as quality_decision_lines, quality_table
+from ..tables.quality import terminal_rows as quality_terminal
 from ..tables.details import BREAKDOWN_SECTION, DETAILS_SECTION, profile_rows
 from ..tables.efficiency import load_peaks, Peak, with_peaks
 from ..document import Report, Section, csv_safe, render_markdown, text_table
@@ -72,7 +73,8 @@ def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFram
     """The decision between systems, first after the summary: one row per workload and size against the baseline
     (ratio, interval, verdict, runs per side, cost), its forest plot, the weighted figures and costs, what the verdicts
     rest on; the side-by-side table, and what one system measured alone; nothing for one system."""
-    systems = sorted(set(table["system"])) if len(table) else []
+    quality = quality_table(collection.runs, margin, min_runs, baseline or first_given)
+    systems = sorted(set(table["system"]) | set(quality["system"])) if len(table) + len(quality) else []
     if len(systems) < 2:
         return []
     given = first_given if first_given in systems else None
@@ -91,9 +93,10 @@ def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFram
         section.figure = (decision_view.FOREST_FILE, decision_view.forest_svg(decided, weighted, margin))
         section.foot = ["Runs behind these verdicts:"] + decision_view.foot_lines(collection, compared)
         compared.attrs["decided"], compared.attrs["weighted"] = decided, weighted
-    else:
+    elif not quality_decision_lines(quality):
         section.lines = ["no decision between the systems: no workload was measured on two of them (see Measured on "
                          "one system only)"]
+    section.lines += quality_decision_lines(quality)
     out = [section]
     if len(compared):
         out.append(Section("Systems side by side", decision_view.COMPARE_TEXT,
@@ -152,8 +155,8 @@ def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
                              judging.min_runs, stats.attrs.get("points"))
     if judging.costs:
         compared = cost_columns(compared, table, judging.costs)
-    return compared, _decision(collection, table, compared, judging.baseline, judging.margin, judging.weights, given,
-                               judging.min_runs)
+    return compared, _decision(collection, table, compared, judging.baseline, judging.margin, judging.weights,
+                               given if len(table) else judging.first_given, judging.min_runs)
 
 
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,

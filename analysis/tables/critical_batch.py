@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,19 +52,30 @@ def fit(batches: np.ndarray, steps: np.ndarray) -> tuple[float, float]:
     return float(intercept), float(slope / intercept)
 
 
-def _interval(batches: np.ndarray, steps: np.ndarray, seed: str) -> tuple[tuple[float, float], tuple[float, float],
-                                                                        float]:
-    """95% intervals of S_min and B_noise from resampling the runs within each batch, and the share of resamples
-    the curve fails on (above 2.5%: no interval, the runs cannot bound it)."""
+def fit_draws(batches: np.ndarray, steps: np.ndarray, seed: str) -> np.ndarray:
+    """(S_min, B_noise) of each resample of the runs within each batch (BOOTSTRAP_SAMPLES x 2; NaN where the curve
+    fails on a resample)."""
     rng = np.random.default_rng(run_seed(seed))
     groups = [np.flatnonzero(batches == b) for b in np.unique(batches)]
     draws = []
     for _ in range(BOOTSTRAP_SAMPLES):
         picked = np.concatenate([rng.choice(g, size=len(g)) for g in groups])
         draws.append(fit(batches[picked], steps[picked]))
-    values = np.array(draws)
+    return np.array(draws)
+
+
+def bounded(draws: np.ndarray) -> bool:
+    """Whether resamples bound the curve: it fails on at most the interval's tail (2.5%) of them."""
+    return float(np.isnan(draws[:, 0]).mean()) <= 0.025
+
+
+def _interval(batches: np.ndarray, steps: np.ndarray, seed: str) -> tuple[tuple[float, float], tuple[float, float],
+                                                                        float]:
+    """95% intervals of S_min and B_noise from resampling the runs within each batch, and the share of resamples
+    the curve fails on (above 2.5%: no interval, the runs cannot bound it)."""
+    values = fit_draws(batches, steps, seed)
     failed = float(np.isnan(values[:, 0]).mean())
-    if failed > 0.025:  # the model fails in more than the interval's tail: no interval
+    if not bounded(values):
         return (math.nan, math.nan), (math.nan, math.nan), failed
     low, high = np.nanpercentile(values, [2.5, 97.5], axis=0)
     return (float(low[0]), float(high[0])), (float(low[1]), float(high[1])), failed
@@ -96,6 +108,45 @@ def _rows(group: pd.DataFrame) -> list[dict[str, Any]]:
             "b_noise_high": b_high, "beyond": beyond,
             "note": "; ".join(filter(None, (note, "past the critical batch: more GPUs buy little" if beyond > 1
                                             else "")))})
+    return out
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One workload's fitted curve to one target: S_min, B_noise and their resamples (``draws``: n x 2)."""
+
+    system: str
+    benchmark: str
+    model: str
+    target: str  # ``accuracy 0.89``
+    s_min: float
+    b_noise: float
+    draws: np.ndarray
+
+    def steps(self, batch: float) -> tuple[float, float, float]:
+        """Steps to the target at a global batch, with the 95% interval of the resamples."""
+        values = self.draws[:, 0] * (1 + self.draws[:, 1] / batch)
+        low, high = np.nanpercentile(values, [2.5, 97.5])
+        return self.s_min * (1 + self.b_noise / batch), float(low), float(high)
+
+
+def curves(runs: pd.DataFrame) -> list[Curve]:
+    """Every workload's curve the converged runs bound (two batches or more, the model holding on the resamples)."""
+    table = critical_batch_table(runs)
+    out = []
+    for _, group in table[table["s_min_low"].notna()].groupby(["system", "benchmark", "model", "metric", "target",
+                                                                "args"], sort=True):
+        first = group.iloc[0]
+        done = runs[(runs["status"] == "ok") & runs["converged"].fillna(False).astype(bool)
+                    & (runs["system"] == first["system"]) & (runs["benchmark"] == first["benchmark"])
+                    & (runs["model"] == first["model"]) & (runs["quality_target"] == first["target"])
+                    & runs["steps_to_target"].notna()]
+        done = done[done["args"].map(lambda a: _work(str(a))) == first["args"]]
+        batches = done["global_batch"].astype(float).to_numpy()
+        draws = fit_draws(batches, done["steps_to_target"].astype(float).to_numpy(), ",".join(sorted(done["run_id"])))
+        out.append(Curve(str(first["system"]), str(first["benchmark"]), str(first["model"]),
+                         f"{first['metric']} {first['target']:g}", float(first["s_min"]), float(first["b_noise"]),
+                         draws))
     return out
 
 

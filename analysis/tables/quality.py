@@ -215,3 +215,15 @@ def _quality(inputs: Inputs) -> pd.DataFrame:
 
 
 QUALITY_SECTION = TableSection("quality", "Time to a quality target", QUALITY_TEXT, quality_rows, _quality)
+
+
+def decision_lines(table: pd.DataFrame) -> list[str]:
+    """The decision page's lines on time to train: each workload and size measured to its target on the baseline
+    and another system, with the ratio of times, its interval and the finding."""
+    out = []
+    for r in table[table["against"].fillna("") != ""].itertuples():
+        ratio = (f"{r.ratio:.2f}× [{r.ratio_low:.2f}–{r.ratio_high:.2f}] the time of {r.against}"
+                 if not missing(r.ratio) and not missing(r.ratio_low) else f"against {r.against}")
+        out.append(f"time to train, {r.benchmark} {r.model} at {r.np} GPU(s) to {r.metric} {r.target:g}: {r.system} "
+                   f"{ratio}: {r.verdict}")
+    return out
