@@ -161,7 +161,8 @@ def test_srun_one_task_per_gpu_with_pmix_or_pmi2() -> None:
     assert granted["OMPI_MCA_pml"] == "ob1" and granted["OMPI_MCA_btl"] == "self,vader,tcp"
 
 
-@pytest.mark.parametrize("transport, mca", [(None, []), ("tcp", ["-mca", "pml", "ob1", "-mca", "btl", "self,vader,tcp"]),
+@pytest.mark.parametrize("transport, mca", [(None, []),
+                                            ("tcp", ["-mca", "pml", "ob1", "-mca", "btl", "self,vader,tcp"]),
                                             ("ucx", ["-mca", "pml", "ucx", "-mca", "osc", "ucx"])])
 def test_mpirun_transport_auto_leaves_open_mpi_its_choice(transport: str | None, mca: list[str]) -> None:
     spec = RunSpec(benchmark="cifar10", np=2, launcher="mpirun", controller="mpi", transport=transport)
