@@ -521,4 +521,5 @@ def collect(roots: Iterable[Path]) -> Collection:
                       frame(tables["windows"], WINDOWS_SCHEMA), frame(tables["evals"], EVALS_SCHEMA), issues,
                       spec_errors, sorted(skipped))
     collection.cache["step_rows"] = _part_rows(step_parts)
+    collection.cache["measured"] = {row["run_id"]: values for row, values in zip(runs, measured)}  # history digests
     return collection

@@ -13,7 +13,7 @@ from hvdbench.core.errors import HvdbenchError, UsageError
 from hvdbench.core.validate import inert, visible
 
 from hvdbench.launchers.local import Stopped
-from . import commands, imports
+from . import commands, history, imports
 from .parser import build_parser
 
 
@@ -63,7 +63,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 "status": commands.cmd_status, "project": commands.cmd_project,
                 "accept": commands.cmd_accept, "nccl-log": commands.cmd_nccl_log,
                 "data": commands.cmd_data, "fabric": commands.cmd_fabric,
-                "import": imports.cmd_import}[args.command](args)
+                "import": imports.cmd_import, "history": history.cmd_history}[args.command](args)
     except HvdbenchError as exc:  # one line whatever the message holds (a name with a newline forges none)
         print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
         return 2

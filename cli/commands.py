@@ -13,12 +13,15 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from hvdbench.analysis.history.recording import record_after
 from hvdbench.core.containers import RUNTIMES, from_flags, runtime
 from hvdbench.core.errors import HvdbenchError, ReportError, UsageError
 from hvdbench.core.options import options_of
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.core.tags import tags_of, write_tags
 from hvdbench.core.validate import inert, text_problem
 from hvdbench.core.hostlist import hosts_of
+from hvdbench.launchers.executor import Executor as BaseExecutor
 from hvdbench.launchers.plan import Plan, plan
 from hvdbench.launchers.runs import (Executor, Prepared, benchmark_sweep, check_launchers, describe_plan,
                                      fits_allocation, here_gpus, load, prepare_here,
@@ -159,10 +162,13 @@ def print_plan(planned: Plan, executor: Executor, root: Path, args: argparse.Nam
     return 0
 
 
-def _finish(statuses: list[RunStatus], root: Path, with_report: bool) -> int:
-    """The sweep's counts, the report of what completed, and the exit status (0 when all are ok)."""
+def _finish(statuses: list[RunStatus], root: Path, with_report: bool, store: str | None = None) -> int:
+    """The sweep's counts, its runs recorded in the history store, the report of what completed, and the exit
+    status (0 when all are ok)."""
     counts = Counter(s.status for s in statuses)
     print("sweep: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) + f"; results in {root}")
+    if statuses:
+        record_after([root], store)
     if with_report and counts["ok"]:
         report([root])
     if counts["ok"] < len(statuses):
@@ -181,6 +187,13 @@ def with_container(sweep: Sweep, args: argparse.Namespace) -> Sweep:
     if problem:
         raise UsageError(f"--container-runtime {container.runtime}: {problem}")
     return replace(sweep, container=container)
+
+
+def _tag(executor: BaseExecutor, root: Path, specs: Sequence[RunSpec], args: argparse.Namespace) -> None:
+    """The command's ``--tag``s on the runs it will make (not those resume leaves as they are), in the root."""
+    tags = tags_of(getattr(args, "tag", []))
+    if tags:
+        write_tags(root, [spec.id for spec in executor.todo(specs)], tags)
 
 
 def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace, in_allocation: bool = False) -> int:
@@ -205,13 +218,14 @@ def _run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace,
     prepared = _prepared(sweep, specs, root)
     executor = local_executor(sweep, root, resume=args.resume, timeout=args.timeout, hosts=hosts,
                               retries=getattr(args, "retries", None), environment=prepared.environment)
+    _tag(executor, root, specs, args)
     if sweep.until_decided:  # rounds of repeats until each configuration is decided (cli/until_decided.py)
         from hvdbench.cli.until_decided import run_until_decided
 
         statuses, undecided = run_until_decided(sweep, specs, root, executor, lambda other: local_executor(
             sweep, other, resume=True, timeout=args.timeout, hosts=hosts, environment=prepared.environment))
-        return _finish(statuses, root, args.report) or (NOT_DECIDED if undecided else 0)
-    return _finish(executor.execute(specs), root, args.report)
+        return _finish(statuses, root, args.report, getattr(args, "store", None)) or (NOT_DECIDED if undecided else 0)
+    return _finish(executor.execute(specs), root, args.report, getattr(args, "store", None))
 
 
 def _prepared(sweep: Sweep, specs: Sequence[RunSpec], root: Path) -> Prepared:
@@ -320,6 +334,7 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
         executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume)
         if args.dry_run:
             return print_plan(planned, executor, args.output, args)
+        _tag(executor, args.output, planned.specs, args)
         submitted = executor.execute(planned.specs)
         print(f"submitted {len(submitted)} job(s); follow with: hvdbench status {shlex.quote(str(args.output))}, "
               f"then hvdbench report {shlex.quote(str(args.output))}")
@@ -377,6 +392,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     check_launchers(spec.launcher for spec in planned.specs)
     if root.exists() and run_dirs(root) and not (args.resume or args.rerun):
         raise UsageError(f"{root} already holds runs: --resume submits only what is missing, --rerun submits all again")
+    _tag(executor, root, planned.specs, args)
     submitted = executor.execute(planned.specs)
     print(f"submitted {len(submitted)} job(s) of {len(planned.specs)} run(s); "
           f"follow with: hvdbench status {shlex.quote(str(root))}")
@@ -406,6 +422,7 @@ def _submit_allocations(args: argparse.Namespace, sweep: Sweep, planned: Plan, r
     problem = partition_problem(planned.specs, sweep.slurm)
     if problem:
         raise UsageError(problem)
+    write_tags(root, [spec.id for spec in planned.specs], tags_of(args.tag))
     for shape, job_id in allocation.submit(jobs, root, planned.specs):
         print(f"shape {shape}: job {job_id}")
     print(f"submitted {len(jobs)} job(s), one per shape, for {len(planned.specs)} run(s); "
@@ -416,6 +433,7 @@ def _submit_allocations(args: argparse.Namespace, sweep: Sweep, planned: Plan, r
 def cmd_status(args: argparse.Namespace) -> int:
     """Print each run's state; exit 0 when every run is ok."""
     from hvdbench.launchers.queues import refresh
+    from hvdbench.launchers.slurm_queue import ACTIVE
 
     if not args.dir.exists():
         raise UsageError(f"{args.dir}: no such results directory")
@@ -427,6 +445,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         counts[status.status] += 1
         job = f"job {status.job_id}" if status.job_id else "-"
         print(f"{inert(folder.name):<40} {inert(status.status):<10} {inert(job):<14} {inert(status.message)}")
+    if not any(counts[state] for state in ACTIVE):  # every job has ended: its runs into the history store
+        record_after([args.dir], args.store)
     print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
     return 0 if counts["ok"] == len(states) else 1
 

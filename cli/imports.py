@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from hvdbench.analysis.history.recording import record_after
 from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import inert, text_problem
 
@@ -20,6 +21,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         _mlperf(args)
     else:
         _nccl_tests(args)
+    record_after([args.output], args.store)
     print(f"report with: hvdbench report {shlex.quote(str(args.output))}")
     return 0
 

@@ -35,7 +35,7 @@ def build_parser() -> Parser:
     parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo, _nccl_log, _data,
-                _fabric, _import):
+                _fabric, _import, _history):
         add(sub)
     return parser
 
@@ -65,6 +65,8 @@ def _run(sub: Any) -> None:
                           "(one CUDA_VISIBLE_DEVICES list for all its ranks)")
     run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
     run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    store_flag(run)
+    tag_flag(run)
     fit = run.add_argument_group("the largest model that trains (lm)")
     fit.add_argument("--fit", action="store_true",
                      help="grow the model from the shape given (short real runs, one per shape) to the largest that "
@@ -213,6 +215,8 @@ def _sweep(sub: Any) -> None:
     sweep.add_argument("-o", "--output", type=Path, default=None, help="results root (default: the file's output, "
                                                                           "else results/<name>)")
     sweep_flags(sweep, ("timeout", "retries"), timeout=None, retries=None)
+    store_flag(sweep)
+    tag_flag(sweep)
     sweep_flags(sweep.add_argument_group("run until decided"), DECISION, **{name: None for name in DECISION})
     sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
@@ -242,6 +246,7 @@ def _submit(sub: Any) -> None:
                                         "the results' slurm-jobs/, printed by --dry-run). Prints the job ids. Results "
                                         "land in the same layout as local runs.")
     submit.add_argument("file", type=Path, help="sweep file")
+    tag_flag(submit)
     submit.add_argument("-o", "--output", type=Path, default=None, help="results root")
     again = submit.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="submit only runs neither complete nor queued")
@@ -259,6 +264,7 @@ def _status(sub: Any) -> None:
                             description="One line per run: state (ok, failed, timeout, cancelled, preempted, "
                                         "pending, running, lost, not run), job id and reason.")
     status.add_argument("dir", type=Path, help="results root (or one run directory)")
+    store_flag(status)
 
 
 def _screen(sub: Any) -> None:
@@ -270,6 +276,8 @@ def _screen(sub: Any) -> None:
                     "GPU and node against the fleet median with the evidence (clocks, throttle reasons, "
                     "temperature, power, PCIe link, ECC). Without GPUs it refuses unless --cpu-slots N asks to "
                     "screen N CPU slots. Arguments hvdbench does not know go to the benchmark (e.g. --steps 100).")
+    store_flag(screen)
+    tag_flag(screen)
     screen.add_argument("--benchmark", default=None,
                         help="benchmark (default: imagenet ResNet-50 amp batch 64 on GPUs, cifar10 ResNet-20 on CPU "
                              "slots, its arguments followed by yours)")
@@ -379,6 +387,7 @@ def _import(sub: Any) -> None:
     imp.add_argument("files", nargs="+", type=Path, help="nccl-tests: its output, one or more tests a file; mlperf: "
                                                          "a submitter's folder, its results folder or a benchmark's")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the results root")
+    store_flag(imp)
     imp.add_argument("--system", default=None, help="the system's label in the report (default: nccl-tests local; "
                                                     "mlperf the submitter and system name its description gives)")
 
@@ -395,3 +404,57 @@ def _nccl_log(sub: Any) -> None:
     nccl.add_argument("files", nargs="+", type=Path, help="NCCL log files")
     nccl.add_argument("--json", action="store_true", help="print JSON by file name: one object per file, a list of "
                                                          "them (run by run) where a log holds several runs")
+
+
+def store_flag(parser: Any) -> None:
+    """Where a command records its runs (run, sweep, screen, import; status once every job has ended)."""
+    parser.add_argument("--store", default=None, metavar="URL",
+                        help="the history store the runs are recorded in: a file path or sqlite:///path (default: "
+                             "HVDBENCH_STORE, else ~/.local/share/hvdbench/history.sqlite); off records nothing")
+
+
+def tag_flag(parser: Any) -> None:
+    """Tags on the runs a command plans (run, sweep, screen, submit)."""
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                        help="a tag on every run (repeatable): kept in the results root's tags.json and the history "
+                             "store, selected by hvdbench history --tag")
+
+
+def _history(sub: Any) -> None:
+    """hvdbench history: the runs the store keeps across results roots and months."""
+    history = sub.add_parser(
+        "history", help="every run kept across roots and months: list, aggregate, check for change, compare, publish",
+        description="The history store keeps every run that run, sweep, screen, a submitted job's sweep and import "
+                    "finish, across results roots and months (each run once: by its id and a digest of its "
+                    "measurements, which a copy shares). list: one row a run; aggregate: one row a system and "
+                    "configuration (its runs, geometric mean throughput, spread between runs, first and last); "
+                    "check: each configuration's change points (E-divisive means, a permutation test at 1%%) and the "
+                    "finding of its latest change, the runs after against the runs before (exit 1 on a regression, "
+                    "4 where a history is too short or the change undecided); publish DIR: a static site, a trend "
+                    "page a configuration (runs, each stretch's band, change points, the environment's changes); "
+                    "compare --a KEY=VALUE,... --b ...: two selections configuration by configuration on whole runs "
+                    "(B over A; exit 1 where B is slower, 4 where undecided or not judged); "
+                    "import ROOT...: record the runs under results roots (catching up where a store was down). "
+                    "The run folders stay the source of truth.")
+    history.add_argument("action", nargs="?", choices=["list", "aggregate", "check", "compare", "publish", "import"],
+                         default="list", help="list (default), aggregate, check, compare, publish or import")
+    history.add_argument("roots", nargs="*", type=Path, help="import: the results roots; publish: the site's folder")
+    store_flag(history)
+    pick = history.add_argument_group("which runs (list, aggregate)")
+    for name in ("system", "host", "benchmark", "model", "status"):
+        pick.add_argument(f"--{name}", type=label, default=None, help=f"runs whose {name} is this")
+    pick.add_argument("--np", type=positive_int, default=None, help="runs of this many ranks")
+    pick.add_argument("--since", default=None, help="runs started since: an age (30d, 12h, 2w) or a date (2026-11-01)")
+    pick.add_argument("--until", default=None, help="runs started before: an age or a date")
+    pick.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                      help="list: runs carrying this tag (repeatable); import: the tag given to each run recorded")
+    history.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output (default table)")
+    history.add_argument("--margin", type=percent, default=2.0,
+                         help="check, compare: the change in percent within which runs count as equivalent (default 2)")
+    history.add_argument("--a", default=None, metavar="KEY=VALUE,...",
+                         help="compare: side A on top of the filters both share, e.g. system=dgx-a or "
+                              "since=60d,until=30d (keys: system, host, benchmark, model, np, status, since, until, "
+                              "tag.KEY)")
+    history.add_argument("--b", default=None, metavar="KEY=VALUE,...", help="compare: side B, as --a")
+    history.add_argument("--min-runs", type=positive_int, default=MIN_RUNS,
+                         help=f"compare: complete runs a side a verdict needs (default {MIN_RUNS})")

@@ -481,7 +481,7 @@ install_all() {
     fi
 
     # --- 5. mpi4py (with MPI), then hvdbench itself.
-    extras=train,slurm,gpu,report,test,lint
+    extras=train,slurm,gpu,report,store,test,lint
     if ((WITH_MPI)); then install_mpi4py; extras+=,mpi; fi
     # offline, hvdbench is built with the environment's setuptools (scripts/horovod-requirements.txt)
     isolation=(); [[ -n "${HVDBENCH_WHEELS:-}" ]] && isolation=(--no-build-isolation)

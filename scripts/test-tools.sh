@@ -11,6 +11,8 @@
 #                                 here, before the tests, since scripts/test.sh builds that environment beside them
 #   mmdebstrap, charliecloud-*, python3-lark  a real image from container/Containerfile (scripts/container-image.sh)
 #                                 and ranks inside it under ch-run
+#   postgresql                    a real PostgreSQL server (an unprivileged cluster in a temporary folder) for the
+#                                 history store's tests on a team's database
 #   dataset-fashion-mnist         the full Fashion-MNIST (60,000 + 10,000 images) read and checked as shipped; runs
 #                                 to a quality target train on examples/fashion-mnist-sample, which needs nothing
 set -uo pipefail
@@ -31,6 +33,7 @@ declare -A skips=(
     [charliecloud-builders]="the image built from the recipe (test_container_image_runs_ranks.py)"
     [python3-lark]="the image built from the recipe (test_container_image_runs_ranks.py)"
     [charliecloud-runtime]="ranks inside the image (test_container_image_runs_ranks.py)"
+    [postgresql]="the history store on PostgreSQL (test_history_store_keeps_every_run_once.py)"
     [dataset-fashion-mnist]="the full Fashion-MNIST read as shipped (test_idx_datasets_are_read_as_shipped_and_checked.py)"
 )
 need=()
@@ -53,6 +56,7 @@ have ch-image || need+=(charliecloud-builders)
 have ch-run || need+=(charliecloud-runtime)
 /usr/bin/python3 -c 'import lark' 2>/dev/null || need+=(python3-lark)
 [[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] || need+=(dataset-fashion-mnist)
+[[ -n "$(compgen -G '/usr/lib/postgresql/*/bin/initdb' || true)" ]] || need+=(postgresql)
 ((${#need[@]})) || exit 0
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 why="not root or no apt-get"

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -36,6 +37,8 @@ BIN = Path(sys.executable).parent
 # whose providers (psm3, verbs) aborted MPI_Init now and then on a machine without the fabric: Open MPI's own
 # exclusions, then every fabric provider Debian's libfabric carries.
 os.environ.setdefault("OMPI_MCA_btl_ofi_provider_exclude", "shm,sockets,tcp,udp,rstream,usnic,psm2,psm3,verbs,efa,opx")
+# Runs the tests make are recorded in a history store of each test process's own, never the user's.
+os.environ.setdefault("HVDBENCH_STORE", str(Path(tempfile.mkdtemp(prefix="hvdbench-store-")) / "history.sqlite"))
 
 
 def cuda_available() -> bool:
@@ -351,3 +354,4 @@ def namespace_host(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
         yield host
     finally:
         host.stop()
+

@@ -66,6 +66,15 @@ def _hvdbench(words: list[str], results: Path, tmp: Path) -> list[list[str]]:
             return [[sys.executable, "-c", "import sys; from hvdbench.cli.parser import build_parser; "
                      "build_parser().parse_args(sys.argv[1:])", command, *rest]]
         return [[hvdbench_exe(), command, *rest, *(["-o", str(tmp / "report")] if command == "report" else [])]]
+    if command == "history":  # the recorded runs into a store of the test's own, then the documented query (check
+        # and compare, whose exit statuses are verdicts, as the parser reads them; a site into a folder of the test's)
+        store = ["--store", str(tmp / "history.sqlite")]
+        if rest[:1] in (["check"], ["compare"]):
+            return [[sys.executable, "-c", "import sys; from hvdbench.cli.parser import build_parser; "
+                     "build_parser().parse_args(sys.argv[1:])", command, *rest]]
+        if rest[:1] == ["publish"]:
+            rest = ["publish", str(tmp / "site"), *rest[2:]]
+        return [[hvdbench_exe(), "history", "import", str(results), *store], [hvdbench_exe(), "history", *rest, *store]]
     if command == "nccl-log":  # reads recorded logs: measures nothing
         return [[hvdbench_exe(), "nccl-log", *rest]]
     if command == "topo":

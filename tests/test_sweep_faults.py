@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from hvdbench.analysis.history.query import Selection, select
+from hvdbench.analysis.history.store import open_store
 from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe
@@ -108,9 +110,15 @@ def test_an_interrupted_sweep_resumes_with_only_the_missing_runs(tmp_path: Path,
     assert proc.returncode == 130 and "finished runs are kept" in out
     assert _status(root, 100000)["status"] == "interrupted"
     sweep.write_text(sweep.read_text().replace("'100000'", "'4'"))  # the long run, now short; the rest unchanged
-    again = subprocess.run([hvdbench_exe(), "sweep", str(sweep), "-o", str(root), "--no-report"],
-                           capture_output=True, text=True, env=hvd_env, timeout=300)
+    store = tmp_path / "history.sqlite"
+    again = subprocess.run([hvdbench_exe(), "sweep", str(sweep), "-o", str(root), "--no-report", "--store", str(store),
+                            "--tag", "image=ngc-24.04"], capture_output=True, text=True, env=hvd_env, timeout=300)
     assert again.returncode == 0, again.stdout
+    # the interrupted sweep recorded nothing; this one every run in the root, the interrupted one too (history)
+    assert f"history: 4 added in {store}" in again.stdout
+    with open_store(str(store)) as opened:  # the tag on the runs this sweep ran, the run it skipped not
+        tagged = select(opened, Selection(tags=(("image", "ngc-24.04"),)))
+    assert len(tagged) == 2 and finished.name not in set(tagged["run_id"])
     assert again.stdout.count("already complete, skipped") == 1 and "sweep: 3 ok" in again.stdout
     assert {p.name: p.read_bytes() for p in finished.iterdir()} == kept
     assert len([p for p in root.glob("*/status.json") if json.loads(p.read_text())["status"] == "ok"]) == 3

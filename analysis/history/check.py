@@ -1,0 +1,96 @@
+"""``history check``: each configuration's runs judged against its own history (analysis/history/changes.py), with
+the first run after its latest change and what changed in the environment then; and the environment's changes
+along a history, which the trend pages mark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..findings import CHANGE, NOT_JUDGED, UNDECIDED
+from .changes import NO_CHANGE, judge_history
+
+REGRESSION = CHANGE[1]
+NEAR = 2  # runs from a change point within which an environment change is said with it
+NOT_TRACKED = ("host", "hvdbench_version")  # environment keys that change without changing the system measured
+CHECK_COLUMNS = ["system", "benchmark", "model", "np", "unit", "runs", "finding", "verdict", "change_run",
+                 "change_started", "ratio", "ratio_low", "ratio_high", "runs_before", "runs_after", "changed",
+                 "changes", "config"]
+
+
+def environment_changes(environments: list[dict[str, Any]]) -> list[tuple[int, dict[str, tuple[Any, Any]]]]:
+    """Where a history's environment changed: (index of the first run with the new one, {key: (old, new)}); keys a
+    run did not record are not changes."""
+    out = []
+    for i in range(1, len(environments)):
+        before, now = environments[i - 1], environments[i]
+        changed = {k: (before.get(k), now.get(k)) for k in sorted(set(before) | set(now))
+                   if k not in NOT_TRACKED and before.get(k) is not None and now.get(k) is not None
+                   and before.get(k) != now.get(k)}
+        if changed:
+            out.append((i, changed))
+    return out
+
+
+def changed_text(changed: dict[str, tuple[Any, Any]]) -> str:
+    """``driver 535.104 → 550.54; nccl 2.19 → 2.21``."""
+    return "; ".join(f"{k} {old} → {new}" for k, (old, new) in changed.items())
+
+
+def near_change(environments: list[dict[str, Any]], at: int, within: int = NEAR) -> str:
+    """The environment's changes at a change point (the first run after it: ``at``), or within ``within`` runs of it
+    (where a change in pace shows a run or two from where it began), each said with how far from it."""
+    said = []
+    for index, changed in environment_changes(environments):
+        if abs(index - at) <= within:
+            away = index - at
+            where = "" if away == 0 else f" ({abs(away)} run(s) {'before' if away < 0 else 'after'} it)"
+            said.append(changed_text(changed) + where)
+    return "; ".join(said)
+
+
+def configurations(runs: pd.DataFrame) -> list[pd.DataFrame]:
+    """Each system's configurations' complete runs with a throughput, oldest first."""
+    ok = runs[(runs["status"] == "ok") & runs["throughput"].notna() & (runs["throughput"] > 0)]
+    return [group.sort_values(["started", "run_id"]) for _, group in ok.groupby(["system", "config"], sort=True)]
+
+
+def check_table(runs: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """One row a configuration: its finding at its latest change (regression, improvement, equivalent, undecided),
+    no change, or not judged (too short a history); the first run after the change and the environment's change
+    between the run before it and that run."""
+    rows = []
+    for group in configurations(runs):
+        judged = judge_history(group["throughput"].astype(float).to_numpy(), margin)
+        first = group.iloc[0]
+        row: dict[str, Any] = {"system": first["system"], "benchmark": first["benchmark"], "model": first["model"],
+                               "np": first["np"], "unit": first["unit"], "runs": judged.runs,
+                               "finding": judged.finding.finding, "verdict": judged.finding.sentence(),
+                               "ratio": judged.ratio, "ratio_low": judged.low, "ratio_high": judged.high,
+                               "runs_before": judged.before, "runs_after": judged.after,
+                               "changes": len(judged.changes), "config": first["config"]}
+        if judged.changes:
+            at = judged.changes[-1]
+            row.update(change_run=group.iloc[at]["run_id"], change_started=group.iloc[at]["started"],
+                       changed=near_change(list(group["environment"]), at))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+
+
+def exit_status(table: pd.DataFrame) -> int:
+    """1 where any configuration's latest change is a regression; else 4 where any is not judged or undecided; else
+    0 (no change, an improvement, or a change within the margin)."""
+    findings = set(table["finding"])
+    if REGRESSION in findings:
+        return 1
+    return 4 if findings & {NOT_JUDGED, UNDECIDED} else 0
+
+
+def summary(table: pd.DataFrame) -> str:
+    """``3 configuration(s): 1 regression, 2 no change``."""
+    counts = table["finding"].value_counts()
+    order = [REGRESSION, CHANGE[0], UNDECIDED, NO_CHANGE, NOT_JUDGED]
+    said = [f"{counts[k]} {k}" for k in order if k in counts] + [f"{n} {k}" for k, n in counts.items()
+                                                                  if k not in order]
+    return f"{len(table)} configuration(s): " + ", ".join(said)

@@ -1,0 +1,127 @@
+"""``history publish DIR``: a self-contained static site of the history (no script, no file from elsewhere): an index
+of every configuration with its check's finding, and a page each with its trend (every run's throughput, each
+stretch between change points as its geometric mean with the band its runs spread over, change points marked with
+what they amount to, the environment's changes marked with what changed) and its runs."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hvdbench.core.errors import WriteError
+from hvdbench.core.validate import inert
+from ..drawing import figure, plain, svg_text
+from .changes import History, judge_history
+from .check import changed_text, configurations, environment_changes
+
+CHANGE_COLOUR, ENV_COLOUR = "#c0392b", "#7f8c8d"
+STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em;max-width:72em}table{border-collapse:collapse}"
+         "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left}th{background:#f4f4f4}"
+         ".regression{color:#c0392b;font-weight:bold}.improvement{color:#1e8449}svg{max-width:100%;height:auto}")
+
+
+def _e(value: Any) -> str:
+    """Text from the store as HTML shows it literally."""
+    return html.escape(inert("-" if value is None or (isinstance(value, float) and math.isnan(value)) else value))
+
+
+def _date(seconds: float) -> str:
+    return datetime.fromtimestamp(float(seconds), timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def page_name(config: str, system: str) -> str:
+    """A configuration's page: named by a digest of its system and configuration key."""
+    return "config-" + hashlib.sha256(f"{system}\0{config}".encode()).hexdigest()[:12] + ".html"
+
+
+def trend_svg(group: pd.DataFrame, judged: History) -> str:
+    """The trend of one configuration as SVG: runs, each stretch's mean and band (its runs' spread, 95%), change
+    points (ids ``change-N``) and environment changes (ids ``environment-N``) marked."""
+    fig, ax = figure(9.0, 3.6)
+    when = [datetime.fromtimestamp(float(t), timezone.utc) for t in group["started"]]
+    values = group["throughput"].astype(float).to_numpy()
+    ax.plot(when, values, "o", color="#2c3e50", markersize=3.5, label="a run")
+    bounds = [0, *judged.changes, len(values)]
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        logs = np.log(values[start:end])
+        mean = float(np.exp(logs.mean()))
+        sd = float(np.std(logs, ddof=1)) if end - start > 1 else 0.0
+        ax.plot(when[start:end], [mean] * (end - start), color="#2980b9", linewidth=1.5)
+        ax.fill_between(when[start:end], mean * math.exp(-1.96 * sd), mean * math.exp(1.96 * sd), color="#2980b9",
+                        alpha=0.15, linewidth=0)
+    top = float(values.max())
+    for n, at in enumerate(judged.changes, 1):
+        line = ax.axvline(when[at], color=CHANGE_COLOUR, linestyle="--", linewidth=1.4)
+        line.set_gid(f"change-{n}")
+        ax.annotate(plain(f"change: {judged.finding.finding}" if at == judged.changes[-1] else "change"),
+                    (when[at], top), color=CHANGE_COLOUR, fontsize=8, ha="left", va="bottom")
+    for n, (at, changed) in enumerate(environment_changes(list(group["environment"])), 1):
+        line = ax.axvline(when[at], color=ENV_COLOUR, linestyle=":", linewidth=1.2)
+        line.set_gid(f"environment-{n}")
+        ax.annotate(plain(changed_text(changed))[:60], (when[at], float(values.min())), color=ENV_COLOUR, fontsize=7,
+                    rotation=90, ha="right", va="bottom")
+    unit = str(group.iloc[0]["unit"])
+    ax.set_ylabel(plain(f"{unit}/s"))
+    ax.grid(alpha=0.3)
+    fig.autofmt_xdate()
+    return svg_text(fig)
+
+
+def _latest(group: pd.DataFrame, judged: History) -> str:
+    """``latest change 2026-10-20 02:08 (run x): after / before 0.927 [0.910–0.945]: regression (…)``."""
+    if not judged.changes:
+        return judged.finding.sentence()
+    run = group.iloc[judged.changes[-1]]
+    return (f"latest change {_date(run['started'])} (first run after: {run['run_id']}): after / before "
+            f"{judged.ratio:.3f} [{judged.low:.3f}–{judged.high:.3f}] over {judged.after} and {judged.before} runs: "
+            f"{judged.finding.sentence()}")
+
+
+def _config_page(group: pd.DataFrame, judged: History) -> str:
+    first = group.iloc[0]
+    title = f"{first['system']} {first['benchmark']} {first['model']} at {first['np']} rank(s)"
+    changes = environment_changes(list(group["environment"]))
+    rows = "".join(f"<tr><td>{_e(_date(r.started))}</td><td>{_e(r.run_id)}</td><td>{_e(f'{r.throughput:,.1f}')}</td>"
+                   f"<td>{_e(r.host)}</td></tr>" for r in group.itertuples())
+    env = "".join(f"<li>{_e(_date(group.iloc[at]['started']))}: {_e(changed_text(c))}</li>" for at, c in changes)
+    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+            f"<style>{STYLE}</style></head><body><p><a href=index.html>all configurations</a></p>"
+            f"<h1>{_e(title)}</h1><p class={_e(judged.finding.finding.replace(' ', '-'))}>"
+            f"{_e(_latest(group, judged))}</p>{trend_svg(group, judged)}"
+            f"<h2>The environment changed</h2><ul>{env or '<li>never</li>'}</ul>"
+            f"<h2>Runs</h2><table><tr><th>started (UTC)</th><th>run</th><th>throughput</th><th>host</th></tr>{rows}"
+            f"</table><p><small>configuration: <code>{_e(first['config'])}</code></small></p></body></html>")
+
+
+def publish(runs: pd.DataFrame, folder: Path, margin: float) -> list[Path]:
+    """The site into ``folder`` (made where missing): index.html and a page a configuration; the pages written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        written, rows = [], []
+        for group in configurations(runs):
+            judged = judge_history(group["throughput"].astype(float).to_numpy(), margin)
+            first = group.iloc[0]
+            name = page_name(str(first["config"]), str(first["system"]))
+            (folder / name).write_text(_config_page(group, judged), encoding="utf-8")
+            written.append(folder / name)
+            latest = _date(group.iloc[judged.changes[-1]]["started"]) if judged.changes else "-"
+            rows.append(f"<tr><td><a href={name}>{_e(first['system'])} {_e(first['benchmark'])} {_e(first['model'])}"
+                        f"</a></td><td>{_e(first['np'])}</td><td>{len(group)}</td><td>{_e(latest)}</td>"
+                        f"<td class={_e(judged.finding.finding.replace(' ', '-'))}>{_e(judged.finding.sentence())}"
+                        "</td></tr>")
+        index = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>hvdbench history</title>"
+                 f"<style>{STYLE}</style></head><body><h1>hvdbench history</h1><p>Each configuration's runs against "
+                 f"its own history (E-divisive means, a permutation test at 1%; the latest change judged at "
+                 f"±{margin:.1%}).</p><table><tr><th>configuration</th><th>ranks</th><th>runs</th>"
+                 f"<th>latest change</th><th>finding</th></tr>{''.join(rows)}</table></body></html>")
+        (folder / "index.html").write_text(index, encoding="utf-8")
+    except OSError as exc:
+        raise WriteError(f"history publish {folder}: {inert(exc)}") from None
+    return [folder / "index.html", *written]

@@ -1,0 +1,56 @@
+"""Runs recorded into the history store: ``history import`` from results roots, and every run, sweep, submitted
+job's sweep and import as it ends. A store that cannot take them (down, full, read-only, a later schema) never
+costs a run: the runs stay in their folders, one line says they were not recorded and how to catch up."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from hvdbench.core.tags import read_tags
+from hvdbench.core.validate import inert
+from ..collect import collect
+from .rows import store_rows
+from .store import Recorded, StoreError, location, open_store, redacted
+
+
+def record_roots(roots: Sequence[Path], url: str, tags: Mapping[str, str] | None = None) -> Recorded:
+    """Every run under the roots into the store at ``url`` (each once; ``tags`` on each run recorded now)."""
+    collection = collect(roots)
+    rows = store_rows(collection)
+    held = _root_tags({str(row["root"]) for row in rows if row.get("root") is not None})
+    every = {row["run_id"]: {**held.get(str(row["root"]), {}).get(row["run_id"], {}), **(tags or {})} for row in rows}
+    with open_store(url) as store:
+        return store.record(rows, every, now=time.time())
+
+
+def _root_tags(roots: set[str]) -> dict[str, dict[str, dict[str, str]]]:
+    """Each results root's tags (core/tags.py); a tags file that cannot be read is one line, its tags left out."""
+    out = {}
+    for root in sorted(roots):
+        try:
+            out[root] = read_tags(Path(root))
+        except (ValueError, OSError) as exc:
+            print(f"hvdbench: {inert(exc)}: the tags it holds are not recorded", file=sys.stderr)
+    return out
+
+
+def record_after(roots: Sequence[Path], store: str | None = None, tags: Mapping[str, str] | None = None) -> None:
+    """Record the runs under the roots as a command ends: one line saying what was recorded, or why nothing
+    was; never an exception (the runs are in their folders whatever happens here)."""
+    try:
+        url = location(store)
+        if url is None:
+            return
+        done = record_roots(roots, url, tags)
+    except Exception as exc:  # noqa: BLE001 - whatever fails here, the runs are kept and the command goes on
+        what = inert(exc) if isinstance(exc, (StoreError, OSError)) else f"internal error: {type(exc).__name__}: " \
+            f"{inert(str(exc))[:200]}"
+        where = " ".join(shlex.quote(str(r)) for r in roots)
+        print(f"hvdbench: runs not recorded in the history store ({what}); they are in their folders: "
+              f"hvdbench history import {where} catches up", file=sys.stderr)
+        return
+    print(f"history: {done.text()} in {inert(redacted(url))}")

@@ -1,0 +1,73 @@
+"""What the history store keeps of each run, made from a collection of results roots: the run table's row whole,
+its configuration (the key ``compare`` pairs runs by), its throughput with the within-run interval, its time to a
+target where it ran to one, its environment, and a digest of its measurements that a copy shares."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..collect import Collection
+from ..keys import CONFIG, SHARED, SIZE
+from ..tables.scaling import run_stats_table
+
+# The run table's columns that say what a run ran on and with (what changed when a configuration changed pace).
+ENVIRONMENT = ("host", "device_name", "driver", "cuda", "cudnn", "nccl", "torch", "tensorflow", "horovod_version",
+               "mpi", "tuning", "cpu_model", "container_image", "container_image_id", "container_runtime",
+               "nccl_network", "nccl_plugin", "fabric_software", "hvdbench_version")
+DIGITS = 6  # significant digits a measurement is hashed at: a copy shifted by less than 1 part in a million matches
+
+
+def plain(value: Any) -> Any:
+    """A cell as JSON keeps it: missing values as None, numpy and pandas scalars as Python's."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def config_key(row: dict[str, Any]) -> str:
+    """The configuration a run belongs to, as canonical JSON: the columns compare pairs runs by and the size."""
+    return json.dumps({name: plain(row.get(name)) for name in dict.fromkeys([*CONFIG, *SIZE, *SHARED])},
+                      sort_keys=True, default=str)
+
+
+def digest(run_id: str, status: str, values: np.ndarray | None) -> str:
+    """A run's measurements (every rank's step times, collectives' times, evaluations' times, in order) at DIGITS
+    significant digits, hashed; a run with no measurement of its own is told by its id and status."""
+    if values is None or len(values) == 0:
+        return "id:" + hashlib.sha256(f"{run_id}\0{status}".encode()).hexdigest()
+    text = np.char.mod(f"%.{DIGITS - 1}e", np.asarray(values, dtype=float))
+    return "m:" + hashlib.sha256("\n".join(text.tolist()).encode()).hexdigest()
+
+
+def store_rows(collection: Collection) -> list[dict[str, Any]]:
+    """One row a run of the collection (every status: a failed run is history too), as Store.record takes it."""
+    stats = run_stats_table(collection).set_index("run_id")
+    measured = collection.cache.get("measured", {})
+    out = []
+    for row in collection.runs.to_dict("records"):
+        run_id, status = str(row["run_id"]), str(row["status"])
+        facts = stats.loc[run_id] if run_id in stats.index else None
+        started, wall = plain(row.get("started")), plain(row.get("wall_s"))
+        out.append({
+            "run_id": run_id, "digest": digest(run_id, status, measured.get(run_id)),
+            **{name: plain(row.get(name)) for name in ("system", "host", "framework", "benchmark", "model", "np",
+                                                         "nodes", "root", "unit", "time_to_target_s")},
+            "config": config_key(row), "status": status, "started": started,
+            "ended": started + wall if started is not None and wall is not None else None,
+            **{name: None if facts is None else plain(facts[name]) for name in ("throughput", "ci_low", "ci_high",
+                                                                               "steps")},
+            "converged": plain(row.get("converged")),
+            "environment": {name: plain(row.get(name)) for name in ENVIRONMENT if plain(row.get(name)) is not None},
+            "row_json": {name: plain(value) for name, value in row.items()},
+        })
+    return out

@@ -1,0 +1,149 @@
+"""``hvdbench history [list|aggregate|check|compare|publish|import]``: the runs the history store keeps across
+results roots and months, selected by system, host, workload, size, status, time and tags; each configuration checked
+for change against its own history, two selections compared, a static site published; as a table, CSV or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+
+from hvdbench.analysis.document import csv_safe, text_table
+from hvdbench.analysis.history.check import check_table, exit_status, summary
+from hvdbench.analysis.history.compare import compare_table, side
+from hvdbench.analysis.history.query import Selection, aggregate, moment, select, tag_pair
+from hvdbench.analysis.history.recording import record_roots
+from hvdbench.analysis.history.store import location, open_store, redacted
+from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import inert
+
+SHOWN = ("started", "system", "benchmark", "model", "np", "status", "throughput", "interval", "unit", "host", "run_id")
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """List, aggregate, check, compare, publish or import; 0 when done (an empty selection is a result, said in
+    one line); check and compare exit 1 on a regression, 4 where a configuration is not judged or undecided."""
+    url = location(args.store)
+    if url is None:
+        raise UsageError("history: the store is turned off (--store off or HVDBENCH_STORE=off)")
+    if args.action == "import":
+        if not args.roots:
+            raise UsageError("history import: name one or more results roots")
+        missing = [str(root) for root in args.roots if not root.is_dir()]
+        if missing:
+            raise UsageError(f"history import: {inert(missing[0])}: no such results root")
+        done = record_roots(args.roots, url, dict(tag_pair(t) for t in args.tag))
+        print(f"history: {done.text()} in {inert(redacted(url))}")
+        return 0
+    if args.action == "publish":
+        if len(args.roots) != 1:
+            raise UsageError("history publish: name the one folder the site goes into")
+    elif args.roots:
+        raise UsageError(f"history {args.action}: results roots go with history import")
+    if args.action != "compare" and (args.a or args.b):
+        raise UsageError(f"history {args.action}: --a and --b go with history compare")
+    if args.action == "compare":
+        return _compare(url, args)
+    with open_store(url) as store:
+        runs = select(store, _selection(args))
+    if args.action == "publish":
+        from hvdbench.analysis.history.publish import publish
+
+        pages = publish(runs, args.roots[0], args.margin / 100)
+        print(f"history: {len(pages) - 1} configuration page(s) and the index in {inert(str(args.roots[0]))}: "
+              f"{inert(str(pages[0]))}")
+        return 0
+    table = aggregate(runs) if args.action == "aggregate" else check_table(runs, args.margin / 100) \
+        if args.action == "check" else runs
+    if not len(table):
+        print(f"history: no run in {inert(redacted(url))} matches", file=sys.stderr)
+        return 4 if args.action == "check" else 0
+    _print(table, args.format, args.action)
+    if args.action == "check":
+        if args.format == "table":
+            print(summary(table))
+        return exit_status(table)
+    return 0
+
+
+def _compare(url: str, args: argparse.Namespace) -> int:
+    """Two selections against each other: 1 where B is slower on any configuration, 4 where any is undecided or
+    not judged, else 0 (the exit statuses of compare --regressions)."""
+    if not args.a or not args.b:
+        raise UsageError("history compare: give both sides, e.g. --a system=dgx-a --b system=dgx-b, or --a "
+                         "since=60d,until=30d --b since=30d")
+    base = _selection(args)
+    with open_store(url) as store:
+        a, b = select(store, side(args.a, base)), select(store, side(args.b, base))
+    table = compare_table(a, b, args.margin / 100, args.min_runs)
+    if not len(table):
+        print(f"history compare: no configuration has complete runs on both sides ({len(a)} run(s) on A, {len(b)} "
+              "on B)", file=sys.stderr)
+        return 4
+    if args.format != "table":
+        _print(table, args.format, "compare")
+    else:
+        rows = [[_text(r.benchmark), _text(r.model), _text(r.np), f"{r.runs_a} / {r.runs_b}",
+                 f"{_number(r.throughput_a)} | {_number(r.throughput_b)}",
+                 "-" if pd.isna(r.ratio_low) else f"{r.ratio:.3f} [{r.ratio_low:.3f}–{r.ratio_high:.3f}]",
+                 _text(r.verdict), _text(r.differs) or "-"] for r in table.itertuples()]
+        print(text_table(["benchmark", "model", "np", "runs A / B", "throughput A | B", "B / A", "finding",
+                          "environment A | B"], rows))
+    findings = set(table["finding"])
+    return 1 if "slower" in findings else 4 if findings & {"undecided", "not judged"} else 0
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    return Selection(system=args.system, host=args.host, benchmark=args.benchmark, model=args.model, np=args.np,
+                     status=args.status, since=None if args.since is None else moment(args.since),
+                     until=None if args.until is None else moment(args.until),
+                     tags=tuple(tag_pair(t) for t in args.tag))
+
+
+def _when(value: Any) -> str:
+    return "-" if pd.isna(value) else datetime.fromtimestamp(float(value), timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None or pd.isna(value) else str(value)
+
+
+def _number(value: Any) -> str:
+    return "-" if pd.isna(value) else f"{float(value):,.4g}" if abs(float(value)) < 1000 else f"{float(value):,.0f}"
+
+
+def _print(table: pd.DataFrame, form: str, action: str) -> None:
+    """The table as text, CSV (cells made safe for a spreadsheet) or JSON records."""
+    if form == "json":
+        records = json.loads(table.to_json(orient="records"))
+        json.dump(records, sys.stdout, indent=1)
+        print()
+    elif form == "csv":
+        flat = table.copy()
+        for column in ("environment", "tags"):
+            if column in flat:
+                flat[column] = [json.dumps(v, sort_keys=True) for v in flat[column]]
+        csv_safe(flat).to_csv(sys.stdout, index=False)
+    elif action == "check":
+        rows = [[_text(r.system), _text(r.benchmark), _text(r.model), _text(r.np), str(r.runs),
+                 "-" if pd.isna(r.change_started) else f"{_when(r.change_started)} ({_text(r.change_run)})",
+                 "-" if pd.isna(r.ratio_low) else f"{r.ratio:.3f} [{r.ratio_low:.3f}–{r.ratio_high:.3f}]",
+                 _text(r.verdict), _text(r.changed) or "-"] for r in table.itertuples()]
+        print(text_table(["system", "benchmark", "model", "np", "runs", "latest change (first run after)",
+                          "after / before", "finding", "environment changed then"], rows))
+    elif action == "aggregate":
+        rows = [[_text(r.system), _text(r.benchmark), _text(r.model), _text(r.np), str(r.runs), _number(r.throughput),
+                 "-" if pd.isna(r.run_spread) else f"±{100 * r.run_spread:.1f}%", _text(r.unit), _when(r.first),
+                 _when(r.last)] for r in table.itertuples()]
+        print(text_table(["system", "benchmark", "model", "np", "runs", "throughput", "spread", "unit", "first",
+                          "last"], rows))
+    else:
+        rows = [[_when(r.started), _text(r.system), _text(r.benchmark), _text(r.model), _text(r.np), _text(r.status),
+                 _number(r.throughput),
+                 "-" if pd.isna(r.ci_low) else f"[{_number(r.ci_low)}–{_number(r.ci_high)}]", _text(r.unit),
+                 _text(r.host), _text(r.run_id)] for r in table.itertuples()]
+        print(text_table(list(SHOWN), rows))

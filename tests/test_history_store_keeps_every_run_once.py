@@ -1,0 +1,262 @@
+"""The history store keeps each run once across roots and months: a root recorded twice, a copy relabelled as
+another system or shifted by a picosecond, add nothing; a run whose folder changed is replaced; a store made by the
+first schema migrates with its runs; a later schema, a corrupt file, a folder or an unwritable place is one line
+and the file untouched; two writers at once lose nothing; a password is never printed. The same tests run on the
+embedded default (SQLite) and on a real PostgreSQL server the tests start (its outage one line, caught up after)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import write_run
+from hvdbench.analysis.history.query import Selection, moment, select
+from hvdbench.analysis.history.recording import record_after, record_roots
+from hvdbench.analysis.history.store import SCHEMA_VERSION, StoreError, open_store, redacted
+from hvdbench.cli import main
+from hvdbench.core.spec import RunSpec
+
+
+def _root(root: Path, system: str = "dgx-a", repeats: int = 3, np_: int = 2, shift: float = 0.0,
+          seed: int = 1, host: str = "node1") -> Path:
+    rng = np.random.default_rng(seed)
+    for repeat in range(repeats):
+        spec = RunSpec(benchmark="cifar10", args=("--model", "resnet20"), np=np_, repeat=repeat, system=system)
+        write_run(root, spec, [list(rng.uniform(0.1, 0.12, 30) + shift) for _ in range(np_)], host=host)
+    return root
+
+
+@pytest.fixture(scope="module")
+def postgres():  # type: ignore[no-untyped-def]
+    """A real PostgreSQL server for this file's tests (tests/postgres_server.py); each test makes its own database."""
+    from postgres_server import missing, start_postgres
+
+    why = missing()
+    if why:
+        pytest.skip(f"a PostgreSQL store {why}")
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        except subprocess.SubprocessError:
+            pass  # a test left it stopped
+        shutil.rmtree(server.folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store: an SQLite file, or a database of its own on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "h.sqlite")
+    return str(request.getfixturevalue("postgres").database())
+
+
+def _relabel(root: Path, system: str) -> None:
+    for spec in root.glob("*/run.json"):
+        data = json.loads(spec.read_text())
+        data["spec"]["system"] = system
+        spec.write_text(json.dumps(data))
+
+
+def test_a_root_recorded_twice_and_its_copies_count_each_run_once(tmp_path: Path, store_url: str) -> None:
+    store = store_url
+    root = _root(tmp_path / "a")
+    assert record_roots([root], store).added == 3
+    again = record_roots([root], store)
+    assert (again.added, again.same) == (0, 3)
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    _relabel(copy, "dgx-b")  # the same measurements, sold as another system
+    copied = record_roots([copy], store)
+    assert (copied.added, copied.copies) == (0, 3) and "copies of recorded runs" in copied.text()
+    shifted = _root(tmp_path / "shifted", system="dgx-c", shift=1e-12)  # a picosecond later: the same measurements
+    assert record_roots([shifted], store).copies == 3
+    other = _root(tmp_path / "other", system="dgx-b", seed=2)  # measured for real
+    assert record_roots([other], store).added == 3
+    with open_store(store) as opened:
+        runs = select(opened, Selection())
+    assert sorted(runs["system"].value_counts().items()) == [("dgx-a", 3), ("dgx-b", 3)]
+    assert runs["throughput"].notna().all() and (runs["ci_low"] < runs["throughput"]).all()
+    assert all(env["host"] == "node1" for env in runs["environment"])
+
+
+def test_a_run_whose_folder_changed_is_replaced_not_added(tmp_path: Path, store_url: str) -> None:
+    store = store_url
+    root = _root(tmp_path / "a", repeats=1)
+    record_roots([root], store)
+    spec = RunSpec.read(next(root.glob("*/run.json")))
+    shutil.rmtree(root / spec.id)
+    write_run(root, spec, [[0.2] * 10 + [0.25] * 20] * 2, host="node1")  # a retried attempt measured again
+    done = record_roots([root], store)
+    assert (done.added, done.replaced) == (0, 1)
+    with open_store(store) as opened:
+        runs = select(opened, Selection())
+    assert len(runs) == 1 and runs["throughput"].iloc[0] < 2 * 32 / 0.2
+
+
+def test_runs_are_selected_by_system_size_time_and_tags(tmp_path: Path, store_url: str) -> None:
+    store = store_url
+    record_roots([_root(tmp_path / "a")], store, tags={"image": "ngc-24.04"})
+    record_roots([_root(tmp_path / "b", system="dgx-b", np_=1, seed=3)], store)
+    with open_store(store) as opened:
+        assert len(select(opened, Selection(system="dgx-b"))) == 3
+        assert len(select(opened, Selection(np=2))) == 3
+        assert len(select(opened, Selection(tags=(("image", "ngc-24.04"),)))) == 3
+        assert len(select(opened, Selection(tags=(("image", "other"),)))) == 0
+        assert len(select(opened, Selection(since=moment("1h")))) == 6
+        assert len(select(opened, Selection(until=moment("2020-01-01")))) == 0
+    assert moment("30d", now=1_000_000_000.0) == 1_000_000_000.0 - 30 * 86400
+    assert moment("2026-11-01") == 1_793_491_200.0
+
+
+def test_the_command_lists_aggregates_and_writes_csv_and_json(tmp_path: Path, store_url: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    store = store_url
+    root = _root(tmp_path / "a", system="<b>dgx</b>", host="node\x1b[31m")
+    assert main(["history", "import", str(root), "--store", store, "--tag", "site=lab"]) == 0
+    assert "3 added" in capsys.readouterr().out
+    assert main(["history", "--store", store, "--tag", "site=lab"]) == 0
+    listed = capsys.readouterr().out
+    assert len(listed.splitlines()) == 5 and "\x1b" not in listed and "node\\x1b[31m" in listed
+    assert main(["history", "aggregate", "--store", store]) == 0
+    assert "  3  " in capsys.readouterr().out
+    assert main(["history", "--store", store, "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == 3 and records[0]["tags"] == {"site": "lab"} and records[0]["throughput"] > 0
+    assert main(["history", "--store", store, "--format", "csv", "--np", "2"]) == 0
+    assert capsys.readouterr().out.count("\n") == 4
+    assert main(["history", "--store", store, "--since", "yesterday"]) == 2
+    assert "not a time" in capsys.readouterr().err
+    assert main(["history", "--store", store, "--system", "nobody"]) == 0
+    assert "no run" in capsys.readouterr().err
+
+
+def test_a_first_version_store_migrates_with_its_runs(tmp_path: Path, store_url: str) -> None:
+    path = store_url
+    root = _root(tmp_path / "a")
+    from hvdbench.analysis.history.rows import store_rows
+    from hvdbench.analysis.collect import collect
+
+    with open_store(str(path), version=1) as first:
+        first.record(store_rows(collect([root])), now=1.0)
+        assert first.version() == 1 and not first.has_table("tags")
+    with open_store(str(path)) as current:
+        assert current.version() == SCHEMA_VERSION and current.has_table("tags")
+        assert len(select(current, Selection())) == 3
+    assert record_roots([root], str(path), tags={"k": "v"}).same == 3
+
+
+@pytest.mark.bad_input
+def test_a_later_schema_a_corrupt_file_and_a_folder_are_refused_untouched(tmp_path: Path) -> None:
+    later = tmp_path / "later.sqlite"
+    record_roots([_root(tmp_path / "a", repeats=1)], str(later))
+    with sqlite3.connect(later) as db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    before = later.read_bytes()
+    with pytest.raises(StoreError, match="schema version 99 was written by a later hvdbench"):
+        open_store(str(later))
+    assert later.read_bytes() == before
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"not a database\n" * 300)
+    with pytest.raises(StoreError, match="not a readable hvdbench store"):
+        open_store(str(corrupt))
+    assert corrupt.read_bytes() == b"not a database\n" * 300
+    with pytest.raises(StoreError, match="not a regular file"):
+        open_store(str(tmp_path))
+
+
+@pytest.mark.bad_input
+def test_a_store_that_cannot_take_the_runs_costs_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _root(tmp_path / "a", repeats=1)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    record_after([root], str(blocker / "h.sqlite"))  # a folder that cannot be made
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runs not recorded in the history store" in err and "history import" in err
+    assert (root / next(root.iterdir()).name / "run.json").exists()
+    secret = "postgresql://bench:s3cret@127.0.0.1:1/history"  # nothing listens on port 1
+    assert "s3cret" not in redacted(secret) and "bench:***@127.0.0.1:1" in redacted(secret)
+    record_after([root], secret)
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "cannot be reached" in err and err.count("\n") == 1
+    record_after([root], "mysql://u:s3cret@h/db")
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "mysql stores are not supported" in err
+    record_after([root], "off")
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.slow
+def test_two_writers_at_once_lose_nothing(tmp_path: Path, store_url: str) -> None:
+    store = store_url
+    roots = [_root(tmp_path / f"r{i}", system=f"sys{i}", repeats=6, seed=10 + i) for i in range(2)]
+    code = ("import sys; from pathlib import Path; from hvdbench.analysis.history.recording import record_roots; "
+            "[record_roots([Path(sys.argv[1])], sys.argv[2]) for _ in range(3)]")
+    start = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(root), store]) for root in roots]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0], time.monotonic() - start
+    with open_store(store) as opened:
+        runs = select(opened, Selection())
+    assert sorted(runs["system"].value_counts().items()) == [("sys0", 6), ("sys1", 6)]
+
+
+@pytest.mark.bad_input
+def test_tags_kept_in_the_root_reach_the_store_and_a_bad_tags_file_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hvdbench.core.errors import UsageError
+    from hvdbench.core.tags import TAGS_FILE, tag_pair, write_tags
+
+    root = _root(tmp_path / "a")
+    ids = sorted(p.name for p in root.iterdir() if p.is_dir())
+    write_tags(root, ids[:2], {"image": "ngc-24.04"})
+    write_tags(root, ids[:1], {"driver": "550"})
+    store = str(tmp_path / "h.sqlite")
+    record_roots([root], store)
+    with open_store(store) as opened:
+        assert len(select(opened, Selection(tags=(("image", "ngc-24.04"),)))) == 2
+        assert list(select(opened, Selection(tags=(("image", "ngc-24.04"), ("driver", "550"))))["run_id"]) == ids[:1]
+    (root / TAGS_FILE).write_text('{"x": {"bad key!": "\\u001b[31m"}}')
+    assert record_roots([root], str(tmp_path / "other.sqlite")).added == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a tag" in err and "not recorded" in err and "\x1b" not in err
+    for bad in ("novalue", "=v", "k=\x1b[31m", "sp ace=v"):
+        with pytest.raises(UsageError):
+            tag_pair(bad)
+    with pytest.raises(UsageError, match="fix or remove it"):
+        write_tags(root, ids, {"k": "v"})
+
+
+@pytest.mark.slow
+@pytest.mark.bad_input
+def test_a_postgresql_that_goes_down_costs_no_run_and_import_catches_up(
+        tmp_path: Path, postgres: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    store = postgres.database()
+    secret = store.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")  # trust: any password does
+    first = _root(tmp_path / "first", repeats=2)
+    record_after([first], secret)
+    assert "history: 2 added in postgresql://postgres:***@" in capsys.readouterr().out
+    second = _root(tmp_path / "second", system="dgx-b", repeats=2, seed=4)
+    postgres.stop()
+    try:
+        record_after([second], secret)  # the sweep's end while the server is down
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "runs not recorded" in err and "cannot be reached" in err
+        assert "s3cret" not in err and "history import" in err
+        assert main(["history", "--store", secret]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("hvdbench: error: store postgresql://postgres:***@") and "s3cret" not in err
+    finally:
+        postgres.start()
+    assert main(["history", "import", str(first), str(second), "--store", secret]) == 0
+    assert "2 added, 2 already recorded" in capsys.readouterr().out
