@@ -156,6 +156,13 @@ def test_the_lines_a_run_to_target_writes_read_back_as_an_mlperf_result(tmp_path
     path.write_text("\n".join(lines) + "\n")
     run = read_result(path)
     assert (run.seconds, run.converged, run.global_batch, run.epochs) == (93.25, True, 64, 1.0)
+    from mlperf_logging.compliance_checker import mlp_parser  # MLCommons' own parser reads them as its own
+
+    parsed, errors = mlp_parser.parse_file(str(path), ruleset="4.0.0")
+    assert errors == [] and [line.key for line in parsed] == ["submission_benchmark", "seed", "global_batch_size",
+                                                              "eval_target", "run_start", "eval_accuracy",
+                                                              "eval_accuracy", "run_stop"]
+    assert parsed[-1].value["metadata"]["status"] == "success" and parsed[5].value["metadata"]["epoch_num"] == 0.5
     assert [accuracy for _, accuracy, _ in run.evals] == [0.84, 0.891] and run.benchmark == "fashion_mnist-cnn"
     aborted = mllog_lines("x", 64, 1000.0, 1200.0, False, [(8.0, 0.5, 1200.0)], 1, 0.89)
     path.write_text("\n".join(aborted) + "\n")

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from mlperf_logging.compliance_checker import mlp_parser
 
 from conftest import hvdbench_exe
 from hvdbench.core.catalog import FASHION_SAMPLE
@@ -61,6 +62,7 @@ def test_runs_reach_the_target_with_evaluation_on_the_clock_and_the_report_split
         assert quality["epochs"] == evals[-1]["epoch"] and quality["global_batch"] == 32 * records[0]["size"]
         seeds.add((records[0]["size"], quality["seed"]))
         logged = read_result(Path(records[0]["_dir"]) / "mllog.txt")  # MLPerf's own lines, read back
+        assert mlp_parser.parse_file(str(Path(records[0]["_dir"]) / "mllog.txt"), ruleset="4.0.0")[1] == []
         assert logged.converged and logged.seconds == pytest.approx(quality["seconds"], abs=2e-3)
         assert [a for _, a, _ in logged.evals] == [e["accuracy"] for e in evals]
     assert len(seeds) == 6  # each repeat trained from its own seed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from hvdbench.analysis.tables.critical_batch import critical_batch_table, critical_rows
 
@@ -42,3 +43,32 @@ def test_where_it_cannot_be_fitted_it_says_so_and_prints_no_figure() -> None:
     assert rising["b_noise"].isna().all() and "the model does not hold" in rising["note"].iloc[0]
     never = critical_batch_table(_runs({64: [900.0], 256: [300.0]}, converged=False))
     assert never.empty  # runs that did not converge have no steps to target
+
+
+def test_the_projection_turns_throughput_at_n_nodes_into_time_to_train() -> None:
+    from types import SimpleNamespace
+
+    from hvdbench.analysis.projection.to_target import time_to_target, to_target_section
+
+    rng = np.random.default_rng(3)
+    truth = {b: 1000 * (1 + 256 / b) for b in (64, 128, 256)}
+    runs = _runs({b: list(s * rng.normal(1, 0.03, 5)) for b, s in truth.items()})
+    workload = SimpleNamespace(key={"system": "box", "benchmark": "fashion_mnist", "model": "cnn", "batch_size": 32},
+                               label="fashion_mnist cnn batch 32")
+    projected = pd.DataFrame([{"system": "box", "workload": workload.label, "link": "measured", "algorithm": "ring",
+                               "nodes": n, "np": 2 * n, "throughput": 1000.0 * n, "throughput_low": 900.0 * n,
+                               "throughput_high": 1100.0 * n} for n in (1, 4, 16)])
+    table = time_to_target(projected, [workload], runs)
+    assert list(table["global_batch"]) == [64, 256, 1024] and set(table["target"]) == {"accuracy 0.85"}
+    for r in table.itertuples():
+        exact = 1000 * (1 + 256 / r.global_batch)
+        assert r.steps_low <= exact <= r.steps_high  # the curve the runs were drawn from, within its interval
+        assert r.time_s == pytest.approx(r.steps * r.global_batch / (1000.0 * r.nodes))
+        assert r.time_low_s < r.time_s < r.time_high_s
+    notes = dict(zip(table["np"], table["note"]))
+    assert notes[2] == "" and "beyond the largest batch measured (256)" in notes[32]
+    assert "past the critical batch" in notes[32] and table["beyond"].iloc[-1] == pytest.approx(1024 / 256, rel=0.2)
+    section = to_target_section(table)
+    assert len(section.rows) == 3 and section.rows[0][8].endswith("]")
+    other = SimpleNamespace(key={**workload.key, "model": "mlp"}, label="fashion_mnist mlp batch 32")
+    assert time_to_target(projected.assign(workload=other.label), [other], runs).empty  # no curve: no row

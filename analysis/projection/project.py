@@ -23,6 +23,7 @@ from .inputs import (DRAWS, Measured, FittedWorkload, allreduce_curves, other_cu
                                 workload_inputs)
 from ..tables.scaling import run_stats_table, scaling_table
 from .target import MAX_GPUS_PER_NODE, Target
+from .to_target import time_to_target, to_target_section
 from ..stats import percentile_interval
 
 WITHIN = "within a node"
@@ -420,7 +421,8 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | Non
     nodes = nodes or DEFAULT_NODES
     for text in links:
         parse_link(text)  # a bad spec is one line before any results are read
-    result = project(collect(dirs), nodes, gpus_per_node, links, algorithms, warmup,
+    collection = collect(dirs)
+    result = project(collection, nodes, gpus_per_node, links, algorithms, warmup,
                      target.intra_link() if target else None)
     result.target = target
     if target is not None:
@@ -430,19 +432,24 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | Non
     except OSError as exc:
         raise ReportError(f"cannot create the projection's directory {out}: {exc.strerror}") from None
     paths = {"markdown": out / "projection.md", "csv": out / "projection.csv", "links": out / "projection-links.csv",
-             "plot": out / "projection.svg"}
+             "plot": out / "projection.svg", "to_target": out / "projection-to-target.csv"}
+    trained = time_to_target(result.table, result.workloads, collection.runs)
+    csv_safe(trained).to_csv(paths["to_target"], index=False)
     csv_safe(result.table).to_csv(paths["csv"], index=False)
     csv_safe(result.links).to_csv(paths["links"], index=False)
     svg = plot_projection(result.table)
     if svg:
         paths["plot"].write_text(svg, encoding="utf-8")
     section = projection_section(result)
+    trains = [to_target_section(trained)] if len(trained) else []
     paths["markdown"].write_text("\n".join([*section_markdown(section),
-                                            "![projected efficiency](projection.svg)" if svg else "", ""]),
+                                            "![projected efficiency](projection.svg)" if svg else "", "",
+                                            *[line for t in trains for line in section_markdown(t)]]),
                                  encoding="utf-8")
     head = onto_other_hardware(result)  # the section's first lines: said first in the terminal too
     text = "\n".join([*map(inert, head), "inputs:", *[f"  {inert(line)}" for line in section.lines[len(head):]], "",
-                      text_table(section.header, section.rows)])
+                      text_table(section.header, section.rows),
+                      *[f"\n{t.title}\n{text_table(t.header, t.rows)}" for t in trains]])
     return text, paths
 
 

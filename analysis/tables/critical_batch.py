@@ -122,6 +122,7 @@ class Curve:
     s_min: float
     b_noise: float
     draws: np.ndarray
+    largest: float = math.nan  # the largest global batch its runs trained at
 
     def steps(self, batch: float) -> tuple[float, float, float]:
         """Steps to the target at a global batch, with the 95% interval of the resamples."""
@@ -146,7 +147,7 @@ def curves(runs: pd.DataFrame) -> list[Curve]:
         draws = fit_draws(batches, done["steps_to_target"].astype(float).to_numpy(), ",".join(sorted(done["run_id"])))
         out.append(Curve(str(first["system"]), str(first["benchmark"]), str(first["model"]),
                          f"{first['metric']} {first['target']:g}", float(first["s_min"]), float(first["b_noise"]),
-                         draws))
+                         draws, float(batches.max())))
     return out
 
 
