@@ -284,22 +284,28 @@ def test_the_command_lines_refuse_what_until_decided_cannot_do(tmp_path: Path, c
 
 @pytest.mark.slow
 def test_a_real_run_until_decided_against_the_same_work_on_this_machine(tmp_path: Path) -> None:
-    """The buyer's same-machine case, for real: A three runs, then B --until-decided --against A with a budget of 4:
-    A's runs are made alongside B's, every look printed and kept, the end equivalent or undecided (exit 4), never a
-    call either way and never "no measurable difference"."""
+    """The buyer's same-machine case, for real: A one run, then B --until-decided --against A with a budget of 4: A's
+    further runs are made alongside B's (a run of each a round), every look printed and kept, the exit status the
+    finding's (0 decided, 4 undecided), never "no measurable difference". Which finding it reaches is not asserted:
+    on a machine whose load changes (CI runs other tests beside this one) a single real sequence may be called either
+    way; how often the rule calls a tie is the simulated test's to hold
+    (test_the_sequential_rule_keeps_false_calls_under_5_percent_with_a_look_after_every_run)."""
     import subprocess
     import sys
 
     bench = ["--", "--batch-size", "32", "--steps", "12", "--warmup-steps", "2", "--device", "cpu", "--threads", "1",
              "--telemetry-interval", "0"]
     run = [sys.executable, "-m", "hvdbench.cli", "run", "mlp", "--np", "1", "--no-report"]
-    first = subprocess.run([*run, "--system", "A", "--repeats", "3", "-o", str(tmp_path / "a"), *bench],
+    first = subprocess.run([*run, "--system", "A", "--repeats", "1", "-o", str(tmp_path / "a"), *bench],
                            capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     proc = subprocess.run([*run, "--system", "B", "--until-decided", "--against", str(tmp_path / "a"), "--budget",
                            "4", "-o", str(tmp_path / "b"), *bench], capture_output=True, text=True, timeout=900)
     said = json.loads((tmp_path / "b" / "until-decided.json").read_text())["configurations"][0]
-    assert proc.returncode == (0 if said["finding"] == "equivalent" else 4), proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert said["alongside"] and said["finding"] in ("equivalent", "undecided"), said
-    assert len(list((tmp_path / "a").glob("mlp-np1-r*"))) == len(list((tmp_path / "b").glob("mlp-np1-r*"))) <= 4
+    decided = said["finding"] in ("equivalent", "faster", "slower")
+    assert proc.returncode == (0 if decided else 4), proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert said["alongside"] and said["finding"] in ("equivalent", "undecided", "faster", "slower"), said
+    made = len(list((tmp_path / "b").glob("mlp-np1-r*")))
+    assert len(list((tmp_path / "a").glob("mlp-np1-r*"))) == made and 3 <= made <= 4  # A's made alongside B's
+    assert made == 4 or decided  # the budget reached, or decided at the first look
     assert "until decided, round 3: " in proc.stdout and "no measurable difference" not in proc.stdout
