@@ -15,10 +15,11 @@ import pandas as pd
 from hvdbench.analysis.document import csv_safe, text_table
 from hvdbench.analysis.history.check import check_table, exit_status, summary
 from hvdbench.analysis.history.compare import compare_table, side
-from hvdbench.analysis.history.query import Selection, aggregate, moment, select, tag_pair
+from hvdbench.analysis.history.query import Selection, aggregate, moment, select
 from hvdbench.analysis.history.recording import record_roots
 from hvdbench.analysis.history.store import location, open_store, redacted
 from hvdbench.core.errors import UsageError
+from hvdbench.core.tags import tag_pair, tags_of
 from hvdbench.core.validate import inert
 
 SHOWN = ("started", "system", "benchmark", "model", "np", "status", "throughput", "interval", "unit", "host", "run_id")
@@ -36,7 +37,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         missing = [str(root) for root in args.roots if not root.is_dir()]
         if missing:
             raise UsageError(f"history import: {inert(missing[0])}: no such results root")
-        done = record_roots(args.roots, url, dict(tag_pair(t) for t in args.tag))
+        done = record_roots(args.roots, url, tags_of(args.tag))
         print(f"history: {done.text()} in {inert(redacted(url))}")
         return 0
     if args.action == "publish":

@@ -260,3 +260,47 @@ def test_a_postgresql_that_goes_down_costs_no_run_and_import_catches_up(
         postgres.start()
     assert main(["history", "import", str(first), str(second), "--store", secret]) == 0
     assert "2 added, 2 already recorded" in capsys.readouterr().out
+
+
+@pytest.mark.bad_input
+def test_a_store_of_a_later_schema_is_refused_and_left_as_it_was(tmp_path: Path, store_url: str) -> None:
+    record_roots([_root(tmp_path / "a", repeats=1)], store_url)
+    with open_store(store_url) as opened:
+        opened.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99 was written by a later hvdbench"):
+        open_store(store_url)
+    with pytest.raises(StoreError, match="later hvdbench"):
+        record_roots([_root(tmp_path / "b", system="dgx-b", repeats=1, seed=9)], store_url)
+    if store_url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_url) as connection:
+            held = connection.execute("SELECT (SELECT value FROM meta), (SELECT count(*) FROM runs)").fetchone()
+    else:
+        with sqlite3.connect(store_url) as db:
+            held = db.execute("SELECT (SELECT value FROM meta), (SELECT count(*) FROM runs)").fetchone()
+    assert tuple(held) == ("99", 1)  # neither migrated back nor written
+
+
+@pytest.mark.slow
+@pytest.mark.bad_input
+def test_a_full_disk_costs_no_run_and_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    """The store's file may not grow (RLIMIT_FSIZE, as a full disk refuses a write): the runs are not recorded, one
+    line says so, and what the store held before is intact."""
+    store = tmp_path / "h.sqlite"
+    record_roots([_root(tmp_path / "a", repeats=1)], str(store))
+    big = _root(tmp_path / "big", system="dgx-b", repeats=40, seed=5)
+    limit = store.stat().st_size + 4096
+    code = ("import resource, signal, sys; from pathlib import Path\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "from hvdbench.analysis.history.recording import record_after\n"
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
+            "record_after([Path(sys.argv[1])], sys.argv[2])\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(big), str(store)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1 and "runs not recorded in the history store" in proc.stderr
+    assert "disk" in proc.stderr or "too large" in proc.stderr, proc.stderr  # the write refused, not another fault
+    with open_store(str(store)) as opened:
+        runs = select(opened, Selection())
+    assert list(runs["system"]) == ["dgx-a"]  # the run recorded before, and nothing half-written

@@ -17,7 +17,8 @@ from ..findings import SPEED, judge
 from ..ratios import combined, too_few_runs
 from .changes import runs_of
 from .check import NOT_TRACKED
-from .query import Selection, moment, tag_pair
+from hvdbench.core.tags import tag_pair
+from .query import Selection, moment
 
 PAIRED_BY = "config"  # the configuration key, its system left out: the same work on either side
 COMPARE_COLUMNS = ["benchmark", "model", "np", "unit", "runs_a", "runs_b", "throughput_a", "throughput_b", "ratio",

@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from hvdbench.core.errors import UsageError
-from hvdbench.core.tags import tag_pair  # noqa: F401 - the command line's tag parser, re-exported
 from .store import Store
 
 UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

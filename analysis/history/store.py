@@ -265,11 +265,6 @@ def _said(exc: BaseException, url: str) -> str:
     return text.replace(password, "***") if password else text
 
 
-def version_of(connection: Any, dialect: Dialect = SQLITE) -> int:
-    """The schema version a store's connection holds (0: empty)."""
-    return Store("", connection, dialect).version()
-
-
 def _open_sqlite(url: str) -> Store:
     path = _sqlite_path(url)
     shown = redacted(url)
