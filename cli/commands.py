@@ -15,9 +15,9 @@ from typing import Any, Sequence
 
 from hvdbench.analysis.history.recording import record_after
 from hvdbench.core.containers import RUNTIMES, from_flags, runtime
-from hvdbench.core.errors import HvdbenchError, ReportError, UsageError
+from hvdbench.core.errors import ReportError, UsageError
 from hvdbench.core.options import options_of
-from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.core.spec import RunSpec, RunStatus
 from hvdbench.core.tags import tags_of, write_tags
 from hvdbench.core.validate import inert, text_problem
 from hvdbench.core.hostlist import hosts_of
@@ -27,108 +27,7 @@ from hvdbench.launchers.runs import (Executor, Prepared, benchmark_sweep, check_
                                      fits_allocation, here_gpus, load, prepare_here,
                     local_executor, pin_to_hosts, screen_plan, screen_sweep, sweep_topology)
 from hvdbench.launchers.sweep import NOT_DECIDED, Sweep, with_decision
-
-
-def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
-           prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None,
-           baseline: str | None = None, margin: float = 2.0, costs: Path | None = None,
-           weights: Path | None = None, min_runs: int | None = None, borrow_spread: bool = False) -> int:
-    """Build the report of results roots and print its headline tables (``baseline``, ``margin`` in percent,
-    ``min_runs`` and ``borrow_spread``: the decision between systems)."""
-    from hvdbench.analysis.verdicts.compare import parse_prices
-    from hvdbench.analysis.report.build import Judging, build_report
-    from hvdbench.core.metrics import MIN_RUNS
-
-    if systems and len(dirs) < 2:
-        raise UsageError("hvdbench compare: give two or more results roots (one per system)")
-    if systems and len({Path(d).resolve() for d in dirs}) < len(dirs):
-        raise UsageError("hvdbench compare: a results root is given twice: nothing to compare it with")
-    out = output or (Path(dirs[0]) / "report")
-    from hvdbench.analysis.verdicts.costs import load_costs
-    from hvdbench.analysis.verdicts.decision import load_weights
-
-    costed = load_costs(costs) if costs is not None else None  # a bad file is one line before any results is read
-    weighted = load_weights(weights) if weights is not None else None
-    first = first_system(dirs[0]) if systems and baseline is None else None
-    judging = Judging(baseline, margin / 100.0, MIN_RUNS if min_runs is None else min_runs, borrow_spread,
-                      parse_prices(list(prices)), costed or {}, weighted or {}, first)
-    text, paths = build_report(list(dirs), out, warmup=warmup, peaks=peaks, judging=judging,
-                               extend=_two_systems if systems else None)
-    print(text)
-    print(f"report: {paths['html']} and {paths['markdown']} (tables as CSV and Parquet in {out})")
-    return 0
-
-
-def _two_systems(report: Any, collection: Any) -> str:
-    """compare's check before its report is written: the results hold two systems or more."""
-    found = sorted(set(collection.runs["system"]))
-    if len(found) < 2:
-        unread = (f"; {len(collection.spec_errors)} run folder(s) could not be read ({inert(collection.spec_errors[0])}"
-                  f"{', …' if len(collection.spec_errors) > 1 else ''})" if collection.spec_errors else "")
-        raise UsageError(f"hvdbench compare: the results hold one system ({inert(', '.join(found))}): nothing to "
-                         f"compare; give each offer's runs their own --system (hvdbench run … --system NAME){unread}")
-    return ""
-
-
-def first_system(root: Path) -> str | None:
-    """The system label of the first results root given to compare (its first readable run), the default
-    baseline; None where it holds none."""
-    for path in sorted(Path(root).rglob(RUN_FILE)) if Path(root).is_dir() else []:
-        try:
-            return RunSpec.read(path).system
-        except HvdbenchError:
-            continue
-    return None
-
-
-def cmd_accept(args: argparse.Namespace) -> int:
-    """Judge the criteria; print the table, write the report with its Acceptance section; 0, 1 or 2."""
-    import time
-
-    from hvdbench.analysis.verdicts import acceptance
-    from hvdbench.analysis.document import Section, text_table
-    from hvdbench.analysis.report.build import build_report
-
-    criteria = acceptance.load_criteria(args.criteria)  # a bad criteria file is one line before any results
-    out = args.output or (Path(args.dirs[0]) / "report")
-    said: dict[str, Any] = {}
-
-    def extend(report: Any, collection: Any) -> str:
-        table = acceptance.judge(criteria, report.tables, collection, args.min_runs, args.borrow_spread)
-        report.tables["acceptance"] = table
-        header, rows = acceptance.rows(table)
-        report.sections.insert(0, Section("Acceptance", acceptance.SECTION_TEXT, header, rows))
-        said.update(table=table, protocol=acceptance.protocol(args.criteria, table, collection,
-                                                              time.strftime("%Y-%m-%d")))
-        return "\n\nacceptance\n" + text_table(header, rows)
-
-    text, paths = build_report(list(args.dirs), out, warmup=args.warmup, peaks=args.peaks, extend=extend)
-    try:
-        (out / "acceptance.txt").write_text(said["protocol"], encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {out / 'acceptance.txt'}: {exc.strerror}") from None
-    print(text)
-    print(f"acceptance: {paths['acceptance']}, {out / 'acceptance.txt'} and the report's Acceptance section")
-    return acceptance.exit_status(said["table"])
-
-
-def cmd_regressions(args: argparse.Namespace) -> int:
-    """OLD against NEW, configuration by configuration; exit status 1 on any regression."""
-    from hvdbench.analysis.verdicts.regression import compare_results, exit_status
-
-    if len(args.dirs) != 2:
-        raise UsageError("hvdbench compare --regressions: give two results roots, OLD then NEW")
-    offers = [flag for flag, given in (("--baseline", args.baseline), ("--price", args.price), ("--costs", args.costs),
-                                       ("--weights", args.weights), ("--peaks", args.peaks)) if given]
-    if offers:
-        raise UsageError(f"hvdbench compare --regressions: {', '.join(offers)}: for judging offers side by side, "
-                         "not OLD against NEW; leave them out (compare without --regressions takes them)")
-    out = args.output or (Path(args.dirs[1]) / "report")
-    text, paths, table = compare_results(args.dirs[0], args.dirs[1], out, args.margin / 100.0, args.warmup,
-                                         args.min_runs, args.borrow_spread)
-    print(text)
-    print(f"regressions: {paths['markdown']} and {paths['csv']}")
-    return exit_status(table)
+from .judging import report
 
 
 def cmd_project(args: argparse.Namespace) -> int:
@@ -551,22 +450,6 @@ def cmd_fabric(args: argparse.Namespace) -> int:
             flagged += 1
             print(f"  flagged: {inert(line)}")
     return 1 if flagged else 0 if sources else 4
-
-
-def cmd_data(args: argparse.Namespace) -> int:
-    """hvdbench data make: the dataset, made by the suite's own maker in a process of its own (it may need
-    TensorFlow to write TFRecords, which the command line never imports); its output passed on."""
-    import subprocess
-
-    argv = [sys.executable, "-m", "hvdbench.suite.datamake", args.kind, "--to", str(args.to), "--format", args.format,
-            "--samples", str(args.samples), "--seed", str(args.seed)]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    print(done.stdout, end="")
-    errors = [line for line in done.stderr.splitlines() if line.startswith("hvdbench: error: ")]
-    if done.returncode:
-        raise UsageError(errors[-1].removeprefix("hvdbench: error: ") if errors else
-                         f"data make ended with status {done.returncode}: {done.stderr.strip()[-300:]}")
-    return 0
 
 
 def cmd_nccl_log(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
-"""``hvdbench history [list|aggregate|check|compare|publish|import]``: the runs the history store keeps across
+"""``hvdbench history [list|aggregate|check|compare|publish|import|verdicts]``: the runs the history store keeps across
 results roots and months, selected by system, host, workload, size, status, time and tags; each configuration checked
-for change against its own history, two selections compared, a static site published; as a table, CSV or JSON."""
+for change against its own history, two selections compared, a static site published, the verdicts made on them
+listed; as a table, CSV or JSON."""
 
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise UsageError(f"history {args.action}: --a and --b go with history compare")
     if args.action == "compare":
         return _compare(url, args)
+    if args.action == "verdicts":
+        return _verdicts(url, args)
     with open_store(url) as store:
         runs = select(store, _selection(args))
     if args.action == "publish":
@@ -98,6 +101,24 @@ def _compare(url: str, args: argparse.Namespace) -> int:
     return 1 if "slower" in findings else 4 if findings & {"undecided", "not judged"} else 0
 
 
+def _verdicts(url: str, args: argparse.Namespace) -> int:
+    """The verdicts kept (accept, compare, compare --regressions), newest first, with the runs behind each."""
+    from hvdbench.analysis.history.verdicts import list_verdicts
+
+    with open_store(url) as store:
+        table = list_verdicts(store, args.kind, args.run, args.since)
+    if not len(table):
+        print(f"history: no verdict in {inert(redacted(url))} matches", file=sys.stderr)
+        return 0
+    if args.format != "table":
+        _print(table, args.format, "verdicts")
+        return 0
+    rows = [[_when(r.made), _text(r.kind), _text(r.outcome), str(r.runs), ", ".join(map(str, r.roots)),
+             str(r.verdict_id)[:12]] for r in table.itertuples()]
+    print(text_table(["made", "kind", "outcome", "runs", "results roots", "verdict"], rows))
+    return 0
+
+
 def _selection(args: argparse.Namespace) -> Selection:
     return Selection(system=args.system, host=args.host, benchmark=args.benchmark, model=args.model, np=args.np,
                      status=args.status, since=None if args.since is None else moment(args.since),
@@ -125,7 +146,7 @@ def _print(table: pd.DataFrame, form: str, action: str) -> None:
         print()
     elif form == "csv":
         flat = table.copy()
-        for column in ("environment", "tags"):
+        for column in ("environment", "tags", "roots", "detail", "run_ids"):
             if column in flat:
                 flat[column] = [json.dumps(v, sort_keys=True) for v in flat[column]]
         csv_safe(flat).to_csv(sys.stdout, index=False)

@@ -139,6 +139,8 @@ def _reports(sub: Any) -> None:
                             help="a peak table (TOML, as analysis/tables/peaks.toml) for GPUs or CPUs the built-in one "
                                  "lacks; its entries are tried first")
         _judging(report)
+        if name == "compare":
+            store_flag(report, "the verdict and the runs behind it are")
 
 
 def _judging(parser: Any) -> None:
@@ -171,6 +173,7 @@ def _accept(sub: Any) -> None:
                         help="leave out exactly the first N steps of every run (default: detected)")
     accept.add_argument("--peaks", type=Path, default=None, metavar="FILE", help="a peak table (as report's)")
     _judging(accept)
+    store_flag(accept, "the verdict and the runs behind it are")
 
 
 def _project(sub: Any) -> None:
@@ -369,6 +372,17 @@ def _data(sub: Any) -> None:
                       help="ImageFolder (train/<class>/...), WebDataset .tar shards, or TFRecord shards")
     make.add_argument("--samples", type=positive_int, default=1000, help="samples to make (default 1000)")
     make.add_argument("--seed", type=int, default=0, help="the seed (the same seed makes the same bytes)")
+    export = verbs.add_parser("export", help="write a real dataset out for the file loaders",
+                              description="fashion-mnist: Debian's dataset-fashion-mnist (or --idx-dir's MNIST-format "
+                                          "files), checked, written as PNGs under DIR/train and DIR/val (ImageFolder "
+                                          "or WebDataset shards), for --data files --data-dir DIR/train --eval-dir "
+                                          "DIR/val and a run to a quality target on the imagenet workload.")
+    export.add_argument("kind", choices=["fashion-mnist"])
+    export.add_argument("--to", type=Path, required=True, metavar="DIR", help="a new or empty folder")
+    export.add_argument("--format", choices=["folder", "webdataset"], default="folder",
+                        help="ImageFolder (<label>-<name>/<index>.png) or WebDataset .tar shards")
+    export.add_argument("--idx-dir", type=Path, default=None, metavar="DIR",
+                        help="the MNIST-format files (default: Debian's dataset-fashion-mnist)")
 
 
 def _import(sub: Any) -> None:
@@ -406,11 +420,13 @@ def _nccl_log(sub: Any) -> None:
                                                          "them (run by run) where a log holds several runs")
 
 
-def store_flag(parser: Any) -> None:
-    """Where a command records its runs (run, sweep, screen, import; status once every job has ended)."""
+def store_flag(parser: Any, what: str = "the runs are") -> None:
+    """Where a command records its runs (run, sweep, screen, import; status once every job has ended) or its
+    verdict with the runs behind it (accept, compare)."""
     parser.add_argument("--store", default=None, metavar="URL",
-                        help="the history store the runs are recorded in: a file path or sqlite:///path (default: "
-                             "HVDBENCH_STORE, else ~/.local/share/hvdbench/history.sqlite); off records nothing")
+                        help=f"the history store {what} recorded in: a file path, "
+                             "sqlite:///path or postgresql://user@host/db (default: HVDBENCH_STORE, else "
+                             "~/.local/share/hvdbench/history.sqlite); off records nothing")
 
 
 def tag_flag(parser: Any) -> None:
@@ -434,10 +450,12 @@ def _history(sub: Any) -> None:
                     "page a configuration (runs, each stretch's band, change points, the environment's changes); "
                     "compare --a KEY=VALUE,... --b ...: two selections configuration by configuration on whole runs "
                     "(B over A; exit 1 where B is slower, 4 where undecided or not judged); "
-                    "import ROOT...: record the runs under results roots (catching up where a store was down). "
-                    "The run folders stay the source of truth.")
-    history.add_argument("action", nargs="?", choices=["list", "aggregate", "check", "compare", "publish", "import"],
-                         default="list", help="list (default), aggregate, check, compare, publish or import")
+                    "import ROOT...: record the runs under results roots (catching up where a store was down); "
+                    "verdicts: the accept, compare and compare --regressions verdicts kept, each with the runs "
+                    "behind it (--kind, --run, --since). The run folders stay the source of truth.")
+    history.add_argument("action", nargs="?", default="list",
+                         choices=["list", "aggregate", "check", "compare", "publish", "import", "verdicts"],
+                         help="list (default), aggregate, check, compare, publish, import or verdicts")
     history.add_argument("roots", nargs="*", type=Path, help="import: the results roots; publish: the site's folder")
     store_flag(history)
     pick = history.add_argument_group("which runs (list, aggregate)")
@@ -456,5 +474,9 @@ def _history(sub: Any) -> None:
                               "since=60d,until=30d (keys: system, host, benchmark, model, np, status, since, until, "
                               "tag.KEY)")
     history.add_argument("--b", default=None, metavar="KEY=VALUE,...", help="compare: side B, as --a")
+    kept = history.add_argument_group("which verdicts (verdicts; --since too)")
+    kept.add_argument("--kind", choices=["accept", "compare", "regressions"], default=None,
+                      help="verdicts of this kind")
+    kept.add_argument("--run", type=label, default=None, metavar="RUN_ID", help="verdicts this run stands behind")
     history.add_argument("--min-runs", type=positive_int, default=MIN_RUNS,
                          help=f"compare: complete runs a side a verdict needs (default {MIN_RUNS})")

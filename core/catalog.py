@@ -22,7 +22,7 @@ from .flags import (
     positive_int,
 )
 from .idx import DEBIAN_DIR
-from .quality_flags import quality_check, quality_flags
+from .quality_flags import quality_check, quality_flags, to_target
 from .validate import finite, read_small_text
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "suite"  # the benchmark scripts: suite/, beside this core package
@@ -88,6 +88,27 @@ def _imagenet_check(flags: argparse.Namespace) -> None:
         raise UsageError(f"--image-size {flags.image_size} is too small for {flags.model} (at least {least})")
     if flags.model == "inception_v3" and flags.batch_size < 2:
         raise UsageError("inception_v3 needs --batch-size 2 or more (its auxiliary head's batch norm sees 1x1 maps)")
+
+
+def _torch_imagenet_flags(group: Parser) -> None:
+    _imagenet_flags(group)
+    group.add_argument("--eval-dir", default=None, metavar="DIR",
+                       help="with a quality target: the held-out set's folder in --data-dir's layout (ImageNet's val/; "
+                            "default: val/ beside --data-dir's train/); checked to share no file or sample with it")
+    quality_flags(group)
+
+
+def _torch_imagenet_check(flags: argparse.Namespace) -> None:
+    _imagenet_check(flags)
+    quality_check(flags)
+    if not to_target(flags):
+        if flags.eval_dir:
+            raise UsageError("--eval-dir applies with --target-accuracy or --target-loss")
+        return
+    if flags.data != "files":
+        raise UsageError("a quality target on imagenet trains on files: --data files --data-dir DIR (--eval-dir DIR)")
+    if getattr(flags, "loader", "torch") != "torch" or flags.data_only:
+        raise UsageError("a quality target on imagenet reads with --loader torch and trains (no --data-only)")
 
 
 TF_MIN_IMAGE_SIDE = {"inception_v3": 75}  # keras.applications' least; ResNet-50 and VGG-16 take 32
@@ -268,7 +289,7 @@ _TF_SPEECH = ("--batch-size", "2", "--rnn-layers", "1", "--rnn-hidden", "16", "-
               "--threads", "2")
 _TRANSLATION = ("--batch-size", "3", "--hidden", "16", "--vocab", "50", "--src-max-len", "8")
 _CIFAR = ("resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "densenet40_k12", "densenet100_k12")
-_IMAGENET = ("resnet50", "resnet101", "resnet152", "inception_v3", "vgg16", "alexnet")
+_IMAGENET = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "inception_v3", "vgg16", "alexnet")
 _TF_CIFAR = _CIFAR[:5]
 _TF_IMAGENET = ("resnet50", "inception_v3", "vgg16")
 
@@ -282,7 +303,8 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                              ("--model", "densenet40_k12", "--batch-size", "2"))),
         BenchmarkInfo("imagenet", "pytorch", "imagenet.py", _IMAGENET, "resnet50", "images",
                       "ImageNet CNNs, synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
-                      extra_flags=_imagenet_flags, extra_check=_imagenet_check, reads="imagenet",
+                      extra_flags=_torch_imagenet_flags, extra_check=_torch_imagenet_check, reads="imagenet",
+                      paths=("--data-dir", "--eval-dir"),
                       smoke=tuple(("--model", m, *_IMG) for m in ("resnet50", "resnet101", "resnet152", "vgg16",
                                                                   "alexnet"))
                       + (("--model", "inception_v3", "--batch-size", "2"),)),

@@ -165,6 +165,20 @@ def _fabric(name: str, key: str, dtype: str, meaning: str) -> RunColumn:
                      tables=("details",))
 
 
+def _power_source(power: Any) -> str | None:
+    """Where rank 0's node read its own power from: ``RAPL package-0, dram; BMC ipmitool dcmi power reading``, or
+    ``none (...)`` with the reasons; null where the run recorded nothing of it."""
+    if not isinstance(power, dict):
+        return None
+    parts = []
+    if isinstance(power.get("rapl"), list) and power["rapl"]:
+        parts.append("RAPL " + ", ".join(map(str, power["rapl"])))
+    if isinstance(power.get("bmc"), str):
+        parts.append("BMC " + power["bmc"])
+    reasons = [str(power[key]) for key in ("reason", "bmc_reason") if isinstance(power.get(key), str)]
+    return "; ".join(parts) if parts else f"none ({'; '.join(reasons)})" if reasons else "none"
+
+
 def _fabric_software(fabric: Any) -> str | None:
     """``OFED MLNX_OFED_LINUX-24.10; UCX 1.17.0; HPC-X hpcx-v2.21; modules cuda/12.8:nccl/2.26`` of a node_fabric."""
     if not isinstance(fabric, dict):
@@ -400,6 +414,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          lambda fabric: "; ".join(active_rdma(fabric)) or None),
     _env("fabric_software", ("node_fabric",), "string", "OFED, UCX and HPC-X versions and the loaded modules of rank "
          "0's node", _fabric_software),
+    _env("node_power_source", ("node_power",), "string", "where rank 0's node read its own power from (RAPL's zones, "
+         "the BMC's command), or none and why", _power_source),
     _env("hvdbench_version", ("hvdbench_version",), "string", "the hvdbench that measured it (version, and its commit "
          "where it ran from a git checkout)"),
     _env("exchange_backend", ("exchange", "backend"), "string", "torch.distributed's backend under --exchange "

@@ -29,6 +29,7 @@ import numpy as np
 
 from hvdbench.core.datasets import FORMATS, KINDS, MANIFEST, write_manifest
 from hvdbench.core.errors import UsageError
+from hvdbench.core.idx import Split, train_and_held_out
 
 IMAGENET = {"images": 1_281_167, "classes": 1000, "archive_bytes": 147_897_477_120, "mean_width": 469,
             "mean_height": 387}  # ILSVRC-2012 train, as published and commonly cited
@@ -127,7 +128,14 @@ def make_dataset(kind: str, to: Path, layout: str, samples: int, seed: int,
         raise UsageError(f"--samples {samples}: from 1 to {MOST_SAMPLES:,}")
     if layout == "tfrecord" and kind != "imagenet":
         raise UsageError("--format tfrecord: imagenet only (ImageNet's own TFRecord layout)")
-    to = Path(to)
+    _staged(Path(to), lambda staging: _make(kind, staging, layout, samples, seed))
+    report(f"made {samples} {kind} sample(s) as {layout} in {to}")
+    return to / MANIFEST
+
+
+def _staged(to: Path, write: Callable[[Path], object]) -> None:
+    """``write`` into a folder made beside ``to`` (new or empty), put in its place whole once written: a full disk,
+    or a writer stopped, leaves nothing a run could take for a dataset (a UsageError of one line says what failed)."""
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
         raise UsageError(f"--to {to}: exists and is not empty; give a new folder")
     try:
@@ -136,7 +144,7 @@ def make_dataset(kind: str, to: Path, layout: str, samples: int, seed: int,
     except OSError as exc:
         raise UsageError(f"--to {to}: cannot make a folder beside it ({exc.strerror or exc})") from None
     try:
-        _make(kind, staging, layout, samples, seed)
+        write(staging)
         if to.exists():
             to.rmdir()
         staging.rename(to)
@@ -144,8 +152,51 @@ def make_dataset(kind: str, to: Path, layout: str, samples: int, seed: int,
         raise UsageError(f"--to {to}: {exc.strerror or exc} while making it; nothing was left there") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    report(f"made {samples} {kind} sample(s) as {layout} in {to}")
-    return to / MANIFEST
+
+
+FASHION_CLASSES = ("t-shirt-top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag",
+                   "ankle-boot")  # Fashion-MNIST's labels 0-9, in order
+
+
+def export_fashion(idx_dir: Path, to: Path, layout: str, report: Callable[[str], None] = lambda line: None) -> Path:
+    """Fashion-MNIST as read from ``idx_dir`` (core/idx.py, checked: no held-out image a training one) written under
+    ``to`` for the file loaders: ``train/`` and ``val/``, each an ImageFolder (``<label>-<name>/<index>.png``, so
+    the folders sort in label order) or WebDataset shards (``<index>.png`` + ``<index>.cls``), each with its
+    manifest. PNG keeps every pixel as shipped. Returns ``to``."""
+    if layout not in ("folder", "webdataset"):
+        raise UsageError(f"--format {layout}: fashion-mnist is written as folder or webdataset")
+    splits = train_and_held_out(Path(idx_dir))
+    _staged(Path(to), lambda staging: [_fashion_split(staging / name, split, layout)
+                                       for name, split in zip(("train", "val"), splits)])
+    report(f"wrote Fashion-MNIST ({len(splits[0]):,} training and {len(splits[1]):,} held-out images) as {layout} in "
+           f"{to}: --data files --data-dir {Path(to) / 'train'} --eval-dir {Path(to) / 'val'}")
+    return Path(to)
+
+
+def _fashion_split(to: Path, split: Split, layout: str) -> Path:
+    """One split's images as PNGs in ``layout`` under ``to``, and its manifest."""
+    from PIL import Image
+
+    digest = hashlib.sha256()
+
+    def made() -> Iterator[tuple[str, bytes, bytes, int]]:
+        for i, (pixels, label) in enumerate(zip(split.images, split.labels)):
+            out = io.BytesIO()
+            Image.fromarray(pixels).save(out, "PNG")
+            yield f"{i:05d}", out.getvalue(), b"", int(label)
+
+    to.mkdir(parents=True)
+    if layout == "folder":
+        for key, data, _, label in made():
+            folder = to / f"{label}-{FASHION_CLASSES[label]}"
+            folder.mkdir(exist_ok=True)
+            (folder / f"{key}.png").write_bytes(data)
+            digest.update(data)
+    else:
+        _webdataset(to, "imagenet", made(), digest, payload=".png")
+    return write_manifest(to, "imagenet", layout, len(split), digest.hexdigest(),
+                          {"classes": len(FASHION_CLASSES), "shaped_like": "Fashion-MNIST, as shipped",
+                           "source": split.source, "source_sha256": split.sha256})
 
 
 def _make(kind: str, to: Path, layout: str, samples: int, seed: int) -> Path:
@@ -173,8 +224,8 @@ def _folder(to: Path, kind: str, made: Iterator[tuple[str, bytes, bytes, int]], 
 
 
 def _webdataset(to: Path, kind: str, made: Iterator[tuple[str, bytes, bytes, int]],
-                digest: "hashlib._Hash") -> None:
-    payload, beside = SUFFIX[kind]
+                digest: "hashlib._Hash", payload: str | None = None) -> None:
+    payload, beside = payload or SUFFIX[kind][0], SUFFIX[kind][1]
     tar: tarfile.TarFile | None = None
     for i, (key, data, companion, label) in enumerate(made):
         if i % SHARD == 0:
@@ -213,33 +264,39 @@ def _tfrecord(to: Path, kind: str, made: Iterator[tuple[str, bytes, bytes, int]]
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m hvdbench.suite.datamake KIND --to DIR --format F --samples N --seed S`` (what ``hvdbench data make``
-    runs): the dataset, a line saying what was made, and its manifest's figures; a problem is one line, status 2."""
+    runs) or ``... fashion-mnist --to DIR --format F [--idx-dir DIR]`` (``hvdbench data export``): the dataset, a line
+    saying what was made, and its manifest's figures; a problem is one line, status 2."""
     import argparse
     import json
     import sys
 
-    parser = argparse.ArgumentParser(prog="hvdbench data make")
-    parser.add_argument("kind", choices=KINDS)
+    parser = argparse.ArgumentParser(prog="hvdbench data")
+    parser.add_argument("kind", choices=(*KINDS, "fashion-mnist"))
     parser.add_argument("--to", type=Path, required=True)
     parser.add_argument("--format", choices=FORMATS, default="folder")
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--idx-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
+        if args.kind == "fashion-mnist":
+            from hvdbench.core.idx import DEBIAN_DIR
+
+            export_fashion(args.idx_dir or DEBIAN_DIR, args.to, args.format, report=print)
+            return 0
         manifest = make_dataset(args.kind, args.to, args.format, args.samples, args.seed, report=print)
     except UsageError as exc:
         print(f"hvdbench: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - a maker's own failure: one line, never a cut traceback
-        print(f"hvdbench: error: data make {args.kind} failed: {type(exc).__name__}: {str(exc)[:300]}",
-              file=sys.stderr)
+        print(f"hvdbench: error: data {args.kind} failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
         return 1
     facts = json.loads(manifest.read_text(encoding="utf-8"))
     print(f"{facts['samples']} samples, {facts['files']} files, {facts['bytes'] / 1e6:,.1f} MB; manifest {manifest}")
     return 0
 
 
-__all__ = ["IMAGENET", "MANIFEST", "make_dataset", "main"]
+__all__ = ["IMAGENET", "MANIFEST", "export_fashion", "make_dataset", "main"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -99,7 +99,7 @@ def build(ctx: BuildContext) -> TorchWorkload:
 
     return TorchWorkload(model=model_of(flags.model), make_batch=no_synthetic,
                          loss=lambda model, b: F.cross_entropy(model(b[0]), b[1]),
-                         epochs=Epochs(data.steps_per_epoch, data.next_batch, data.evaluate, data.facts))
+                         epochs=Epochs(data.steps_per_epoch, data.next_batch, data.evaluate, lambda: data.facts))
 
 
 if __name__ == "__main__":

@@ -178,6 +178,8 @@ class Trainer:
                                   seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
                                   dtype=dtype, channels_last=flags.channels_last, files=files,
                                   stream=workload.epochs.next_batch if workload.epochs is not None else None)
+        if workload.epochs is not None and workload.epochs.next_batch is None and files is None:
+            raise UsageError("a quality target on this workload reads its training set from files: --data files")
         self.model.train()
 
     def _forward(self) -> tuple[torch.Tensor, dict[str, float]]:
@@ -233,7 +235,8 @@ class Trainer:
     def evaluate(self) -> Held:
         """This rank's share of the held-out set, evaluated in the run's precision (a workload read in epochs)."""
         if self.workload.epochs is None:
-            raise UsageError("a quality target needs a held-out set: this workload has none (fashion_mnist has)")
+            raise UsageError("a quality target needs a held-out set: this workload has none (fashion_mnist has; "
+                             "imagenet with --data files and --eval-dir)")
         self.model.eval()
         try:
             with torch.no_grad(), autocast(self.flags.precision, self.device):
@@ -259,11 +262,15 @@ class Trainer:
     def data_facts(self) -> dict[str, Any]:
         """What reading files came to (the summary's ``data``), or the dataset held in memory; nothing for synthetic
         batches."""
-        if self.workload.epochs is not None:
-            facts = self.workload.epochs.facts
+        epochs = self.workload.epochs
+        if epochs is not None and epochs.next_batch is not None:
+            facts = epochs.facts()
             return {"data": {"dir": facts["source"], "kind": "idx", "loader": "memory",
                              "samples": facts["train_images"], **facts}}
-        return self.source.files.facts() if self.source.files is not None else {}
+        read = self.source.files.facts() if self.source.files is not None else {}
+        if epochs is not None and "data" in read:
+            read["data"]["held_out"] = epochs.facts()
+        return read
 
     def checksum(self) -> float:
         """Sum of every parameter (the full ones, where sharded): equal on all ranks when gradients are exchanged."""

@@ -23,14 +23,15 @@ Count = Callable[[Batch], dict[str, float]]
 
 @dataclass
 class Epochs:
-    """A real dataset held in memory and read in epochs (suite/fashion_mnist.py): this rank's next batch (already on
-    the device where the dataset is), the steps an epoch gives every rank, the sums of an evaluation of this rank's
-    share of the held-out set (correct, seen, summed loss), and what the dataset is (the env record's ``dataset``)."""
+    """A real dataset read in epochs and evaluated (a run to a quality target): the steps an epoch gives every rank,
+    this rank's next batch (held in memory, already on the device where the dataset is: suite/fashion_mnist.py;
+    None where the run's files are read as any ``--data files`` run's: suite/heldout.py), the sums of an evaluation
+    of this rank's share of the held-out set (correct, seen, summed loss), and what the dataset is."""
 
     steps_per_epoch: int
-    next_batch: Callable[[], Batch]
+    next_batch: Callable[[], Batch] | None
     evaluate: Callable[[nn.Module], tuple[float, float, float]]
-    facts: dict[str, Any]
+    facts: Callable[[], dict[str, Any]]
 
 
 @dataclass
@@ -45,7 +46,7 @@ class TorchWorkload:
     distinct_batches: int = 1  # >1 where batches differ (lengths): the device pool keeps that many
     unit: str | None = None  # what a sample is where the workload says (a model file's UNIT), else the catalog's
     reads: str | None = None  # the dataset kind it reads with --data files (core/datasets.py KINDS), None: none
-    epochs: Epochs | None = None  # a real dataset in memory, read in epochs and evaluated (runs to a target)
+    epochs: Epochs | None = None  # a real dataset read in epochs and evaluated (runs to a target)
 
 
 @dataclass(frozen=True)

@@ -144,3 +144,28 @@ def test_two_selections_compare_on_whole_runs_with_what_differs(tmp_path: Path,
     assert capsys.readouterr().out.count("not judged") == 3  # 2 runs and 1: the spread between runs unknown
     assert main(["history", "compare", "--store", store, "--a", "colour=red", "--b", "np=8"]) == 2
     assert "'colour' is not one of" in capsys.readouterr().err
+
+
+def test_runs_to_a_target_are_checked_on_their_time_to_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A nightly run to target whose time to train grows 8% from day 20 while its throughput holds (more epochs to
+    the target: the data or the recipe changed, not the machine): the check judges the time, calls the regression
+    at day 20, and leaves the nights that did not converge out, said."""
+    rng = np.random.default_rng(5)
+    rows = [r for r in month_rows(7) if r["benchmark"] == "imagenet" and r["np"] == 8]
+    for day, row in enumerate(rows, 1):
+        row.update(benchmark="fashion_mnist", converged=day not in (4, 25), throughput=row["throughput"],
+                   time_to_target_s=None if day in (4, 25) else 70.0 * (1.08 if day >= 20 else 1.0) *
+                   float(np.exp(rng.normal(0, 0.02))), run_id=f"tt-day{day:02d}",
+                   digest=f"m:tt{day}", unit="images")
+    store = str(tmp_path / "h.sqlite")
+    with open_store(store) as opened:
+        opened.record(rows, now=1.0)
+    assert main(["history", "check", "--store", store, "--format", "json"]) == 1
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["metric"] == "time to target (2 run(s) not converged, left out)" and row["runs"] == 28
+    assert row["finding"] == "regression" and row["change_run"] == "tt-day20"
+    assert 1 / 1.12 < row["ratio"] < 1 / 1.04 and row["unit"] == "1/s"
+    site = tmp_path / "site"
+    assert main(["history", "publish", str(site), "--store", store]) == 0
+    page = next(p for p in site.glob("config-*.html"))
+    assert "time to target (s)" in page.read_text()

@@ -21,7 +21,8 @@ def count(model: torch.nn.Module) -> int:
 
 
 @pytest.mark.parametrize("name, params", [
-    ("resnet50", 25_557_032), ("resnet101", 44_549_160), ("resnet152", 60_192_808),
+    ("resnet18", 11_689_512), ("resnet34", 21_797_672), ("resnet50", 25_557_032), ("resnet101", 44_549_160),
+    ("resnet152", 60_192_808),
     ("inception_v3", 27_161_264), ("vgg16", 138_357_544), ("alexnet", 61_100_840),
 ])
 def test_imagenet_parameter_counts(name: str, params: int) -> None:

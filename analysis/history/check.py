@@ -1,6 +1,7 @@
 """``history check``: each configuration's runs judged against its own history (analysis/history/changes.py), with
 the first run after its latest change and what changed in the environment then; and the environment's changes
-along a history, which the trend pages mark."""
+along a history, which the trend pages mark. Runs to a quality target are judged on their pace to it (1 / time to
+target: a regression is a slower time to train), throughput runs on throughput."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from .changes import NO_CHANGE, judge_history
 REGRESSION = CHANGE[1]
 NEAR = 2  # runs from a change point within which an environment change is said with it
 NOT_TRACKED = ("host", "hvdbench_version")  # environment keys that change without changing the system measured
-CHECK_COLUMNS = ["system", "benchmark", "model", "np", "unit", "runs", "finding", "verdict", "change_run",
+CHECK_COLUMNS = ["system", "benchmark", "model", "np", "unit", "metric", "runs", "finding", "verdict", "change_run",
                  "change_started", "ratio", "ratio_low", "ratio_high", "runs_before", "runs_after", "changed",
                  "changes", "config"]
 
@@ -50,10 +51,25 @@ def near_change(environments: list[dict[str, Any]], at: int, within: int = NEAR)
     return "; ".join(said)
 
 
+TO_TARGET = "time to target"
+
+
 def configurations(runs: pd.DataFrame) -> list[pd.DataFrame]:
-    """Each system's configurations' complete runs with a throughput, oldest first."""
-    ok = runs[(runs["status"] == "ok") & runs["throughput"].notna() & (runs["throughput"] > 0)]
+    """Each system's configurations' complete runs with a throughput, or to a quality target with a time to it,
+    oldest first."""
+    to_target = runs["converged"].notna() if "converged" in runs else pd.Series(False, index=runs.index)
+    measured = (runs["throughput"].notna() & (runs["throughput"] > 0)) | to_target
+    ok = runs[(runs["status"] == "ok") & measured]
     return [group.sort_values(["started", "run_id"]) for _, group in ok.groupby(["system", "config"], sort=True)]
+
+
+def paced(group: pd.DataFrame) -> tuple[str, pd.DataFrame, pd.Series]:
+    """What a configuration's history is judged on, higher better: runs to a target by their pace to it (1 / the
+    time to target; the runs that did not converge left out and counted), the others by throughput."""
+    if "converged" in group and group["converged"].notna().any():
+        done = group[group["converged"].fillna(False).astype(bool) & (group["time_to_target_s"] > 0)]
+        return TO_TARGET, done, 1.0 / done["time_to_target_s"].astype(float)
+    return "throughput", group, group["throughput"].astype(float)
 
 
 def check_table(runs: pd.DataFrame, margin: float) -> pd.DataFrame:
@@ -61,11 +77,15 @@ def check_table(runs: pd.DataFrame, margin: float) -> pd.DataFrame:
     no change, or not judged (too short a history); the first run after the change and the environment's change
     between the run before it and that run."""
     rows = []
-    for group in configurations(runs):
-        judged = judge_history(group["throughput"].astype(float).to_numpy(), margin)
-        first = group.iloc[0]
+    for every in configurations(runs):
+        metric, group, pace = paced(every)
+        judged = judge_history(pace.to_numpy(), margin)
+        first = every.iloc[0]
+        unconverged = len(every) - len(group)
         row: dict[str, Any] = {"system": first["system"], "benchmark": first["benchmark"], "model": first["model"],
-                               "np": first["np"], "unit": first["unit"], "runs": judged.runs,
+                               "np": first["np"], "unit": first["unit"] if metric == "throughput" else "1/s",
+                               "metric": metric + (f" ({unconverged} run(s) not converged, left out)"
+                                                   if unconverged else ""), "runs": judged.runs,
                                "finding": judged.finding.finding, "verdict": judged.finding.sentence(),
                                "ratio": judged.ratio, "ratio_low": judged.low, "ratio_high": judged.high,
                                "runs_before": judged.before, "runs_after": judged.after,

@@ -19,7 +19,7 @@ from hvdbench.core.errors import WriteError
 from hvdbench.core.validate import inert
 from ..drawing import figure, plain, svg_text
 from .changes import History, judge_history
-from .check import changed_text, configurations, environment_changes
+from .check import TO_TARGET, changed_text, configurations, environment_changes, paced
 
 CHANGE_COLOUR, ENV_COLOUR = "#c0392b", "#7f8c8d"
 STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em;max-width:72em}table{border-collapse:collapse}"
@@ -41,12 +41,19 @@ def page_name(config: str, system: str) -> str:
     return "config-" + hashlib.sha256(f"{system}\0{config}".encode()).hexdigest()[:12] + ".html"
 
 
-def trend_svg(group: pd.DataFrame, judged: History) -> str:
+def shown(group: pd.DataFrame, metric: str) -> tuple[np.ndarray, str]:
+    """What a trend plots: throughput, or a run to target's time to it (seconds; its pace was judged)."""
+    if metric == TO_TARGET:
+        return group["time_to_target_s"].astype(float).to_numpy(), "time to target (s)"
+    return group["throughput"].astype(float).to_numpy(), plain(f"{group.iloc[0]['unit']}/s")
+
+
+def trend_svg(group: pd.DataFrame, judged: History, metric: str = "throughput") -> str:
     """The trend of one configuration as SVG: runs, each stretch's mean and band (its runs' spread, 95%), change
     points (ids ``change-N``) and environment changes (ids ``environment-N``) marked."""
     fig, ax = figure(9.0, 3.6)
     when = [datetime.fromtimestamp(float(t), timezone.utc) for t in group["started"]]
-    values = group["throughput"].astype(float).to_numpy()
+    values, label = shown(group, metric)
     ax.plot(when, values, "o", color="#2c3e50", markersize=3.5, label="a run")
     bounds = [0, *judged.changes, len(values)]
     for start, end in zip(bounds[:-1], bounds[1:]):
@@ -67,8 +74,7 @@ def trend_svg(group: pd.DataFrame, judged: History) -> str:
         line.set_gid(f"environment-{n}")
         ax.annotate(plain(changed_text(changed))[:60], (when[at], float(values.min())), color=ENV_COLOUR, fontsize=7,
                     rotation=90, ha="right", va="bottom")
-    unit = str(group.iloc[0]["unit"])
-    ax.set_ylabel(plain(f"{unit}/s"))
+    ax.set_ylabel(label)
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
     return svg_text(fig)
@@ -84,19 +90,20 @@ def _latest(group: pd.DataFrame, judged: History) -> str:
             f"{judged.finding.sentence()}")
 
 
-def _config_page(group: pd.DataFrame, judged: History) -> str:
+def _config_page(group: pd.DataFrame, judged: History, metric: str) -> str:
     first = group.iloc[0]
     title = f"{first['system']} {first['benchmark']} {first['model']} at {first['np']} rank(s)"
     changes = environment_changes(list(group["environment"]))
-    rows = "".join(f"<tr><td>{_e(_date(r.started))}</td><td>{_e(r.run_id)}</td><td>{_e(f'{r.throughput:,.1f}')}</td>"
-                   f"<td>{_e(r.host)}</td></tr>" for r in group.itertuples())
+    values, label = shown(group, metric)
+    rows = "".join(f"<tr><td>{_e(_date(r.started))}</td><td>{_e(r.run_id)}</td><td>{_e(f'{v:,.1f}')}</td>"
+                   f"<td>{_e(r.host)}</td></tr>" for r, v in zip(group.itertuples(), values))
     env = "".join(f"<li>{_e(_date(group.iloc[at]['started']))}: {_e(changed_text(c))}</li>" for at, c in changes)
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
             f"<style>{STYLE}</style></head><body><p><a href=index.html>all configurations</a></p>"
             f"<h1>{_e(title)}</h1><p class={_e(judged.finding.finding.replace(' ', '-'))}>"
-            f"{_e(_latest(group, judged))}</p>{trend_svg(group, judged)}"
+            f"{_e(_latest(group, judged))}</p>{trend_svg(group, judged, metric)}"
             f"<h2>The environment changed</h2><ul>{env or '<li>never</li>'}</ul>"
-            f"<h2>Runs</h2><table><tr><th>started (UTC)</th><th>run</th><th>throughput</th><th>host</th></tr>{rows}"
+            f"<h2>Runs</h2><table><tr><th>started (UTC)</th><th>run</th><th>{_e(label)}</th><th>host</th></tr>{rows}"
             f"</table><p><small>configuration: <code>{_e(first['config'])}</code></small></p></body></html>")
 
 
@@ -105,11 +112,14 @@ def publish(runs: pd.DataFrame, folder: Path, margin: float) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         written, rows = [], []
-        for group in configurations(runs):
-            judged = judge_history(group["throughput"].astype(float).to_numpy(), margin)
+        for every in configurations(runs):
+            metric, group, pace = paced(every)
+            if group.empty:
+                continue
+            judged = judge_history(pace.to_numpy(), margin)
             first = group.iloc[0]
             name = page_name(str(first["config"]), str(first["system"]))
-            (folder / name).write_text(_config_page(group, judged), encoding="utf-8")
+            (folder / name).write_text(_config_page(group, judged, metric), encoding="utf-8")
             written.append(folder / name)
             latest = _date(group.iloc[judged.changes[-1]]["started"]) if judged.changes else "-"
             rows.append(f"<tr><td><a href={name}>{_e(first['system'])} {_e(first['benchmark'])} {_e(first['model'])}"

@@ -19,7 +19,7 @@ from ..tables.scaling import run_stats_table
 # The run table's columns that say what a run ran on and with (what changed when a configuration changed pace).
 ENVIRONMENT = ("host", "device_name", "driver", "cuda", "cudnn", "nccl", "torch", "tensorflow", "horovod_version",
                "mpi", "tuning", "cpu_model", "container_image", "container_image_id", "container_runtime",
-               "nccl_network", "nccl_plugin", "fabric_software", "hvdbench_version")
+               "nccl_network", "nccl_plugin", "fabric_software", "node_power_source", "hvdbench_version")
 DIGITS = 6  # significant digits a measurement is hashed at: a copy shifted by less than 1 part in a million matches
 
 

@@ -29,7 +29,7 @@ OFF = ("off", "none", "no")  # a store location that turns recording off
 WAIT_S = 120.0  # how long a write waits for another process's write to the same store
 
 # Each version's statements, applied in order from the store's version to SCHEMA_VERSION (never edited once
-# released: a change is a new version). 1: runs; 2: tags.
+# released: a change is a new version). 1: runs; 2: tags; 3: verdicts and the runs behind each.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE runs (run_id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, system TEXT, host TEXT, "
@@ -42,6 +42,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX runs_by_config ON runs (config, started)"),
     2: ("CREATE TABLE tags (run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE, key TEXT NOT NULL, "
         "value TEXT NOT NULL, PRIMARY KEY (run_id, key))",),
+    3: ("CREATE TABLE verdicts (verdict_id TEXT PRIMARY KEY, kind TEXT NOT NULL, made DOUBLE PRECISION NOT NULL, "
+        "outcome TEXT NOT NULL, roots TEXT NOT NULL, detail TEXT NOT NULL)",
+        "CREATE TABLE verdict_runs (verdict_id TEXT NOT NULL REFERENCES verdicts (verdict_id) ON DELETE CASCADE, "
+        "side TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (verdict_id, side, run_id))",
+        "CREATE INDEX verdict_runs_by_run ON verdict_runs (run_id)",
+        "CREATE INDEX verdicts_by_time ON verdicts (kind, made)"),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 RUN_FIELDS = ("run_id", "digest", "system", "host", "framework", "benchmark", "model", "config", "np", "nodes",
@@ -212,6 +218,24 @@ class Store:
         except self.dialect.errors as exc:
             raise StoreError(f"store {redacted(self.url)}: not written ({_said(exc, self.url)})") from None
         return done
+
+    def record_verdict(self, verdict_id: str, kind: str, outcome: str, roots: Sequence[str], detail: Any,
+                       runs: Sequence[tuple[str, str]], now: float) -> bool:
+        """Add one verdict with the (side, run id) pairs behind it, once: the same verdict again (same id) is left as
+        it was first made. Whether it was added."""
+        try:
+            with self.transaction():
+                if self.execute("SELECT 1 FROM verdicts WHERE verdict_id = ?", (verdict_id,)).fetchone() is not None:
+                    return False
+                self.execute("INSERT INTO verdicts (verdict_id, kind, made, outcome, roots, detail) VALUES "
+                             "(?, ?, ?, ?, ?, ?)", (verdict_id, kind, now, outcome, _sql_value(list(roots)),
+                                                    _sql_value(detail)))
+                for side, run_id in dict.fromkeys(runs):
+                    self.execute("INSERT INTO verdict_runs (verdict_id, side, run_id) VALUES (?, ?, ?)",
+                                 (verdict_id, side, run_id))
+        except self.dialect.errors as exc:
+            raise StoreError(f"store {redacted(self.url)}: not written ({_said(exc, self.url)})") from None
+        return True
 
     def _one(self, run: Mapping[str, Any], now: float) -> str:
         """Add or replace one run; what happened (a Recorded field)."""

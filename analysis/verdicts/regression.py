@@ -183,6 +183,8 @@ def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float, warmup:
                              clocks_of(old_c, window_telemetry(old_c)), clocks_of(new_c, window_telemetry(new_c)),
                              margin, min_runs, spreads,  # type: ignore[arg-type]
                              (old_s.attrs["points"], new_s.attrs["points"]))
+    table.attrs["runs"] = [(side, str(run_id)) for side, (collection, _, _) in zip(("old", "new"), sides)
+                           for run_id in collection.runs["run_id"]]
     header, body = rows(table)
     section = Section("Regressions", f"{new_dir} against {old_dir}: throughput new / old per configuration with its "
                       f"95% interval (runs and blocks of their steps resampled): a regression or an improvement where "

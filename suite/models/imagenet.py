@@ -1,5 +1,6 @@
 """ImageNet CNNs with the reference architectures (torchvision's), so parameter counts match exactly:
-ResNet-50/101/152 (v1.5: stride in the 3x3 convolution), VGG-16 (no batch norm), AlexNet (one-GPU variant)."""
+ResNet-18/34 (basic blocks), ResNet-50/101/152 (v1.5: stride in the 3x3 convolution), VGG-16 (no batch norm),
+AlexNet (one-GPU variant)."""
 
 from __future__ import annotations
 
@@ -35,10 +36,34 @@ class Bottleneck(nn.Module):
         return self.relu(out + identity)
 
 
-class ResNet(nn.Module):
-    """Bottleneck ResNet for 224x224 inputs."""
+class BasicBlock(nn.Module):
+    """Two 3x3 convolutions (the first strided), with a projection shortcut where the shape changes."""
 
-    def __init__(self, blocks: tuple[int, int, int, int], num_classes: int = 1000) -> None:
+    expansion = 1
+
+    def __init__(self, in_planes: int, width: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, width, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample: nn.Module | None = None
+        if stride != 1 or in_planes != width:
+            self.downsample = nn.Sequential(nn.Conv2d(in_planes, width, 1, stride=stride, bias=False),
+                                            nn.BatchNorm2d(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(out)) + identity)
+
+
+class ResNet(nn.Module):
+    """ResNet for 224x224 inputs, of basic blocks (18, 34 layers) or bottlenecks (50 and more)."""
+
+    def __init__(self, blocks: tuple[int, int, int, int], num_classes: int = 1000,
+                 block: type[BasicBlock] | type[Bottleneck] = Bottleneck) -> None:
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64),
                                   nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1))
@@ -46,8 +71,8 @@ class ResNet(nn.Module):
         in_planes = 64
         for index, (count, width) in enumerate(zip(blocks, (64, 128, 256, 512))):
             for i in range(count):
-                stages.append(Bottleneck(in_planes, width, 2 if (i == 0 and index > 0) else 1))
-                in_planes = width * Bottleneck.expansion
+                stages.append(block(in_planes, width, 2 if (i == 0 and index > 0) else 1))
+                in_planes = width * block.expansion
         self.stages = nn.Sequential(*stages)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(in_planes, num_classes)
@@ -110,11 +135,14 @@ class AlexNet(nn.Module):
         return self.classifier(self.pool(self.features(x)).flatten(1))
 
 
+BASIC_BLOCKS = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}
 RESNET_BLOCKS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3), "resnet152": (3, 8, 36, 3)}
 
 
 def imagenet_model(name: str, num_classes: int = 1000) -> nn.Module:
     """Build an ImageNet model by name (Inception v3 lives in ``inception.py``)."""
+    if name in BASIC_BLOCKS:
+        return ResNet(BASIC_BLOCKS[name], num_classes, BasicBlock)
     if name in RESNET_BLOCKS:
         return ResNet(RESNET_BLOCKS[name], num_classes)
     if name == "vgg16":
