@@ -302,17 +302,20 @@ def _submit_allocations(args: argparse.Namespace, sweep: Sweep, planned: Plan, r
     """A sweep whose runtime a submitted run's tasks cannot start (pyxis): one allocation job per shape, its batch step
     the in-allocation sweep (launchers/slurm_allocation.py); --dry-run prints each job's script."""
     from hvdbench.launchers import slurm_allocation as allocation
-    from hvdbench.launchers.slurm_jobs import partition_problem
+    from hvdbench.launchers.slurm_jobs import node_shape, partition_problem
     from hvdbench.launchers.slurm_queue import run_dirs
 
+    nodes = node_shape(sweep.slurm.partition) if shutil.which("sinfo") else None
     jobs = allocation.allocation_jobs(planned.specs, sweep.slurm, name=sweep.name, sweep_file=args.file, root=root,
                                       command=[sys.executable, "-m", "hvdbench.cli"],
-                                      container=sweep.container if from_flags(args) else None)
+                                      container=sweep.container if from_flags(args) else None, shape_of_nodes=nodes)
     hours = allocation.job_hours(jobs, sweep.slurm)
     if args.dry_run:
         for job in jobs:
             print(f"# {root / allocation.SCRIPTS / (job.shape + '.sbatch')}: {len(job.runs)} run(s)\n{job.script}")
-        print(f"{len(jobs)} job(s), one per shape, {len(planned.specs)} run(s); node-hours: at most {hours:.1f}")
+        gpus = allocation.job_gpu_hours(jobs, sweep.slurm)
+        print(f"{len(jobs)} job(s), one per shape, {len(planned.specs)} run(s); node-hours: at most {hours:.1f}"
+              + (f", GPU-hours: at most {gpus:.1f}" if gpus else ""))
         return 0
     if shutil.which("sbatch") is None:
         raise UsageError("SLURM submission needs sbatch on PATH: this machine has no SLURM client")
@@ -398,13 +401,21 @@ def _fabric_pairs(args: argparse.Namespace) -> int:
                         ("--mpi", args.mpi)):
         if (problem := text_problem(value)) is not None:
             raise UsageError(f"{name}: {problem}")
+    if args.timeout <= 0 or args.timeout != args.timeout:
+        raise UsageError(f"--timeout {args.timeout:g}: seconds a step may take, above 0")
     hosts = hosts_of(args.hosts) or allocation_hosts()
     per_node = args.gpus_per_node or job_env().number("gpus_on_node") or 1
-    plan = steps(hosts, per_node, args.nccl_tests, shlex.split(args.nccl_tests_flags), args.mpi)
+    plan = steps(hosts, per_node, args.nccl_tests, shlex.split(args.nccl_tests_flags), args.mpi, serial=args.serial,
+                 container=from_flags(args), root=args.output.resolve())
+    rounds = max(step.round for step in plan) + 1
+    said = (f"{len(plan)} step(s) in {rounds} round(s), the steps of a round side by side on nodes of their own; "
+            f"at most {rounds * args.timeout / 60:,.0f} min (--timeout {args.timeout:g} s a round)")
     if args.dry_run:
         for step in plan:
-            print(f"{step.label}: {shlex.join(step.argv)}")
+            print(f"round {step.round + 1}, {step.label}: {shlex.join(step.argv)}")
+        print(said)
         return 0
+    print(said, flush=True)
     judged, failed = check_pairs(plan, args.output, args.system, args.timeout, expected=args.expect_busbw)
     for where, busbw, said in judged:
         print(f"{inert(where)}: busbw {busbw:,.2f} GB/s at the largest size; {inert(said)}")
@@ -434,11 +445,14 @@ def cmd_fabric(args: argparse.Namespace) -> int:
         sources.append((str(path), ports))
     if not args.files:
         facts = node_fabric()
-        if not facts["hca_ports"]:
+        if not facts["hca_ports"] and not args.json:
             print("no HCA port here: neither ibstat nor ibv_devinfo answered (not installed, or no RDMA device)")
-        else:
+        elif facts["hca_ports"]:
             sources.append((f"this node ({facts['source']})", facts["hca_ports"]))
-        print(gdr_ready())
+        if not args.json:
+            print(gdr_ready())
+    if args.json:
+        return _fabric_json(sources, None if args.files else gdr_ready(), args.files)
     flagged = 0
     for where, ports in sources:
         print(f"{inert(where)}:")
@@ -446,10 +460,29 @@ def cmd_fabric(args: argparse.Namespace) -> int:
             rate = f"{p['rate_gbps']:g} Gb/s" if isinstance(p.get("rate_gbps"), (int, float)) else "rate not shown"
             print(f"  {inert(p['device'])} port {p['port']}: {p['state']}, {inert(p.get('physical_state') or '-')}, "
                   f"{rate}, {inert(p.get('link_layer') or 'link layer not shown')}")
-        for line in port_findings(ports):
+        for line in port_findings(ports) + _hca_lines(where, ports, args.files):
             flagged += 1
             print(f"  flagged: {inert(line)}")
     return 1 if flagged else 0 if sources else 4
+
+
+def _hca_lines(where: str, ports: list[dict[str, Any]], files: Sequence[Path]) -> list[str]:
+    """This node's ports against the NCCL_IB_HCA set here (what a sweep run from here would pass its ranks)."""
+    from hvdbench.core.hca import named_down
+
+    hca = os.environ.get("NCCL_IB_HCA")
+    return named_down(hca, ports) if hca and not files else []
+
+
+def _fabric_json(sources: list[tuple[str, list[dict[str, Any]]]], gdr: str | None, files: Sequence[Path]) -> int:
+    """fabric --json: each source's ports and findings, GPUDirect RDMA's line (this node only); the same exit
+    status as the text."""
+    from hvdbench.core.hca import port_findings
+
+    said = [{"source": where, "ports": ports, "flagged": port_findings(ports) + _hca_lines(where, ports, files)}
+            for where, ports in sources]
+    print(json.dumps({"sources": said, "gpudirect_rdma": gdr}, indent=1, default=str))
+    return 1 if any(s["flagged"] for s in said) else 0 if said else 4
 
 
 def cmd_nccl_log(args: argparse.Namespace) -> int:

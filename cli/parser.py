@@ -8,6 +8,7 @@ from typing import Any
 
 from hvdbench.core.catalog import BENCHMARKS
 from hvdbench.core.containers import container_flags as generated_container_flags
+from hvdbench.core.environment import hvdbench_version
 from hvdbench.core.flags import Parser, int_list, non_negative_int, percent, positive_float, positive_int
 from hvdbench.core.metrics import MIN_RUNS
 from hvdbench.core.options import add_flags, flag_type, options_of
@@ -33,6 +34,8 @@ device_ids = int_list("GPU ids", minimum=0)
 def build_parser() -> Parser:
     """The command line of every subcommand."""
     parser = Parser(prog="hvdbench", description="Horovod/MPI distributed training benchmarks and scaling reports.")
+    parser.add_argument("--version", action="version", version=f"hvdbench {hvdbench_version()}",
+                        help="print hvdbench's version (with its commit where it runs from a git checkout) and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo, _nccl_log, _data,
                 _fabric, _import, _history):
@@ -335,6 +338,8 @@ def _fabric(sub: Any) -> None:
                     "one line each. Exit status: 0 nothing flagged, 1 a port flagged, 4 no port to judge.")
     fabric.add_argument("files", nargs="*", type=Path,
                         help="saved ibstat, ibstatus or ibv_devinfo outputs (default: ask this node's tools)")
+    fabric.add_argument("--json", action="store_true",
+                        help="print JSON for other tools: each source's ports and what is flagged, GPUDirect RDMA")
     pairs = fabric.add_argument_group(
         "nccl-tests between nodes", "Inside a SLURM allocation: PROGRAM (nccl-tests' all_reduce_perf, built by "
         "scripts/nccl-tests.sh or the cluster's) as one srun step for every pair of nodes and across all of them; "
@@ -355,6 +360,10 @@ def _fabric(sub: Any) -> None:
     pairs.add_argument("--system", default="local", help="the system's label in the report")
     pairs.add_argument("--timeout", type=float, default=600.0, help="seconds a step may take (default 600)")
     pairs.add_argument("--dry-run", action="store_true", help="print each step's srun command; run nothing")
+    pairs.add_argument("--serial", action="store_true",
+                       help="one pair at a time (default: disjoint pairs side by side, n-1 rounds for n nodes; one "
+                            "pair's traffic alone on the fabric, at n(n-1)/2 steps' time)")
+    generated_container_flags(fabric.add_argument_group("nccl-tests in a container image (its program inside it)"))
 
 
 def _data(sub: Any) -> None:

@@ -34,6 +34,7 @@ RECIPE_PYTHON = "/opt/hvdbench/venv/bin/python"  # the interpreter container/Con
 CDI_SPECS = (Path("/etc/cdi"), Path("/var/run/cdi"))  # where podman looks for nvidia.com/gpu (nvidia-ctk cdi generate)
 CONTAINERENV = Path("/run/.containerenv")  # podman writes the container's and the image's names and ids here
 IMAGE_ID_VARIABLE = "HVDBENCH_IMAGE_ID"  # the image's id as the launching side asked its runtime (podman)
+HOST_ONLY = ("PYTHONPATH", "LD_LIBRARY_PATH")  # the host's, never passed into an image (Runtime.host_only)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,14 @@ class Runtime(ABC):
     @abstractmethod
     def wrap(self, container: Container, root: Path, inner: list[str], gpu: bool) -> list[str]:
         """``inner`` (one rank's command) inside the image."""
+
+    @staticmethod
+    def host_only() -> list[str]:
+        """``env -u PYTHONPATH -u LD_LIBRARY_PATH``: what starts a runtime that passes the host's environment in, so
+        that the host's Python path and library path (a venv's, a module's) never reach into the image, whose own
+        Python and libraries run the rank (the image's own settings of them stand). Not --cleanenv: the launcher's
+        variables (Open MPI's, PMIx's, SLURM's) must reach the rank for MPI to wire it."""
+        return ["env", *(token for name in HOST_ONLY for token in ("-u", name))]
 
     def launcher_problem(self, launchers: Sequence[str]) -> str | None:
         """Why these launchers cannot start this runtime's ranks, or None."""
@@ -133,14 +142,14 @@ class Pyxis(Runtime):
 
 class Apptainer(Runtime):
     """``apptainer exec --nv --bind SRC:DST,... --pwd DIR IMAGE cmd`` (--nv: the host's driver, for GPU runs);
-    the host's environment passes in, as Apptainer does by default."""
+    the host's environment passes in, as Apptainer does by default, but its PYTHONPATH and LD_LIBRARY_PATH."""
 
     name, tool = "apptainer", "apptainer"
 
     def wrap(self, container: Container, root: Path, inner: list[str], gpu: bool) -> list[str]:
         binds = ",".join(f"{s}:{d}" for s, d in container.with_results(root))
-        return ["apptainer", "exec", *(["--nv"] if gpu else []), "--bind", binds, "--pwd", str(root),
-                container.image, *inner]
+        return [*self.host_only(), "apptainer", "exec", *(["--nv"] if gpu else []), "--bind", binds, "--pwd",
+                str(root), container.image, *inner]
 
     def inside(self, environ: Mapping[str, str], containerenv: Path) -> dict[str, Any] | None:
         image = environ.get("APPTAINER_CONTAINER") or environ.get("SINGULARITY_CONTAINER")
@@ -155,7 +164,7 @@ class Charliecloud(Runtime):
 
     def wrap(self, container: Container, root: Path, inner: list[str], gpu: bool) -> list[str]:
         binds = [f"--bind={s}:{d}" for s, d in container.with_results(root)]
-        return ["ch-run", *binds, f"--cd={root}", container.image, "--", *inner]
+        return [*self.host_only(), "ch-run", *binds, f"--cd={root}", container.image, "--", *inner]
 
     def host_problem(self, host: Host, gpu: bool) -> str | None:
         if not host.environ.get("USER"):
@@ -183,7 +192,7 @@ class Podman(Runtime):
 
     def wrap(self, container: Container, root: Path, inner: list[str], gpu: bool) -> list[str]:
         volumes = [f"--volume={s}:{d}" for s, d in container.with_results(root)]
-        return ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--env-host",
+        return [*self.host_only(), "podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--env-host",
                 "--security-opt=label=disable", *(["--device=nvidia.com/gpu=all"] if gpu else []), *volumes,
                 f"--workdir={root}", container.image, *inner]
 

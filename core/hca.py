@@ -160,3 +160,27 @@ def gdr_ready(sys_module: Any = PEERMEM) -> str:
     return (f"GPUDirect RDMA: {loaded[0]} loaded" if loaded else
             "GPUDirect RDMA: neither nvidia_peermem nor nv_peer_mem is loaded (modprobe nvidia-peermem; or NCCL's "
             "DMA-BUF path on a new enough driver and kernel)")
+
+
+def named_down(hca: str, ports: list[dict[str, Any]]) -> list[str]:
+    """The ports an ``NCCL_IB_HCA`` value names that the node shows not active, one line each: an exact name
+    (``=mlx5_0``) or a prefix (``mlx5_0`` matches ``mlx5_0`` and ``mlx5_01``, as NCCL matches), with ``:PORT`` or
+    every port; flagged where every port it matches is down (NCCL then has none of them), or where it matches none.
+    An exclusion (``^mlx5_1``) names no port to use: nothing said."""
+    text = hca.strip()
+    if not text or text.startswith("^") or not ports:
+        return []
+    exact = text.startswith("=")
+    found = []
+    for entry in filter(None, (e.strip() for e in text.lstrip("=").split(","))):
+        device, _, port = entry.partition(":")
+        matched = [p for p in ports if (str(p.get("device")) == device if exact else
+                                        str(p.get("device")).startswith(device))
+                   and (not port or str(p.get("port")) == port)]
+        if not matched:
+            found.append(f"NCCL_IB_HCA names {entry}, which is no HCA port of this node")
+        elif all(p.get("state") != "active" for p in matched):
+            states = ", ".join(f"{p.get('device')} port {p.get('port')} {p.get('state') or 'in no known state'}"
+                               for p in matched)
+            found.append(f"NCCL_IB_HCA names {entry}, and its port(s) are not active ({states})")
+    return found

@@ -19,7 +19,7 @@ from . import schema
 from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
 from .axes import AXES, BASE_FLAGS, read_axes, without
 from .exchanges import listed, without_horovod
-from .hca import active_rdma
+from .hca import active_rdma, named_down
 from .spec import RunSpec
 
 COMBINE = ("first", "min", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
@@ -163,6 +163,16 @@ def _fabric(name: str, key: str, dtype: str, meaning: str) -> RunColumn:
             else value
     return RunColumn(name, dtype, meaning, f"nccl-rank-N.log: {key} (core/nccl_log.py)", derive=derive,
                      tables=("details",))
+
+
+def _hca_named_down(facts: RunFacts) -> str | None:
+    """What rank 0's NCCL_IB_HCA names that its node's ports say is down (core/hca.named_down)."""
+    variables, fabric = facts.env.get("variables"), facts.env.get("node_fabric")
+    hca = variables.get("NCCL_IB_HCA") if isinstance(variables, dict) else None
+    ports = fabric.get("hca_ports") if isinstance(fabric, dict) else None
+    if not isinstance(hca, str) or not isinstance(ports, list):
+        return None
+    return "; ".join(named_down(hca, [p for p in ports if isinstance(p, dict)])) or None
 
 
 def _power_source(power: Any) -> str | None:
@@ -414,6 +424,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          lambda fabric: "; ".join(active_rdma(fabric)) or None),
     _env("fabric_software", ("node_fabric",), "string", "OFED, UCX and HPC-X versions and the loaded modules of rank "
          "0's node", _fabric_software),
+    _derived("hca_named_down", "string", "the ports rank 0's NCCL_IB_HCA names that its node showed not active (or "
+             "not there): NCCL had none of them", "env.variables.NCCL_IB_HCA, env.node_fabric", _hca_named_down),
     _env("node_power_source", ("node_power",), "string", "where rank 0's node read its own power from (RAPL's zones, "
          "the BMC's command), or none and why", _power_source),
     _env("hvdbench_version", ("hvdbench_version",), "string", "the hvdbench that measured it (version, and its commit "

@@ -22,8 +22,14 @@ from hvdbench.core.spec import CONTROLLERS, HOROVOD_CONTROLLERS, RunSpec
 
 from hvdbench.core.containers import runtime
 
-# Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter.
+# Exported to every rank besides the spec's own knobs, so remote ranks find the same interpreter (a rank in an image:
+# PATH alone, to find its runtime; the image has its own Python and libraries: core/containers.HOST_ONLY).
 ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+
+
+def always_exported(spec: RunSpec) -> tuple[str, ...]:
+    """The variables every rank gets from the launching host (ALWAYS_EXPORTED; PATH alone for a run in an image)."""
+    return ("PATH",) if spec.container is not None else ALWAYS_EXPORTED
 # how srun wires MPI ranks inside a SLURM job (LaunchContext.pmi): the plugin names `srun --mpi=list` shows on
 # clusters (PMIx by its generic name or a version, PMI-2, HPE Cray's)
 PMI_PLUGINS = ("pmix", "pmix_v2", "pmix_v3", "pmix_v4", "pmix_v5", "pmi2", "cray_shasta")

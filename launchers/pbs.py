@@ -69,9 +69,18 @@ def pbs_problem(options: PbsOptions) -> str | None:
             return f"pbs.directives: {flag} is set by hvdbench ({SET_BY_HVDBENCH[flag]}); remove it"
         name = value.split("=", 1)[0]
         if flag == "-l" and name in SET_RESOURCES:
-            return f"pbs.directives: -l {name} is set by hvdbench from each run; remove it"
+            return f"pbs.directives: -l {name} is set by hvdbench from each run; remove it{_instead(value)}"
     clash = next((r for r in options.resources if r.split("=", 1)[0] in SET_RESOURCES), None)
-    return f"pbs.resources: {clash} is set by hvdbench from each run; remove it" if clash else None
+    return f"pbs.resources: {clash} is set by hvdbench from each run; remove it{_instead(clash)}" if clash else None
+
+
+def _instead(resource: str) -> str:
+    """What a refused resource has in the pbs: block instead (nodes of one's own: ``exclusive: true``)."""
+    name, _, value = resource.partition("=")
+    if name == "place" and "excl" in value:
+        return " (for nodes of the job's own give pbs.exclusive: true: place=scatter:excl)"
+    return {"ncpus": " (pbs.ncpus sets it)", "mem": " (pbs.mem_gb sets it)", "walltime": " (pbs.time sets it)",
+            "ngpus": " (pbs.gpus: false for CPU nodes)"}.get(name, "")
 
 
 def refusal(spec: RunSpec) -> str | None:

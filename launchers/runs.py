@@ -22,6 +22,7 @@ from hvdbench.core.spec import RunSpec
 from .base import default_controllers, get_launcher, launcher_class, on_cpu
 from .local import LocalExecutor
 from .plan import Plan, plan
+from .slurm_jobs import gpus_needed
 from .sweep import Sweep, Workload, load_sweep, sweep_warnings
 from hvdbench.core.node_topology import local_topology
 from hvdbench.core.topology import Topology, read_topology_file
@@ -167,12 +168,14 @@ def describe_plan(planned: Plan, executor: Executor, root: Path) -> Iterator[str
 
 
 def node_hours(planned: Plan, limit: float | None) -> str:
-    """The most node-hours a plan holds, as the dry run's total says it; empty where no run has a limit."""
+    """The most node-hours a plan holds, and GPU-hours (how allocations are granted) where its runs use GPUs, as
+    the dry run's total says them; empty where no run has a limit."""
     if limit is None or not planned.specs:
         return ""
     hours = sum(spec.nodes for spec in planned.specs) * limit / 3600
-    return (f"; node-hours: at most {hours:,.1f} (every run's nodes for its whole {limit / 60:g}-minute limit; "
-            "a run that ends sooner gives its node back)")
+    gpus = sum(spec.nodes * gpus_needed(spec) for spec in planned.specs if not on_cpu(spec)) * limit / 3600
+    return (f"; node-hours: at most {hours:,.1f}{f', GPU-hours: at most {gpus:,.1f}' if gpus else ''} (every run's "
+            f"nodes for its whole {limit / 60:g}-minute limit; a run that ends sooner gives its node back)")
 
 
 def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | None = None,

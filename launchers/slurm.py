@@ -4,10 +4,12 @@ The job's parameters are ``slurm_jobs``, what its tasks run ``slurm_task``, what
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shlex
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -15,8 +17,8 @@ from hvdbench.core.containers import runtime
 from hvdbench.core.errors import LaunchError, UsageError
 from hvdbench.core.spec import RunSpec, RunStatus
 
-from .base import LaunchContext, launcher_class, rank_command
-from .slurm_jobs import job_parameters, partition_problem
+from .base import LaunchContext, get_launcher, rank_command
+from .slurm_jobs import NodeShape, job_parameters, node_shape, partition_problem, rank_cpus
 from .queues import Submitter
 from .slurm_task import run_task
 from .slurm_options import SlurmOptions
@@ -36,15 +38,32 @@ class SlurmExecutor(Submitter):
     def limit_s(self) -> float | None:
         return float(self.options.time_min) * 60 if self.options.time_min else None
 
+    def shape(self) -> NodeShape | None:
+        """The partition's nodes as sinfo says them (asked once), for the CPUs a rank gets."""
+        if not hasattr(self, "_shape"):
+            self._shape = node_shape(self.options.partition) if shutil.which("sinfo") else None
+        return self._shape
+
     def describe(self, spec: RunSpec) -> str:
-        """What submitting spec would do: the job's resources and what its task(s) run."""
+        """What submitting spec would do: the job script as sbatch gets it (submitit's, the CPUs a rank get and
+        why), and what its task(s) run: each task its rank, or the first task the launcher's whole line over the
+        allocation's nodes (node1, node2, ... standing for the names SLURM gives them)."""
         _submittable([spec])
-        params = job_parameters(self.options, spec, self.name, self.retries)
-        resources = " ".join(f"{k}={v}" for k, v in params.items() if v not in ([], {}, None))
+        params = job_parameters(self.options, spec, self.name, self.retries, self.shape())
+        script = job_script(params, self.root / JOBS_DIR / "%j")
+        cpus, why = rank_cpus(self.options, spec, self.shape())
         ctx = LaunchContext(python=self.python, run_dir=(self.root / spec.id).resolve(), pmi=self.options.mpi)
-        each = "each task" if launcher_class(spec.launcher).task_per_rank else \
-            f"the first task ({spec.launcher} over the allocation)"
-        return f"{resources}\n    {each} runs: {shlex.join(rank_command(spec, ctx))}"
+        launcher = get_launcher(spec.launcher)
+        if launcher.task_per_rank:
+            line = f"each task runs: {shlex.join(rank_command(spec, ctx))}"
+        else:
+            hosts = tuple(f"node{i}" for i in range(1, spec.nodes + 1))
+            argv = launcher.command(spec, replace(ctx, hosts=hosts, scheduler="slurm"))
+            line = (f"the first task runs ({spec.launcher} over the allocation; {', '.join(hosts)}: its nodes as "
+                    f"SLURM names them): {shlex.join(argv)}")
+        return (f"job script:\n        {script.rstrip().replace(chr(10), chr(10) + '        ')}\n    CPUs a rank: "
+                f"{cpus} ({why})\n    the tasks start {self.python} (this host's interpreter, as submitit does): the "
+                f"compute nodes must see it at that path (a filesystem they share)\n    {line}")
 
     def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
         """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""
@@ -53,10 +72,8 @@ class SlurmExecutor(Submitter):
     def submit(self, specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
         """Submit each spec, one submitit executor per set of job parameters (as job arrays where
         array_parallelism is set); each job asks SLURM for exactly what ``describe`` shows for its run."""
-        try:
-            import submitit
-        except ImportError:
-            raise LaunchError("SLURM submission needs submitit: pip install 'hvdbench[slurm]'") from None
+        if importlib.util.find_spec("submitit") is None:
+            raise LaunchError("SLURM submission needs submitit: pip install 'hvdbench[slurm]'")
         if shutil.which("sbatch") is None:
             raise LaunchError("SLURM submission needs sbatch on PATH: this machine has no SLURM client")
         todo = self.pending(specs)
@@ -70,11 +87,10 @@ class SlurmExecutor(Submitter):
         # one submitit executor per set of job parameters: each job gets exactly what describe() shows for it
         groups: dict[str, tuple[dict[str, Any], list[RunSpec]]] = {}
         for spec in todo:
-            params = job_parameters(self.options, spec, self.name, self.retries)
+            params = job_parameters(self.options, spec, self.name, self.retries, self.shape())
             groups.setdefault(json.dumps(params, sort_keys=True, default=str), (params, []))[1].append(spec)
         for params, group in groups.values():
-            executor = submitit.AutoExecutor(folder=self.root / JOBS_DIR / "%j", cluster="slurm")
-            executor.update_parameters(**params)
+            executor = submitit_executor(params, self.root / JOBS_DIR / "%j")
             for spec in group:
                 spec.write(self.root / spec.id, self.order.get(spec.id))
             try:
@@ -93,6 +109,30 @@ class SlurmExecutor(Submitter):
                 submitted.append((spec, str(job.job_id)))
                 self.report(f"{spec.id}: job {job.job_id}")
         return submitted
+
+
+def submitit_executor(params: dict[str, Any], folder: Path) -> Any:
+    """submitit's SLURM executor with these parameters, less the ``--wckey=submitit`` it adds by default (a workload
+    key is a site's accounting: a sweep names one among its directives, ``--wckey=KEY``, where the site wants it)."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    executor.update_parameters(**params)
+    inner = getattr(executor, "_executor", None)
+    held = getattr(inner, "parameters", None)
+    if isinstance(held, dict) and held.get("wckey") in (None, "submitit"):
+        held["wckey"] = None  # submitit leaves a None out of the script (else it writes its own default)
+    return executor
+
+
+def job_script(params: dict[str, Any], folder: Path) -> str:
+    """The job script sbatch would get for these parameters, as submitit writes it (its ``srun ... -m
+    submitit.core._submit`` line starts the tasks); the parameters alone where this submitit cannot say."""
+    try:
+        inner = submitit_executor(params, folder)._executor
+        return str(inner._make_submission_file_text(inner._submitit_command_str, "dry-run"))
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return " ".join(f"{k}={v}" for k, v in params.items() if v not in ([], {}, None))
 
 
 def _submittable(specs: Sequence[RunSpec]) -> None:

@@ -7,6 +7,7 @@ Building the script is pure; ``submit`` writes it beside the results and hands i
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ from typing import Any, Callable, Iterable, Sequence
 from hvdbench.core.containers import Container
 from hvdbench.core.errors import LaunchError
 from hvdbench.core.spec import RunSpec, RunStatus
+from hvdbench.core.validate import inert
 
-from .slurm_jobs import job_parameters
+from .slurm_jobs import NodeShape, job_parameters, rank_cpus
 from .slurm_options import SlurmOptions
 
 SCRIPTS = "slurm-jobs"  # where the scripts go, under the results root (beside submitit's folders)
@@ -79,17 +81,21 @@ def container_argv(container: Container | None) -> list[str]:
 
 
 def allocation_jobs(specs: Sequence[RunSpec], options: SlurmOptions, *, name: str, sweep_file: Path, root: Path,
-                    command: Sequence[str], container: Container | None) -> list[AllocationJob]:
+                    command: Sequence[str], container: Container | None,
+                    shape_of_nodes: NodeShape | None = None) -> list[AllocationJob]:
     """One job per shape of ``specs``: the allocation its largest runs need, time for all its runs in turn (each
-    its own limit, ``options.time_min``), its batch step ``command sweep FILE --in-allocation --shape NxG``."""
+    its own limit, ``options.time_min``), its batch step ``command sweep FILE --in-allocation --shape NxG``; CPUs a
+    rank from the partition's nodes where sinfo said them (``shape_of_nodes``, slurm_jobs.rank_cpus)."""
     shapes: dict[str, list[RunSpec]] = {}
     for spec in specs:
         shapes.setdefault(shape_of(spec), []).append(spec)
     jobs = []
     for shape, group in shapes.items():
         widest = max(group, key=lambda s: (s.devices is not None, len(s.devices or ())))
-        params = job_parameters(options, widest, f"{name}-{shape}")
-        params["cpus_per_task"] = max(job_parameters(options, s, name).get("cpus_per_task") or 1 for s in group)
+        params = job_parameters(options, widest, f"{name}-{shape}", shape=shape_of_nodes)
+        params["cpus_per_task"] = max(job_parameters(options, s, name, shape=shape_of_nodes).get("cpus_per_task") or 1
+                                      for s in group)
+        cpus, why = rank_cpus(options, widest, shape_of_nodes)
         minutes = options.time_min * len(group)
         step = [*command, "sweep", str(sweep_file.resolve()), "--in-allocation", "--shape", shape, "-o",
                 str(root.resolve()), "--no-report", *container_argv(container)]
@@ -98,6 +104,7 @@ def allocation_jobs(specs: Sequence[RunSpec], options: SlurmOptions, *, name: st
             f"# hvdbench: the {len(group)} run(s) of shape {shape} (nodes x ranks per node) of {sweep_file.name}, one "
             "after another in this allocation, each with its own limit;",
             f"# the time asks {options.time_min} min a run. Made by hvdbench submit; resubmitting resumes.",
+            f"# CPUs a rank: {cpus} ({why}).",
             *directives(params, minutes),
             f"#SBATCH --output={root.resolve() / SCRIPTS / f'{shape}-%j.out'}",
             f"#SBATCH --signal={SIGNAL}",
@@ -126,7 +133,7 @@ def submit(jobs: Iterable[AllocationJob], root: Path, specs: Sequence[RunSpec],
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip().splitlines()
             raise LaunchError(f"sbatch refused the job of shape {job.shape}: {said[-1] if said else done.returncode}")
-        job_id = done.stdout.strip().split(";")[0]
+        job_id = job_id_of(done.stdout)
         for run_id in job.runs:
             by_id[run_id].write(root / run_id)
             RunStatus("submitted", None, 0.0, f"job {job_id} submitted (shape {job.shape})",
@@ -135,6 +142,28 @@ def submit(jobs: Iterable[AllocationJob], root: Path, specs: Sequence[RunSpec],
     return out
 
 
+def job_id_of(said: str) -> str:
+    """The job id in what ``sbatch --parsable`` printed (``9003`` or ``9003;cluster``), or in a wrapper's chattier
+    ``Submitted batch job 9003``; a LaunchError naming what it printed where no id is there (never a sentence taken
+    for an id)."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    for line in reversed(lines):
+        parsable = re.fullmatch(r"(\d+)(?:_\d+)?(?:;[\w.-]+)?", line)
+        if parsable:
+            return parsable.group(1)
+    chatty = re.search(r"Submitted batch job (\d+)", said)
+    if chatty:
+        return chatty.group(1)
+    raise LaunchError(f"sbatch printed no job id ({inert((lines or ['nothing'])[-1])[:120]}): the job may be queued; "
+                      "check squeue before submitting again")
+
+
 def job_hours(jobs: Sequence[AllocationJob], options: SlurmOptions) -> float:
     """Node-hours the jobs may hold at most (every run its whole limit)."""
     return sum(job.nodes * math.ceil(options.time_min * len(job.runs)) / 60 for job in jobs)
+
+
+def job_gpu_hours(jobs: Sequence[AllocationJob], options: SlurmOptions) -> float:
+    """GPU-hours the jobs may hold at most (a GPU a rank, every run its whole limit); 0 where they ask no GPU."""
+    return sum(job.nodes * job.per_node * math.ceil(options.time_min * len(job.runs)) / 60 for job in jobs) \
+        if options.gpus else 0.0

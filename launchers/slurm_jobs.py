@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from hvdbench.core.catalog import get_benchmark
@@ -37,9 +38,44 @@ def cpus_per_rank(spec: RunSpec) -> int:
     return 1 + (workers if isinstance(workers, int) and workers >= 0 else 0)
 
 
-def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeShape:
+    """What the partition's smallest nodes hold, as sinfo says: CPUs, and GPUs (None where a node's GRES do not
+    say)."""
+
+    cpus: int
+    gpus: int | None
+
+    def share(self, spec: RunSpec, gpus: bool) -> int:
+        """CPUs a rank of ``spec`` gets of such a node: its CPUs over its GPUs (over the run's ranks a node where the
+        job asks no GPUs or the node declares none), at least one."""
+        over = self.gpus if gpus and self.gpus else spec.ranks_per_node
+        return max(1, self.cpus // max(1, over))
+
+
+def rank_cpus(options: SlurmOptions, spec: RunSpec, shape: NodeShape | None) -> tuple[int, str]:
+    """CPUs a rank is given, and why: the sweep's cpus_per_task; else the node's share (its CPUs over its GPUs),
+    or what the rank's loader needs where that is more; else (sinfo could not say) what the loader needs."""
+    need = cpus_per_rank(spec)
+    if options.cpus_per_task is not None:
+        return options.cpus_per_task, "slurm.cpus_per_task"
+    loader = f"; a rank and its loader's workers need {need}" if need > 1 else ""
+    if shape is None:
+        return need, (f"what a rank{' and its loader' if need > 1 else ''} needs: sinfo could not say what the "
+                      "partition's nodes hold; slurm.cpus_per_task sets it")
+    share = shape.share(spec, options.gpus)
+    over = f"{shape.gpus} GPUs" if options.gpus and shape.gpus else f"{spec.ranks_per_node} rank(s)"
+    said = f"the partition's nodes: {shape.cpus} CPUs / {over}{loader}"
+    if need > share:
+        return need, said + f", more than the node's share of {share}"
+    return share, said
+
+
+def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0,
+                   shape: NodeShape | None = None) -> dict[str, Any]:
     """submitit's parameters for one run: nodes, one task per GPU (one task per node where the launcher
-    starts every rank from the first task), GPUs per node, partition, account and the rest."""
+    starts every rank from the first task), GPUs per node, CPUs a task (rank_cpus: the partition's nodes'
+    ``shape`` where sinfo said it), partition, account and the rest."""
     per_task = launcher_class(spec.launcher).task_per_rank
     extra: dict[str, Any] = {}
     for directive in options.directives:
@@ -71,10 +107,11 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int
             params["gpus_per_node"] = count
         if spec.devices is not None:
             params["slurm_exclusive"] = True
-    if not per_task and options.cpus_per_task is None:  # one task per node holds every rank of the node
-        params["cpus_per_task"] = spec.ranks_per_node * cpus_per_rank(spec)
-    elif options.cpus_per_task is None and cpus_per_rank(spec) > 1:  # a rank and its loader's workers
-        params["cpus_per_task"] = cpus_per_rank(spec)
+    cpus = rank_cpus(options, spec, shape)[0]
+    if options.cpus_per_task is None and not per_task:  # one task per node holds every rank of the node
+        params["cpus_per_task"] = spec.ranks_per_node * cpus
+    elif options.cpus_per_task is None and cpus > 1:  # a rank and its loader's workers, or the node's share
+        params["cpus_per_task"] = cpus
     optional: tuple[tuple[str, str | int | None], ...] = (
         ("slurm_partition", options.partition), ("slurm_account", options.account), ("slurm_qos", options.qos),
         ("slurm_constraint", options.constraint), ("cpus_per_task", options.cpus_per_task), ("mem_gb", options.mem_gb))
@@ -92,38 +129,54 @@ def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int
     return params
 
 
-def _sinfo(partition: str | None, run: Callable[..., Any]) -> list[tuple[str, str, str]] | None:
-    """(node, GRES, partition) lines of sinfo, None where sinfo cannot say."""
-    argv = ["sinfo", "-h", "-N", "-o", "%N|%G|%P"] + (["-p", partition] if partition else [])
+def _sinfo(partition: str | None, run: Callable[..., Any]) -> list[tuple[str, str, str, int | None]] | None:
+    """(node, GRES, partition, CPUs) lines of sinfo, None where sinfo cannot say."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%G|%P|%c"] + (["-p", partition] if partition else [])
     try:
         out = run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
         return None
-    lines = [line.strip().split("|", 2) for line in out.stdout.splitlines() if line.strip()]
-    return [(parts[0], parts[1], parts[2]) for parts in lines if len(parts) == 3]
+    lines = [line.strip().split("|", 3) for line in out.stdout.splitlines() if line.strip()]
+    return [(parts[0], parts[1], parts[2], int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else None)
+            for parts in lines if len(parts) >= 3]
 
 
 def partition_nodes(partition: str | None, run: Callable[..., Any] = subprocess.run) -> list[tuple[str, int | None]]:
     """(node, GPUs it declares) for every node of the partition (the default one where None), from sinfo;
     empty where sinfo cannot say (then sbatch judges)."""
-    nodes: dict[str, int | None] = {}
-    for node, gres, part in _sinfo(partition, run) or []:
-        if partition is None and not part.endswith("*"):
-            continue  # not the default partition
+    return [(node, gpus) for node, gpus, _ in _partition(partition, run)]
+
+
+def _partition(partition: str | None, run: Callable[..., Any]) -> list[tuple[str, int | None, int | None]]:
+    """(node, GPUs it declares, CPUs) for every node of the partition (the default one where None)."""
+    nodes: dict[str, tuple[int | None, int | None]] = {}
+    for node, gres, part, cpus in _sinfo(partition, run) or []:
+        if (partition is None and not part.endswith("*")) or (partition is not None and part.rstrip("*") != partition):
+            continue  # not the default partition, or not the one named
         counts = [int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", gres)]
-        nodes[node] = sum(counts) if counts else (0 if gres in ("(null)", "") else None)
-    return list(nodes.items())
+        nodes[node] = (sum(counts) if counts else (0 if gres in ("(null)", "") else None), cpus)
+    return [(node, gpus, cpus) for node, (gpus, cpus) in nodes.items()]
+
+
+def node_shape(partition: str | None, run: Callable[..., Any] = subprocess.run) -> NodeShape | None:
+    """The partition's smallest node (fewest CPUs, then fewest GPUs) as sinfo says it; None where sinfo cannot
+    say, or says no node's CPUs."""
+    known = [(cpus, gpus) for _, gpus, cpus in _partition(partition, run) if cpus]
+    if not known:
+        return None
+    cpus, gpus = min(known, key=lambda c: (c[0], c[1] or 0))
+    return NodeShape(cpus, gpus)
 
 
 def no_default_partition(run: Callable[..., Any] = subprocess.run) -> str | None:
     """Where no partition is named and the cluster has no default one (sbatch would refuse every job): one line
     naming its partitions; None where it has a default, or sinfo cannot say."""
     lines = _sinfo(None, run)
-    if not lines or any(part.endswith("*") for _, _, part in lines):
+    if not lines or any(part.endswith("*") for _, _, part, _ in lines):
         return None
-    names = sorted({part for _, _, part in lines})
+    names = sorted({part for _, _, part, _ in lines})
     return (f"no slurm.partition given and this cluster has no default partition: give slurm.partition (or "
             f"--partition) one of {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}")
 
@@ -143,6 +196,15 @@ def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
     most = max(specs, key=lambda s: s.nodes)
     if most.nodes > len(nodes):
         return f"run {most.id} needs {most.nodes} nodes but {where} has {len(nodes)}"
+    shape = node_shape(options.partition, run)
+    asked = [(s, options.cpus_per_task or cpus_per_rank(s)) for s in specs]
+    most = shape.cpus if shape is not None else None
+    over = [(s, n) for s, n in asked if most is not None and n * s.ranks_per_node > most]
+    if over:
+        spec, each = over[0]
+        return (f"run {spec.id} asks {each} CPU(s) for each of its {spec.ranks_per_node} rank(s) a node (a rank and "
+                f"its loader's workers) but {where}'s smallest nodes have {most}: fewer --loader-workers, or fewer "
+                "ranks a node")
     gpus = [g for _, g in nodes if g is not None]
     if options.gpus and len(gpus) == len(nodes):  # every node says what it has
         widest = max(specs, key=gpus_needed)

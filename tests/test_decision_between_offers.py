@@ -161,13 +161,30 @@ def test_a_costs_file_gives_dollars_per_million_samples_with_units_and_interval(
     assert compared.loc["DGX", "per_dollar"] == pytest.approx(compared.loc["DGX", "throughput"] * 3600 / dgx_hour)
 
 
+def test_a_cloud_quote_per_gpu_hour_is_a_rented_system(tmp_path: Path) -> None:
+    from hvdbench.analysis.verdicts.costs import KINDS_SAID, load_costs
+
+    path = tmp_path / "costs.toml"
+    path.write_text(COSTS.replace("hourly_usd = 16.0\ngpus_per_node = 8", "usd_per_gpu_hour = 2.49"))
+    cost = load_costs(path)["L40S"]
+    assert cost.per_gpu_hour(700.0) == (2.49, "in the hourly price") and cost.hourly_usd is None
+    assert "usd_per_gpu_hour" in KINDS_SAID and "hourly_usd per node-hour" in KINDS_SAID
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.replace("years = 5\n", ""), "systems.DGX.years: missing"),
     (lambda t: t.replace("pue = 1.3", "pue = nan"), "systems.DGX.pue: expected a positive, finite number, got nan"),
     (lambda t: t.replace("pue = 1.3", "pue = inf"), "systems.DGX.pue: expected a positive, finite number, got inf"),
     (lambda t: t.replace("utilisation = 0.5", "utilisation = 70"), "systems.DGX.utilisation: a share of the time"),
     (lambda t: t.replace("hourly_usd = 16.0", 'hourly_usd = "16"'), "systems.L40S.hourly_usd: expected a positive"),
-    (lambda t: t.replace("pue = 1.3", "pue = 1.3\nrebate = 3"), "systems.DGX.rebate: not a field of an owned system"),
+    (lambda t: t.replace("pue = 1.3", "pue = 1.3\nrebate = 3"), "systems.DGX.rebate: not a field of this system; "
+     "give the fields of one kind: an owned system: purchase_usd"),
+    (lambda t: t.replace("pue = 1.3", "pue = 1.3\nusd_per_gpu_hour = 2"), "systems.DGX.gpus_per_node: not a field of "
+     "this system; give the fields of one kind: "),  # an owned system given a cloud's price: the kinds named
+    (lambda t: t.replace("hourly_usd = 16.0", "hourly_usd = 16.0\nusd_per_gpu_hour = 2"), "systems.L40S.gpus_per_node"
+     ": not a field of this system; give the fields of one kind: "),
+    (lambda t: t.replace("hourly_usd = 16.0\ngpus_per_node = 8", "usd_per_gpu_hour = 0"),
+     "systems.L40S.usd_per_gpu_hour: expected a positive, finite number, got 0"),
     (lambda t: t + "\n[oops]\nx = 1\n", "expected [systems.NAME] tables only"),
     (lambda t: t.replace("[systems.DGX]", "[systems.DGX"), "not valid TOML"),
 ])

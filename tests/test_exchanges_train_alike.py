@@ -217,4 +217,6 @@ def test_a_dry_run_says_the_node_hours_its_plan_may_hold(tmp_path: Path) -> None
     planned = plan(sweep)
     lines = list(describe_plan(planned, local_executor(sweep, tmp_path, resume=True), tmp_path))
     hours = len(planned.specs) * sweep.timeout / 3600  # one node each
-    assert f"; node-hours: at most {hours:,.1f} (every run's nodes for its whole 15-minute limit" in lines[-1]
+    gpus = sum(s.np for s in planned.specs) * sweep.timeout / 3600  # a GPU a rank
+    assert f"; node-hours: at most {hours:,.1f}, GPU-hours: at most {gpus:,.1f} (every run's nodes for its whole " \
+        "15-minute limit" in lines[-1]

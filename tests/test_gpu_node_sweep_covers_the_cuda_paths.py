@@ -22,8 +22,16 @@ def _flag(args: tuple[str, ...], name: str) -> str | None:
 
 
 def test_every_shipped_sweep_plans() -> None:
+    """Each as it is meant to run: a file with a scheduler's block as submit plans it (the allocation's nodes are
+    the hosts); the cluster examples put every rank in an image, one of each kind of runtime."""
+    images = {}
     for path in sorted(SWEEPS.glob("*.yaml")):
-        assert plan(load_sweep(path)).specs, path.name
+        sweep = load_sweep(path)
+        scheduled = "\nslurm:" in path.read_text() or "\npbs:" in path.read_text()
+        assert plan(sweep, scheduled=scheduled).specs, path.name
+        if sweep.container is not None:
+            images[sweep.container.runtime] = path.name
+    assert images == {"pyxis": "cluster-pyxis.yaml", "apptainer": "cluster-apptainer.yaml"}
 
 
 def test_the_two_parts_share_one_root_and_no_run() -> None:

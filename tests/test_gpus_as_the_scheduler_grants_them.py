@@ -180,7 +180,7 @@ def test_submit_and_screen_take_a_jobs_partition_account_qos_and_time(tmp_path: 
     assert main(["submit", str(sweep), "--dry-run", "-o", str(tmp_path / "r"), "--partition", "debug", "--account",
                  "proj", "--qos", "high", "--time", "17"]) == 0
     out = capsys.readouterr().out
-    assert "timeout_min=17" in out and "slurm_partition=debug" in out and "slurm_account=proj" in out and \
-        "slurm_qos=high" in out
+    assert "#SBATCH --time=17\n" in out and "#SBATCH --partition=debug\n" in out and "#SBATCH --account=proj\n" in out \
+        and "#SBATCH --qos=high\n" in out and "wckey" not in out
     repo = Path(__file__).resolve().parents[1]
     assert load_sweep(repo / "launchers" / "sweeps" / "gpu-node-2.yaml").slurm.time_min == job_minutes(300) == 12

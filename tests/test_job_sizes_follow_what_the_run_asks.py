@@ -66,3 +66,49 @@ def test_a_setup_line_that_would_be_read_as_a_directive_is_refused(tmp_path: Pat
     assert f"{block}.setup[1]: " in said and "would be read as a" in said and "\n" not in said
     path.write_text(SWEEP + f"{block}:\n  setup: [module load cuda, 'echo {line.strip()[1:]}']\n")
     assert load_sweep(path)  # the same words, not at the start of the line: a command
+
+
+SINFO = "gpu01|gpu:h100:8(S:0-1)|gpu*|112\ngpu02|gpu:h100:8(S:0-1)|gpu*|112\nlogin|(null)|cpu|16\n"
+
+
+def test_a_rank_gets_its_nodes_share_of_cpus_and_the_dry_run_shows_the_job_as_submitted(tmp_path: Path) -> None:
+    """2 x 8 ranks under mpirun on nodes of 112 CPUs and 8 H100s (as a stand-in sinfo says): the job script is the
+    one sbatch would get (no --wckey=submitit), 14 CPUs a rank (its share; its loader needs 5) so 112 for the one
+    task a node, and the first task's line is mpirun's over the allocation's two nodes; without sinfo, what the
+    loader needs, said; a sweep's cpus_per_task overrides either."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import hvdbench_exe
+    from hvdbench.launchers.slurm_jobs import NodeShape, node_shape, rank_cpus
+
+    def sinfo(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        assert argv[:5] == ["sinfo", "-h", "-N", "-o", "%N|%G|%P|%c"]
+        return subprocess.CompletedProcess(argv, 0, SINFO, "")
+
+    assert node_shape("gpu", sinfo) == NodeShape(112, 8) and node_shape(None, sinfo) == NodeShape(112, 8)
+    spec = RunSpec(benchmark="imagenet", np=16, nodes=2, launcher="mpirun", controller="mpi",
+                   args=("--data", "loader", "--loader-workers", "4"))
+    assert rank_cpus(SlurmOptions(), spec, NodeShape(112, 8))[0] == 14
+    assert rank_cpus(SlurmOptions(), spec, None) == (5, "what a rank and its loader needs: sinfo could not say what "
+                                                        "the partition's nodes hold; slurm.cpus_per_task sets it")
+    assert rank_cpus(SlurmOptions(cpus_per_task=3), spec, NodeShape(112, 8)) == (3, "slurm.cpus_per_task")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text("#!/bin/sh\ncat <<'EOF'\n" + SINFO + "EOF\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    sweep = tmp_path / "m.yaml"
+    sweep.write_text("name: t\nlauncher: mpirun\nworkloads: [{benchmark: imagenet, args: [--data, loader, "
+                     "--loader-workers, '4']}]\naxes: {nodes: [2], gpus_per_node: [8]}\n"
+                     "slurm: {partition: gpu, time: 30, gpu_type: h100}\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = subprocess.run([hvdbench_exe(), "submit", str(sweep), "--dry-run", "-o", str(tmp_path / "r")],
+                         capture_output=True, text=True, env=env, timeout=120, check=True).stdout
+    job = out.split("imagenet-np16-", 1)[1]
+    assert "        #SBATCH --cpus-per-task=112\n" in job and "        #SBATCH --gres=gpu:h100:8\n" in job
+    assert "        #SBATCH --nodes=2\n" in job and "        #SBATCH --ntasks-per-node=1\n" in job
+    assert "wckey" not in out and sys.executable not in job.split("srun", 1)[0]
+    assert "    CPUs a rank: 14 (the partition's nodes: 112 CPUs / 8 GPUs; a rank and its loader's workers need 5)" \
+        in job
+    assert "mpirun -np 16 -H node1:8,node2:8 " in job and "GPU-hours: at most 8.5" in out

@@ -261,3 +261,39 @@ def test_a_log_cut_short_still_names_the_network_its_lines_say_served() -> None:
     fabric = parse_nccl_log(lines)
     assert fabric.network == "Socket" and fabric.devices == ["bond0"]
     assert any("though an RDMA device is there" in w for w in fabric.warnings)
+
+
+def test_an_nccl_ib_hca_naming_a_down_port_is_flagged_where_the_engineer_looks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """NCCL_IB_HCA=mlx5_10 where mlx5_10's port is down (a recorded ibstat): flagged by name as NCCL matches names
+    (exact with '=', else as a prefix; ':PORT'); a prefix that still matches an active port, and an exclusion, are
+    not; a run's env record that says both becomes the run's hca_named_down and a line of the executive summary;
+    fabric --json carries the same findings."""
+    from hvdbench.core.hca import named_down, parse_hca_ports
+    from hvdbench.core.run_table import _hca_named_down
+
+    ports = parse_hca_ports((FIXTURES / "ibstat-roce200-ethernet-and-down.txt").read_text())
+    assert named_down("=mlx5_10", ports) == ["NCCL_IB_HCA names mlx5_10, and its port(s) are not active (mlx5_10 port "
+                                             "1 down)"]
+    assert named_down("mlx5_10:1,mlx5_0", ports) == [named_down("=mlx5_10", ports)[0].replace("mlx5_10,", "mlx5_10:1,")]
+    assert named_down("mlx5_1", ports) == []  # a prefix: mlx5_1 is active, mlx5_10 is not: NCCL keeps mlx5_1
+    assert named_down("^mlx5_10", ports) == [] and named_down("=mlx5_9", ports) == [
+        "NCCL_IB_HCA names mlx5_9, which is no HCA port of this node"]
+
+    class Facts:
+        env = {"variables": {"NCCL_IB_HCA": "=mlx5_10"}, "node_fabric": {"hca_ports": ports}}
+
+    assert _hca_named_down(Facts()) == named_down("=mlx5_10", ports)[0]  # type: ignore[arg-type]
+    import pandas as pd
+
+    from hvdbench.analysis.tables.system import fabric_alerts
+
+    runs = pd.DataFrame({"run_id": ["r1"], "status": ["ok"], "nodes": [2], "fabric_warnings": [None],
+                         "hca_named_down": [_hca_named_down(Facts())]})  # type: ignore[arg-type]
+    assert fabric_alerts(runs) == ["Fabric warning: r1: NCCL_IB_HCA names mlx5_10, and its port(s) are not active "
+                                   "(mlx5_10 port 1 down) on its first node: its traffic went another way, or nowhere "
+                                   "(hvdbench fabric checks the ports)."]
+    assert cli.main(["fabric", "--json", str(FIXTURES / "ibstat-roce200-ethernet-and-down.txt")]) == 1
+    said = json.loads(capsys.readouterr().out)
+    assert said["gpudirect_rdma"] is None and "mlx5_10 port 1 is down (Disabled)" in said["sources"][0]["flagged"]
+    assert len(said["sources"][0]["ports"]) == len(ports)

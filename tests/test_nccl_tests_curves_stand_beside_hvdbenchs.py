@@ -111,8 +111,10 @@ def test_every_pair_of_nodes_and_all_of_them_are_run_and_a_slow_pair_is_flagged(
     from hvdbench.launchers.fabric_pairs import check_pairs, steps
 
     plan = steps(["node01", "node02", "node03"], 2, "all_reduce_perf", ["-b", "1M"], "pmix")
-    assert [s.label for s in plan] == ["node01-node02", "node01-node03", "node02-node03", "all"]
-    assert plan[0].argv[:5] == ("srun", "--nodes=2", "--ntasks-per-node=2", "--nodelist=node01,node02", "--mpi=pmix")
+    assert sorted(s.label for s in plan) == ["all", "node01-node02", "node01-node03", "node02-node03"]
+    assert [s.round for s in plan] == [0, 1, 2, 3] and plan[-1].label == "all"  # three nodes: one pair a round
+    first = next(s for s in plan if s.label == "node01-node02")
+    assert first.argv[:5] == ("srun", "--nodes=2", "--ntasks-per-node=2", "--nodelist=node01,node02", "--mpi=pmix")
 
     def srun(argv: list[str], stdout: Any, **_: Any) -> subprocess.CompletedProcess[str]:
         nodes = argv[3].split("=", 1)[1].split(",")
@@ -134,6 +136,54 @@ def test_every_pair_of_nodes_and_all_of_them_are_run_and_a_slow_pair_is_flagged(
     assert len([p for p in (tmp_path / "r").iterdir() if p.name.startswith("collectives-")]) == 3
     with pytest.raises(UsageError, match="needs 2 or more hosts"):
         steps(["node01"], 1, "all_reduce_perf", [], "pmix")
+
+
+def test_disjoint_pairs_run_side_by_side_in_rounds_and_in_the_image_where_given(tmp_path: Path) -> None:
+    """64 nodes: 2,016 pairs in 63 rounds of 32 disjoint pairs (not 2,016 steps one after another), each node once a
+    round; --serial keeps one pair a step; each round's steps run at once (a stand-in srun that sleeps shows the
+    round takes one step's time); a pyxis image adds srun's --container-* flags, Apptainer wraps the program."""
+    import subprocess
+    import threading
+    import time
+
+    from hvdbench.core.containers import Container
+    from hvdbench.launchers.fabric_pairs import rounds, run_steps, steps
+
+    hosts = [f"gpu{i:02d}" for i in range(64)]
+    plan = steps(hosts, 8, "all_reduce_perf", [], "pmix")
+    pairs = [s for s in plan if s.label != "all"]
+    assert len(pairs) == 2016 and max(s.round for s in pairs) == 62
+    for r in range(63):
+        nodes = [n for s in pairs if s.round == r for n in s.nodes]
+        assert len(nodes) == 64 and len(set(nodes)) == 64
+    assert len(rounds(hosts[:5])) == 5 and {s.round for s in steps(hosts[:5], 1, "p", [], "pmix", serial=True)} == \
+        set(range(11))
+    with pytest.raises(UsageError, match="more than 2,016 one at a time"):
+        steps(hosts + ["gpu64"], 8, "p", [], "pmix", serial=True)
+    live, most = [0], [0]
+    lock = threading.Lock()
+
+    def srun(argv: list[str], stdout: Any, **_: Any) -> subprocess.CompletedProcess[str]:
+        with lock:
+            live[0] += 1
+            most[0] = max(most[0], live[0])
+        time.sleep(0.2)
+        with lock:
+            live[0] -= 1
+        return subprocess.CompletedProcess(argv, 0, None, "")
+
+    four = steps(hosts[:4], 1, "p", [], "pmix")
+    started = time.monotonic()
+    assert all(isinstance(got, Path) for _, got in run_steps(four, tmp_path / "r", 10, srun))
+    assert most[0] == 2 and time.monotonic() - started < 0.2 * 4 + 0.5  # 3 rounds of 2 pairs, then all four
+    pyxis = steps(hosts[:2], 8, "/opt/nccl-tests/all_reduce_perf", ["-g", "1"], "pmix",
+                  container=Container("nvcr.io#nvidia/pytorch:24.05-py3", "pyxis"), root=tmp_path)[0].argv
+    assert "--container-image=nvcr.io#nvidia/pytorch:24.05-py3" in pyxis
+    assert pyxis[-3:] == ("/opt/nccl-tests/all_reduce_perf", "-g", "1")
+    wrapped = steps(hosts[:2], 8, "all_reduce_perf", [], "pmix", container=Container("/i.sif", "apptainer"),
+                    root=tmp_path)[0].argv
+    assert wrapped[wrapped.index("apptainer"):][:3] == ("apptainer", "exec", "--nv") and wrapped[-2:] == (
+        "/i.sif", "all_reduce_perf")
 
 
 def _pairs(tmp_path: Path, figures: dict[tuple[str, str], str], expected: float | None = None) -> dict[str, str]:

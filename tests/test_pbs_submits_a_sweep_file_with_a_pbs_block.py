@@ -105,6 +105,10 @@ def test_qstat_json_gives_queued_running_finished_and_failed_and_an_unknown_job_
     ("{directives: ['-N other']}", "mpirun", "", "pbs.directives: -N is set by hvdbench (the sweep name)"),
     ("{resources: [ngpus=8]}", "mpirun", "", "pbs.resources: ngpus=8 is set by hvdbench"),
     ("{directives: ['-l x=1; rm -rf /']}", "mpirun", "", "pbs.directives[0]: "),
+    ("{directives: ['-l place=scatter:excl']}", "mpirun", "", "-l place is set by hvdbench from each run; remove it "
+     "(for nodes of the job's own give pbs.exclusive: true: place=scatter:excl)"),
+    ("{resources: [ncpus=64]}", "mpirun", "", "pbs.resources: ncpus=64 is set by hvdbench from each run; remove it "
+     "(pbs.ncpus sets it)"),
 ])
 def test_what_pbs_cannot_take_is_one_line(tmp_path: Path, pbs: str, launcher: str, extra: str, says: str) -> None:
     sweep = _sweep(tmp_path, pbs, launcher, extra)

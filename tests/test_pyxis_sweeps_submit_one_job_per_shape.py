@@ -15,6 +15,7 @@ import pytest
 from hvdbench.core.errors import LaunchError
 from hvdbench.launchers import slurm_allocation as allocation
 from hvdbench.launchers.plan import plan
+from hvdbench.launchers.slurm_jobs import NodeShape
 from hvdbench.launchers.sweep import load_sweep
 
 SWEEP = Path(__file__).parent / "fixtures" / "pyxis-submit" / "sweep.yaml"
@@ -22,11 +23,12 @@ GOLDEN_2X8 = """#!/bin/bash
 # hvdbench: the 1 run(s) of shape 2x8 (nodes x ranks per node) of sweep.yaml, one after another in this allocation, \
 each with its own limit;
 # the time asks 18 min a run. Made by hvdbench submit; resubmitting resumes.
+# CPUs a rank: 14 (the partition's nodes: 112 CPUs / 8 GPUs; a rank and its loader's workers need 7).
 #SBATCH --time=18
 #SBATCH --job-name=hvdbench-pyxis-scaling-2x8
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=8
-#SBATCH --cpus-per-task=7
+#SBATCH --cpus-per-task=14
 #SBATCH --gres=gpu:h100:8
 #SBATCH --partition=gpu
 #SBATCH --account=proj1
@@ -38,11 +40,13 @@ exec /py -m hvdbench.cli sweep {sweep} --in-allocation --shape 2x8 -o /r --no-re
 """
 
 
-def _jobs(root: Path = Path("/r")) -> tuple[list[allocation.AllocationJob], Any]:
+def _jobs(root: Path = Path("/r"), nodes: NodeShape | None = NodeShape(112, 8)) -> tuple[
+        list[allocation.AllocationJob], Any]:
     sweep = load_sweep(SWEEP)
     planned = plan(sweep, scheduled=True)
     return allocation.allocation_jobs(planned.specs, sweep.slurm, name=sweep.name, sweep_file=SWEEP, root=root,
-                                      command=["/py", "-m", "hvdbench.cli"], container=None), planned
+                                      command=["/py", "-m", "hvdbench.cli"], container=None,
+                                      shape_of_nodes=nodes), planned
 
 
 def test_each_shape_is_one_job_sized_from_the_sweep() -> None:
@@ -51,6 +55,24 @@ def test_each_shape_is_one_job_sized_from_the_sweep() -> None:
     assert sorted(r for job in jobs for r in job.runs) == sorted(s.id for s in planned.specs)
     assert jobs[2].script == GOLDEN_2X8.format(sweep=SWEEP.resolve())
     assert "--gres=gpu:h100:1" in jobs[0].script and "--ntasks-per-node=1" in jobs[0].script
+    unknown = _jobs(nodes=None)[0][2].script  # sinfo could not say: what a rank and its loader need, said
+    assert "#SBATCH --cpus-per-task=7\n" in unknown and "sinfo could not say" in unknown
+    small = _jobs(nodes=NodeShape(32, 8))[0][2].script  # 4 CPUs a GPU, less than the loader needs: the loader's
+    assert "#SBATCH --cpus-per-task=7\n" in small and "more than the node's share of 4" in small
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("printed, job", [("9003\n", "9003"), ("9003;cluster1\n", "9003"),
+                                          ("loading modules...\nSubmitted batch job 9003\n", "9003"),
+                                          ("site banner\n9004\n", "9004")])
+def test_a_job_id_is_read_from_what_sbatch_printed_however_chatty(printed: str, job: str) -> None:
+    assert allocation.job_id_of(printed) == job
+
+
+@pytest.mark.bad_input
+def test_no_job_id_in_what_sbatch_printed_is_one_line_never_a_sentence_as_an_id() -> None:
+    with pytest.raises(LaunchError, match="sbatch printed no job id .*Your job was accepted.*check squeue"):
+        allocation.job_id_of("Your job was accepted\n")
 
 
 def test_submit_keeps_the_scripts_and_marks_each_run_with_its_job(tmp_path: Path) -> None:

@@ -56,12 +56,13 @@ def test_pyxis_puts_srun_tasks_in_the_image_with_its_documented_flags() -> None:
 
 # every runtime's golden argv: the flags a launcher takes (pyxis: the test above), or what wraps each rank
 FLAGGED = ("pyxis",)
+HOST_ONLY = ["env", "-u", "PYTHONPATH", "-u", "LD_LIBRARY_PATH"]  # the host's never reach into the image
 WRAPS = {
-    "apptainer": ["apptainer", "exec", "--nv", "--bind", f"{ROOT}:{ROOT},/datasets/imagenet:/data", "--pwd", str(ROOT),
-                  "/images/hvdbench.sif"],
-    "charliecloud": ["ch-run", f"--bind={ROOT}:{ROOT}", "--bind=/datasets/imagenet:/data", f"--cd={ROOT}",
+    "apptainer": [*HOST_ONLY, "apptainer", "exec", "--nv", "--bind", f"{ROOT}:{ROOT},/datasets/imagenet:/data",
+                  "--pwd", str(ROOT), "/images/hvdbench.sif"],
+    "charliecloud": [*HOST_ONLY, "ch-run", f"--bind={ROOT}:{ROOT}", "--bind=/datasets/imagenet:/data", f"--cd={ROOT}",
                      "/images/hvdbench", "--"],
-    "podman": ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--env-host",
+    "podman": [*HOST_ONLY, "podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--env-host",
                "--security-opt=label=disable", "--device=nvidia.com/gpu=all", f"--volume={ROOT}:{ROOT}",
                "--volume=/datasets/imagenet:/data", f"--workdir={ROOT}", "/images/hvdbench"],
 }
@@ -83,6 +84,8 @@ def test_other_runtimes_wrap_each_rank_whichever_launcher_starts_it(runtime: str
     start = argv.index(wrap[0])
     assert argv[start:] == wrap + INNER
     assert not any(token.startswith("--container-") for token in argv)
+    assert "PYTHONPATH" not in argv[:start] and "LD_LIBRARY_PATH" not in argv[:start]
+    assert not any("PYTHONPATH" in token.split(",") for token in argv[:start])
     exported = {"mpirun": ["-x", "WANDB_MODE"], "mpiexec": ["WANDB_MODE"]}.get(launcher)
     if exported:  # --container-env's names reach every host's ranks as the run's knobs do (the runtime passes them)
         shown = argv[:start]
@@ -269,7 +272,7 @@ def test_a_hybrid_launch_says_where_the_hosts_mpi_and_the_images_differ(tmp_path
 
     def answers(inside: str | None) -> Any:
         def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-            if argv[0] == "apptainer":
+            if "apptainer" in argv[:6]:
                 return subprocess.CompletedProcess(argv, 0 if inside else 127, inside or "", "")
             return subprocess.CompletedProcess(argv, 0, "mpirun (Open MPI) 4.1.6\n", "")
         return run

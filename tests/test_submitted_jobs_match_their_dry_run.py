@@ -1,13 +1,12 @@
 """What `submit --dry-run` and `screen --submit --dry-run` show is what SLURM is asked for, job by job, on the
-two-node test cluster: each run's dry-run line (nodes, tasks, GPUs per node, node list, exclusivity, time,
-partition, name) against ``scontrol show job`` of the job submitted for it. A placement sweep mixes runs
-needing 2 and 4 GPUs of a node, and a screen pins runs to node1 and node2: each job is sized and placed
-for its own run (they were once all given the first run's). The placement runs complete on the GPUs
-they name."""
+two-node test cluster: each run's job script as the dry run shows it (its #SBATCH lines: nodes, tasks, GPUs per
+node, node list, exclusivity, time, partition, name, CPUs a task) against ``scontrol show job`` of the job submitted
+for it. A placement sweep mixes runs needing 2 and 4 GPUs of a node, and a screen pins runs to node1 and node2:
+each job is sized and placed for its own run (they were once all given the first run's). The placement runs
+complete on the GPUs they name."""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import subprocess
@@ -21,35 +20,40 @@ from slurm_runs import TINY, cli, envs, settled_ok, sweep_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(600)]
 TOPOLOGY = REPO / "tests" / "fixtures" / "topology" / "own-4gpu-tabs-nic-legend.txt"  # NV18 0-1, SYS 0-3
-_FIELD = re.compile(r"(\w+)=(\[[^\]]*\]|\{[^}]*\}|\S+)")
 
 
-def _dry_run(text: str) -> dict[str, dict[str, Any]]:
-    """run id -> the job parameters its dry-run line shows."""
-    out = {}
+def _dry_run(text: str) -> dict[str, dict[str, str]]:
+    """run id -> the #SBATCH options of the job script its dry run shows (``--exclusive``: "True")."""
+    out: dict[str, dict[str, str]] = {}
+    run = None
     for line in text.splitlines():
-        run, sep, rest = line.partition(": ")
-        if sep and re.fullmatch(r"[\w.-]+", run) and "nodes=" in rest:
-            out[run] = {k: (ast.literal_eval(v) if v[0] in "[{" else v) for k, v in _FIELD.findall(rest)}
+        head = re.fullmatch(r"([\w.-]+)(?: \(baseline\))?: job script:", line)
+        if head:
+            run = head.group(1)
+            out[run] = {}
+            continue
+        option = re.fullmatch(r" +#SBATCH --([\w-]+)(?:=(.*))?", line)
+        if run is not None and option:
+            out[run][option.group(1)] = option.group(2) if option.group(2) is not None else "True"
     return out
 
 
-def _as_scontrol(params: dict[str, Any]) -> dict[str, str]:
-    """The ``scontrol show job`` fields the dry run's parameters make."""
-    nodes, per_node, minutes = int(params["nodes"]), int(params["tasks_per_node"]), int(params["timeout_min"])
-    expected = {"JobName": params["name"], "NumNodes": str(nodes), "NumTasks": str(nodes * per_node),
+def _as_scontrol(options: dict[str, str]) -> dict[str, str]:
+    """The ``scontrol show job`` fields the dry run's #SBATCH lines make."""
+    nodes, per_node, minutes = int(options["nodes"]), int(options["ntasks-per-node"]), int(options["time"])
+    expected = {"JobName": options["job-name"], "NumNodes": str(nodes), "NumTasks": str(nodes * per_node),
                 "TimeLimit": f"{minutes // 60:02d}:{minutes % 60:02d}:00",
-                "ReqNodeList": params.get("slurm_additional_parameters", {}).get("nodelist", "(null)"),
-                "OverSubscribe": "NO" if params.get("slurm_exclusive") == "True" else "OK",
-                "TresPerNode": f"gres:gpu:{params['gpus_per_node']}"}
-    if "slurm_partition" in params:
-        expected["Partition"] = params["slurm_partition"]
-    if "cpus_per_task" in params:
-        expected["CPUs/Task"] = params["cpus_per_task"]
+                "ReqNodeList": options.get("nodelist", "(null)"),
+                "OverSubscribe": "NO" if options.get("exclusive") == "True" else "OK",
+                "TresPerNode": f"gres:gpu:{options['gpus-per-node']}"}
+    if "partition" in options:
+        expected["Partition"] = options["partition"]
+    if "cpus-per-task" in options:
+        expected["CPUs/Task"] = options["cpus-per-task"]
     return expected
 
 
-def _check_jobs(root: Path, shown: dict[str, dict[str, Any]]) -> list[str]:
+def _check_jobs(root: Path, shown: dict[str, dict[str, str]]) -> list[str]:
     """Each submitted run's job, field by field against its dry-run line; the job ids."""
     jobs = []
     for run, params in shown.items():
@@ -70,7 +74,8 @@ def test_a_placement_sweep_gets_the_jobs_its_dry_run_shows(gpu_cluster: Any, tmp
     sweep, root = sweep_file(tmp_path, "placed", body), tmp_path / "placed"
     dry = cli("submit", str(sweep), "-o", str(root), "--dry-run")
     shown = _dry_run(dry.stdout)
-    assert dry.returncode == 0 and sorted(p["gpus_per_node"] for p in shown.values()) == ["2", "4"], dry.stdout
+    assert dry.returncode == 0 and sorted(p["gpus-per-node"] for p in shown.values()) == ["2", "4"], dry.stdout
+    assert "wckey" not in dry.stdout
     assert cli("submit", str(sweep), "-o", str(root)).returncode == 0
     _check_jobs(root, shown)
     settled_ok(root, 2, gpu_cluster)  # not refused inside the job
@@ -85,7 +90,7 @@ def test_a_two_host_screen_gets_a_job_on_each_host_as_its_dry_run_shows(gpu_clus
     bench = ["--", "--mlp-input", "32", "--steps", "6"]
     dry = cli(*argv, "--dry-run", *bench)
     shown = _dry_run(dry.stdout)
-    nodelists = sorted(p["slurm_additional_parameters"]["nodelist"] for p in shown.values())
+    nodelists = sorted(p["nodelist"] for p in shown.values())
     assert dry.returncode == 0 and nodelists == ["node1"] * 4 + ["node2"] * 4, dry.stdout
     out = cli(*argv, *bench)
     assert out.returncode == 0, out.stderr

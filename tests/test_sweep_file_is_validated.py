@@ -205,13 +205,19 @@ def test_submit_dry_run_shows_each_jobs_resources_and_what_its_tasks_run(tmp_pat
                           "--step-time", "0.001"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert len(lines) == 6 and lines[2].startswith("mlp-np2-")
-    assert lines[4].startswith("2 run(s), 1 of them 1-GPU baselines added for speedup")
-    assert lines[5] == ("node-hours from step times: about 0.00 (2 from --step-time 0.001 s (start-up not counted))")
-    assert "nodes=1 tasks_per_node=2 slurm_srun_args=['--mpi=pmi2', '--kill-on-bad-exit=1'] gpus_per_node=2" in lines[2]
-    assert lines[3].startswith("    each task runs: ")
-    assert lines[3].endswith(f"--log-dir {tmp_path / 'r'}/{lines[2].split(':')[0]}")
+    heads = [line for line in out.stdout.splitlines() if not line.startswith(" ")]
+    assert len(heads) == 4 and heads[1].startswith("mlp-np2-") and heads[1].endswith(": job script:")
+    assert heads[2].startswith("2 run(s), 1 of them 1-GPU baselines added for speedup")
+    assert heads[3] == ("node-hours from step times: about 0.00 (2 from --step-time 0.001 s (start-up not counted))")
+    block = out.stdout.split(heads[1], 1)[1].split(heads[2], 1)[0].splitlines()
+    script = [line.strip() for line in block if line.startswith("        ")]
+    assert script[0] == "#!/bin/bash" and "wckey" not in out.stdout  # the script sbatch gets, as submitit writes it
+    assert {"#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=2", "#SBATCH --gpus-per-node=2", "#SBATCH --partition=gpu",
+            "#SBATCH --time=30"} <= set(script)
+    assert "--mpi=pmi2 --kill-on-bad-exit=1" in script[-1] and "submitit.core._submit" in script[-1]
+    assert block[-3].startswith("    CPUs a rank: 1 (") and block[-1].startswith("    each task runs: ")
+    assert block[-2].startswith("    the tasks start ") and "the compute nodes must see it at that path" in block[-2]
+    assert block[-1].endswith(f"--log-dir {tmp_path / 'r'}/{heads[1].split(':')[0]}")
     assert not (tmp_path / "r").exists()
 
 

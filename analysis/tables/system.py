@@ -71,6 +71,11 @@ def fabric_alerts(runs: pd.DataFrame, most: int = 3) -> list[str]:
              "(see The network NCCL used)." for r in warned.head(most).itertuples()]
     if len(warned) > most:
         lines.append(f"Fabric warnings on {len(warned) - most} more run(s) (see The network NCCL used).")
+    down = runs[runs["hca_named_down"].notna()] if "hca_named_down" in runs else runs.iloc[:0]
+    lines += [f"Fabric warning: {r.run_id}: {str(r.hca_named_down).split('; ')[0]} on its first node: its traffic "
+              "went another way, or nowhere (hvdbench fabric checks the ports)." for r in down.head(most).itertuples()]
+    if len(down) > most:
+        lines.append(f"NCCL_IB_HCA names a port not active in {len(down) - most} more run(s) (hca_named_down).")
     return lines
 
 

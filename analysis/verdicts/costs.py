@@ -2,16 +2,18 @@
 then into dollars per million samples with the throughput's 95% interval. An owned system: purchase price over its
 years of use at its expected utilisation, plus energy (node power from the file, else as measured: the BMC's whole
 node, else the GPUs' plus the CPUs' and DRAM's from RAPL, else the GPUs' alone, said as "GPU power only"; times PUE
-times the power price); a rented one: its hourly price per node.
+times the power price); a rented one: its hourly price per node, or per GPU as clouds quote it.
 
     [systems.DGX]                       [systems.L40S]
     purchase_usd = 400000               hourly_usd = 14.0   # per node-hour, energy included
     years = 5                           gpus_per_node = 8
     utilisation = 0.7
-    gpus_per_node = 8
-    power_usd_per_kwh = 0.12
+    gpus_per_node = 8                   [systems.cloud-h100]
+    power_usd_per_kwh = 0.12            usd_per_gpu_hour = 2.49   # per GPU-hour, as a cloud quotes it
     pue = 1.3
     node_power_kw = 10.2                # optional: else the GPUs' measured power only
+
+docs/procurement.md ("Costs") shows the file with every field.
 """
 
 from __future__ import annotations
@@ -29,17 +31,21 @@ from hvdbench.core.validate import read_toml_table, text_problem
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 OWNED = ("purchase_usd", "years", "utilisation", "gpus_per_node", "power_usd_per_kwh", "pue")
 RENTED = ("hourly_usd", "gpus_per_node")
+RENTED_PER_GPU = ("usd_per_gpu_hour",)
+KINDS_SAID = ("an owned system: " + ", ".join(OWNED) + " (node_power_kw optional); a system rented by the node: "
+              + ", ".join(RENTED) + " (hourly_usd per node-hour); rented by the GPU: usd_per_gpu_hour")
 OPTIONAL = ("node_power_kw",)
 CAPITAL_ONLY = "capital only: the runs recorded no power (give node_power_kw in the costs file); a lower bound"
 
 
 @dataclass(frozen=True)
 class Cost:
-    """One system's costs: rented (``hourly_usd`` per node-hour) or owned (the rest)."""
+    """One system's costs: rented (``hourly_usd`` per node-hour, or ``usd_per_gpu_hour``) or owned (the rest)."""
 
     system: str
-    gpus_per_node: float
+    gpus_per_node: float = 1.0
     hourly_usd: float | None = None
+    usd_per_gpu_hour: float | None = None
     purchase_usd: float | None = None
     years: float | None = None
     utilisation: float | None = None
@@ -53,6 +59,8 @@ class Cost:
         else the node's as its BMC measured it, else the GPUs' measured power plus the CPUs' and DRAM's (RAPL),
         else the GPUs' only; none for a rented node (its price includes it). Where an owned system's runs recorded
         no power at all, the capital part alone, said as such (CAPITAL_ONLY: a lower bound)."""
+        if self.usd_per_gpu_hour is not None:
+            return self.usd_per_gpu_hour, "in the hourly price"
         if self.hourly_usd is not None:
             return self.hourly_usd / self.gpus_per_node, "in the hourly price"
         assert self.purchase_usd is not None and self.years and self.utilisation and self.pue is not None
@@ -77,6 +85,7 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
     "gpus_per_node": (1.0, 1024.0, "a whole number of GPUs"), "power_usd_per_kwh": (0.0, 100.0, "US dollars a kWh"),
     "pue": (1.0, 10.0, "power usage effectiveness: 1 (none lost) or more"),
     "node_power_kw": (0.01, 1000.0, "kW a node draws"), "hourly_usd": (0.001, 1e6, "US dollars a node-hour"),
+    "usd_per_gpu_hour": (0.001, 1e5, "US dollars a GPU-hour"),
 }
 
 
@@ -105,13 +114,13 @@ def load_costs(path: Path) -> dict[str, Cost]:
         problem = text_problem(system)
         if problem or not isinstance(table, dict):
             raise UsageError(f"{path}: systems.{system[:40]!r}: {problem or 'expected a table of costs'}")
-        rented = "hourly_usd" in table
-        fields = RENTED if rented else OWNED
+        rented = "hourly_usd" in table or "usd_per_gpu_hour" in table
+        fields = (RENTED_PER_GPU if "usd_per_gpu_hour" in table else RENTED) if rented else OWNED
         unknown = sorted(set(table) - set(fields) - set(OPTIONAL if not rented else ()))
-        if unknown:
-            kind = "a rented" if rented else "an owned"
-            raise UsageError(f"{path}: systems.{system}.{unknown[0]}: not a field of {kind} system; fields: "
-                             f"{', '.join(fields + (() if rented else OPTIONAL))}")
+        if unknown or ("hourly_usd" in table and "usd_per_gpu_hour" in table):
+            name = unknown[0] if unknown else "hourly_usd"
+            raise UsageError(f"{path}: systems.{system}.{name}: not a field of this system; give the fields of one "
+                             f"kind: {KINDS_SAID}")
         values = {name: _number(path, system, table, name, True) for name in fields}
         values.update({name: _number(path, system, table, name, False) for name in OPTIONAL if not rented})
         out[system] = Cost(system, **values)  # type: ignore[arg-type]

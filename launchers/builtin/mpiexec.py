@@ -9,7 +9,7 @@ from hvdbench.core.job_env import SCHEDULERS
 from hvdbench.core.spec import RunSpec
 
 from ..hydra_ssh import SSH_ARGS
-from ..base import (ALWAYS_EXPORTED, LaunchContext, Launcher, container_env, rank_command, register, run_hosts,
+from ..base import (always_exported, LaunchContext, Launcher, container_env, rank_command, register, run_hosts,
                     ssh_options)
 
 _TCP = (("FI_PROVIDER", "tcp"), ("UCX_TLS", "tcp,self,sm"))  # libfabric (Intel MPI, MPICH ch4:ofi) and UCX builds
@@ -43,6 +43,6 @@ class Mpiexec(Launcher):
                     "-bootstrap-exec", str(Path(ctx.python).parent / "hvdbench-ssh")]
         elif bootstrap:  # the job's hosts through its scheduler
             argv += ["-bootstrap", bootstrap]
-        names = sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus), *container_env(spec)})
+        names = sorted({*always_exported(spec), *self.environment(spec, ctx.scheduler_gpus), *container_env(spec)})
         argv += ["-genvlist", ",".join(names)]
         return argv + rank_command(spec, ctx)

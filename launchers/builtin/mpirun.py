@@ -6,7 +6,7 @@ import re
 
 from hvdbench.core.spec import RunSpec
 
-from ..base import (ALWAYS_EXPORTED, OPEN_MPI_TRANSPORT, LaunchContext, Launcher, container_env, host_slots,
+from ..base import (always_exported, OPEN_MPI_TRANSPORT, LaunchContext, Launcher, container_env, host_slots,
                     rank_command, register, ssh_options)
 
 _PLAIN_IFACES = re.compile(r"^[\w.:-]+(,[\w.:-]+)*$")
@@ -38,6 +38,6 @@ class Mpirun(Launcher):
             argv += ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface]
         if ssh_options(ctx):
             argv += ["-mca", "plm_rsh_args", " ".join(ssh_options(ctx))]
-        for name in sorted({*ALWAYS_EXPORTED, *self.environment(spec, ctx.scheduler_gpus), *container_env(spec)}):
+        for name in sorted({*always_exported(spec), *self.environment(spec, ctx.scheduler_gpus), *container_env(spec)}):
             argv += ["-x", name]
         return argv + rank_command(spec, ctx)
