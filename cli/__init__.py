@@ -13,7 +13,7 @@ from hvdbench.core.errors import HvdbenchError, UsageError
 from hvdbench.core.validate import inert, visible
 
 from hvdbench.launchers.local import Stopped
-from . import commands, data, history, imports, judging
+from . import commands
 from .parser import build_parser
 
 
@@ -47,23 +47,11 @@ def _main(argv: Sequence[str] | None) -> int:
         args, rest = build_parser().parse_known_args(argv)
         if "--" in rest:  # the usual end of hvdbench's options: what follows goes to the benchmark as it is
             rest.remove("--")
-        if args.command in ("run", "screen"):
-            return (commands.cmd_run if args.command == "run" else commands.cmd_screen)(args, rest)
+        if args.command in commands.TAKE_BENCHMARK_ARGS:
+            return commands.TAKE_BENCHMARK_ARGS[args.command](args, rest)
         if rest:
             raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
-        if args.command == "compare" and args.regressions:
-            return judging.cmd_regressions(args)
-        if args.command in ("report", "compare"):
-            return judging.report(args.dirs, args.output, warmup=args.warmup, prices=args.price,
-                                   systems=args.command == "compare", peaks=args.peaks,
-                                   baseline=getattr(args, "baseline", None), margin=getattr(args, "margin", 2.0),
-                                   costs=args.costs, weights=args.weights, min_runs=args.min_runs,
-                                   borrow_spread=args.borrow_spread, store=getattr(args, "store", None))
-        return {"topo": commands.cmd_topo, "sweep": commands.cmd_sweep, "submit": commands.cmd_submit,
-                "status": commands.cmd_status, "project": commands.cmd_project,
-                "accept": judging.cmd_accept, "nccl-log": commands.cmd_nccl_log,
-                "data": data.cmd_data, "fabric": commands.cmd_fabric,
-                "import": imports.cmd_import, "history": history.cmd_history}[args.command](args)
+        return commands.COMMANDS[args.command](args)
     except HvdbenchError as exc:  # one line whatever the message holds (a name with a newline forges none)
         print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
         return 2

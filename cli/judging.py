@@ -75,6 +75,21 @@ def first_system(root: Path) -> str | None:
     return None
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """hvdbench report: the report of the results roots."""
+    return report(args.dirs, args.output, warmup=args.warmup, prices=args.price, peaks=args.peaks, costs=args.costs,
+                  weights=args.weights, min_runs=args.min_runs, borrow_spread=args.borrow_spread)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """hvdbench compare: the systems side by side with the decision, or (--regressions) OLD against NEW."""
+    if args.regressions:
+        return cmd_regressions(args)
+    return report(args.dirs, args.output, warmup=args.warmup, prices=args.price, systems=True, peaks=args.peaks,
+                  baseline=args.baseline, margin=args.margin, costs=args.costs, weights=args.weights,
+                  min_runs=args.min_runs, borrow_spread=args.borrow_spread, store=args.store)
+
+
 def cmd_accept(args: argparse.Namespace) -> int:
     """Judge the criteria; print the table, write the report with its Acceptance section; 0, 1 or 2."""
     import time

@@ -22,7 +22,9 @@ from hvdbench.core.validate import QUEUE_WORD
 
 from .base import launcher_class
 from .queues import Submitter
-from .slurm_jobs import cpus_per_rank, gpus_needed
+from .pbs_queue import pbs_node_shape
+from .slurm_jobs import NodeShape, gpus_needed, rank_cpus
+from .slurm_options import SlurmOptions
 from .slurm_options import Minutes, setup_problem
 
 JOBS_DIR = "pbs-jobs"
@@ -99,12 +101,17 @@ def walltime(minutes: int) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
 
 
-def pbs_script(spec: RunSpec, options: PbsOptions, name: str, run_dir: Path, python: str, retries: int = 0) -> str:
+def pbs_script(spec: RunSpec, options: PbsOptions, name: str, run_dir: Path, python: str, retries: int = 0,
+               shape: NodeShape | None = None) -> str:
     """The job script of one run: one chunk a node (its ranks as mpiprocs, their CPUs and the GPUs the run needs),
-    scattered over distinct nodes, the walltime, queue, account, and the task that starts every rank."""
+    scattered over distinct nodes, the walltime, queue, account, and the task that starts every rank. CPUs a rank:
+    pbs.ncpus over the ranks of a node where given, else the nodes' share (``shape``, from pbsnodes) or what the
+    rank and its loader need, said in the script."""
     jobs = run_dir.parent / JOBS_DIR
-    chunk = [f"select={spec.nodes}", f"ncpus={options.ncpus or spec.ranks_per_node * cpus_per_rank(spec)}",
-             f"mpiprocs={spec.ranks_per_node}"]
+    cpus, why = rank_cpus(SlurmOptions(gpus=options.gpus), spec, shape, asked="pbsnodes", key="pbs.ncpus",
+                          where="PBS's nodes")
+    ncpus = options.ncpus or spec.ranks_per_node * cpus
+    chunk = [f"select={spec.nodes}", f"ncpus={ncpus}", f"mpiprocs={spec.ranks_per_node}"]
     chunk += [f"ngpus={gpus_needed(spec)}"] if options.gpus else []
     chunk += [f"mem={options.mem_gb}gb"] if options.mem_gb else []
     chunk += [f"host={spec.host}"] if spec.host else []
@@ -116,7 +123,8 @@ def pbs_script(spec: RunSpec, options: PbsOptions, name: str, run_dir: Path, pyt
     lines += [f"#PBS -q {options.queue}"] if options.queue else []
     lines += [f"#PBS -A {options.account}"] if options.account else []
     lines += [f"#PBS {d}" for d in options.directives]
-    lines += list(options.setup)
+    lines += [f"# CPUs a rank: {cpus} ({why})" if not options.ncpus else
+              f"# CPUs a node: {options.ncpus} (pbs.ncpus)", *options.setup]
     task = [python, "-m", "hvdbench.launchers.pbs_task", str(run_dir), python, str(retries)]
     return "\n".join([*lines, f"exec {shlex.join(task)}", ""])
 
@@ -138,11 +146,17 @@ class PbsExecutor(Submitter):
     def limit_s(self) -> float | None:
         return float(self.options.time_min) * 60
 
+    def shape(self) -> NodeShape | None:
+        """PBS's smallest node as pbsnodes says it (asked once), for the CPUs a rank gets."""
+        if not hasattr(self, "_shape"):
+            self._shape = pbs_node_shape(gpus=self.options.gpus) if shutil.which("pbsnodes") else None
+        return self._shape
+
     def describe(self, spec: RunSpec) -> str:
         """What submitting spec would do: its job script."""
         self.refuse([spec])
         return pbs_script(spec, self.options, self.name, (self.root / spec.id).resolve(), self.python,
-                          self.retries).rstrip().replace("\n", "\n    ")
+                          self.retries, self.shape()).rstrip().replace("\n", "\n    ")
 
     def refuse(self, specs: Sequence[RunSpec]) -> None:
         """One line for the first run PBS cannot take, or for a block or results path a job script cannot hold."""
@@ -167,8 +181,8 @@ class PbsExecutor(Submitter):
             spec.write(run_dir, self.order.get(spec.id))
             script = (self.root / JOBS_DIR / f"{spec.id}.pbs").resolve()  # qsub runs in the root: a relative path
             # would name the root's root
-            script.write_text(pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries),
-                              encoding="utf-8")
+            script.write_text(pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries,
+                                         self.shape()), encoding="utf-8")
             job = self._qsub(script)
             status = RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job)
             status.write(run_dir)

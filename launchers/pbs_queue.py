@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 from hvdbench.core.errors import LaunchError
 
+from .slurm_jobs import NodeShape
 from .slurm_queue import UNKNOWN
 
 # qstat's job states -> how the run ended (or that it is under way)
@@ -46,3 +47,21 @@ def qstat_states(job_ids: Sequence[str], run: Callable[..., Any] = subprocess.ru
             f"state {state[:40]!r}, which hvdbench does not know"
         found[str(job)] = (status, said)
     return found
+
+
+def pbs_node_shape(run: Callable[..., Any] = subprocess.run, gpus: bool = True) -> NodeShape | None:
+    """The smallest node PBS offers (``pbsnodes -a -F json``: resources_available.ncpus and ngpus; nodes with GPUs
+    only where the jobs ask for them), for the CPUs a rank gets; None where pbsnodes cannot say."""
+    try:
+        out = run(["pbsnodes", "-a", "-F", "json"], capture_output=True, text=True, timeout=60)
+        nodes = json.loads(out.stdout or "{}").get("nodes") if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError):
+        return None
+    shapes = []
+    for fields in (nodes or {}).values() if isinstance(nodes, dict) else ():
+        have = fields.get("resources_available") if isinstance(fields, dict) else None
+        cpus = have.get("ncpus") if isinstance(have, dict) else None
+        count = have.get("ngpus", 0) if isinstance(have, dict) else 0
+        if isinstance(cpus, int) and cpus > 0 and isinstance(count, int) and (count > 0 or not gpus):
+            shapes.append(NodeShape(cpus, count or None))
+    return min(shapes, key=lambda n: (n.cpus, n.gpus or 0)) if shapes else None

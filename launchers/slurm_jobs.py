@@ -53,19 +53,24 @@ class NodeShape:
         return max(1, self.cpus // max(1, over))
 
 
-def rank_cpus(options: SlurmOptions, spec: RunSpec, shape: NodeShape | None) -> tuple[int, str]:
-    """CPUs a rank is given, and why: the sweep's cpus_per_task; else the node's share (its CPUs over its GPUs),
-    or what the rank's loader needs where that is more; else (sinfo could not say) what the loader needs."""
+def rank_cpus(options: SlurmOptions, spec: RunSpec, shape: NodeShape | None, *, given: int | None = None,
+              gpus: bool | None = None, asked: str = "sinfo", key: str = "slurm.cpus_per_task",
+              where: str = "the partition's nodes") -> tuple[int, str]:
+    """CPUs a rank is given, and why: the sweep's own figure (``key``: cpus_per_task; ``given`` where another
+    scheduler's); else the node's share (its CPUs over its GPUs), or what the rank's loader needs where that is more;
+    else (the scheduler's node query, ``asked``, could not say) what the loader needs."""
     need = cpus_per_rank(spec)
-    if options.cpus_per_task is not None:
-        return options.cpus_per_task, "slurm.cpus_per_task"
+    fixed = options.cpus_per_task if given is None else given
+    if fixed is not None:
+        return fixed, key
     loader = f"; a rank and its loader's workers need {need}" if need > 1 else ""
     if shape is None:
-        return need, (f"what a rank{' and its loader' if need > 1 else ''} needs: sinfo could not say what the "
-                      "partition's nodes hold; slurm.cpus_per_task sets it")
-    share = shape.share(spec, options.gpus)
-    over = f"{shape.gpus} GPUs" if options.gpus and shape.gpus else f"{spec.ranks_per_node} rank(s)"
-    said = f"the partition's nodes: {shape.cpus} CPUs / {over}{loader}"
+        return need, (f"what a rank{' and its loader' if need > 1 else ''} needs: {asked} could not say what "
+                      f"{where} hold; {key} sets it")
+    gpus = options.gpus if gpus is None else gpus
+    share = shape.share(spec, gpus)
+    over = f"{shape.gpus} GPUs" if gpus and shape.gpus else f"{spec.ranks_per_node} rank(s)"
+    said = f"{where}: {shape.cpus} CPUs / {over}{loader}"
     if need > share:
         return need, said + f", more than the node's share of {share}"
     return share, said

@@ -192,3 +192,23 @@ def test_the_shipped_criteria_files_parse() -> None:
     assert len(shipped) >= 2
     for path in shipped:
         assert load_criteria(path)
+
+
+def test_an_unmeasured_criterion_names_the_nearest_configurations_and_cpu_stand_ins_are_said(tmp_path: Path) -> None:
+    """A criterion for resnet56 at 8 GPUs where resnet20 ran at 1 and 2: not measured, with the nearest that exist
+    and what differs (the model); acceptance.txt of CPU ranks says they are CPU stand-ins before any verdict."""
+    from hvdbench.analysis.verdicts.acceptance import Criterion, _nearest, protocol
+
+    _results(tmp_path / "r", {1: 0.1, 2: 0.105})
+    collection = collect([tmp_path / "r"])
+    table = scaling_table(collection, run_stats_table(collection))
+    wanted = Criterion("r56 at 8", "throughput", "min", 1.0, {"benchmark": "cifar10", "model": "resnet56"}, 8, None)
+    said = _nearest(table, wanted)
+    assert said.startswith("no run matches; nearest measured: resnet20 at 2 ") and "(model resnet20)" in said
+    assert said.index("at 2 ") < said.index("at 1 ")  # 2 ranks are nearer 8 than 1 is
+    criteria = _criteria(tmp_path, "[[criterion]]\nname='thr'\nbenchmark='cifar10'\ngpus=1\nmetric='throughput'\n"
+                                   "min=250\n")
+    judged = judge(load_criteria(criteria), {"scaling": table, "run_stats": run_stats_table(collection)}, collection)
+    collection.runs["device_name"] = "AMD EPYC 7763 64-Core Processor"
+    text = protocol(criteria, judged, collection, "2026-11-29")
+    assert text.splitlines()[2].startswith("These results are CPU stand-ins: ranks trained on CPUs, not GPUs.")

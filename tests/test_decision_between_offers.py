@@ -397,7 +397,7 @@ def test_the_reports_wide_tables_show_every_column_in_a_laptops_window(tmp_path:
     page = tmp_path / "datapath.html"
     page.write_text(render_html(Report("", [section], {}, {}, [])))
     flags = _browser(tmp_path)
-    assert len(section.header) == 17 and _cut_columns(flags, page) == ""
+    assert len(section.header) == 18 and _cut_columns(flags, page) == ""
     with tarfile.open(Path(__file__).parent / "fixtures" / "runs-v1.tar.xz") as archive:
         archive.extractall(tmp_path / "runs", filter="data")
     _, paths = build_report([tmp_path / "runs"], tmp_path / "report")

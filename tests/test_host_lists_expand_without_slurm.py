@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hvdbench.cli.commands import hosts_of
+from hvdbench.core.hostlist import hosts_of
 from hvdbench.core.hostlist import expand_hostlist
 from hvdbench.core.errors import UsageError
 

@@ -345,11 +345,10 @@ def test_an_unexpected_error_is_one_line_and_a_traceback_file(tmp_path: Path, ca
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     import hvdbench.cli.commands as commands
 
-
     def broken(*_: Any, **__: Any) -> int:
         raise ZeroDivisionError("planted")
 
-    monkeypatch.setattr(commands, "cmd_status", broken)
+    monkeypatch.setitem(commands.COMMANDS, "status", broken)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -78,9 +78,9 @@ def test_the_demo_sweep_keeps_its_baseline_on_a_one_gpu_node() -> None:
 def test_the_cli_says_what_it_leaves_out(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                          tmp_path: Path) -> None:
     from hvdbench import cli
-    from hvdbench.cli import commands
+    from hvdbench.cli import run
 
-    monkeypatch.setattr(commands, "here_gpus", lambda: 1)
+    monkeypatch.setattr(run, "here_gpus", lambda: 1)
     status = cli.main(["run", "cifar10", "--np", "1,2", "--dry-run", "-o", str(tmp_path), "--", "--model", "resnet20"])
     out = capsys.readouterr().out
     assert status == 0 and "skipped: cifar10 at 2 ranks: this node shows 1 GPU(s)" in out and "1 run(s)" in out

@@ -6,6 +6,7 @@ variables); the rest are the script's golden lines, qstat's states and one-line 
 
 from __future__ import annotations
 
+from dataclasses import replace
 import json
 import subprocess
 import time
@@ -18,6 +19,8 @@ import pytest
 from conftest import hvdbench_exe, run_folders
 from hvdbench.core.spec import RunSpec, RunStatus
 from hvdbench.launchers.pbs import PbsOptions, pbs_script
+from hvdbench.launchers.pbs_queue import pbs_node_shape
+from hvdbench.launchers.slurm_jobs import NodeShape
 from hvdbench.launchers.pbs_queue import qstat_states
 from hvdbench.launchers.queues import queue_of, refresh
 from hvdbench.launchers.sweep import SweepError, load_sweep
@@ -73,8 +76,19 @@ def test_the_job_script_asks_for_one_chunk_a_node_with_its_ranks_cpus_and_gpus()
         "#!/bin/bash", "#PBS -N hvdbench-scale", "#PBS -l select=2:ncpus=32:mpiprocs=8:ngpus=8:model=h100",
         "#PBS -l place=scatter", "#PBS -l walltime=01:35:00", f"#PBS -o /r/pbs-jobs/{spec.id}.out",
         f"#PBS -e /r/pbs-jobs/{spec.id}.err",
-        "#PBS -r y", "#PBS -V", "#PBS -q gpu", "#PBS -A p1", "#PBS -l filesystems=home", "module load openmpi",
+        "#PBS -r y", "#PBS -V", "#PBS -q gpu", "#PBS -A p1", "#PBS -l filesystems=home",
+        "# CPUs a rank: 4 (what a rank and its loader needs: pbsnodes could not say what PBS's nodes hold; pbs.ncpus "
+        "sets it)", "module load openmpi",
         f"exec /venv/bin/python -m hvdbench.launchers.pbs_task /r/{spec.id} /venv/bin/python 1"]
+    nodes = {"nodes": {"gpu01": {"resources_available": {"ncpus": 96, "ngpus": 8}},
+                       "gpu02": {"resources_available": {"ncpus": 112, "ngpus": 8}},
+                       "login": {"resources_available": {"ncpus": 16}}}}
+    shape = pbs_node_shape(lambda argv, **_: SimpleNamespace(returncode=0, stdout=json.dumps(nodes), stderr=""))
+    assert shape == NodeShape(96, 8)  # the smallest node with GPUs: 12 CPUs a rank, its loader's 4 within
+    shared = pbs_script(spec, options, "scale", Path("/r") / spec.id, "/venv/bin/python", 1, shape)
+    assert "#PBS -l select=2:ncpus=96:mpiprocs=8:ngpus=8:model=h100\n" in shared
+    assert "# CPUs a rank: 12 (PBS's nodes: 96 CPUs / 8 GPUs; a rank and its loader's workers need 4)\n" in shared
+    assert "ncpus=64:" in pbs_script(spec, replace(options, ncpus=64), "scale", Path("/r") / spec.id, "py", 1, shape)
 
 
 def test_qstat_json_gives_queued_running_finished_and_failed_and_an_unknown_job_is_lost(tmp_path: Path) -> None:

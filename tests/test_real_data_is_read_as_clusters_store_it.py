@@ -228,6 +228,16 @@ def test_the_data_path_says_input_bound_where_the_loader_gives_less_than_trainin
     assert row.cores_per_gpu == pytest.approx(950 / (410 / 4))
     assert row.node_mb_s == pytest.approx(115e3 * 7600 / 1e6) and row.cluster_mb_s == pytest.approx(16 * row.node_mb_s)
     assert row.ratio_high < 1 and row.loader == "torch" and row.workers == 4
+    assert row.per_core == pytest.approx(102.5) and row.gpu_need == (
+        "a core decodes 102 images/s: a GPU asking R/s needs R / 102 cores")  # no GPU rank in these results
+    gpu = pd.DataFrame([{**base, "system": "h", "args": "--model resnet50", "data": "device", "runs": "g1",
+                         "throughput": 8 * 2500.0, "device_name": "NVIDIA H100 80GB HBM3"}])
+    cpu = table.assign(device_name="AMD EPYC 7763 64-Core Processor")
+    [row] = datapath_table(pd.concat([cpu, gpu], ignore_index=True), runs, draws).itertuples()
+    assert row.gpu_need == "NVIDIA H100 80GB HBM3 at 2,500 images/s a rank needs about 24.4 cores"
+    from hvdbench.analysis.tables.datapath import cores
+
+    assert (cores(0.034), cores(2.34), cores(24.4), cores(float("nan"))) == ("0.034", "2.3", "24", "n/a")
 
 
 def test_the_page_cache_is_dropped_warmed_and_measured(tmp_path: Path) -> None:
@@ -260,6 +270,8 @@ def test_a_dataset_read_twice_from_memory_is_flagged_served_from_memory() -> Non
     assert page_cache(runs("as-is", 0.97, True, 50), 1).startswith("served from memory (97% resident")
     assert page_cache(runs("as-is", 0.1, True, 250), 1).startswith("served from memory after its first pass")
     assert page_cache(runs("as-is", 0.1, True, 250), 2).startswith("from storage (10% resident")
+    assert page_cache(runs("as-is", 0.84, True, 50), 2).startswith("mostly from memory (84% resident at the start") \
+        and "not a storage figure" in page_cache(runs("as-is", 0.84, True, 50), 2)
     assert page_cache(runs("as-is", 0.0, False, 250), 1).startswith("from storage: larger than free memory")
     assert page_cache(runs("cold", 0.0, True, 250), 1) == \
         "cold start (its pages dropped); served from memory after its first pass, 2.5 passes"
@@ -307,3 +319,36 @@ def test_translation_reads_sentence_pairs_as_its_synthetic_batches_are_shaped(tm
     assert (tgt_in[:, 0] == BOS).all() and tgt_in.shape == tgt.shape and (tgt[:, 0] != PAD).all()
     assert int(src.max()) < 50 and int(tgt.max()) < 50
     assert ((tgt != PAD).sum(1) == (tgt_in != PAD).sum(1)).all()
+
+
+def test_the_summary_names_the_data_path_and_reading_files_is_no_tuning_choice() -> None:
+    """The executive summary carries each files configuration's ratio and verdict; the best configuration sets
+    synthetic runs against each other (files are other work, said in the data path), a workload measured only from
+    files says so; run details say where each run's batches came from."""
+    import pandas as pd
+
+    from hvdbench.analysis.tables.datapath import datapath_summary
+    from hvdbench.analysis.tables.details import batches_said
+    from hvdbench.analysis.tables.summary import best_configurations, describe
+
+    path = pd.DataFrame([{"system": "s", "benchmark": "imagenet", "model": "resnet50", "np": 8, "ratio": 0.42,
+                          "ratio_low": 0.41, "ratio_high": 0.43, "verdict": "input-bound: 2.3× short"}])
+    assert datapath_summary(path) == ["  Data path: s imagenet resnet50 at 8 rank(s) reading files: 0.42 [0.41–0.43]× "
+                                      "synthetic; input-bound: 2.3× short (see Data path)."]
+    base = {"system": "s", "framework": "pytorch", "benchmark": "imagenet", "model": "resnet50", "np": 8,
+            "independent": False, "launcher": "horovodrun", "controller": "gloo", "data_only": False}
+    table = pd.DataFrame([{**base, "data": "device", "throughput": 7600.0, "runs": "a"},
+                          {**base, "data": "files", "throughput": 7700.0, "runs": "b"},
+                          {**base, "model": "resnet18", "data": "files", "throughput": 9000.0, "runs": "c"}])
+    best = best_configurations(table).set_index("model")
+    assert best.loc["resnet50", "runs"] == "a" and best.loc["resnet18", "runs"] == "c"
+    assert "reading files" in describe(best.loc["resnet18"]) and "data" not in describe(best.loc["resnet50"])
+
+    class Run:
+        data, data_loader, loader_workers, data_layout, data_only = "files", "torch", 4, "folder", False
+
+    assert batches_said(Run()) == "files (folder, torch, 4 workers)"
+    Run.data_only = True
+    assert batches_said(Run()) == "pipeline alone: files (folder, torch, 4 workers), no model"
+    Run.data, Run.data_loader = "host", None
+    assert batches_said(Run()) == "synthetic (host)"

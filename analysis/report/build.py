@@ -33,7 +33,7 @@ from ..verdicts.decision import (cost_verdict_lines, decision_lines, decision_ta
 from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
 from ..sections import Inputs, TableSection
-from ..tables.datapath import DATAPATH_SECTION
+from ..tables.datapath import DATAPATH_SECTION, datapath_summary
 from ..tables.critical_batch import CRITICAL_SECTION
 from ..tables.quality import QUALITY_SECTION, decision_lines as quality_decision_lines, quality_table
 from ..tables.quality import terminal_rows as quality_terminal
@@ -196,6 +196,8 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
         sections.append(Section(title, text, header, rows))
     tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow, "system": described}
     sections += _buyer_sections(inputs, tables)
+    if summary and "datapath" in tables:  # the data path's verdicts, once built, in the summary a buyer reads first
+        sections[0].lines += datapath_summary(tables["datapath"])
     sections += _screen_sections(screen, full, tables)
     sections.append(Section("Stragglers", straggler_text(slow, threshold), *straggler_rows(slow)))
     sections += _recorded_sections(inputs, tables)

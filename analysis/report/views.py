@@ -14,7 +14,7 @@ from hvdbench.core.exchanges import DEFAULT as DEFAULT_EXCHANGE
 from ..findings import spread_text
 from ..keys import ARGS, AXIS_VIEW, PLACEMENTS
 from ..collect import Collection
-from ..tables.efficiency import MARK_MEANING, efficiency_cell
+from ..tables.efficiency import MARK_MEANING, efficiency_cell, on_gpu_name
 from ..formatting import Rows, fmt, interval, missing, pct, ratio, tflops
 
 
@@ -25,14 +25,20 @@ def _unit(table: pd.DataFrame) -> str:
 
 def headline_titles(table: pd.DataFrame) -> list[str]:
     """Headline column titles, with the unit of the rows: the size, then the figures the report is named after
-    (throughput, speedup, efficiency with their intervals), then what describes the configuration."""
-    return ["nodes", "GPUs", f"{_unit(table)}/s", "95% CI", "speedup [95% CI]", "efficiency [95% CI]", "per GPU",
-            "TFLOP/s per GPU", "% of peak", *DESCRIBING, "median step (ms)", "step CV", "warm-up", "repeats"]
+    (throughput, speedup, efficiency with their intervals), then what describes the configuration. Rows whose ranks
+    all trained on CPUs count ranks, never GPUs."""
+    names = table["device_name"] if "device_name" in table else pd.Series(dtype=object)
+    cpu = len(names) > 0 and bool(names.notna().all()) and not names.map(on_gpu_name).any()
+    each = "rank" if cpu else "GPU"
+    return ["nodes", "CPU ranks" if cpu else "GPUs", f"{_unit(table)}/s", "95% CI", "speedup [95% CI]",
+            "efficiency [95% CI]", f"per {each}", f"TFLOP/s per {each}", "% of peak", *DESCRIBING, "median step (ms)",
+            "step CV", "warm-up", "repeats"]
 
 
 DESCRIBING = ["framework", "benchmark", "model", "launcher", "controller", "placement", "knobs", "exchange"]
-# headline columns folded on a narrow page (HTML), by title
-HEADLINE_FOLDED = ("controller", "median step (ms)", "step CV", "warm-up")
+# headline columns folded on a narrow page (HTML), by title (the step CV stays: how steady the steps were is read
+# beside the interval it widens)
+HEADLINE_FOLDED = ("controller", "median step (ms)", "warm-up")
 
 
 def headline_section(table: pd.DataFrame) -> tuple[str, list[str], list[list[str]], tuple[int, ...]]:

@@ -16,6 +16,7 @@ from hvdbench.core.axes import without
 from hvdbench.core.pagecache import FROM_MEMORY
 
 from ..keys import WORKLOAD
+from .efficiency import on_gpu_name
 from ..findings import EQUIVALENT, NOT_JUDGED, SPEED, UNDECIDED, Finding, judge, margin_text
 from ..ratios import MIN_RUNS, config_draws, ratio_draws
 from ..formatting import Rows, fmt, missing, pct, ratio, text
@@ -25,6 +26,7 @@ DATA_FLAGS = {"--data": 1, "--data-dir": 1, "--data-layout": 1, "--data-only": 0
               "--data-cache": 1}
 AU_LINE = 0.90  # MLPerf Storage's pass mark: the accelerators busy at least 90% of the time
 NODES_SHOWN = 16  # the storage a cluster of this many nodes needs, beside one node's
+PARTLY = 0.5  # a dataset at least this resident at the start is read mostly from memory, not from storage
 DATAPATH_SCHEMA: dict[str, str] = {
     "system": "string", "framework": "string", "benchmark": "string", "model": "string", "np": "int64",
     "nodes": "int64", "loader": "string", "workers": "Int64", "layout": "string", "cache": "string",
@@ -33,7 +35,7 @@ DATAPATH_SCHEMA: dict[str, str] = {
     "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "wait_share": "float64",
     "alone_per_rank": "float64", "asked_per_rank": "float64", "verdict": "string", "finding": "string",
     "damaged": "Int64", "damaged_named": "string",
-    "cores_per_gpu": "float64",
+    "cores_per_gpu": "float64", "per_core": "float64", "gpu_need": "string",
     "node_mb_s": "float64", "cluster_mb_s": "float64", "au": "float64", "unit": "string", "runs": "string",
 }
 
@@ -56,6 +58,7 @@ def datapath_table(table: pd.DataFrame, runs: pd.DataFrame, draws: dict[str, np.
     pipeline alone (``pipelines``: the --data-only runs' rows, else --data-only rows of ``table``) where they were
     measured; a verdict on fewer than ``min_runs`` runs a side says it is within-run only."""
     rows: list[dict[str, Any]] = []
+    gpus = table
     if pipelines is not None:
         table = pd.concat([table, pipelines], ignore_index=True)
     if table.empty or "data" not in table or not (table["data"] == "files").any():
@@ -72,6 +75,7 @@ def datapath_table(table: pd.DataFrame, runs: pd.DataFrame, draws: dict[str, np.
         paired.update(alone["runs"])
         row = _row(files, synthetic.iloc[0] if len(synthetic) else None, alone.iloc[0] if len(alone) else None,
                    runs, draws, points, margin)
+        row["gpu_need"] = gpu_need(row["per_core"], gpu_rate(gpus, files), str(files["unit"]))
         counts = [int(r["repeats"]) for r in (files, *(x.iloc[0] for x in (synthetic, alone) if len(x)))]
         if min(counts) < min_runs and not row["verdict"].startswith("not judged"):
             row["verdict"] += f" (within-run only: {min(counts)} run(s) of a side, fewer than {min_runs})"
@@ -133,10 +137,34 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
             "files": float(files["throughput"]), "ratio": float(files["throughput"]) / synth if synth else math.nan,
             "ratio_low": low, "ratio_high": high, "wait_share": wait, "alone_per_rank": alone_rate,
             "asked_per_rank": asked, "verdict": said, "finding": found.finding,
-            "cores_per_gpu": asked / per_worker if per_worker > 0 else math.nan,
+            "cores_per_gpu": asked / per_worker if per_worker > 0 else math.nan, "per_core": per_worker,
             "node_mb_s": per_sample * synth / nodes / 1e6 if synthetic is not None else math.nan,
             "cluster_mb_s": per_sample * synth / nodes * NODES_SHOWN / 1e6 if synthetic is not None else math.nan,
             "au": 1.0 - wait if math.isfinite(wait) else math.nan, "unit": files["unit"], "runs": files["runs"]}
+
+
+def gpu_rate(table: pd.DataFrame, files: pd.Series) -> tuple[float, str] | None:
+    """The fastest synthetic rate a GPU rank trained this workload at in these results (any system; its device's
+    name), for what a GPU would ask of the loader; None where no GPU ran it."""
+    if "device_name" not in table:
+        return None
+    same = table[(table["benchmark"] == files["benchmark"]) & (table["model"] == files["model"])
+                 & (table["data"] != "files") & table["device_name"].map(on_gpu_name)]
+    if same.empty:
+        return None
+    rates = same["throughput"].astype(float) / same["np"].astype(float)
+    best = same.loc[rates.idxmax()]
+    return float(rates.max()), str(best["device_name"])
+
+
+def gpu_need(per_core: float, rate: tuple[float, str] | None, unit: str) -> str:
+    """What a GPU rank would need of the CPU at the decode rate measured: cores at a GPU's rate from these results,
+    else the rule to work it out (a core's rate)."""
+    if not math.isfinite(per_core) or per_core <= 0:
+        return "n/a (measure the pipeline alone: --data-only)"
+    if rate is None:
+        return f"a core decodes {per_core:,.0f} {unit}/s: a GPU asking R/s needs R / {per_core:,.0f} cores"
+    return f"{rate[1]} at {rate[0]:,.0f} {unit}/s a rank needs about {rate[0] / per_core:,.1f} cores"
 
 
 def _damage(runs: pd.DataFrame) -> tuple[int, str]:
@@ -173,6 +201,8 @@ def page_cache(runs: pd.DataFrame, nodes: int) -> str | None:
         return f"{first}{read}"
     if math.isfinite(resident) and resident >= FROM_MEMORY:
         return f"served from memory ({start}{read}, {mode})"
+    if math.isfinite(resident) and resident >= PARTLY:
+        return (f"mostly from memory ({start}{read}, {mode}): not a storage figure (--data-cache cold for one)")
     if bool(fits) and nodes == 1 and passes >= 2:
         return f"served from memory after its first pass ({start}{read}, {mode})"
     if fits is not None and not bool(fits):
@@ -209,24 +239,34 @@ def _verdict(found: Finding, alone: float, asked: float, wait: float, margin: fl
 DATAPATH_TEXT = ("Training that reads a dataset (--data files: read, decoded and augmented by the loader's workers) "
                  "against the same training on synthetic batches: the ratio with its 95% interval; the share of step "
                  "time spent waiting for a batch; what the pipeline gives a rank alone (--data-only) against what "
-                 "training asks (the synthetic rate a rank); the CPU cores a GPU needs at the measured decode rate "
-                 "(what training asks over one worker's rate); the storage a node and 16 nodes need at the GPUs' "
-                 "rate (the dataset's bytes a sample × the synthetic rate); and the accelerator utilization as MLPerf "
+                 "training asks (the synthetic rate a rank); the CPU cores a rank needs at the measured decode rate "
+                 "(what training asks over one worker's rate), and what a GPU would need at that rate (at the fastest "
+                 "GPU rank of this workload in these results, else the rule); the storage a node and 16 nodes need "
+                 "at the ranks' rate (the dataset's bytes a sample × the synthetic rate: a requirement, not a "
+                 "measurement of the storage); and the accelerator utilization as MLPerf "
                  "Storage defines it (1 − the share waiting; its pass mark 90%). The page cache says where the "
                  "bytes came from: a dataset served from memory says nothing of the storage (measure that with "
                  "--data-cache cold on a dataset larger than a node's memory).")
+
+
+def cores(value: float) -> str:
+    """CPU cores as they matter: two significant digits below 10 (0.03, not 0.0), whole ones above."""
+    if missing(value):
+        return "n/a"
+    return f"{value:.2g}" if value < 10 else f"{value:,.0f}"
 
 
 def datapath_rows(table: pd.DataFrame) -> Rows:
     """The data path table."""
     return (["workload", "ranks", "loader", "workers", "layout", "page cache", "synthetic", "files",
              "files / synthetic [95% CI]",
-             "waited on input", "alone a rank", "asked a rank", "verdict", "CPU cores a GPU", "storage a node (MB/s)",
-             "16 nodes (MB/s)", "accelerator utilization"],
+             "waited on input", "alone a rank", "asked a rank", "verdict", "CPU cores a rank", "what a GPU would need",
+             "storage a node needs (MB/s)", "16 nodes need (MB/s)", "accelerator utilization"],
             [[f"{r.system} {r.framework} {r.benchmark} {r.model}", str(r.np), text(r.loader), text(r.workers),
               text(r.layout), text(r.cache),
               fmt(r.synthetic), fmt(r.files), ratio(r.ratio, r.ratio_low, r.ratio_high), pct(r.wait_share),
-              fmt(r.alone_per_rank), fmt(r.asked_per_rank), r.verdict, fmt(r.cores_per_gpu), fmt(r.node_mb_s),
+              fmt(r.alone_per_rank), fmt(r.asked_per_rank), r.verdict, cores(r.cores_per_gpu), text(r.gpu_need),
+              fmt(r.node_mb_s),
               fmt(r.cluster_mb_s), (pct(r.au) + (" (≥ 90%)" if r.au >= 0.9 else " (below 90%)"))
               if not missing(r.au) else "n/a"] for r in table.itertuples()])
 
@@ -234,6 +274,20 @@ def datapath_rows(table: pd.DataFrame) -> Rows:
 def _datapath(inputs: Inputs) -> pd.DataFrame:
     return datapath_table(inputs.table, inputs.collection.runs, inputs.draws, inputs.points, inputs.margin,
                           inputs.min_runs, inputs.pipelines)
+
+
+def datapath_summary(table: pd.DataFrame, most: int = 3) -> list[str]:
+    """The executive summary's lines on reading real data: each files configuration's ratio to synthetic and its
+    verdict (the worst first), a pipeline alone's rate; counted past ``most``."""
+    ordered = table.assign(_r=table["ratio"].fillna(np.inf)).sort_values("_r")
+    lines = []
+    for r in ordered.head(most).itertuples():
+        against = f"{ratio(r.ratio, r.ratio_low, r.ratio_high)}× synthetic; " if not missing(r.ratio) else ""
+        lines.append(f"  Data path: {r.system} {r.benchmark} {r.model} at {r.np} rank(s) reading files: {against}"
+                     f"{r.verdict} (see Data path).")
+    if len(table) > most:
+        lines.append(f"  Data path: {len(table) - most} more configuration(s) reading files (see Data path).")
+    return lines
 
 
 def damage_banner(table: pd.DataFrame) -> list[str]:

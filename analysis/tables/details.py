@@ -3,6 +3,8 @@ the steady-state (timed window) means of GPU utilisation, power and clocks, and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -17,7 +19,7 @@ DETAILS_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
     "parameters": "Int64", "peak_memory_gb": "float64", "memory": "string", "wall_s": "float64", "setup_s": "float64",
     **{name: "float64" for name in WINDOW_MEANS}, "energy_j_per_sample": "float64", "energy_from": "string",
-    **carried("details"), "nvlink_gbs": "float64",
+    **carried("details"), "nvlink_gbs": "float64", "batches": "string",
 }
 RUN_FACTS = tuple(carried("details"))  # the run table's columns the details table carries (core/run_table.py)
 
@@ -92,8 +94,26 @@ def details_table(collection: Collection) -> pd.DataFrame:
                      "setup_s": run.setup_s, **means,
                      "energy_j_per_sample": energy / done if done and not np.isnan(energy) else np.nan,
                      "energy_from": source, **{name: getattr(run, name) for name in RUN_FACTS},
-                     "nvlink_gbs": _counter_rate(samples, ("nvlink_tx_kib", "nvlink_rx_kib"), 1024 / 1e9)})
+                     "nvlink_gbs": _counter_rate(samples, ("nvlink_tx_kib", "nvlink_rx_kib"), 1024 / 1e9),
+                     "batches": batches_said(run)})
     return pd.DataFrame(rows, columns=list(DETAILS_SCHEMA)).astype(DETAILS_SCHEMA)
+
+
+def batches_said(run: Any) -> str:
+    """Where a run's batches came from, in words: ``synthetic (device)``, ``files (folder, torch, 4 workers)``,
+    ``pipeline alone: files (...), no model`` for --data-only, ``dataset in memory`` for one read into memory."""
+    data = getattr(run, "data", None)
+    data = None if data is None or pd.isna(data) else str(data)
+    loader = getattr(run, "data_loader", None)
+    if data != "files":
+        held = isinstance(loader, str) and loader == "memory"
+        return "dataset in memory" if held else f"synthetic ({data or 'device'})"
+    workers = getattr(run, "loader_workers", None)
+    parts = [str(v) for v in (getattr(run, "data_layout", None), loader) if isinstance(v, str) and v]
+    if workers is not None and not pd.isna(workers):
+        parts.append(f"{int(workers)} worker{'s' if int(workers) != 1 else ''}")
+    said = f"files ({', '.join(parts)})" if parts else "files"
+    return f"pipeline alone: {said}, no model" if getattr(run, "data_only", False) is True else said
 
 
 PHASE_ORDER = ("forward", "backward", "exchange", "optimizer", "compute")
@@ -124,7 +144,7 @@ def breakdown_table(collection: Collection, table: pd.DataFrame) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-DETAILS_FOLDED = (6, 7, 10, 12, 13)  # set-up, GPU util, memory clock, cuDNN autotune, NVLink: behind "every column"
+DETAILS_FOLDED = (7, 8, 11, 13, 14)  # set-up, GPU util, memory clock, cuDNN autotune, NVLink: behind "every column"
 
 
 DETAILS_TEXT = ("Per run: trainable parameters, peak device memory (GPU) or peak resident set (CPU), wall time and "
@@ -136,10 +156,11 @@ DETAILS_TEXT = ("Per run: trainable parameters, peak device memory (GPU) or peak
 
 def details_rows(details: pd.DataFrame) -> Rows:
     nvlink = bool(details["nvlink_gbs"].notna().any()) if "nvlink_gbs" in details else False  # where a GPU has it
-    return (["run", "system", "GPUs", "parameters", "peak memory (GB)", "wall (s)", "set-up (s)", "GPU util (%)",
-             "power (W)", "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)", "cuDNN autotune",
-             *(["NVLink per GPU (GB/s, sent + received)"] if nvlink else [])],
-            [[r.run_id, r.system, str(r.np), fmt(r.parameters, 0), f"{fmt(r.peak_memory_gb, 2)} {r.memory}",
+    return (["run", "system", "ranks", "batches", "parameters", "peak memory (GB)", "wall (s)", "set-up (s)",
+             "GPU util (%)", "power (W)", "SM clock (MHz)", "memory clock (MHz)", "energy per sample (J)",
+             "cuDNN autotune", *(["NVLink per GPU (GB/s, sent + received)"] if nvlink else [])],
+            [[r.run_id, r.system, str(r.np), r.batches, fmt(r.parameters, 0),
+              f"{fmt(r.peak_memory_gb, 2)} {r.memory}",
               fmt(r.wall_s),
               fmt(r.setup_s), fmt(r.gpu_util_pct, 0), fmt(r.power_w, 0), fmt(r.sm_clock_mhz, 0),
               fmt(r.memory_clock_mhz, 0),

@@ -35,6 +35,7 @@ from ..findings import POWER, UNDECIDED
 from ..ratios import MIN_RUNS, config_draws, pooled_spread, t_quantile, too_few_runs
 from ..tables.system import system_table
 from ..tables.comm import iteration_times
+from ..tables.efficiency import on_gpu_name
 
 # metric -> (table it is read from, what it is, a higher value is better)
 METRICS: dict[str, tuple[str, str, bool]] = {
@@ -280,13 +281,36 @@ def _select(table: pd.DataFrame, criterion: Criterion, keys: dict[str, type]) ->
     return picked
 
 
-def _nearest(table: pd.DataFrame, criterion: Criterion) -> str:
-    """Why no row matches, with the nearest rows that exist."""
-    near = table[table["benchmark"] == criterion.selectors["benchmark"]] if "benchmark" in criterion.selectors \
-        and "benchmark" in table else table
-    sizes = sorted({f"{r.get('model', r.get('op', ''))} at {r.get('np', '?')} GPU(s)"
-                    for _, r in near.head(50).iterrows()})
-    return "no run matches" + (f"; measured: {', '.join(sizes[:4])}" if sizes else "")
+def _nearest(table: pd.DataFrame, criterion: Criterion, most: int = 4) -> str:
+    """Why no row matches, with the nearest configurations that exist: those matching most of the criterion's
+    selectors, then closest in size, each with what differs from what the criterion names."""
+    if table.empty:
+        return "no run matches; none of its kind was measured"
+    wanted = {k: v for k, v in criterion.selectors.items() if k in table}
+    if criterion.nodes is not None and "nodes" in table:
+        wanted["nodes"] = criterion.nodes
+    size = criterion.gpus or 1
+
+    def distance(row: pd.Series) -> tuple[int, float]:
+        missed = sum(str(row.get(k)) != str(v) for k, v in wanted.items())
+        return missed, abs(math.log2(max(int(row.get("np", 1) or 1), 1) / size))
+
+    said: list[str] = []
+    for _, i in sorted((distance(r), i) for i, r in table.head(500).iterrows()):
+        row = table.loc[i]
+        differ = [f"{k} {inert(row.get(k))}" for k, v in wanted.items() if str(row.get(k)) != str(v)]
+        text = f"{row.get('model', row.get('op', ''))} at {row.get('np', '?')} {_ranks_word(row)}" + \
+            (f" ({', '.join(differ)})" if differ else "")
+        said += [text] if text not in said else []
+        if len(said) == most:
+            break
+    return "no run matches" + (f"; nearest measured: {'; '.join(said)}" if said else "")
+
+
+def _ranks_word(row: pd.Series) -> str:
+    """GPU(s), or CPU rank(s) where the row's device is a CPU."""
+    device = row.get("device_name")
+    return "CPU rank(s)" if isinstance(device, str) and device and not on_gpu_name(device) else "GPU(s)"
 
 
 def _refuse_several(picked: pd.DataFrame, criterion: Criterion, keys: list[str]) -> None:
@@ -468,6 +492,10 @@ def protocol(path: Path, table: pd.DataFrame, collection: Collection, today: str
     lines = [f"Acceptance against {inert(path.name)}, judged {today} by hvdbench accept",
              "Verdicts: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", UNDECIDED,
                                                                           NOT_JUDGED_VERDICT, "not measured")), ""]
+    devices = collection.runs["device_name"].dropna() if "device_name" in collection.runs else pd.Series(dtype=str)
+    if len(devices) and not devices.map(on_gpu_name).all():
+        lines[-1:-1] = ["These results are CPU stand-ins: ranks trained on CPUs, not GPUs. They show how hvdbench "
+                        "judges, not what any GPU system does; no GPU system is accepted on them."]
     for r in table.itertuples():
         measured = "not measured" if math.isnan(r.value) else \
             f"{r.value:,.4g} [{r.low:,.4g}, {r.high:,.4g}]" if not math.isnan(r.low) else f"{r.value:,.4g}"

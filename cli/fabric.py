@@ -1,0 +1,107 @@
+"""``hvdbench fabric``: the node's HCA ports (or saved outputs) before a benchmark, or nccl-tests between nodes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any, Sequence
+
+from hvdbench.core.containers import from_flags
+from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import inert, text_problem
+from hvdbench.core.hostlist import hosts_of
+
+
+def _fabric_pairs(args: argparse.Namespace) -> int:
+    """nccl-tests between every pair of nodes and across all (launchers/fabric_pairs.py): 1 where a set is flagged
+    or a step gave no output."""
+    from hvdbench.core.job_env import job_env
+    from hvdbench.launchers.fabric_pairs import check_pairs, steps
+    from hvdbench.launchers.slurm_queue import allocation_hosts
+
+    for name, value in (("--nccl-tests-flags", args.nccl_tests_flags), ("--system", args.system),
+                        ("--mpi", args.mpi)):
+        if (problem := text_problem(value)) is not None:
+            raise UsageError(f"{name}: {problem}")
+    if args.timeout <= 0 or args.timeout != args.timeout:
+        raise UsageError(f"--timeout {args.timeout:g}: seconds a step may take, above 0")
+    hosts = hosts_of(args.hosts) or allocation_hosts()
+    per_node = args.gpus_per_node or job_env().number("gpus_on_node") or 1
+    plan = steps(hosts, per_node, args.nccl_tests, shlex.split(args.nccl_tests_flags), args.mpi, serial=args.serial,
+                 container=from_flags(args), root=args.output.resolve())
+    rounds = max(step.round for step in plan) + 1
+    said = (f"{len(plan)} step(s) in {rounds} round(s), the steps of a round side by side on nodes of their own; "
+            f"at most {rounds * args.timeout / 60:,.0f} min (--timeout {args.timeout:g} s a round)")
+    if args.dry_run:
+        for step in plan:
+            print(f"round {step.round + 1}, {step.label}: {shlex.join(step.argv)}")
+        print(said)
+        return 0
+    print(said, flush=True)
+    judged, failed = check_pairs(plan, args.output, args.system, args.timeout, expected=args.expect_busbw)
+    for where, busbw, said in judged:
+        print(f"{inert(where)}: busbw {busbw:,.2f} GB/s at the largest size; {inert(said)}")
+    for line in failed:
+        print(f"no result: {inert(line)}")
+    print(f"outputs in {shlex.quote(str(args.output / 'nccl-tests'))}; report with: hvdbench report "
+          f"{shlex.quote(str(args.output))}")
+    return 1 if failed or any(said.startswith("flagged") for _, _, said in judged) else 0
+
+def cmd_fabric(args: argparse.Namespace) -> int:
+    """The node's (or the saved outputs') HCA ports, what is wrong with them, GPUDirect RDMA's module; with
+    --nccl-tests, nccl-tests between the nodes."""
+    if args.nccl_tests:
+        return _fabric_pairs(args)
+    from hvdbench.core.hca import gdr_ready, node_fabric, parse_hca_ports, port_findings
+    from hvdbench.core.validate import read_small_text
+
+    sources: list[tuple[str, list[dict[str, Any]]]] = []
+    for path in args.files:
+        try:
+            ports = parse_hca_ports(read_small_text(path, 1 << 20, "a saved ibstat output"))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if not ports:
+            raise UsageError(f"{path}: no HCA port in it (not ibstat, ibstatus or ibv_devinfo output?)")
+        sources.append((str(path), ports))
+    if not args.files:
+        facts = node_fabric()
+        if not facts["hca_ports"] and not args.json:
+            print("no HCA port here: neither ibstat nor ibv_devinfo answered (not installed, or no RDMA device)")
+        elif facts["hca_ports"]:
+            sources.append((f"this node ({facts['source']})", facts["hca_ports"]))
+        if not args.json:
+            print(gdr_ready())
+    if args.json:
+        return _fabric_json(sources, None if args.files else gdr_ready(), args.files)
+    flagged = 0
+    for where, ports in sources:
+        print(f"{inert(where)}:")
+        for p in ports:
+            rate = f"{p['rate_gbps']:g} Gb/s" if isinstance(p.get("rate_gbps"), (int, float)) else "rate not shown"
+            print(f"  {inert(p['device'])} port {p['port']}: {p['state']}, {inert(p.get('physical_state') or '-')}, "
+                  f"{rate}, {inert(p.get('link_layer') or 'link layer not shown')}")
+        for line in port_findings(ports) + _hca_lines(where, ports, args.files):
+            flagged += 1
+            print(f"  flagged: {inert(line)}")
+    return 1 if flagged else 0 if sources else 4
+
+def _hca_lines(where: str, ports: list[dict[str, Any]], files: Sequence[Path]) -> list[str]:
+    """This node's ports against the NCCL_IB_HCA set here (what a sweep run from here would pass its ranks)."""
+    from hvdbench.core.hca import named_down
+
+    hca = os.environ.get("NCCL_IB_HCA")
+    return named_down(hca, ports) if hca and not files else []
+
+def _fabric_json(sources: list[tuple[str, list[dict[str, Any]]]], gdr: str | None, files: Sequence[Path]) -> int:
+    """fabric --json: each source's ports and findings, GPUDirect RDMA's line (this node only); the same exit
+    status as the text."""
+    from hvdbench.core.hca import port_findings
+
+    said = [{"source": where, "ports": ports, "flagged": port_findings(ports) + _hca_lines(where, ports, files)}
+            for where, ports in sources]
+    print(json.dumps({"sources": said, "gpudirect_rdma": gdr}, indent=1, default=str))
+    return 1 if any(s["flagged"] for s in said) else 0 if said else 4

@@ -1,0 +1,38 @@
+"""``hvdbench nccl-log FILE...``: what each NCCL log says NCCL used."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from hvdbench.core.validate import inert
+
+
+def cmd_nccl_log(args: argparse.Namespace) -> int:
+    """Print what each NCCL log says NCCL used, run by run where a log holds several; 2 where a file cannot be
+    read (the others still printed)."""
+    from hvdbench.core.nccl_log import fabric_lines, read_nccl_runs
+
+    found: dict[str, object] = {}
+    status = 0
+    for path in args.files:
+        try:
+            runs = read_nccl_runs(path)
+        except ValueError as exc:
+            print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
+            status = 2
+            continue
+        if args.json:
+            found[str(path)] = runs[0].as_dict() if len(runs) == 1 else [run.as_dict() for run in runs]
+            continue
+        print(f"{inert(path)}:" + (f" {len(runs)} runs (NCCL started {len(runs)} times), each read on its own"
+                                    if len(runs) > 1 else ""))
+        for i, fabric in enumerate(runs, 1):
+            if len(runs) > 1:
+                print(f"  run {i} of {len(runs)}:")
+            for line in fabric_lines(fabric):
+                print(f"{'    ' if len(runs) > 1 else '  '}{inert(line)}")
+    if args.json:
+        print(json.dumps(found, indent=2))
+    return status

@@ -1,0 +1,87 @@
+"""``hvdbench run``: one benchmark at several rank counts here, or (``--fit``) the largest model that trains."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from hvdbench.core.errors import UsageError
+from hvdbench.core.options import options_of
+from hvdbench.launchers.plan import Plan, plan
+from hvdbench.launchers.runs import benchmark_sweep, here_gpus, local_executor, sweep_topology
+from hvdbench.launchers.sweep import Sweep, with_decision
+from .here import checked_here, run_here, with_container
+
+
+def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
+    """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
+    from hvdbench.cli.parser import FIT_PREFIX
+    from hvdbench.launchers.fit import FitOptions
+
+    given = [str(o.flag) for name, o in options_of(FitOptions).items() if getattr(args, FIT_PREFIX + name) is not None]
+    if given and not args.fit:
+        raise UsageError(f"{', '.join(given)} shape the --fit search: give --fit, or leave them out")
+    if args.fit:
+        return cmd_fit(args, bench_args)
+    _cpu_ranks_fit(args, bench_args)
+    sweep = with_container(benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
+                                           controller=args.controller, repeats=args.repeats, system=args.system,
+                                           timeout=args.timeout, devices=args.devices, topology=args.topology,
+                                           transport=args.transport, retries=args.retries), args)
+    sweep = with_decision(sweep, args)
+    return run_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, args)
+
+def _cpu_ranks_fit(args: argparse.Namespace, bench_args: Sequence[str]) -> None:
+    """``hvdbench run`` on a machine whose ranks train on CPUs: no more ranks than it has CPUs (more would time
+    the kernel's scheduler, not training)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    told_cpu = "--device=cpu" in bench_args or any(a == "--device" and b == "cpu" for a, b in zip(bench_args,
+                                                                                                   bench_args[1:]))
+    most = max(args.np)
+    if (told_cpu or not here_gpus()) and most > cpus and not args.dry_run:
+        raise UsageError(f"--np {most}: {most} CPU ranks on a machine with {cpus} CPU(s) for this process; one rank a "
+                         "CPU at most (a sweep file's hosts spread ranks over machines)")
+
+def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
+    """The largest model that trains at one rank count: short real runs of growing shapes (launchers/fit.py);
+    a dry run prints the first trial and how the search goes on."""
+    from hvdbench.cli.parser import FIT_PREFIX
+    from hvdbench.launchers.fit import FitOptions, grown_flag
+
+    if len(args.np) != 1:
+        raise UsageError("--fit searches at one rank count (--np N)")
+    options = FitOptions(**{name: value for name in options_of(FitOptions)
+                            if (value := getattr(args, FIT_PREFIX + name)) is not None})
+    grown_flag(args.benchmark, options.grow)
+    sweep = with_container(benchmark_sweep(args.benchmark, bench_args, np=args.np, launcher=args.launcher,
+                                           controller=args.controller, repeats=1, system=args.system,
+                                           timeout=args.timeout, devices=args.devices, topology=args.topology,
+                                           transport=args.transport), args)
+    return fit_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, options, args)
+
+def fit_here(sweep: Sweep, planned: Plan, root: Path, options: Any, args: argparse.Namespace) -> int:
+    """Each planned configuration's search for the largest model, here, one trial after another (``hvdbench run
+    --fit``, a sweep file's ``fit:``); a dry run prints each search's first trial."""
+    from hvdbench.launchers import fit
+
+    searches = fit.seeds(planned.specs, planned.baselines, root, options, here_gpus(), need_cap=not args.dry_run)
+    if args.dry_run:
+        for seed in searches:
+            first = replace(seed.spec, args=fit.trial_args(seed.spec.args, seed.flag, seed.start))
+            print(f"fit: {first.id}: trials from {seed.flag} {seed.start}, doubling while a trial fits (up to "
+                  f"{options.limit}), then halving the gap to the smallest that did not; the first trial: "
+                  + local_executor(sweep, root, resume=True).describe(first))
+        return 0
+    prepared = checked_here(sweep, planned.specs, root)
+    # on CPUs, peak resident sets count live tensors, not what glibc kept
+    allocator = fit.CPU_ALLOCATOR if any(seed.on_cpu for seed in searches) else {}
+    executor = local_executor(sweep, root, resume=args.resume, timeout=getattr(args, "timeout", None),
+                              environment={**prepared.environment, **allocator})
+    for seed in searches:
+        fit.run_seed(seed, options, lambda spec: executor.execute([spec])[0], root)
+    for line in fit.summary_lines(root):
+        print(f"fit: {line}")
+    return 0

@@ -1,0 +1,31 @@
+"""``hvdbench status DIR``: each run's state, the jobs still under way asked of their scheduler."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from hvdbench.analysis.history.recording import record_after
+from hvdbench.core.errors import UsageError
+from hvdbench.core.validate import inert
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print each run's state; exit 0 when every run is ok."""
+    from hvdbench.launchers.queues import refresh
+    from hvdbench.launchers.slurm_queue import ACTIVE
+
+    if not args.dir.exists():
+        raise UsageError(f"{args.dir}: no such results directory")
+    states = refresh(args.dir)
+    if not states:
+        raise UsageError(f"{args.dir}: no run directories (run.json) here")
+    counts: Counter[str] = Counter()
+    for folder, status in states.items():
+        counts[status.status] += 1
+        job = f"job {status.job_id}" if status.job_id else "-"
+        print(f"{inert(folder.name):<40} {inert(status.status):<10} {inert(job):<14} {inert(status.message)}")
+    if not any(counts[state] for state in ACTIVE):  # every job has ended: its runs into the history store
+        record_after([args.dir], args.store)
+    print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
+    return 0 if counts["ok"] == len(states) else 1
