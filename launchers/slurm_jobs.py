@@ -203,12 +203,12 @@ def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
         return f"run {most.id} needs {most.nodes} nodes but {where} has {len(nodes)}"
     shape = node_shape(options.partition, run)
     asked = [(s, options.cpus_per_task or cpus_per_rank(s)) for s in specs]
-    most = shape.cpus if shape is not None else None
-    over = [(s, n) for s, n in asked if most is not None and n * s.ranks_per_node > most]
+    cpus = shape.cpus if shape is not None else None
+    over = [(s, n) for s, n in asked if cpus is not None and n * s.ranks_per_node > cpus]
     if over:
         spec, each = over[0]
         return (f"run {spec.id} asks {each} CPU(s) for each of its {spec.ranks_per_node} rank(s) a node (a rank and "
-                f"its loader's workers) but {where}'s smallest nodes have {most}: fewer --loader-workers, or fewer "
+                f"its loader's workers) but {where}'s smallest nodes have {cpus}: fewer --loader-workers, or fewer "
                 "ranks a node")
     gpus = [g for _, g in nodes if g is not None]
     if options.gpus and len(gpus) == len(nodes):  # every node says what it has

@@ -94,6 +94,14 @@ def test_a_rank_gets_its_nodes_share_of_cpus_and_the_dry_run_shows_the_job_as_su
     assert rank_cpus(SlurmOptions(), spec, None) == (5, "what a rank and its loader needs: sinfo could not say what "
                                                         "the partition's nodes hold; slurm.cpus_per_task sets it")
     assert rank_cpus(SlurmOptions(cpus_per_task=3), spec, NodeShape(112, 8)) == (3, "slurm.cpus_per_task")
+    from hvdbench.launchers.slurm_jobs import partition_problem
+
+    small = lambda argv, **_: subprocess.CompletedProcess(argv, 0, SINFO.replace("|112", "|32"), "")  # noqa: E731
+    greedy = RunSpec(benchmark="imagenet", np=16, nodes=2, launcher="srun", controller="mpi",
+                     args=("--data", "loader", "--loader-workers", "4"))
+    assert partition_problem([greedy], SlurmOptions(partition="gpu"), small) == (
+        f"run {greedy.id} asks 5 CPU(s) for each of its 8 rank(s) a node (a rank and its loader's workers) but "
+        "partition gpu's smallest nodes have 32: fewer --loader-workers, or fewer ranks a node")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sinfo").write_text("#!/bin/sh\ncat <<'EOF'\n" + SINFO + "EOF\n")
