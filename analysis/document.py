@@ -27,6 +27,11 @@ class Section:
     figure: tuple[str, str] | None = None  # (file name, SVG) drawn inside the section
     foot: list[str] = field(default_factory=list)  # small print after the section: what its verdicts rest on
     notes: list[str] = field(default_factory=list)  # what a table's marked cells ([1]) say in full, under the table
+    role: str = ""  # what it is where another page finds it (ROLES), never by its title; "": the report's alone
+
+
+# the sections the decision page carries (and the terminal's decision), found by their role
+ROLES = ("decision", "unpaired", "system")
 
 
 @dataclass

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
+from hvdbench.core.metrics import MARGIN_PCT
 from .ratios import Resampled, direction, t_quantile
 
 EQUIVALENT = "equivalent"
@@ -30,6 +31,7 @@ SPEED = ("faster", "slower")
 COST = ("more expensive", "cheaper")
 CHANGE = ("improvement", "regression")
 POWER = 0.80  # the chance "could have caught" and "runs to decide" speak of
+MARGIN = MARGIN_PCT / 100  # the smallest change that counts (core/metrics.py's, the one home of the default)
 MOST_RUNS = 1000  # runs a side beyond which no practical number of runs decides a comparison
 NO_INTERVAL = f"{NOT_JUDGED} (no interval: too few steps)"
 FINDINGS = (*SPEED, *COST, *CHANGE, EQUIVALENT, UNDECIDED, NOT_JUDGED)  # every value of a ``finding`` field

@@ -10,13 +10,14 @@ from typing import Any, Sequence
 
 from hvdbench.analysis.history.verdicts import OUTCOMES, REGRESSION_OUTCOMES, record_verdict, sides, verdict_of
 from hvdbench.core.errors import HvdbenchError, UsageError
+from hvdbench.core.metrics import MARGIN_PCT
 from hvdbench.core.spec import RUN_FILE, RunSpec
 from hvdbench.core.validate import inert
 
 
 def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
            prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None,
-           baseline: str | None = None, margin: float = 2.0, costs: Path | None = None,
+           baseline: str | None = None, margin: float = MARGIN_PCT, costs: Path | None = None,
            weights: Path | None = None, min_runs: int | None = None, borrow_spread: bool = False,
            store: str | None = None) -> int:
     """Build the report of results roots and print its headline tables (``baseline``, ``margin`` in percent,

@@ -10,7 +10,7 @@ from hvdbench.core.catalog import BENCHMARKS
 from hvdbench.core.containers import container_flags as generated_container_flags
 from hvdbench.core.environment import hvdbench_version
 from hvdbench.core.flags import Parser, int_list, non_negative_int, percent, positive_float, positive_int
-from hvdbench.core.metrics import MIN_RUNS
+from hvdbench.core.metrics import MARGIN_PCT, MIN_RUNS
 from hvdbench.core.options import add_flags, flag_type, options_of
 from hvdbench.core.spec import CONTROLLERS
 
@@ -132,7 +132,7 @@ def _reports(sub: Any) -> None:
                                 help="OLD NEW: pair configurations and mark each change beyond --margin whose "
                                      "interval excludes it (exit status 1 on any regression, 4 where a "
                                      "configuration could not be judged, 2 a usage error)")
-            report.add_argument("--margin", type=percent, default=2.0, metavar="PCT",
+            report.add_argument("--margin", type=percent, default=MARGIN_PCT, metavar="PCT",
                                 help="the smallest change that counts: a regression, or one system faster than "
                                      "another (default 2%%)")
             report.add_argument("--baseline", type=label, default=None, metavar="SYSTEM",
@@ -476,7 +476,7 @@ def _history(sub: Any) -> None:
     pick.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
                       help="list: runs carrying this tag (repeatable); import: the tag given to each run recorded")
     history.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output (default table)")
-    history.add_argument("--margin", type=percent, default=2.0,
+    history.add_argument("--margin", type=percent, default=MARGIN_PCT,
                          help="check, compare: the change in percent within which runs count as equivalent (default 2)")
     history.add_argument("--a", default=None, metavar="KEY=VALUE,...",
                          help="compare: side A on top of the filters both share, e.g. system=dgx-a or "

@@ -9,10 +9,11 @@ from pathlib import PurePath
 from typing import Any, Callable, Mapping, Sequence
 
 from .exchanges import DEFAULT, EXCHANGES, listed
+from .loaders import loaders_of
 from .pagecache import CACHE_MODES
 
 Value = Any
-LOADERS = {"pytorch": ("torch", "dali"), "tensorflow": ("tfdata",)}  # what reads --data files (first: the default)
+LOADERS = {framework: loaders_of(framework) for framework in ("pytorch", "tensorflow")}  # core/loaders.py's
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,11 @@ AXES: dict[str, Axis] = {axis.name: axis for axis in (
     Axis("threads", "CPU threads per rank (intra-op pool in TensorFlow)", int,
          {"pytorch": _option("--threads"), "tensorflow": _option("--threads")},
          lambda f, _: f.get("threads"), {"--threads": 1}, None),
-    Axis("loader", "what reads --data files: torch (DataLoader) or dali (PyTorch), tfdata (TensorFlow)", str,
-         {"pytorch": _option_unless("--loader", "torch"), "tensorflow": _option_unless("--loader", "tfdata")},
-         lambda f, fw: _with_files("loader", LOADERS.get(fw, ("torch",))[0])(f, fw), {"--loader": 1}, "torch",
+    Axis("loader", "what reads --data files: " + "; ".join(f"{fw}: {', '.join(names)}" for fw, names in LOADERS.items())
+         + " (core/loaders.py)", str,
+         {fw: _option_unless("--loader", names[0]) for fw, names in LOADERS.items()},
+         lambda f, fw: _with_files("loader", LOADERS.get(fw, LOADERS["pytorch"])[0])(f, fw), {"--loader": 1},
+         LOADERS["pytorch"][0],
          offered=LOADERS, files_only=True),
     Axis("loader_workers", "DataLoader workers (PyTorch) or tf.data parallel calls (TensorFlow) a rank reads with",
          int, {"pytorch": _option("--loader-workers"), "tensorflow": _option("--loader-workers")},

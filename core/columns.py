@@ -27,6 +27,7 @@ COLUMNS_SUFFIX = ".columns.arrow"
 COLUMNS_FROM = 256  # step records from which a log gets its columns file (below it, JSON costs nothing to speak of)
 META_KEY = b"hvdbench"  # the schema metadata entry holding what the columns do not: see Kept.meta
 PHASES = ("forward", "backward", "exchange", "optimizer", "compute")  # a step's phases (--breakdown)
+SHOWN_PHASES = ("forward", "backward", "compute", "exchange", "optimizer")  # as tables and plots show them, in order
 CHUNK = 16 << 20  # bytes of a log read at a time to prove it
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, NoReturn, Sequence
 
 from .errors import UsageError
-from .axes import LOADERS
+from .loaders import LOADERS, loader_help, loaders_of
 from .exchanges import DEFAULT, EXCHANGES, offered, own_options
 from .pagecache import CACHE_MODES
 from .validate import finite
@@ -107,12 +107,13 @@ class FrameworkFlags:
     precision_help: str
     data_modes: tuple[str, ...]
     data_help: str
-    loaders: tuple[str, ...]  # what reads --data files (the first the default)
+    loaders: tuple[str, ...]  # what reads --data files (the first the default: core/loaders.py)
     loader_help: str
     threads_help: str
     breakdown_help: str
     profile_help: str
     own: Callable[[Parser], None]  # layout, compiler and thread-pool flags in the framework's own terms
+    framework: str = "pytorch"
 
 
 def _pytorch_flags(parser: Parser) -> None:
@@ -138,26 +139,27 @@ FRAMEWORK_FLAGS = {
         "synthetic batches resident on the device; made on the host and copied every step; served by "
         "a DataLoader with workers and pinned memory; or files: a dataset read from --data-dir (imagenet, speech, "
         "translation)",
-        LOADERS["pytorch"],
+        loaders_of("pytorch"),
         "DataLoader workers (synthetic batches, or files read and decoded)",
         "CPU threads per rank (default: the node's cores / ranks on the node)",
         "time forward, backward, gradient exchange and optimizer per step, each bounded by a device sync "
         "(perturbs the overlap of exchange and backward)",
         "profile N extra steps after the timed ones: the top operators by self time into the log, "
-        "trace-rank<r>.json beside it", _pytorch_flags),
+        "trace-rank<r>.json beside it", _pytorch_flags, "pytorch"),
     "tensorflow": FrameworkFlags(
         PRECISIONS + ("mixed_float16", "mixed_bfloat16"),
         _PRECISION + "; mixed_float16 / mixed_bfloat16: that Keras policy (amp picks mixed_float16 on a GPU, "
                      "mixed_bfloat16 on the CPU)", ("device", "host", "pipeline", "files"),
         "synthetic batches resident on the device; made on the host and copied every step; or served by "
         "a tf.data pipeline with prefetch to the device; or files: a dataset read from --data-dir by tf.data "
-        "(tf_imagenet: ImageFolder or TFRecord shards)", LOADERS["tensorflow"],
+        "(tf_imagenet: ImageFolder or TFRecord shards)", loaders_of("tensorflow"),
         "tf.data parallel calls (synthetic batches, or files)",
         "CPU threads per rank (default: the node's cores / ranks on the node) for TensorFlow's intra-op pool",
         "time compute (forward and backward together: one tape), gradient exchange and optimizer per step, each "
         "ended by reading its result back (the exchange then waits for the whole backward)",
         "profile N extra steps after the timed ones with TensorFlow's profiler: its trace directory "
-        "tf-profile-rank<r> beside the log, for TensorBoard (no operator table in the log)", _tensorflow_flags),
+        "tf-profile-rank<r> beside the log, for TensorBoard (no operator table in the log)", _tensorflow_flags,
+        "tensorflow"),
 }
 
 
@@ -173,10 +175,7 @@ def _data_flags(parser: Parser, own: FrameworkFlags) -> None:
     parser.add_argument("--data-only", action="store_true",
                         help="with --data files: time the input pipeline alone (read, decode, augment, copy to the "
                              "device), no model: what the loader can give a rank")
-    parser.add_argument("--loader", choices=own.loaders, default=own.loaders[0],
-                        help="with --data files: " + ("PyTorch's DataLoader (Pillow's decoder in its workers) or "
-                                                      "NVIDIA DALI (its decoder on the GPU where there is one; "
-                                                      "imagenet)" if "dali" in own.loaders else "tf.data"))
+    parser.add_argument("--loader", choices=own.loaders, default=own.loaders[0], help=loader_help(own.framework))
     parser.add_argument("--data-cache", choices=CACHE_MODES, default=CACHE_MODES[0],
                         help="with --data files: the dataset's pages in the page cache before the run, as found "
                              "(as-is), dropped (cold: a first pass from storage) or read once beforehand (warm); "
@@ -263,8 +262,11 @@ def check_data(flags: argparse.Namespace, reads: str | None) -> None:
             raise UsageError(f"--{option.replace('_', '-')} applies with --data files")
     if getattr(flags, "data_cache", CACHE_MODES[0]) != CACHE_MODES[0] and not files:
         raise UsageError(f"--data-cache {flags.data_cache} applies with --data files")
-    if getattr(flags, "loader", "torch") == "dali" and (not files or reads != "imagenet"):
-        raise UsageError("--loader dali reads ImageNet files: imagenet with --data files")
+    loader = LOADERS.get(getattr(flags, "loader", None) or "")
+    if loader is not None and loader.name != loaders_of(loader.framework)[0]:  # the default serves every run
+        problem = loader.problem(reads, files)
+        if problem:
+            raise UsageError(problem)
 
 
 def check_exchange(flags: argparse.Namespace, framework: str) -> None:

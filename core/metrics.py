@@ -32,6 +32,7 @@ def total_throughput(per_rank: Iterable[Any]) -> float:
 
 CONFIDENCE = 0.95  # every interval the suite prints
 MIN_RUNS = 3  # complete runs of a configuration a verdict needs on each side by default (--min-runs)
+MARGIN_PCT = 2.0  # the smallest change that counts unless --margin says: a verdict's margin, in percent
 
 
 def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:

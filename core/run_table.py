@@ -20,6 +20,7 @@ from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
 from .axes import AXES, BASE_FLAGS, read_axes, without
 from .exchanges import listed, without_horovod
 from .hca import active_rdma, named_down
+from .loaders import loader_named
 from .spec import RunSpec
 
 COMBINE = ("first", "min", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
@@ -452,8 +453,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _nested("dataset_samples", ("data", "samples"), "Int64", "--data files: the dataset's samples"),
     _nested("data_layout", ("data", "layout"), "string", "--data files: the layout read (folder, webdataset, "
             "tfrecord)"),
-    _nested("data_loader", ("data", "loader"), "string", "--data files: what read it (torch's DataLoader, dali, "
-            "tf.data)"),
+    _nested("data_loader", ("data", "loader"), "string", "--data files: what read it (core/loaders.py: torch's "
+            "DataLoader, dali, tfdata; tf.data as older runs wrote it, read as tfdata)", render=loader_named),
     RunColumn("params_agree", "boolean", "a run that exchanges gradients over 2+ ranks: whether every rank ended with "
               "the same parameters (their sums agree), as data-parallel training must; null where not judged",
               "summary.param_checksum (all ranks)", derive=lambda facts: _params_agree(facts), tables=("details",)),

@@ -251,9 +251,12 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
         Field("peak_device_bytes", "int", "peak device memory allocated (GPU)"),
         Field("peak_rss_bytes", "int", "peak resident set of the process (CPU)"),
         Field("param_checksum", "float", "sum of every parameter: equal on all ranks when gradients are exchanged"),
-        Field("data", "dict", "with --data files: the dataset (folder, layout, kind, samples, bytes), what this rank "
-                              "read (samples, bytes), its corrupt or vanished files (counted, the first named), the "
-                              "seconds its steps waited for their batches"),
+        Field("data", "dict", "with --data files (core/loaders.data_record, every loader's): dir, layout, kind, "
+                              "loader, samples, dataset_bytes (the dataset); read, bytes (what this rank read); "
+                              "corrupt, corrupt_named (its corrupt or vanished files, counted, the first named); "
+                              "wait_s (the seconds its steps waited for their batches); the page cache at the start "
+                              "(core/pagecache.py's facts); shard (how the rank's samples are drawn); a run to "
+                              "target's held_out"),
         Field("cases", "int", "collectives and p2p: cases measured"),
         Field("path_cost_s", "dict", "collectives: seconds one call of each backend's path costs before any byte moves "
                                      "(mpi: a one-element allreduce on MPI_COMM_SELF through the same prepared call; "

@@ -16,7 +16,7 @@ from typing import Any
 from hvdbench.core.axes import AXES
 from hvdbench.core.containers import RUNTIMES, Container, from_block
 from hvdbench.core.errors import UsageError
-from hvdbench.core.metrics import MIN_RUNS
+from hvdbench.core.metrics import MARGIN_PCT, MIN_RUNS
 from hvdbench.core.options import (Argv, Block, Check, Choice, FilePath, Grammar, Kind, Number, OptionError, Switch,
                                    Text, Whole, add_flags, keys_of, option, options_of)
 from hvdbench.core.spec import CONTROLLERS, TRANSPORTS
@@ -87,7 +87,7 @@ class Sweep:
     against: Path | None = option(None, FilePath(here=True), "with until_decided: the results root each configuration "
                                   "is judged against (another system's runs of the same work)", flag="--against",
                                   metavar="ROOT")
-    margin: float = option(2.0, Number(percent=True), "with until_decided: the change that counts, in percent",
+    margin: float = option(MARGIN_PCT, Number(percent=True), "with until_decided: the change that counts, in percent",
                            flag="--margin", metavar="PCT")
     workloads: tuple[Workload, ...] = ()
     np: tuple[int, ...] = option((), Whole(), "rank counts on one node", many=True, block="axes")

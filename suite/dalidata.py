@@ -16,19 +16,21 @@ import torch
 
 from hvdbench.core.datasets import check_enough, index
 from hvdbench.core.errors import UsageError
+from hvdbench.core.loaders import data_record
 from .filedata import MEAN, STD
 
 
 class DaliBatches:
     """One rank's batches from DALI; ``next`` as FileBatches' (the host batch, or already on the GPU)."""
 
-    def __init__(self, flags: argparse.Namespace, rank: int, size: int, device: torch.device) -> None:
+    def __init__(self, kind: str, flags: argparse.Namespace, rank: int, size: int, device: torch.device,
+                 classes: int | None = None) -> None:
         try:
             from nvidia.dali import fn, pipeline_def, types
             from nvidia.dali.plugin.pytorch import DALIGenericIterator
         except ImportError:
             raise UsageError("--loader dali needs NVIDIA DALI (pip install nvidia-dali-cuda120)") from None
-        self.idx = index(flags.data_dir, "imagenet", flags.data_layout)
+        self.idx = index(flags.data_dir, kind, flags.data_layout)
         if self.idx.layout == "tfrecord":
             raise UsageError("--loader dali reads ImageFolder or WebDataset here; TFRecords go through tf_imagenet")
         check_enough(self.idx, size, flags.batch_size)
@@ -69,7 +71,8 @@ class DaliBatches:
         return (images, labels), {"input_wait_s": waited, "bytes_read": self.per_sample * images.shape[0]}
 
     def facts(self) -> dict[str, Any]:
-        return {"data": {"dir": str(self.idx.root), "layout": self.idx.layout, "kind": "imagenet", "loader": "dali",
-                         "samples": len(self.idx), "dataset_bytes": self.idx.bytes, "read": self.read,
-                         "bytes": int(self.per_sample * self.read), "corrupt": 0, "corrupt_named": [],
-                         "wait_s": self.wait_s, "shard": "DALI's reader: shard_id of num_shards", **self.cache}}
+        """The summary's data record (core/loaders.data_record): DALI stops on a file it cannot decode, so none is
+        counted corrupt."""
+        return data_record(self.idx, "dali", read=self.read, nbytes=int(self.per_sample * self.read), corrupt=0,
+                           named=(), wait_s=self.wait_s, cache=self.cache,
+                           shard="DALI's reader: shard_id of num_shards")

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from hvdbench.core.datasets import Index, Place, check_enough, index, read_bytes, read_companion, shard_ids
 from hvdbench.core.errors import UsageError
+from hvdbench.core.loaders import data_record
 from .synthetic import BOS, CHARS, FIRST_WORD, FRAMES_PER_SECOND, FREQ_BINS, PAD
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255  # ImageNet's channel means and spreads
@@ -215,8 +216,9 @@ class FileBatches:
     """Batches read from files for one rank (``--data files``), pinned on the way where there is a GPU; ``next``
     returns the host batch and what waiting for it and reading it took."""
 
-    def __init__(self, kind: str, flags: argparse.Namespace, rank: int, size: int, pin: bool,
+    def __init__(self, kind: str, flags: argparse.Namespace, rank: int, size: int, device: torch.device,
                  classes: int | None = None) -> None:
+        pin = device.type == "cuda"
         self.idx = index(flags.data_dir, kind, flags.data_layout)
         check_enough(self.idx, size, flags.batch_size)
         if kind == "imagenet" and self.idx.layout == "folder" and classes is not None and self.idx.classes > classes:
@@ -247,7 +249,6 @@ class FileBatches:
     def facts(self) -> dict[str, Any]:
         """The summary's data fields: the dataset, this rank's shard and what reading it came to."""
         t = self.total
-        return {"data": {"dir": str(self.idx.root), "layout": self.idx.layout, "kind": self.idx.kind, "loader": "torch",
-                         "samples": len(self.idx), "dataset_bytes": self.idx.bytes, "read": t.read, "bytes": t.bytes,
-                         "corrupt": t.corrupt, "corrupt_named": t.named, "wait_s": t.wait_s, **self.cache,
-                         "shard": "every size-th id of a permutation seeded by the epoch, from this rank"}}
+        return data_record(self.idx, "torch", read=t.read, nbytes=t.bytes, corrupt=t.corrupt, named=t.named,
+                           wait_s=t.wait_s, cache=self.cache,
+                           shard="every size-th id of a permutation seeded by the epoch, from this rank")

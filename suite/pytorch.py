@@ -10,7 +10,7 @@ import argparse
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ from hvdbench.core.environment import gloo_on_loopback
 from hvdbench.core.errors import UsageError
 from hvdbench.core.gpu import cuda_bus_id, refuse_unseen_gpus
 from hvdbench.core.gpu_choice import GpuChoice, choose_gpu
+from hvdbench.core.loaders import LOADERS, Batches, loaders_of
 from hvdbench.core.records import RecordWriter
 from . import harness
 from .exchange import Exchange, make_exchange, scaler_for
@@ -28,10 +29,6 @@ from .to_target import Held
 from .torchrun import TorchrunWorld, launched_by_torchrun
 from .torchdata import (BatchSource, Build, BuildContext, TorchWorkload, autocast,
                         check_precision, weight_dtype)
-
-if TYPE_CHECKING:
-    from .dalidata import DaliBatches
-    from .filedata import FileBatches
 
 __all__ = ["Build", "BuildContext", "TorchBackend", "TorchWorkload", "main"]  # what a benchmark script imports
 
@@ -165,15 +162,12 @@ class Trainer:
         self.facts = {"exchange": exchange.facts}
         self.unit = workload.unit
         count = workload.count or (lambda batch: {"samples": float(batch[0].shape[0])})
-        files: DaliBatches | FileBatches | None = None
-        if flags.data == "files" and workload.reads is not None and getattr(flags, "loader", "torch") == "dali":
-            from .dalidata import DaliBatches
+        files: Batches | None = None
+        if flags.data == "files" and workload.reads is not None:  # the loader's class, as core/loaders.py names it
+            from .filedata import classifier_outputs
 
-            files = DaliBatches(flags, rank, size, device)
-        elif flags.data == "files" and workload.reads is not None:
-            from .filedata import FileBatches, classifier_outputs
-
-            files = FileBatches(workload.reads, flags, rank, size, device.type == "cuda", classifier_outputs(trained))
+            loader = LOADERS[getattr(flags, "loader", None) or loaders_of("pytorch")[0]]
+            files = loader.batches_class()(workload.reads, flags, rank, size, device, classifier_outputs(trained))
         self.source = BatchSource(flags.data, workload.make_batch, count, device=device, generator=generator,
                                   seed=seed, distinct=workload.distinct_batches, workers=flags.loader_workers,
                                   dtype=dtype, channels_last=flags.channels_last, files=files,

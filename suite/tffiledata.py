@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvdbench.core.datasets import check_enough, index, shard_ids
+from hvdbench.core.loaders import data_record
 
 MEAN = tf.constant([0.485, 0.456, 0.406]) * 255.0
 STD = tf.constant([0.229, 0.224, 0.225]) * 255.0
@@ -86,9 +87,7 @@ class TFFileFeed:
 
     def facts(self) -> dict[str, Any]:
         """The summary's data fields (tf.data names no file it could not decode: it counts them)."""
-        return {"data": {"dir": str(self.idx.root), "layout": self.idx.layout, "kind": "imagenet", "loader": "tf.data",
-                         "samples": len(self.idx) if self.idx.layout != "tfrecord" else None,
-                         "dataset_bytes": self.idx.bytes, "read": self.read, "bytes": self.bytes,
-                         "corrupt": self.corrupt, "corrupt_named": [], "wait_s": self.wait_s,
-                         "shard": "tf.data: files, every size-th id of each epoch's permutation from this rank; "
-                                  "TFRecords, every size-th record from this rank", **self.cache}}
+        return data_record(self.idx, "tfdata", read=self.read, nbytes=self.bytes, corrupt=self.corrupt, named=(),
+                           wait_s=self.wait_s, cache=self.cache, counted=self.idx.layout != "tfrecord",
+                           shard="tf.data: files, every size-th id of each epoch's permutation from this rank; "
+                                 "TFRecords, every size-th record from this rank")

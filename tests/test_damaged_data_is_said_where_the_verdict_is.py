@@ -82,6 +82,8 @@ def test_a_label_past_the_models_outputs_or_none_at_all_is_damage_counted(tmp_pa
 def test_class_folders_beyond_the_models_outputs_are_refused_before_the_first_step(tmp_path: Path) -> None:
     import argparse
 
+    import torch
+
     from hvdbench.suite.filedata import FileBatches
 
     for label in range(3):
@@ -92,7 +94,7 @@ def test_class_folders_beyond_the_models_outputs_are_refused_before_the_first_st
                                seed=0, loader_workers=0)
     with pytest.raises(UsageError, match=r"3 class folders, and the model has 2 outputs: a label past them would "
                                          r"fail a step mid-run"):
-        FileBatches("imagenet", flags, 0, 1, False, classes=2)
+        FileBatches("imagenet", flags, 0, 1, torch.device("cpu"), classes=2)
 
 
 def _small_files() -> None:

@@ -307,6 +307,8 @@ def test_translation_reads_sentence_pairs_as_its_synthetic_batches_are_shaped(tm
     """Sentence pairs of token ids (WebDataset) through the trainer's reader: source ids and lengths cut at
     --src-max-len, decoder inputs behind BOS, targets padded with PAD, ids folded into the model's vocabulary."""
     from hvdbench.core.catalog import get_benchmark
+    import torch
+
     from hvdbench.suite.filedata import FileBatches
     from hvdbench.suite.synthetic import BOS, PAD
 
@@ -314,7 +316,7 @@ def test_translation_reads_sentence_pairs_as_its_synthetic_batches_are_shaped(tm
     flags = get_benchmark("translation").check(["--batch-size", "4", "--vocab", "50", "--src-max-len", "8",
                                                 "--data", "files", "--data-dir", str(tmp_path / "wds"),
                                                 "--loader-workers", "0"])
-    (src, src_len, tgt_in, tgt), read = FileBatches("translation", flags, 0, 2, False).next()
+    (src, src_len, tgt_in, tgt), read = FileBatches("translation", flags, 0, 2, torch.device("cpu")).next()
     assert src.shape[0] == 4 and src.shape[1] == int(src_len.max()) <= 8 and read["bytes_read"] > 0
     assert (tgt_in[:, 0] == BOS).all() and tgt_in.shape == tgt.shape and (tgt[:, 0] != PAD).all()
     assert int(src.max()) < 50 and int(tgt.max()) < 50

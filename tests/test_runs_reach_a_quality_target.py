@@ -78,7 +78,8 @@ def test_runs_reach_the_target_with_evaluation_on_the_clock_and_the_report_split
     measured = pd.read_csv(report / "scaling.csv").set_index("np")
     assert two["hw_speedup"] == pytest.approx(measured.loc[2, "speedup"], rel=0.05)  # the throughput table's own
     page = (report / "report.md").read_text()
-    assert "## Time to a quality target" in page and "(against 1 GPU)" in page
+    assert "## Time to a quality target" in page and "(against 1 CPU rank)" in page  # CPU ranks, never GPUs
+    assert "| system | workload | CPU ranks | target |" in page and bool(table["on_cpu"].all())
 
 
 def test_labels_without_signal_never_give_a_time_and_a_diverging_loss_names_its_step(

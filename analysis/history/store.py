@@ -130,8 +130,12 @@ SQLITE = Dialect("sqlite", ("BEGIN IMMEDIATE",), "SELECT name FROM sqlite_master
 def _postgres() -> Dialect:
     import psycopg
 
+    # pg_tables read with the statement's own snapshot: to_regclass looks the name up in the catalog caches, which a
+    # writer that waited on the advisory lock (no relation lock) has not refreshed, and would miss tables the writer
+    # before it made (it then migrated again: "relation meta already exists")
     return Dialect("postgresql", ("BEGIN", f"SELECT pg_advisory_xact_lock({PG_LOCK})"),
-                   "SELECT to_regclass(?) IS NOT NULL WHERE to_regclass(?) IS NOT NULL", (psycopg.Error,), "%s")
+                   "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = ?",
+                   (psycopg.Error,), "%s")
 
 
 @dataclass

@@ -19,6 +19,7 @@ from hvdbench.core.validate import inert
 
 from . import views
 from ..collect import Collection, collect
+from ..findings import MARGIN
 from ..tables.comm import (
     COMM_TEXT, TIMED, comm_table, horovod_over_mpi, peak_rows, peak_table, plot_bandwidth, ratio_rows
 )
@@ -39,7 +40,7 @@ from ..tables.quality import QUALITY_SECTION, decision_lines as quality_decision
 from ..tables.quality import terminal_rows as quality_terminal
 from ..tables.details import BREAKDOWN_SECTION, DETAILS_SECTION, profile_rows
 from ..tables.efficiency import load_peaks, Peak, with_peaks
-from ..document import Report, Section, csv_safe, render_markdown, text_table
+from ..document import ROLES, Report, Section, csv_safe, render_markdown, text_table
 from .html import render_html
 from ..tables.p2p import P2P_TEXT, host_rows, matrix_rows, p2p_table
 from .plots import all_plots, breakdown_plot
@@ -82,7 +83,8 @@ def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFram
     how = ("chosen with --baseline" if baseline else "the first given on the command line; --baseline chooses"
            if given else "the first system by name; --baseline chooses")
     others = ", ".join(s for s in systems if s != base)
-    section = Section(f"Decision: {others} against {base}", decision_view.decision_text(base, how, margin, min_runs))
+    section = Section(f"Decision: {others} against {base}", decision_view.decision_text(base, how, margin, min_runs),
+                      role="decision")
     if len(compared):
         decided = decision_table(compared, margin, min_runs)
         weighted = weighted_figures(decided, compared.attrs.get("ratio_draws", {}), weights, margin) if weights else []
@@ -104,7 +106,7 @@ def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFram
     alone = unpaired_table(measured_best(table), list(ACROSS_SYSTEMS))
     if len(alone):
         out.append(Section("Measured on one system only", decision_view.UNPAIRED_TEXT,
-                           *decision_view.unpaired_rows(alone)))
+                           *decision_view.unpaired_rows(alone), role="unpaired"))
     return out
 
 
@@ -136,7 +138,7 @@ class Judging:
     GPU-hour, a costs file and the buyer's weights; ``first_given``: the first results root's system."""
 
     baseline: str | None = None
-    margin: float = 0.02
+    margin: float = MARGIN
     min_runs: int = MIN_RUNS
     borrow_spread: bool = False
     prices: dict[str, float] = field(default_factory=dict)
@@ -161,7 +163,7 @@ def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
 
 def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
           threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None, baseline: str | None = None,
-          margin: float = 0.02, costs: dict[str, Cost] | None = None,
+          margin: float = MARGIN, costs: dict[str, Cost] | None = None,
           weights: dict[str, float] | None = None, first_given: str | None = None,
           judging: Judging | None = None) -> Report:
     """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in;
@@ -190,7 +192,7 @@ def build(collection: Collection, *, warmup: int | None = None, prices: dict[str
     described = system_table(collection)
     if len(described.columns) > 1:
         sections.append(Section("System under test", SYSTEM_TEXT, list(described.columns),
-                                described.fillna("-").values.tolist()))
+                                described.fillna("-").values.tolist(), role="system"))
     sections += headline
     for title, text, (header, rows) in views.axis_views(table):
         sections.append(Section(title, text, header, rows))
@@ -357,18 +359,15 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-DECISION_PAGE = ("Decision: ", "Measured on one system only", "System under test")
-
-
 def decision_page(report: Report) -> Report | None:
     """The decision between systems on a page of its own (decision.md and decision.html, one printed page for a
     few workloads): the verdicts, what one system measured alone, and each system's facts, those no run
     recorded left out; None for one system."""
-    sections = [s for s in report.sections if s.title.startswith(DECISION_PAGE)]
-    if not any(s.title.startswith("Decision: ") for s in sections):
+    sections = [s for s in report.sections if s.role in ROLES]
+    if not any(s.role == "decision" for s in sections):
         return None
     sections = [replace(s, rows=[r for r in s.rows if any(c != "-" for c in r[1:])])
-                if s.title == "System under test" else replace(s, folded=()) for s in sections]  # every column shown
+                if s.role == "system" else replace(s, folded=()) for s in sections]  # every column shown
     intro = ("The decision page of the report beside it (report.md: every table, how each number was taken).")
     return Report(intro, sections, {}, {}, [], title="hvdbench: the decision between systems")
 
@@ -414,7 +413,7 @@ def terminal_text(report: Report, collection: Collection) -> str:
         texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
                                 [[str(r.np), r.op, r.path, r.dtype, TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
                                   f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
-    decision = next((s for s in report.sections if s.title.startswith("Decision: ")), None)
+    decision = next((s for s in report.sections if s.role == "decision"), None)
     if decision is not None:
         decided = report.tables.get("decision")
         said = [*decision.banner, *decision_lines(decided), *cost_verdict_lines(decided),
@@ -470,7 +469,7 @@ def _screen_sections(screen: pd.DataFrame, full: pd.DataFrame, tables: dict[str,
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
                  prices: dict[str, float] | None = None, peaks: Path | None = None, baseline: str | None = None,
-                 margin: float = 0.02, costs: dict[str, Cost] | None = None, weights: dict[str, float] | None = None,
+                 margin: float = MARGIN, costs: dict[str, Cost] | None = None, weights: dict[str, float] | None = None,
                  extend: Callable[[Report, Collection], str] | None = None,
                  first_given: str | None = None, judging: Judging | None = None) -> tuple[str, dict[str, Path]]:
     """Collect, compute and write the report; return the terminal text and the paths written. ``extend``

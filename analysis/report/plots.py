@@ -9,6 +9,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from hvdbench.core.columns import SHOWN_PHASES
+
 from ..drawing import figure, integer_log_axis, plain, svg_text
 from ..keys import BATCH_LINES, PLACEMENTS, SERIES, WORKLOAD
 from ..stats import StepMatrix, column_quantiles
@@ -139,7 +141,7 @@ def rank_spread_plot(matrices: Mapping[str, StepMatrix], runs: pd.DataFrame, sta
 
 def breakdown_plot(breakdown: pd.DataFrame) -> str | None:
     """Stacked bars of each --breakdown phase (median ms) per workload and GPU count."""
-    phases = [c for c in ("forward", "backward", "compute", "exchange", "optimizer") if c in breakdown]
+    phases = [c for c in SHOWN_PHASES if c in breakdown]
     if breakdown.empty or not phases:
         return None
     shown = breakdown.head(MAX_LINES * 2)

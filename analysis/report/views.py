@@ -14,7 +14,7 @@ from hvdbench.core.exchanges import DEFAULT as DEFAULT_EXCHANGE
 from ..findings import spread_text
 from ..keys import ARGS, AXIS_VIEW, PLACEMENTS
 from ..collect import Collection
-from ..tables.efficiency import MARK_MEANING, efficiency_cell, on_gpu_name
+from ..tables.efficiency import MARK_MEANING, efficiency_cell, on_cpu_ranks
 from ..formatting import Rows, fmt, interval, missing, pct, ratio, tflops
 
 
@@ -27,8 +27,7 @@ def headline_titles(table: pd.DataFrame) -> list[str]:
     """Headline column titles, with the unit of the rows: the size, then the figures the report is named after
     (throughput, speedup, efficiency with their intervals), then what describes the configuration. Rows whose ranks
     all trained on CPUs count ranks, never GPUs."""
-    names = table["device_name"] if "device_name" in table else pd.Series(dtype=object)
-    cpu = len(names) > 0 and bool(names.notna().all()) and not names.map(on_gpu_name).any()
+    cpu = on_cpu_ranks(table["device_name"] if "device_name" in table else [])
     each = "rank" if cpu else "GPU"
     return ["nodes", "CPU ranks" if cpu else "GPUs", f"{_unit(table)}/s", "95% CI", "speedup [95% CI]",
             "efficiency [95% CI]", f"per {each}", f"TFLOP/s per {each}", "% of peak", *DESCRIBING, "median step (ms)",

@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 
 from hvdbench.core.axes import without
+from hvdbench.core.loaders import loaders_of
 from hvdbench.core.pagecache import FROM_MEMORY
 
 from ..keys import WORKLOAD
 from .efficiency import on_gpu_name
-from ..findings import EQUIVALENT, NOT_JUDGED, SPEED, UNDECIDED, Finding, judge, margin_text
+from ..findings import EQUIVALENT, MARGIN, NOT_JUDGED, SPEED, UNDECIDED, Finding, judge, margin_text
 from ..ratios import MIN_RUNS, config_draws, ratio_draws
 from ..formatting import Rows, fmt, missing, pct, ratio, text
 from ..sections import Inputs, TableSection
@@ -52,7 +53,7 @@ def _sums(runs: pd.DataFrame, ids: str) -> dict[str, float]:
 
 
 def datapath_table(table: pd.DataFrame, runs: pd.DataFrame, draws: dict[str, np.ndarray],
-                   points: dict[str, float] | None = None, margin: float = 0.02, min_runs: int = MIN_RUNS,
+                   points: dict[str, float] | None = None, margin: float = MARGIN, min_runs: int = MIN_RUNS,
                    pipelines: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per files configuration of ``table`` (training, ``data`` files) with its synthetic twin and its
     pipeline alone (``pipelines``: the --data-only runs' rows, else --data-only rows of ``table``) where they were
@@ -89,7 +90,7 @@ def _reader(mine: pd.DataFrame, framework: str) -> dict[str, Any]:
     """What read a configuration's files: the loader, its workers, the layout."""
     workers, layout = mine["loader_workers"].dropna(), mine["data_layout"].dropna()
     return {"loader": str(mine["data_loader"].dropna().iloc[0]) if mine["data_loader"].notna().any() else
-            "tf.data" if framework == "tensorflow" else "torch",
+            loaders_of(framework)[0],
             "workers": int(workers.iloc[0]) if len(workers) else pd.NA,
             "layout": str(layout.iloc[0]) if len(layout) else None}
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hvdbench.core.columns import PHASES, SHOWN_PHASES
 from hvdbench.core.run_table import carried
 
 from ..collect import Collection, step_rows
@@ -116,14 +117,13 @@ def batches_said(run: Any) -> str:
     return f"pipeline alone: {said}, no model" if getattr(run, "data_only", False) is True else said
 
 
-PHASE_ORDER = ("forward", "backward", "exchange", "optimizer", "compute")
 
 
 def breakdown_table(collection: Collection, table: pd.DataFrame) -> pd.DataFrame:
     """Per configuration and GPU count that ran with --breakdown: the median of each phase over its timed
     steps (ms), and the rest of the step not inside a phase."""
     steps = collection.steps
-    phases = [p for p in PHASE_ORDER if p in steps and steps[p].notna().any()]
+    phases = [p for p in PHASES if p in steps and steps[p].notna().any()]
     if not phases:  # asked before any row is copied: 10M steps without --breakdown cost nothing here
         return pd.DataFrame()
     values = {name: steps[name].to_numpy(dtype=float, na_value=np.nan) for name in (*phases, "duration")}
@@ -175,7 +175,7 @@ BREAKDOWN_TEXT = ("Runs with --breakdown: the median of each part of a step over
 
 
 def breakdown_rows(breakdown: pd.DataFrame) -> Rows:
-    phases = [c for c in ("forward", "backward", "compute", "exchange", "optimizer") if c in breakdown]
+    phases = [c for c in SHOWN_PHASES if c in breakdown]
     return (["workload", "knobs", "GPUs", *[f"{p} (ms)" for p in phases], "step (ms)"],
             [[f"{r['system']} {r['benchmark']} {r['model']}", r["knobs"] or "-", str(r["np"]),
               *[fmt(r[p], 2) for p in phases], fmt(r["step_ms"], 2)] for _, r in breakdown.iterrows()])

@@ -133,6 +133,18 @@ def on_gpu_name(device: Any) -> bool:
     return isinstance(device, str) and bool(re.search(r"nvidia|tesla|quadro|geforce|rtx", device, re.I))
 
 
+def on_cpu_ranks(devices: Any) -> bool:
+    """Whether every device a table's rows record is a CPU (so its sizes count CPU ranks, never GPUs): each known,
+    none a GPU; False where any is unknown (imported results, older runs)."""
+    names = pd.Series(list(devices), dtype=object)
+    return len(names) > 0 and bool(names.notna().all()) and not names.map(on_gpu_name).any()
+
+
+def ranks_title(devices: Any) -> str:
+    """A size column's title: ``GPUs``, or ``CPU ranks`` where every row trained on CPUs."""
+    return "CPU ranks" if on_cpu_ranks(devices) else "GPUs"
+
+
 def _on_gpu(device: Any, peaks: list[Peak]) -> bool:
     """Whether a device name is a GPU's (NVIDIA's names, or any the table knows) rather than a CPU's."""
     return on_gpu_name(device) or (isinstance(device, str) and find_peak(peaks, device) is not None)

@@ -15,12 +15,13 @@ import pandas as pd
 
 from hvdbench.core.mlperf import olympic
 
-from ..findings import judge
+from ..findings import MARGIN, judge
 from ..formatting import Rows, fmt, missing
 from ..keys import measured_args
 from ..ratios import Resampled, config_draws, ratio_draws, too_few_runs
 from ..stats import BOOTSTRAP_SAMPLES
 from ..sections import Inputs, TableSection
+from .efficiency import on_cpu_ranks
 
 KEY = ["system", "framework", "benchmark", "model", "work", "np", "nodes"]
 QUALITY_SCHEMA: dict[str, str] = {
@@ -32,7 +33,7 @@ QUALITY_SCHEMA: dict[str, str] = {
     "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "finding": "string", "verdict": "string",
     "base_np": "Int64", "speedup": "float64", "speedup_low": "float64", "speedup_high": "float64",
     "hw_speedup": "float64", "hw_low": "float64", "hw_high": "float64", "stat_eff": "float64", "stat_low": "float64",
-    "stat_high": "float64", "run_ids": "string",
+    "stat_high": "float64", "run_ids": "string", "on_cpu": "boolean",
 }
 SPLIT = ("speedup", "hw", "stat")  # time to target's speedup = throughput's (hardware) x statistical efficiency
 WORDS = ("slower", "faster")  # a time ratio above 1 took longer
@@ -76,10 +77,11 @@ def _row(group: pd.DataFrame) -> dict[str, Any]:
             "global_batch": int(batch.iloc[0]) if len(batch) else pd.NA,
             "source": "MLPerf result files" if str(first["quality_source"] or "").startswith("MLPerf") else "hvdbench",
             "run_ids": ",".join(group["run_id"]), "_figure": figure,
+            "on_cpu": on_cpu_ranks(group["device_name"]) if "device_name" in group else False,
             "_epochs": _per_run(group[ok], "epochs_to_target"), "_ids": list(group["run_id"])}
 
 
-def quality_table(runs: pd.DataFrame, margin: float = 0.02, min_runs: int = 3, baseline: str | None = None,
+def quality_table(runs: pd.DataFrame, margin: float = MARGIN, min_runs: int = 3, baseline: str | None = None,
                   draws: dict[str, np.ndarray] | None = None, points: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per system, workload and size of the complete runs that went to a quality target; each other system
     set against ``baseline``'s time on the same workload and size (where it has no such runs: the first by name);
@@ -166,13 +168,19 @@ def _factor(value: float, low: float, high: float) -> str:
     return "n/a" if missing(value) else f"{value:.2f}" + ("" if missing(low) else f" [{low:.2f}–{high:.2f}]")
 
 
+def _cpu(r: Any) -> bool:
+    """Whether a row's ranks trained on CPUs (its on_cpu, unknown as not)."""
+    return not missing(r.on_cpu) and bool(r.on_cpu)
+
+
 def split_text(r: Any) -> str:
     """``×1.62 [1.50–1.75] = throughput ×1.90 [1.85–1.95] × statistical 0.85 [0.78–0.93] (against 1 GPU)``."""
     if missing(r.base_np):
         return "-"
+    each = f"{'CPU rank' if _cpu(r) else 'GPU'}{'s' if int(r.base_np) != 1 else ''}"
     return (f"×{_factor(r.speedup, r.speedup_low, r.speedup_high)} = throughput ×"
             f"{_factor(r.hw_speedup, r.hw_low, r.hw_high)} × statistical {_factor(r.stat_eff, r.stat_low, r.stat_high)}"
-            f" (against {int(r.base_np)} GPU{'s' if int(r.base_np) != 1 else ''})")
+            f" (against {int(r.base_np)} {each})")
 
 
 def _time_text(r: Any) -> str:
@@ -189,14 +197,15 @@ TERMINAL = ("system", "GPUs", "target", "runs (converged)", "time to train [95% 
 
 
 def terminal_rows(table: pd.DataFrame) -> Rows:
-    """The table's columns a terminal has room for."""
+    """The table's columns a terminal has room for (the size column whichever its title)."""
     header, rows = quality_rows(table)
-    keep = [header.index(name) for name in TERMINAL]
+    keep = [header.index(name) if name != "GPUs" else 2 for name in TERMINAL]
     return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
 def quality_rows(table: pd.DataFrame) -> Rows:
-    return (["system", "workload", "GPUs", "target", "runs (converged)", "olympic mean (MLPerf)",
+    return (["system", "workload", "CPU ranks" if len(table) and bool(table["on_cpu"].fillna(False).all()) else "GPUs",
+             "target", "runs (converged)", "olympic mean (MLPerf)",
              "time to train [95% CI]", "epochs", "global batch", "speedup in time to target", "against the baseline",
              "source"],
             [[r.system, f"{r.benchmark} {r.model}", str(r.np),
@@ -224,6 +233,7 @@ def decision_lines(table: pd.DataFrame) -> list[str]:
     for r in table[table["against"].fillna("") != ""].itertuples():
         ratio = (f"{r.ratio:.2f}× [{r.ratio_low:.2f}–{r.ratio_high:.2f}] the time of {r.against}"
                  if not missing(r.ratio) and not missing(r.ratio_low) else f"against {r.against}")
-        out.append(f"time to train, {r.benchmark} {r.model} at {r.np} GPU(s) to {r.metric} {r.target:g}: {r.system} "
+        out.append(f"time to train, {r.benchmark} {r.model} at {r.np} {'CPU rank(s)' if _cpu(r) else 'GPU(s)'}"
+                   f" to {r.metric} {r.target:g}: {r.system} "
                    f"{ratio}: {r.verdict}")
     return out

@@ -10,9 +10,9 @@ import pandas as pd
 
 from hvdbench.core.axes import AXES, without
 
-from .efficiency import MARK_MEANING, efficiency_cell, efficiency_mark, on_gpu_name
+from .efficiency import MARK_MEANING, efficiency_cell, efficiency_mark, on_gpu_name, ranks_title
 from ..keys import ONE_KNOB, WORKLOAD
-from ..findings import SPEED, judge, spread_text
+from ..findings import MARGIN, SPEED, judge, spread_text
 from ..ratios import MIN_RUNS, Resampled, config_draws, ratio_draws, too_few_runs
 from ..formatting import Rows, fmt, pct, ratio
 from ..sections import Inputs, TableSection
@@ -33,7 +33,7 @@ def _draws(row: pd.Series, draws: dict[str, np.ndarray], points: dict[str, float
 
 
 def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray], points: dict[str, float] | None = None,
-               margin: float = 0.02, min_runs: int = MIN_RUNS) -> pd.DataFrame:
+               margin: float = MARGIN, min_runs: int = MIN_RUNS) -> pd.DataFrame:
     """For every knob (core/axes.py), configurations that differ in it alone, each against the one at the
     knob's default (or its first value): throughput ratio with a 95% interval from both runs' resamples, and its
     finding at ±``margin`` (analysis/findings.py; not judged where a side has fewer than ``min_runs`` runs)."""
@@ -246,7 +246,8 @@ def cross_rows(cross: pd.DataFrame) -> Rows:
 
 
 def best_rows(best: pd.DataFrame, describe: Any) -> Rows:
-    return (["system", "workload", "GPUs", "throughput", "efficiency [95% CI]", "configuration"],
+    return (["system", "workload", ranks_title(best.get("device_name", [])), "throughput", "efficiency [95% CI]",
+             "configuration"],
             [[r["system"], f"{r['framework']} {r['benchmark']} {r['model']}", str(r["np"]), fmt(r["throughput"]),
               efficiency_cell(r["efficiency"], r["efficiency_low"], r["efficiency_high"]), describe(r)]
              for _, r in best.iterrows()])
