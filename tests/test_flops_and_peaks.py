@@ -161,3 +161,14 @@ def test_count_flags_are_the_sizing_ones() -> None:
     assert get_benchmark("tf_imagenet").sizing(flags) == {"model": "vgg16", "batch_size": 32, "seed": 1234,
                                                            "image_size": 64}
     assert isinstance(flags, argparse.Namespace)
+
+
+def test_sizes_count_cpu_ranks_only_where_every_device_names_a_cpu() -> None:
+    """A table's size column says CPU ranks only where every row's device is named as a CPU names itself; a GPU's
+    name, an imported result's bare "H100" or a device not recorded keeps it GPUs."""
+    from hvdbench.analysis.tables.efficiency import on_cpu_ranks, ranks_title
+
+    assert on_cpu_ranks(["AMD EPYC 7763 64-Core Processor", "Intel(R) Xeon(R) Platinum 8480+"])
+    assert on_cpu_ranks(["QEMU Virtual CPU version 2.5+"]) and ranks_title(["Neoverse-V2"]) == "CPU ranks"
+    for mixed in (["H100"], ["NVIDIA H100 80GB HBM3"], [None], [], ["AMD EPYC 7763", "NVIDIA A100-SXM4-80GB"]):
+        assert not on_cpu_ranks(mixed) and ranks_title(mixed) == "GPUs"

@@ -133,11 +133,16 @@ def on_gpu_name(device: Any) -> bool:
     return isinstance(device, str) and bool(re.search(r"nvidia|tesla|quadro|geforce|rtx", device, re.I))
 
 
+CPU_NAME = re.compile(r"\bcpu\b|processor|xeon|epyc|opteron|ryzen|threadripper|core\(tm\)|neoverse|graviton|"
+                      r"kunpeng|power\d|apple m\d", re.I)  # how CPUs name themselves (a run's cpu_model)
+
+
 def on_cpu_ranks(devices: Any) -> bool:
     """Whether every device a table's rows record is a CPU (so its sizes count CPU ranks, never GPUs): each known,
-    none a GPU; False where any is unknown (imported results, older runs)."""
+    none a GPU's name and each a CPU's; False where any is unknown or neither (an imported result's "H100")."""
     names = pd.Series(list(devices), dtype=object)
-    return len(names) > 0 and bool(names.notna().all()) and not names.map(on_gpu_name).any()
+    return len(names) > 0 and bool(names.notna().all()) and not names.map(on_gpu_name).any() and \
+        bool(names.map(lambda name: bool(CPU_NAME.search(str(name)))).all())
 
 
 def ranks_title(devices: Any) -> str:

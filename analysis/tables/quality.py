@@ -77,7 +77,8 @@ def _row(group: pd.DataFrame) -> dict[str, Any]:
             "global_batch": int(batch.iloc[0]) if len(batch) else pd.NA,
             "source": "MLPerf result files" if str(first["quality_source"] or "").startswith("MLPerf") else "hvdbench",
             "run_ids": ",".join(group["run_id"]), "_figure": figure,
-            "on_cpu": on_cpu_ranks(group["device_name"]) if "device_name" in group else False,
+            "on_cpu": on_cpu_ranks(group["device_name"]) if "device_name" in group and not str(
+                first["quality_source"] or "").startswith("MLPerf") else False,
             "_epochs": _per_run(group[ok], "epochs_to_target"), "_ids": list(group["run_id"])}
 
 
