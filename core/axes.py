@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .exchanges import DEFAULT, EXCHANGES, listed
 from .loaders import loaders_of
 from .pagecache import CACHE_MODES
+from .run_flags import given_flags
 
 Value = Any
 LOADERS = {framework: loaders_of(framework) for framework in ("pytorch", "tensorflow")}  # core/loaders.py's
@@ -133,10 +134,10 @@ EXCHANGE_FLAGS = {"--exchange": 1, "--bucket-mb": 1, "--ps-device": 1}
 BASE_FLAGS = {"--independent": 0, **EXCHANGE_FLAGS}
 
 
-def axis_flags(framework: str, values: Mapping[str, Value], args: Sequence[str] = ()) -> list[str]:
-    """The benchmark flags of a set of axis values (in AXES order) for a run of ``args``; the options of --data
-    files only where the run reads files (``data`` files among the values, or in ``args`` where it is not)."""
-    reads = values["data"] == "files" if values.get("data") is not None else data_mode(args) == "files"
+def axis_flags(framework: str, values: Mapping[str, Value], args: Sequence[str] = (), benchmark: str = "") -> list[str]:
+    """The benchmark flags of a set of axis values (in AXES order) for a run of ``benchmark`` and ``args``; the
+    options of --data files only where the run reads files (``data`` files among the values, else in ``args``)."""
+    reads = (values.get("data") or data_mode(benchmark, args)) == "files"
     out: list[str] = []
     for name, axis in AXES.items():
         if name in values and (reads or not axis.files_only):
@@ -144,44 +145,34 @@ def axis_flags(framework: str, values: Mapping[str, Value], args: Sequence[str] 
     return out
 
 
-def data_mode(args: Sequence[str]) -> str | None:
-    """The --data value a run's arguments give (the last), None where they give none."""
-    found = [args[i + 1] if arg == "--data" and i + 1 < len(args) else arg.split("=", 1)[1]
-             for i, arg in enumerate(args) if arg == "--data" or arg.startswith("--data=")]
-    return found[-1] if found else None
+def data_mode(benchmark: str, args: Sequence[str]) -> str | None:
+    """The --data value a run's arguments give, as its benchmark's parser reads them; None where they give none."""
+    return (given_flags(benchmark, args) or {}).get("data")
 
 
-def without(args: Sequence[str], flags: Mapping[str, int]) -> tuple[str, ...]:
-    """Arguments without the given flags (``--flag V`` and ``--flag=V`` forms)."""
-    out: list[str] = []
-    skip = 0
-    for arg in args:
-        if skip:
-            skip -= 1
-            continue
-        name = arg.split("=", 1)[0]
-        if name in flags:
-            skip = flags[name] if "=" not in arg else 0
-            continue
-        out.append(arg)
-    return tuple(out)
-
-
-def read_axes(flags: Mapping[str, Any] | None, args: Sequence[str], framework: str) -> dict[str, Value]:
-    """Every axis's value for a run: from its recorded flags (the env record), else from its arguments."""
+def read_axes(flags: Mapping[str, Any] | None, args: Sequence[str], framework: str,
+              benchmark: str = "") -> dict[str, Value]:
+    """Every axis's value for a run: from its recorded flags (the env record), else from the flags its arguments
+    give as its benchmark's parser reads them (an axis its arguments leave alone: its value as ``read`` says)."""
     if not flags:
-        flags = {}
-        for axis in AXES.values():
-            for flag, arity in axis.flags.items():
-                key = flag.lstrip("-").replace("-", "_")
-                if arity == 0:
-                    flags[key] = flag in args
-                else:
-                    values = [b.split("=", 1)[1] if "=" in b else (args[i + 1] if i + 1 < len(args) else None)
-                              for i, b in enumerate(args) if b.split("=", 1)[0] == flag]
-                    flags[key] = values[-1] if values else None
+        flags = dict(given_flags(benchmark, args) or _spelled(args))
     out = {name: axis.read(flags, framework) for name, axis in AXES.items()}
     for name, axis in AXES.items():
         if axis.kind is int and out[name] is not None:
             out[name] = int(out[name]) if str(out[name]).isdigit() else None
     return out
+
+
+def _spelled(args: Sequence[str]) -> dict[str, Any]:
+    """The axes' flags as arguments no benchmark parser here reads spell them (an imported run's)."""
+    flags: dict[str, Any] = {}
+    for axis in AXES.values():
+        for flag, arity in axis.flags.items():
+            key = flag.lstrip("-").replace("-", "_")
+            if arity == 0:
+                flags[key] = flag in args
+            else:
+                values = [b.split("=", 1)[1] if "=" in b else (args[i + 1] if i + 1 < len(args) else None)
+                          for i, b in enumerate(args) if b.split("=", 1)[0] == flag]
+                flags[key] = values[-1] if values else None
+    return flags

@@ -14,13 +14,14 @@ DEFAULT = "horovod"  # the exchange a run without --exchange makes, and the one 
 
 @dataclass(frozen=True)
 class Option:
-    """A flag of one exchange's own (``--bucket-mb``): its dest, default, help and choices (none: a positive
-    number)."""
+    """A flag of one exchange's own (``--bucket-mb``): its dest, default, help, and its choices or kind (a positive
+    number of that kind: ``int`` keeps a whole-number option whole)."""
 
     dest: str
     default: Any
     help: str
     choices: tuple[str, ...] = ()
+    kind: type = float
 
     @property
     def flag(self) -> str:

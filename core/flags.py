@@ -216,8 +216,9 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                              + "; ".join(f"{k}: {v.doc} ({', '.join(v.frameworks)})" for k, v in EXCHANGES.items()))
     for name, kind in EXCHANGES.items():
         for option in kind.options:
+            typed = positive_int if option.kind is int else positive_float
             parser.add_argument(option.flag, default=None, help=f"with --exchange {name}: {option.help}",
-                                **({"choices": list(option.choices)} if option.choices else {"type": positive_float}))
+                                **({"choices": list(option.choices)} if option.choices else {"type": typed}))
     parser.add_argument("--no-cudnn-autotune", dest="cudnn_autotune", action="store_false",
                         help="on a GPU, take cuDNN's heuristic convolution algorithms instead of timing them in "
                              "the first steps and keeping the fastest (PyTorch's cudnn.benchmark, TensorFlow's "

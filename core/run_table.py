@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from . import schema
 from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
-from .axes import AXES, BASE_FLAGS, read_axes, without
+from .axes import AXES, BASE_FLAGS, read_axes
+from .run_flags import without
 from .exchanges import listed, without_horovod
 from .hca import active_rdma, named_down
 from .loaders import loader_named
@@ -55,7 +56,8 @@ class RunFacts:
     def axes(self) -> dict[str, Any]:
         """Every swept axis's value: from the recorded flags, else from the arguments."""
         flags = self.env.get("flags")
-        return read_axes(flags if isinstance(flags, dict) else None, self.spec.args, self.spec.framework)
+        return read_axes(flags if isinstance(flags, dict) else None, self.spec.args, self.spec.framework,
+                         self.spec.benchmark)
 
 
 @dataclass(frozen=True)
@@ -349,7 +351,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _judged("ranks_logged", "int64", "rank logs read"),
     *_axis_columns(FIRST_AXES),
     _spec("independent", "bool", "--independent: replicas without the gradient exchange",
-          lambda s: "--independent" in s.args),
+          lambda s: bool(s.flags.get("independent", "--independent" in s.args))),
     _spec("base_args", "string", "the arguments without --independent and the exchange's flags (pairs a run with "
                                  "its independent twin and its 1-GPU baseline, one for every exchange)",
           lambda s: " ".join(without(s.args, BASE_FLAGS))),

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from .containers import RECIPE_PYTHON, Container
 from .errors import SpecError, WriteError
 from .records import RANK_LOGS, rank_log_name
+from .run_flags import Flags, run_flags
 from .validate import read_small_text, text_problem
 
 SMALL_FILE = 1 << 20  # run.json and status.json are a few kB; nothing larger is read
@@ -125,6 +126,12 @@ class RunSpec:
     def ranks_per_node(self) -> int:
         """Ranks (one per GPU) on each node."""
         return self.np // self.nodes
+
+    @property
+    def flags(self) -> Flags:
+        """Every benchmark flag of the run as its benchmark's parser reads ``args`` (parsed once per set of
+        arguments, core/run_flags.py); empty for an imported tool's run or arguments no parser here reads."""
+        return run_flags(self.benchmark, self.args)
 
     @property
     def env_dict(self) -> dict[str, str]:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hvdbench.core.axes import without
+from hvdbench.core.run_flags import without
 from hvdbench.core.catalog import get_benchmark
 from hvdbench.core.errors import UsageError
 from hvdbench.core.options import Choice, Number, Whole, option

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from hvdbench.core.axes import AXES, EXCHANGE_FLAGS, axis_flags, data_mode, without
+from hvdbench.core.axes import AXES, EXCHANGE_FLAGS, axis_flags, data_mode
+from hvdbench.core.run_flags import without
 from hvdbench.core.catalog import get_benchmark
 from hvdbench.core.containers import RECIPE_PYTHON, Container
 from hvdbench.core.datasets import listing_digest
@@ -107,18 +108,20 @@ def check_placements(sweep: Sweep, topo: Topology) -> None:
 def _bench_args(workload: Workload, framework: str, batch: int | None, precision: str | None, independent: bool,
                 knobs: dict[str, Any], adaptive: tuple[str, ...] = ()) -> tuple[str, ...]:
     args = [*workload.args, *adaptive,
-            *axis_flags(framework, {"batch_size": batch, "precision": precision, **knobs}, workload.args)]
+            *axis_flags(framework, {"batch_size": batch, "precision": precision, **knobs}, workload.args,
+                       workload.benchmark)]
     if independent:
         args.append("--independent")
     return tuple(args)
 
 
-def _nothing_to_change(framework: str, knobs: dict[str, Any], independent: bool, args: Sequence[str]) -> str | None:
+def _nothing_to_change(framework: str, knobs: dict[str, Any], independent: bool, args: Sequence[str],
+                       benchmark: str) -> str | None:
     """Why a combination of swept values is left out of the plan, or None: an exchange other than the default on
     independent ranks (they exchange nothing: one independent run serves every exchange), one the framework does
     not offer, or one with a swept knob it refuses (core/exchanges.py); a knob's value the framework has not
     (a PyTorch loader on TensorFlow workloads)."""
-    reads = (knobs.get("data") or data_mode(args)) == "files"
+    reads = (knobs.get("data") or data_mode(benchmark, args)) == "files"
     refused = next((why for knob, value in knobs.items() if (reads or not AXES[knob].files_only)
                     and (why := AXES[knob].refused(framework, value))), None)
     if refused:
@@ -253,7 +256,7 @@ def plan(sweep: Sweep, topo: Topology | None = None, here_gpus: int | None = Non
                                    itertools.product(*(values for _, values in sweep.knobs)), sweep.independent)
         for batch, precision, knob_values, independent in combos:
             unchanged = _nothing_to_change(info.framework, dict(zip(knob_names, knob_values)), independent,
-                                           workload.args)
+                                           workload.args, workload.benchmark)
             if unchanged:
                 skipped.append(unchanged)
                 continue

@@ -8,8 +8,6 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from hvdbench.core.catalog import get_benchmark
-from hvdbench.core.errors import UsageError
 from hvdbench.core.spec import RunSpec
 
 from .base import launcher_class
@@ -28,13 +26,10 @@ def cpus_per_rank(spec: RunSpec) -> int:
     """CPUs a rank needs: one, and one for each loader worker where its batches come from a DataLoader or files
     (``--loader-workers``, its default where not given), as the workload's own parser reads its arguments (however
     they are spelled: ``--data files`` or ``--data=files``)."""
-    try:
-        flags, _ = get_benchmark(spec.benchmark).parser().parse_known_args(list(spec.args))
-    except (UsageError, SystemExit):  # a plan checked them; a hand-written run.json may not hold
+    flags = spec.flags
+    if flags.get("data") not in ("loader", "files", "pipeline"):
         return 1
-    if getattr(flags, "data", None) not in ("loader", "files", "pipeline"):
-        return 1
-    workers = getattr(flags, "loader_workers", None)
+    workers = flags.get("loader_workers")
     return 1 + (workers if isinstance(workers, int) and workers >= 0 else 0)
 
 

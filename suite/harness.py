@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from hvdbench.core.axes import without
+from hvdbench.core.run_flags import without
 from hvdbench.core.catalog import BenchmarkInfo, get_benchmark
 from hvdbench.core.environment import base_environment
 from hvdbench.core.errors import SpecError, UsageError

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.core.axes import without
+from hvdbench.core.run_flags import without
 
 from ..formatting import Rows, fmt, missing
 from ..sections import Inputs, TableSection

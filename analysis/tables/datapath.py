@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.core.axes import without
 from hvdbench.core.loaders import loaders_of
 from hvdbench.core.pagecache import FROM_MEMORY
+from hvdbench.core.run_flags import flags_key, run_flags
 
 from ..keys import WORKLOAD
 from .efficiency import on_gpu_name
@@ -41,8 +41,9 @@ DATAPATH_SCHEMA: dict[str, str] = {
 }
 
 
-def _base(args: str) -> str:
-    return " ".join(without(str(args).split(), DATA_FLAGS))
+def _key(row: pd.Series, leave_out: dict[str, int]) -> str:
+    """The run's flags less ``leave_out``, as its benchmark's parser reads them (core/run_flags.py)."""
+    return flags_key(str(row["benchmark"]), str(row["args"]).split(), leave_out)
 
 
 def _sums(runs: pd.DataFrame, ids: str) -> dict[str, float]:
@@ -64,15 +65,16 @@ def datapath_table(table: pd.DataFrame, runs: pd.DataFrame, draws: dict[str, np.
         table = pd.concat([table, pipelines], ignore_index=True)
     if table.empty or "data" not in table or not (table["data"] == "files").any():
         return pd.DataFrame(columns=list(DATAPATH_SCHEMA)).astype(DATAPATH_SCHEMA)
-    keyed = table.assign(_base=table["args"].map(_base))
-    only = keyed["args"].map(lambda a: "--data-only" in str(a).split())
+    keyed = table.assign(_base=table.apply(_key, axis=1, leave_out=DATA_FLAGS),
+                         _own=table.apply(_key, axis=1, leave_out={"--data-only": 0}))
+    only = table.apply(lambda row: bool(run_flags(str(row["benchmark"]), str(row["args"]).split()).get("data_only")),
+                       axis=1)
     paired: set[str] = set()
     for _, files in keyed[(keyed["data"] == "files") & ~only].iterrows():
         same = (keyed["_base"] == files["_base"]) & (keyed["np"] == files["np"]) & np.logical_and.reduce(
             [keyed[k] == files[k] for k in WORKLOAD])
         synthetic = keyed[same & (keyed["data"] != "files")].sort_values("data", key=lambda s: s != "device")
-        own = keyed["args"].map(lambda a: " ".join(without(str(a).split(), {"--data-only": 0})))
-        alone = keyed[same & only & (own == " ".join(without(str(files["args"]).split(), {"--data-only": 0})))]
+        alone = keyed[same & only & (keyed["_own"] == files["_own"])]
         paired.update(alone["runs"])
         row = _row(files, synthetic.iloc[0] if len(synthetic) else None, alone.iloc[0] if len(alone) else None,
                    runs, draws, points, margin)

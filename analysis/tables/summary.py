@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hvdbench.core.axes import AXES, without
+from hvdbench.core.axes import AXES
+from hvdbench.core.run_flags import flags_key
 
 from .efficiency import MARK_MEANING, efficiency_cell, efficiency_mark, on_gpu_name, ranks_title
 from ..keys import ONE_KNOB, WORKLOAD
@@ -41,7 +42,8 @@ def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray], points: dict[s
     if table.empty:
         return pd.DataFrame(columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA)
     for name, axis in ((n, a) for n, a in AXES.items() if a.compared):
-        rest = table["args"].map(lambda a, f=axis.flags: " ".join(without(str(a).split(), f)))
+        rest = table.apply(lambda row, f=axis.flags: flags_key(str(row["benchmark"]), str(row["args"]).split(), f),
+                           axis=1)
         for _, group in table.assign(_rest=rest).groupby(MATCH + ["_rest"], sort=True, dropna=False):
             values = group[name].astype(object).where(group[name].notna(), None)
             if values.nunique(dropna=False) < 2 or len(group) != values.nunique(dropna=False):

@@ -1,0 +1,74 @@
+"""A run's flags as its benchmark's own parser reads them, parsed once per set of arguments: typed (8, not "8.0"
+or "8"), however spelled (``--data files``, ``--data=files``, an abbreviation), defaults filled or only what was
+given. The plan, the scheduler's job, the axes and the report's pairings read these fields, never argument
+strings."""
+
+from __future__ import annotations
+
+import argparse
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+
+from .catalog import BENCHMARKS
+from .errors import HvdbenchError
+
+Flags = Mapping[str, Any]
+_EMPTY: Flags = MappingProxyType({})
+
+
+@lru_cache(maxsize=8192)
+def _parsed(benchmark: str, args: tuple[str, ...], given_only: bool) -> Flags | None:
+    """The benchmark's parse of ``args`` (with ``given_only`` its defaults left out), None where the benchmark is
+    not in the catalog (an imported tool's run) or its parser refuses the arguments."""
+    info = BENCHMARKS.get(benchmark)
+    if info is None:
+        return None
+    parser = info.parser()
+    if given_only:
+        for action in parser._actions:  # argparse's own list: each flag's default suppressed, so only given ones stay
+            action.default = argparse.SUPPRESS
+    try:
+        flags, _ = parser.parse_known_args(list(args))
+    except (HvdbenchError, SystemExit):
+        return None
+    return MappingProxyType(vars(flags))
+
+
+def run_flags(benchmark: str, args: Sequence[str]) -> Flags:
+    """Every flag of the run, its benchmark's defaults filled; empty where its parser cannot read the arguments."""
+    return _parsed(benchmark, tuple(map(str, args)), False) or _EMPTY
+
+
+def given_flags(benchmark: str, args: Sequence[str]) -> Flags | None:
+    """The flags ``args`` give, typed (defaults left out); None where the benchmark's parser cannot read them."""
+    return _parsed(benchmark, tuple(map(str, args)), True)
+
+
+def flags_key(benchmark: str, args: Sequence[str], leave_out: Mapping[str, int] | None = None) -> str:
+    """What the run's given flags are, less those in ``leave_out`` (flag -> how many values it takes), as one text
+    in which two spellings of the same flags agree; for arguments no parser here reads, the arguments themselves
+    less those flags in either spelling."""
+    dropped = dict(leave_out or {})
+    given = given_flags(benchmark, args)
+    if given is None:
+        return " ".join(without(args, dropped))
+    fields = {flag.lstrip("-").replace("-", "_") for flag in dropped}
+    return " ".join(f"{name}={given[name]!r}" for name in sorted(given) if name not in fields)
+
+
+def without(args: Sequence[str], flags: Mapping[str, int]) -> tuple[str, ...]:
+    """Arguments without the given flags (``--flag V`` and ``--flag=V`` forms; ``flags``: how many values each
+    takes): for a launcher's own arguments and for those no benchmark parser here reads."""
+    out: list[str] = []
+    skip = 0
+    for arg in map(str, args):
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in flags:
+            skip = flags[name] if "=" not in arg else 0
+            continue
+        out.append(arg)
+    return tuple(out)
