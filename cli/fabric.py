@@ -20,7 +20,7 @@ def _fabric_pairs(args: argparse.Namespace) -> int:
     or a step gave no output."""
     from hvdbench.core.job_env import job_env
     from hvdbench.launchers.fabric_pairs import check_pairs, steps
-    from hvdbench.launchers.slurm_queue import allocation_hosts
+    from hvdbench.launchers.schedulers import allocation_hosts
 
     for name, value in (("--nccl-tests-flags", args.nccl_tests_flags), ("--system", args.system),
                         ("--mpi", args.mpi)):

@@ -80,7 +80,7 @@ def run_here(sweep: Sweep, planned: Plan, root: Path, args: argparse.Namespace, 
     for note in planned.skipped:
         print(f"hvdbench: left out: {note}", file=sys.stderr)
     if in_allocation:
-        from hvdbench.launchers.slurm_queue import allocation_hosts
+        from hvdbench.launchers.schedulers import allocation_hosts
 
         hosts = allocation_hosts()
         fit = [s for s in specs if fits_allocation(s)]

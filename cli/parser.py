@@ -17,7 +17,7 @@ from hvdbench.core.spec import CONTROLLERS
 from hvdbench.launchers.base import launcher_names
 from hvdbench.launchers.fit import FitOptions
 from hvdbench.launchers.runs import DEFAULT_SWEEP, SCREEN_MODES
-from hvdbench.launchers.slurm_options import SlurmOptions
+from hvdbench.launchers.schedulers import default_scheduler
 from hvdbench.launchers.sweep import DECISION, LABEL, Sweep, sweep_flags
 
 label = flag_type(LABEL)  # argparse type: a label (a system) without control characters, not empty
@@ -259,7 +259,7 @@ def _submit(sub: Any) -> None:
     again.add_argument("--rerun", action="store_true", help="submit every run again")
     sweep_flags(submit, ("retries",), retries=None)
     submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
-    slurm_job_flags(submit)
+    job_flags(submit)
     estimate_flags(submit)
     container_flags(submit)
 
@@ -298,7 +298,7 @@ def _screen(sub: Any) -> None:
     add_flags(screen, Sweep, ("topology", "system", "timeout"), defaults={"timeout": 900.0})
     screen.add_argument("-o", "--output", type=Path, default=Path("results/screen"), help="results root")
     screen.add_argument("--submit", action="store_true", help="as SLURM jobs (submitit), one per run, on its node")
-    slurm_job_flags(screen)
+    job_flags(screen)
     screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
     screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
@@ -318,10 +318,13 @@ def _topo(sub: Any) -> None:
     topo.add_argument("--json", action="store_true", help="print JSON for other tools")
 
 
-def slurm_job_flags(parser: Any) -> None:
-    """A job's place and time, as submit and screen --submit take them (a sweep file's slurm: keys, replaced)."""
-    jobs = parser.add_argument_group("SLURM jobs (replace the sweep file's slurm: keys)")
-    add_flags(jobs, SlurmOptions, JOB_FLAGS, defaults={name: None for name in JOB_FLAGS},
+def job_flags(parser: Any) -> None:
+    """A job's place and time, as submit and screen --submit take them (the sweep file's scheduler block's keys,
+    replaced), declared by the default scheduler's options (launchers/schedulers.py)."""
+    default = default_scheduler()
+    jobs = parser.add_argument_group(f"jobs (replace the keys of the sweep file's scheduler block; {default.name}'s "
+                                     "flags, those another scheduler's block has keys for taken there)")
+    add_flags(jobs, default.options_class, JOB_FLAGS, defaults={name: None for name in JOB_FLAGS},
               note="default: the sweep file's")
 
 

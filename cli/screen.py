@@ -28,12 +28,13 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     planned = pin_to_hosts(screen_plan(sweep, topo, args.mode), hosts)
     if args.submit:
         from hvdbench.cli.parser import JOB_FLAGS
-        from hvdbench.launchers.slurm import SlurmExecutor
-        from hvdbench.launchers.slurm_options import SlurmOptions, job_minutes
+        from hvdbench.launchers.schedulers import default_scheduler
+        from hvdbench.launchers.schedulers import job_minutes
 
-        options = SlurmOptions(**{"time_min": job_minutes(args.timeout), **given(args, JOB_FLAGS)},
-                               gpus=not args.cpu_slots, exclusive=True)
-        executor = SlurmExecutor(args.output, options, name="screen", resume=args.resume)
+        scheduler = default_scheduler()().with_options(**{"time_min": job_minutes(args.timeout),
+                                                          **given(args, JOB_FLAGS)}, gpus=not args.cpu_slots,
+                                                       exclusive=True)
+        executor = scheduler.executor(args.output, name="screen", resume=args.resume, retries=0)
         if args.dry_run:
             return print_plan(planned, executor, args.output, args)
         tag(executor, args.output, planned.specs, args)

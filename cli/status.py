@@ -13,7 +13,7 @@ from hvdbench.core.validate import inert
 def cmd_status(args: argparse.Namespace) -> int:
     """Print each run's state; exit 0 when every run is ok."""
     from hvdbench.launchers.queues import refresh
-    from hvdbench.launchers.slurm_queue import ACTIVE
+    from hvdbench.launchers.schedulers import ACTIVE
 
     if not args.dir.exists():
         raise UsageError(f"{args.dir}: no such results directory")

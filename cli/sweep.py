@@ -15,7 +15,7 @@ from .here import run_here, with_container
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Plan the sweep file and run it here (or print it)."""
     if args.in_allocation and not args.dry_run:
-        from hvdbench.launchers.slurm_queue import allocation_hosts
+        from hvdbench.launchers.schedulers import allocation_hosts
 
         sweep, planned, root = load(args.file, args.output, allocation_hosts(), here=True,
                                     adjust=lambda s: with_decision(with_container(s, args), args))

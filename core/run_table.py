@@ -9,55 +9,24 @@ records' master list and this table as Markdown (docs/records.md is that output)
 from __future__ import annotations
 
 import math
-import re
 import sys
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import schema
 from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
-from .axes import AXES, BASE_FLAGS, read_axes
+from .axes import AXES, BASE_FLAGS
 from .run_flags import without
 from .exchanges import listed, without_horovod
-from .hca import active_rdma, named_down
+from .hca import active_rdma
 from .loaders import loader_named
+from .run_facts import (RunFacts, device_name, fabric_software, forward_share, hca_named_down, is_number, model_of,
+                        mpi_text, params_agree, power_source, tf32_of, tuning_text, variable_number)
 from .spec import RunSpec
 
 COMBINE = ("first", "min", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
 JUDGED = ("root", "status", "reason", "ranks_logged", "attempts", "earlier_attempts", "wall_s", "setup_s", "position")
 _LIMIT = float(2 ** 63)  # beyond a 64-bit column: no recorded count is that large
-
-
-@dataclass
-class RunFacts:
-    """What one run's row is made of: its spec, each rank's first record of each kind, and what the collector
-    judged (JUDGED: where the run was found, how it ended, its rank logs, attempts and times)."""
-
-    spec: RunSpec
-    records: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
-    judged: dict[str, Any] = field(default_factory=dict)
-
-    def first(self, kind: str) -> dict[str, Any]:
-        """The lowest rank's first record of ``kind`` (rank 0's, where it wrote one); empty where none did."""
-        by_rank = self.records.get(kind) or {}
-        return by_rank[min(by_rank)] if by_rank else {}
-
-    @cached_property
-    def env(self) -> dict[str, Any]:
-        return self.first("env")
-
-    @cached_property
-    def variables(self) -> dict[str, Any]:
-        found = self.env.get("variables")
-        return found if isinstance(found, dict) else {}
-
-    @cached_property
-    def axes(self) -> dict[str, Any]:
-        """Every swept axis's value: from the recorded flags, else from the arguments."""
-        flags = self.env.get("flags")
-        return read_axes(flags if isinstance(flags, dict) else None, self.spec.args, self.spec.framework,
-                         self.spec.benchmark)
 
 
 @dataclass(frozen=True)
@@ -98,10 +67,6 @@ def dig(value: Any, path: tuple[str, ...]) -> Any:
     return value
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def combined(how: str, values: list[Any]) -> Any:
     """Ranks' values as one: the lowest rank's (first), the smallest, largest or sum of the numbers among them, or the
     value every rank that recorded one agrees on (all_equal; None where two differ)."""
@@ -110,7 +75,7 @@ def combined(how: str, values: list[Any]) -> Any:
     if how == "all_equal":
         given = [v for v in values if v is not None]
         return given[0] if given and all(v == given[0] for v in given) else None
-    numbers = [v for v in values if _number(v) and math.isfinite(v)]
+    numbers = [v for v in values if is_number(v) and math.isfinite(v)]
     if not numbers:
         return None
     return min(numbers) if how == "min" else max(numbers) if how == "max" else sum(numbers)
@@ -125,7 +90,7 @@ def typed(value: Any, dtype: str) -> Any:
         return value if isinstance(value, bool) else None
     if dtype == "string":
         return value if isinstance(value, str) else None
-    if not _number(value) or not -_LIMIT < value < _LIMIT:
+    if not is_number(value) or not -_LIMIT < value < _LIMIT:
         return None
     if dtype in ("Int64", "int64"):
         return int(value) if isinstance(value, int) or float(value).is_integer() else None
@@ -145,18 +110,6 @@ def _env(name: str, path: tuple[str, ...], dtype: str, meaning: str,
     return RunColumn(name, dtype, meaning, f"env.{'.'.join(path)}", "env", path, render=render, tables=("details",))
 
 
-def _params_agree(facts: RunFacts) -> bool | None:
-    """Whether every rank's parameter sum after training is the same, for a run whose ranks exchange gradients;
-    None for independent ranks, one rank, or a rank without a sum."""
-    if "--independent" in facts.spec.args or facts.spec.np < 2:
-        return None
-    given: list[Any] = [summary.get("param_checksum") for summary in (facts.records.get("summary") or {}).values()]
-    sums = [float(s) for s in given if _number(s) and math.isfinite(s)]
-    if len(sums) < facts.spec.np or len(sums) < len(given):
-        return None
-    return all(s == sums[0] for s in sums)
-
-
 def _fabric(name: str, key: str, dtype: str, meaning: str) -> RunColumn:
     """A fact of the network NCCL used, from the run's NCCL logs (core/nccl_log.py), lists as text."""
     def derive(facts: RunFacts) -> Any:
@@ -166,42 +119,6 @@ def _fabric(name: str, key: str, dtype: str, meaning: str) -> RunColumn:
             else value
     return RunColumn(name, dtype, meaning, f"nccl-rank-N.log: {key} (core/nccl_log.py)", derive=derive,
                      tables=("details",))
-
-
-def _hca_named_down(facts: RunFacts) -> str | None:
-    """What rank 0's NCCL_IB_HCA names that its node's ports say is down (core/hca.named_down)."""
-    variables, fabric = facts.env.get("variables"), facts.env.get("node_fabric")
-    hca = variables.get("NCCL_IB_HCA") if isinstance(variables, dict) else None
-    ports = fabric.get("hca_ports") if isinstance(fabric, dict) else None
-    if not isinstance(hca, str) or not isinstance(ports, list):
-        return None
-    return "; ".join(named_down(hca, [p for p in ports if isinstance(p, dict)])) or None
-
-
-def _power_source(power: Any) -> str | None:
-    """Where rank 0's node read its own power from: ``RAPL package-0, dram; BMC ipmitool dcmi power reading``, or
-    ``none (...)`` with the reasons; null where the run recorded nothing of it."""
-    if not isinstance(power, dict):
-        return None
-    parts = []
-    if isinstance(power.get("rapl"), list) and power["rapl"]:
-        parts.append("RAPL " + ", ".join(map(str, power["rapl"])))
-    if isinstance(power.get("bmc"), str):
-        parts.append("BMC " + power["bmc"])
-    reasons = [str(power[key]) for key in ("reason", "bmc_reason") if isinstance(power.get(key), str)]
-    return "; ".join(parts) if parts else f"none ({'; '.join(reasons)})" if reasons else "none"
-
-
-def _fabric_software(fabric: Any) -> str | None:
-    """``OFED MLNX_OFED_LINUX-24.10; UCX 1.17.0; HPC-X hpcx-v2.21; modules cuda/12.8:nccl/2.26`` of a node_fabric."""
-    if not isinstance(fabric, dict):
-        return None
-    parts = [f"{name} {fabric[key]}" for name, key in (("OFED", "ofed"), ("UCX", "ucx"), ("HPC-X", "hpcx"))
-             if isinstance(fabric.get(key), str)]
-    modules = fabric.get("modules")
-    if isinstance(modules, list) and modules:
-        parts.append("modules " + ":".join(map(str, modules)))
-    return "; ".join(parts) or None
 
 
 def _axis_value(name: str) -> Callable[[RunFacts], Any]:
@@ -225,94 +142,6 @@ def _axis_columns(group: tuple[str, ...] | None) -> tuple[RunColumn, ...]:
                  if (name in group if group is not None else name not in FIRST_AXES + LAST_AXES))
 
 
-def _model(facts: RunFacts) -> str:
-    named = facts.env.get("model")
-    if named:
-        return str(named)
-    found = None
-    for i, arg in enumerate(facts.spec.args):
-        if arg == "--model" and i + 1 < len(facts.spec.args):
-            found = facts.spec.args[i + 1]
-        elif arg.startswith("--model="):
-            found = arg.split("=", 1)[1]
-    return found or ""
-
-
-def _device_name(facts: RunFacts) -> Any:
-    """The device that did the work: the GPU's NVML name, or on a CPU run the CPU's model name."""
-    env = facts.env
-    gpu, device = env.get("gpu") or {}, env.get("device") or {}
-    if not isinstance(gpu, dict) or not isinstance(device, dict):
-        return None
-    on_gpu = device.get("type") in ("cuda", "GPU", "gpu") or bool(gpu)
-    return (gpu.get("name") or device.get("name")) if on_gpu else env.get("cpu_model")
-
-
-def _tf32(facts: RunFacts) -> bool | None:
-    """Whether fp32 products could run as TF32: allowed (env.math, and NVIDIA_TF32_OVERRIDE not 0) on a GPU of
-    compute capability 8.0 or newer, which has TF32 tensor cores; None where the run did not record it (a CPU
-    run, an older log)."""
-    math_, device = facts.env.get("math"), facts.env.get("device") or {}
-    if not isinstance(math_, dict) or not isinstance(device, dict):
-        return None
-    try:
-        major = int(str(device.get("capability", "")).split(".")[0])
-    except ValueError:
-        return None
-    allowed = bool(math_.get("tf32_matmul") or math_.get("tf32_convolution"))
-    return allowed and facts.variables.get("NVIDIA_TF32_OVERRIDE") != "0" and major >= 8
-
-
-def _forward_share(facts: RunFacts) -> float | None:
-    total, forward = facts.env.get("flops_per_sample"), facts.env.get("flops_forward_per_sample")
-    if not (_number(total) and _number(forward)):
-        return None
-    total_f, forward_f = float(total), float(forward)  # type: ignore[arg-type]
-    return forward_f / total_f if total_f > 0 and forward_f > 0 else None
-
-
-def _variable(name: str, per: float = 1.0) -> Callable[[RunFacts], float | None]:
-    """A recorded variable as a number, divided by ``per`` (None where it is not one)."""
-    def read(facts: RunFacts) -> float | None:
-        try:
-            return float(facts.variables.get(name)) / per  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return None
-    return read
-
-
-def _tuning(variables: Any) -> str | None:
-    """The variables that tune the exchange, as KEY=VALUE; KEY=VALUE ... (Horovod's, NCCL's, UCX's, Open
-    MPI's, MPICH's, Intel MPI's and libfabric's)."""
-    if not isinstance(variables, dict):
-        return None
-    picked = sorted(f"{k}={v}" for k, v in variables.items()
-                    if str(k).startswith(("HOROVOD_", "NCCL_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "I_MPI_", "FI_"))
-                    and not _PLUMBING.match(str(k)))
-    return "; ".join(picked)
-
-
-def mpi_text(mpi: Any) -> str | None:
-    """The MPI a rank ran on, in words: the library it loaded where recorded (implementation, version, MPICH's
-    device), else what mpirun on PATH said."""
-    if not isinstance(mpi, dict):
-        return None
-    found = mpi.get("loaded")
-    loaded: dict[str, Any] = found if isinstance(found, dict) else {}
-    source: dict[str, Any] = loaded if loaded.get("implementation") else mpi
-    words = [source.get("implementation"), source.get("version"), loaded.get("device")]
-    return " ".join(str(x) for x in words if x) or None
-
-
-# what a launcher sets for each process (its place in the job, where to meet, its session folders and ssh
-# arguments, Intel MPI's hydra's description of the node and its pinning): no tuning, and it differs run to run
-_PLUMBING = re.compile(r"HOROVOD_(HOSTNAME|RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS_RANK|CROSS_SIZE|GLOO_RENDEZVOUS_\w+|"
-                       r"GLOO_IFACE)$|OMPI_MCA_(orte_\w+|ess\w*|pmix|initial_wdir|shmem_RUNTIME_QUERY_hint|"
-                       r"plm_rsh_args)$|MPIR_CVAR_CH3_INTERFACE_HOSTNAME$|"
-                       r"I_MPI_(INFO_\w+|PIN_INFO|PIN_MAPPING|HYDRA_TOPOLIB|BIND_WIN_ALLOCATE|INTERNAL_MEM_POLICY|"
-                       r"RETURN_WIN_MEM_NUMA)$")
-
-
 def _nested(name: str, path: tuple[str, ...], dtype: str, meaning: str, combine: str = "first",
             render: Callable[[Any], Any] | None = None) -> RunColumn:
     return RunColumn(name, dtype, meaning, f"summary.{'.'.join(path)} ({combine} over ranks)", "summary", path,
@@ -333,7 +162,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _spec("system", "string", "the system label its sweep gave", lambda s: s.system),
     _spec("framework", "string", "pytorch or tensorflow", lambda s: s.framework),
     _spec("benchmark", "string", "the benchmark (catalog name)", lambda s: s.benchmark),
-    _derived("model", "string", "the model: env.model, else the --model argument", "env.model, run.json", _model),
+    _derived("model", "string", "the model: env.model, else the --model argument", "env.model, run.json", model_of),
     _spec("args", "string", "the benchmark's arguments", lambda s: " ".join(s.args)),
     _spec("np", "int64", "ranks (GPUs)", lambda s: s.np),
     _spec("nodes", "int64", "nodes", lambda s: s.nodes),
@@ -370,19 +199,19 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _derived("flops_counted", "string", "how the FLOPs were counted", "env.flops_counted",
              lambda f: f.env.get("flops_counted")),
     _derived("device_name", "string", "the device that did the work: the GPU's name, on a CPU run the CPU's model",
-             "env.gpu.name, env.device.name or env.cpu_model", _device_name),
+             "env.gpu.name, env.device.name or env.cpu_model", device_name),
     _derived("tf32", "boolean", "fp32 products could run as TF32 (allowed, on a GPU of capability 8.0 or newer)",
-             "env.math, env.device.capability, env.variables", _tf32),
+             "env.math, env.device.capability, env.variables", tf32_of),
     _judged("attempts", "int64", "times the run was started (earlier ones kept in attempt-N/)"),
     _judged("earlier_attempts", "string", "how each earlier attempt ended: attempt-1: failed (reason); ..."),
     _derived("gradient_tensors", "Int64", "gradient tensors exchanged per step", "env.gradient_tensors",
              lambda f: f.env.get("gradient_tensors")),
     _derived("forward_share", "float64", "the forward pass's share of a step's FLOPs",
-             "env.flops_forward_per_sample / env.flops_per_sample", _forward_share),
+             "env.flops_forward_per_sample / env.flops_per_sample", forward_share),
     _derived("fusion_bytes", "float64", "HOROVOD_FUSION_THRESHOLD (null: Horovod's default)",
-             "env.variables", _variable("HOROVOD_FUSION_THRESHOLD")),
+             "env.variables", variable_number("HOROVOD_FUSION_THRESHOLD")),
     _derived("cycle_s", "float64", "HOROVOD_CYCLE_TIME in seconds (null: Horovod's default)",
-             "env.variables", _variable("HOROVOD_CYCLE_TIME", 1e3)),
+             "env.variables", variable_number("HOROVOD_CYCLE_TIME", 1e3)),
     _env("cudnn_autotune", ("math", "cudnn_autotune"), "boolean",
          "cuDNN timed its convolution algorithms and kept the fastest (a GPU run)"),
     _env("started", ("time",), "float64", "when rank 0 recorded its environment (s since the epoch)"),
@@ -399,7 +228,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _env("mpi", ("mpi",), "string", "the MPI rank 0 ran on: the library it loaded (implementation, version, MPICH's "
          "device), else mpirun's on PATH", mpi_text),
     _env("tuning", ("variables",), "string", "HOROVOD_*, NCCL_*, UCX_*, OMPI_MCA_*, MPIR_CVAR_*, I_MPI_* and FI_* "
-         "variables of rank 0, KEY=VALUE; ...", _tuning),
+         "variables of rank 0, KEY=VALUE; ...", tuning_text),
     _env("cpu_model", ("cpu_model",), "string", "rank 0's CPU model"),
     _env("cpu_count", ("cpu_count",), "Int64", "CPUs of rank 0's host"),
     _env("horovod_nccl", ("horovod", "nccl_version"), "string",
@@ -426,11 +255,11 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _env("rdma_ports", ("node_fabric",), "string", "rank 0's node: its active HCA ports (device, link layer, rate)",
          lambda fabric: "; ".join(active_rdma(fabric)) or None),
     _env("fabric_software", ("node_fabric",), "string", "OFED, UCX and HPC-X versions and the loaded modules of rank "
-         "0's node", _fabric_software),
+         "0's node", fabric_software),
     _derived("hca_named_down", "string", "the ports rank 0's NCCL_IB_HCA names that its node showed not active (or "
-             "not there): NCCL had none of them", "env.variables.NCCL_IB_HCA, env.node_fabric", _hca_named_down),
+             "not there): NCCL had none of them", "env.variables.NCCL_IB_HCA, env.node_fabric", hca_named_down),
     _env("node_power_source", ("node_power",), "string", "where rank 0's node read its own power from (RAPL's zones, "
-         "the BMC's command), or none and why", _power_source),
+         "the BMC's command), or none and why", power_source),
     _env("hvdbench_version", ("hvdbench_version",), "string", "the hvdbench that measured it (version, and its commit "
          "where it ran from a git checkout)"),
     _env("exchange_backend", ("exchange", "backend"), "string", "torch.distributed's backend under --exchange "
@@ -459,7 +288,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
             "DataLoader, dali, tfdata; tf.data as older runs wrote it, read as tfdata)", render=loader_named),
     RunColumn("params_agree", "boolean", "a run that exchanges gradients over 2+ ranks: whether every rank ended with "
               "the same parameters (their sums agree), as data-parallel training must; null where not judged",
-              "summary.param_checksum (all ranks)", derive=lambda facts: _params_agree(facts), tables=("details",)),
+              "summary.param_checksum (all ranks)", derive=lambda facts: params_agree(facts), tables=("details",)),
     *_axis_columns(LAST_AXES),
     _nested("data_read", ("data", "read"), "Int64", "--data files: samples every rank read (warm-up and timed steps, "
             "and what its loader read ahead), summed over ranks", "sum"),

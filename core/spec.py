@@ -235,7 +235,7 @@ def _check_type(spec: RunSpec, name: str, kind: type) -> None:
 class RunStatus:
     """How a run ended (ok, failed, timeout, interrupted, cancelled, preempted) or that it is under way
     (running, submitted); with the exit code, a one-line reason, the output's last lines and, for a
-    scheduler, the job id."""
+    scheduler, the job id and the scheduler's name (launchers/schedulers.py: whose queue to ask of it)."""
 
     status: str
     returncode: int | None
@@ -243,6 +243,7 @@ class RunStatus:
     message: str = ""
     tail: str = ""
     job_id: str | None = None
+    scheduler: str | None = None
 
     def write(self, run_dir: Path) -> None:
         """Write status.json into the run directory (the launcher's record of how the run ended)."""
@@ -270,7 +271,8 @@ class RunStatus:
                 and (self.returncode is None
                      or (isinstance(self.returncode, int) and not isinstance(self.returncode, bool)))
                 and isinstance(self.seconds, number) and not isinstance(self.seconds, bool)
-                and (self.job_id is None or isinstance(self.job_id, str)))
+                and (self.job_id is None or isinstance(self.job_id, str))
+                and (self.scheduler is None or isinstance(self.scheduler, str)))
 
 
 def write_whole(path: Path, text: str) -> None:

@@ -1,7 +1,7 @@
 """PBS (PBS Pro, OpenPBS) through qsub: one job per run, its script built here (``#PBS -l select=...``) and kept
 under the results' pbs-jobs/, its one task starting every rank over the job's node file (core/job_env.py) and
-recording how the run ended as a SLURM job's first task does (launchers/slurm_task.py); qstat says the rest
-(launchers/queues.py). A sweep file's ``pbs:`` block chooses it, as ``slurm:`` chooses SLURM."""
+recording how the run ended as a SLURM job's first task does (launchers/job_task.py); qstat says the rest. A sweep
+file's ``pbs:`` block chooses it (launchers/schedulers.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from hvdbench.core.containers import runtime
 from hvdbench.core.errors import LaunchError, UsageError
@@ -22,10 +22,9 @@ from hvdbench.core.validate import QUEUE_WORD
 
 from .base import launcher_class
 from .queues import Submitter
-from .pbs_queue import pbs_node_shape
-from .slurm_jobs import NodeShape, gpus_needed, rank_cpus
-from .slurm_options import SlurmOptions
-from .slurm_options import Minutes, setup_problem
+from .pbs_queue import pbs_node_shape, qstat_states
+from .job_shape import NodeShape, cpus_a_rank, gpus_needed
+from .schedulers import Minutes, Queue, Scheduler, register_scheduler, setup_problem
 
 JOBS_DIR = "pbs-jobs"
 RESOURCE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*=[A-Za-z0-9_.+-]+$")  # a chunk's name=value (model=a100)
@@ -108,8 +107,8 @@ def pbs_script(spec: RunSpec, options: PbsOptions, name: str, run_dir: Path, pyt
     pbs.ncpus over the ranks of a node where given, else the nodes' share (``shape``, from pbsnodes) or what the
     rank and its loader need, said in the script."""
     jobs = run_dir.parent / JOBS_DIR
-    cpus, why = rank_cpus(SlurmOptions(gpus=options.gpus), spec, shape, asked="pbsnodes", key="pbs.ncpus",
-                          where="PBS's nodes")
+    cpus, why = cpus_a_rank(spec, shape, fixed=None, gpus=options.gpus, asked="pbsnodes", key="pbs.ncpus",
+                            where="PBS's nodes")
     ncpus = options.ncpus or spec.ranks_per_node * cpus
     chunk = [f"select={spec.nodes}", f"ncpus={ncpus}", f"mpiprocs={spec.ranks_per_node}"]
     chunk += [f"ngpus={gpus_needed(spec)}"] if options.gpus else []
@@ -125,13 +124,41 @@ def pbs_script(spec: RunSpec, options: PbsOptions, name: str, run_dir: Path, pyt
     lines += [f"#PBS {d}" for d in options.directives]
     lines += [f"# CPUs a rank: {cpus} ({why})" if not options.ncpus else
               f"# CPUs a node: {options.ncpus} (pbs.ncpus)", *options.setup]
-    task = [python, "-m", "hvdbench.launchers.pbs_task", str(run_dir), python, str(retries)]
+    task = [python, "-m", "hvdbench.launchers.job_task", str(run_dir), python, str(retries)]
     return "\n".join([*lines, f"exec {shlex.join(task)}", ""])
 
 
 def job_name(name: str) -> str:
     """qsub's -N: a letter first, no blanks."""
     return ("hvdbench-" + re.sub(r"[^A-Za-z0-9_.-]", "-", name))[:200]
+
+
+class PbsQueue(Queue):
+    """qstat -x -f -F json (PBS Pro, OpenPBS); ids carry their server, 123.server."""
+
+    name = "pbs"
+    job_id = re.compile(r"^\d+(?:\[\d*\])?\.[A-Za-z0-9_.-]+$")
+
+    def states(self, job_ids: Sequence[str], run: Callable[..., Any]) -> dict[str, tuple[str, str]]:
+        return qstat_states(job_ids, run)
+
+
+@register_scheduler
+class Pbs(Scheduler):
+    """PBS Pro and OpenPBS: one job a run through qsub, its script built here."""
+
+    name = "pbs"
+    options_class = PbsOptions
+    queue = PbsQueue()
+    job_flags = ("account", "time_min")
+    options: PbsOptions
+
+    def problem(self, sweep: Any) -> tuple[str, str] | None:
+        said = pbs_problem(self.options)
+        return (said.split(":", 1)[0], said.split(": ", 1)[1]) if said else None
+
+    def executor(self, root: Path, *, name: str, resume: bool, retries: int) -> "PbsExecutor":
+        return PbsExecutor(root, self.options, name=name, resume=resume, retries=retries)
 
 
 class PbsExecutor(Submitter):
@@ -184,7 +211,7 @@ class PbsExecutor(Submitter):
             script.write_text(pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries,
                                          self.shape()), encoding="utf-8")
             job = self._qsub(script)
-            status = RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job)
+            status = RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job, scheduler=Pbs.name)
             status.write(run_dir)
             out.append(status)
             self.report(f"{spec.id}: job {job}")

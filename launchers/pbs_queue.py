@@ -9,8 +9,8 @@ from typing import Any, Callable, Sequence
 
 from hvdbench.core.errors import LaunchError
 
-from .slurm_jobs import NodeShape
-from .slurm_queue import UNKNOWN
+from .job_shape import NodeShape
+from .schedulers import UNKNOWN
 
 # qstat's job states -> how the run ended (or that it is under way)
 QSTAT_STATES = {"Q": "pending", "H": "pending", "W": "pending", "T": "pending", "M": "pending", "B": "running",

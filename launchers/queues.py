@@ -1,62 +1,20 @@
-"""The submission side of the schedulers: a queue per scheduler (what it says of its jobs, known by the form of their
-ids), the executor base both submitters share (what resume leaves out: complete, or still queued or running;
-launchers/submitters.py chooses one by the sweep file's block), and ``refresh``: each run's
-state from its own record and, while under way, its queue's word."""
+"""What every scheduler's submission shares: the executor base of their submitters (what resume leaves out:
+complete, or still queued or running) and ``refresh``: each run's state from its own record and, while under way,
+its scheduler's queue's word (launchers/schedulers.py: the queue a job id's form names)."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, Sequence
 
 from hvdbench.core.errors import HvdbenchError
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
 
 from .executor import Executor
 from .policy import completed
-from .pbs_queue import qstat_states
-from .slurm_queue import ACTIVE, FINAL_OK, UNKNOWN, run_dirs, squeue_states
-
-
-class Queue:
-    """One scheduler's queue as a submitter asks it: ``states`` (job id -> its state as a run's status names it,
-    and the scheduler's reason), for the jobs whose ids have its form (``job_id``)."""
-
-    name: ClassVar[str]
-    job_id: ClassVar[re.Pattern[str]]
-
-    def states(self, job_ids: Sequence[str], run: Callable[..., Any]) -> dict[str, tuple[str, str]]:
-        raise NotImplementedError
-
-
-class SlurmQueue(Queue):
-    """squeue --states=all (no sacct: many clusters run no slurmdbd); ids are numbers, array tasks N_M."""
-
-    name = "slurm"
-    job_id = re.compile(r"^\d+(?:_[\d\[\],%-]+)?$")
-
-    def states(self, job_ids: Sequence[str], run: Callable[..., Any]) -> dict[str, tuple[str, str]]:
-        return squeue_states(job_ids, run)
-
-
-class PbsQueue(Queue):
-    """qstat -x -f -F json (PBS Pro, OpenPBS); ids carry their server, 123.server."""
-
-    name = "pbs"
-    job_id = re.compile(r"^\d+(?:\[\d*\])?\.[A-Za-z0-9_.-]+$")
-
-    def states(self, job_ids: Sequence[str], run: Callable[..., Any]) -> dict[str, tuple[str, str]]:
-        return qstat_states(job_ids, run)
-
-
-QUEUES: dict[str, Queue] = {queue.name: queue for queue in (SlurmQueue(), PbsQueue())}
-
-
-def queue_of(job_id: str) -> Queue:
-    """The queue a job id belongs to, by its form (SLURM's where none claims it: what older results hold)."""
-    return next((q for q in QUEUES.values() if q.job_id.match(job_id)), QUEUES["slurm"])
+from .schedulers import ACTIVE, FINAL_OK, UNKNOWN, queue_of, run_dirs, schedulers
 
 
 class Submitter(Executor):
@@ -82,8 +40,10 @@ def refresh(root: Path, run: Callable[..., Any] = subprocess.run) -> dict[Path, 
     active = {d: s for d, s in statuses.items() if s is not None and s.status in ACTIVE and s.job_id}
     by_queue: dict[str, list[str]] = {}
     for under_way in active.values():
-        by_queue.setdefault(queue_of(under_way.job_id or "").name, []).append(under_way.job_id or "")
-    queue = {job: state for name, ids in by_queue.items() for job, state in QUEUES[name].states(ids, run).items()}
+        by_queue.setdefault(queue_of(under_way.job_id or "", under_way.scheduler).name, []).append(
+            under_way.job_id or "")
+    queues = {cls.queue.name: cls.queue for cls in schedulers().values()}
+    queue = {job: state for name, ids in by_queue.items() for job, state in queues[name].states(ids, run).items()}
     out: dict[Path, RunStatus] = {}
     for folder, status in statuses.items():
         if status is None:

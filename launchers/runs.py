@@ -22,7 +22,8 @@ from hvdbench.core.spec import RunSpec
 from .base import default_controllers, get_launcher, launcher_class, on_cpu
 from .local import LocalExecutor
 from .plan import Plan, plan
-from .slurm_jobs import gpus_needed
+from .schedulers import scheduler_of
+from .job_shape import gpus_needed
 from .sweep import Sweep, Workload, load_sweep, sweep_warnings
 from hvdbench.core.node_topology import local_topology
 from hvdbench.core.topology import Topology, read_topology_file
@@ -183,7 +184,8 @@ def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | N
                    environment: Mapping[str, str] | None = None) -> LocalExecutor:
     """The executor of a sweep on this machine (or inside an allocation, with its hosts)."""
     return LocalExecutor(root, timeout=timeout or sweep.timeout, resume=resume, hosts=hosts or sweep.hosts,
-                         ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file, pmi=sweep.slurm.mpi,
+                         ssh_port=sweep.ssh_port, ssh_identity_file=sweep.ssh_identity_file,
+                         pmi=scheduler_of(sweep).pmi() or "pmix",
                          retries=sweep.retries if retries is None else retries, environment=environment)
 
 

@@ -1,29 +1,92 @@
-"""SLURM through submitit: one job (or one array task) per run, results in the same layout as local runs.
-The job's parameters are ``slurm_jobs``, what its tasks run ``slurm_task``, what the queue says
-``slurm_queue``; the executor here submits (the base and the retry policy are shared with local runs)."""
+"""SLURM, the default scheduler (a sweep file's ``slurm:`` block, or none), through submitit: one job (or one array
+task) per run, results in the same layout as local runs. The scheduler's class, its queue and its executor are here;
+the job's parameters are ``slurm_jobs``, its block's options ``slurm_options``, what its tasks run ``slurm_task``,
+what the queue says ``slurm_queue``, a shape's allocation job ``slurm_allocation``."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shlex
 import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from hvdbench.core.containers import runtime
 from hvdbench.core.errors import LaunchError, UsageError
 from hvdbench.core.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, get_launcher, rank_command
+from .slurm_allocation import submit_shapes
 from .slurm_jobs import NodeShape, job_parameters, node_shape, partition_problem, rank_cpus
 from .queues import Submitter
+from .schedulers import Queue, Scheduler, register_scheduler
+from .slurm_queue import squeue_states
 from .slurm_task import run_task
-from .slurm_options import SlurmOptions
+from .slurm_options import SlurmOptions, directive_problem, slurm_warnings
+from .schedulers import setup_problem
 
 JOBS_DIR = "slurm-jobs"
+
+
+class SlurmQueue(Queue):
+    """squeue --states=all (no sacct: many clusters run no slurmdbd); ids are numbers, array tasks N_M."""
+
+    name = "slurm"
+    job_id = re.compile(r"^\d+(?:_[\d\[\],%-]+)?$")
+
+    def states(self, job_ids: Sequence[str], run: Callable[..., Any]) -> dict[str, tuple[str, str]]:
+        return squeue_states(job_ids, run)
+
+
+@register_scheduler
+class Slurm(Scheduler):
+    """SLURM: one job a run through submitit; a sweep whose runtime takes srun's flags (pyxis) goes as one
+    allocation job a shape."""
+
+    name = "slurm"
+    options_class = SlurmOptions
+    queue = SlurmQueue()
+    job_flags = ("partition", "account", "qos", "time_min")
+    default = True
+    options: SlurmOptions
+
+    def pmi(self) -> str:
+        return self.options.mpi
+
+    def problem(self, sweep: Any) -> tuple[str, str] | None:
+        """A directive hvdbench sets itself, a setup line sbatch would read as a directive, or GPUs per task where
+        the sweep places its ranks on chosen GPUs."""
+        for i, directive in enumerate(self.options.directives):
+            said = directive_problem(directive)
+            if said:
+                return f"slurm.directives[{i}]", said
+        said = setup_problem(self.options.setup, "#SBATCH", "slurm")
+        if said:
+            key, why = said.split(": ", 1)
+            return key, why
+        if self.options.gpus_per_task and sweep.placements:
+            return "slurm.gpus_per_task", ("gives each task whichever GPU SLURM picks, so axes.placements cannot "
+                                           "hold; remove one of them")
+        return None
+
+    def warnings(self) -> list[str]:
+        return slurm_warnings(self.options)
+
+    def whole_sweep(self, sweep: Any) -> bool:
+        return sweep.container is not None and bool(runtime(sweep.container.runtime).submit_note)
+
+    def executor(self, root: Path, *, name: str, resume: bool, retries: int) -> "SlurmExecutor":
+        return SlurmExecutor(root, self.options, name=name, resume=resume, retries=retries)
+
+    def submit_whole(self, sweep: Any, specs: Sequence[RunSpec], root: Path, *, sweep_file: Path,
+                     container: Any, dry_run: bool, tags: Mapping[str, str] | None = None,
+                     say: Callable[[str], None] = print) -> None:
+        submit_shapes(specs, self.options, name=sweep.name, sweep_file=sweep_file, root=root, container=container,
+                      dry_run=dry_run, tags=tags, say=say)
 
 
 class SlurmExecutor(Submitter):
@@ -67,7 +130,8 @@ class SlurmExecutor(Submitter):
 
     def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
         """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""
-        return [RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job) for _, job in self.submit(specs)]
+        return [RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job, scheduler=Slurm.name)
+                for _, job in self.submit(specs)]
 
     def submit(self, specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
         """Submit each spec, one submitit executor per set of job parameters (as job arrays where
@@ -104,7 +168,8 @@ class SlurmExecutor(Submitter):
             except Exception as exc:  # submitit raises plain exceptions for sbatch errors
                 raise LaunchError(f"sbatch refused the job(s): {str(exc).strip().splitlines()[-1]}") from None
             for spec, job in zip(group, jobs):
-                RunStatus("submitted", None, 0.0, f"job {job.job_id} submitted", job_id=str(job.job_id)).write(
+                RunStatus("submitted", None, 0.0, f"job {job.job_id} submitted", job_id=str(job.job_id),
+                          scheduler=Slurm.name).write(
                     self.root / spec.id)
                 submitted.append((spec, str(job.job_id)))
                 self.report(f"{spec.id}: job {job.job_id}")

@@ -9,17 +9,20 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import shutil
+import sys
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from hvdbench.core.containers import Container
-from hvdbench.core.errors import LaunchError
+from hvdbench.core.errors import LaunchError, UsageError
 from hvdbench.core.spec import RunSpec, RunStatus
+from hvdbench.core.tags import write_tags
 from hvdbench.core.validate import inert
 
-from .slurm_jobs import NodeShape, job_parameters, rank_cpus
+from .slurm_jobs import NodeShape, job_parameters, node_shape, partition_problem, rank_cpus
 from .slurm_options import SlurmOptions
 
 SCRIPTS = "slurm-jobs"  # where the scripts go, under the results root (beside submitit's folders)
@@ -167,3 +170,31 @@ def job_gpu_hours(jobs: Sequence[AllocationJob], options: SlurmOptions) -> float
     """GPU-hours the jobs may hold at most (a GPU a rank, every run its whole limit); 0 where they ask no GPU."""
     return sum(job.nodes * job.per_node * math.ceil(options.time_min * len(job.runs)) / 60 for job in jobs) \
         if options.gpus else 0.0
+
+
+def submit_shapes(specs: Sequence[RunSpec], options: SlurmOptions, *, name: str, sweep_file: Path, root: Path,
+                  container: Container | None, dry_run: bool, tags: Mapping[str, str] | None = None,
+                  say: Callable[[str], None] = print) -> None:
+    """The sweep's runs as one allocation job a shape: with ``dry_run`` each job's script said, else each
+    submitted (its shape and job id said, the runs' tags written first); node- and GPU-hours beside."""
+    nodes = node_shape(options.partition) if shutil.which("sinfo") else None
+    jobs = allocation_jobs(specs, options, name=name, sweep_file=sweep_file, root=root,
+                           command=[sys.executable, "-m", "hvdbench.cli"], container=container, shape_of_nodes=nodes)
+    hours = job_hours(jobs, options)
+    if dry_run:
+        for job in jobs:
+            say(f"# {root / SCRIPTS / (job.shape + '.sbatch')}: {len(job.runs)} run(s)\n{job.script}")
+        gpus = job_gpu_hours(jobs, options)
+        say(f"{len(jobs)} job(s), one per shape, {len(specs)} run(s); node-hours: at most {hours:.1f}"
+            + (f", GPU-hours: at most {gpus:.1f}" if gpus else ""))
+        return
+    if shutil.which("sbatch") is None:
+        raise UsageError("SLURM submission needs sbatch on PATH: this machine has no SLURM client")
+    problem = partition_problem(specs, options)
+    if problem:
+        raise UsageError(problem)
+    write_tags(root, [spec.id for spec in specs], tags or {})
+    for shape, job_id in submit(jobs, root, specs):
+        say(f"shape {shape}: job {job_id}")
+    say(f"submitted {len(jobs)} job(s), one per shape, for {len(specs)} run(s); "
+        f"follow with: hvdbench status {shlex.quote(str(root))}")

@@ -5,70 +5,22 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from hvdbench.core.spec import RunSpec
 
 from .base import launcher_class
+from .job_shape import NodeShape, cpus_a_rank, cpus_per_rank, gpus_needed
 from .slurm_options import SlurmOptions
 
 SIGNAL_AHEAD_S = 90  # the most seconds before its time limit that a job is told it will be stopped
 
 
-def gpus_needed(spec: RunSpec) -> int:
-    """GPUs a run needs on each node: one per rank, or (a placement names node-physical ids) GPUs 0 up to
-    the highest id it names, since SLURM grants the lowest free ids."""
-    return spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
-
-
-def cpus_per_rank(spec: RunSpec) -> int:
-    """CPUs a rank needs: one, and one for each loader worker where its batches come from a DataLoader or files
-    (``--loader-workers``, its default where not given), as the workload's own parser reads its arguments (however
-    they are spelled: ``--data files`` or ``--data=files``)."""
-    flags = spec.flags
-    if flags.get("data") not in ("loader", "files", "pipeline"):
-        return 1
-    workers = flags.get("loader_workers")
-    return 1 + (workers if isinstance(workers, int) and workers >= 0 else 0)
-
-
-@dataclass(frozen=True)
-class NodeShape:
-    """What the partition's smallest nodes hold, as sinfo says: CPUs, and GPUs (None where a node's GRES do not
-    say)."""
-
-    cpus: int
-    gpus: int | None
-
-    def share(self, spec: RunSpec, gpus: bool) -> int:
-        """CPUs a rank of ``spec`` gets of such a node: its CPUs over its GPUs (over the run's ranks a node where the
-        job asks no GPUs or the node declares none), at least one."""
-        over = self.gpus if gpus and self.gpus else spec.ranks_per_node
-        return max(1, self.cpus // max(1, over))
-
-
-def rank_cpus(options: SlurmOptions, spec: RunSpec, shape: NodeShape | None, *, given: int | None = None,
-              gpus: bool | None = None, asked: str = "sinfo", key: str = "slurm.cpus_per_task",
-              where: str = "the partition's nodes") -> tuple[int, str]:
-    """CPUs a rank is given, and why: the sweep's own figure (``key``: cpus_per_task; ``given`` where another
-    scheduler's); else the node's share (its CPUs over its GPUs), or what the rank's loader needs where that is more;
-    else (the scheduler's node query, ``asked``, could not say) what the loader needs."""
-    need = cpus_per_rank(spec)
-    fixed = options.cpus_per_task if given is None else given
-    if fixed is not None:
-        return fixed, key
-    loader = f"; a rank and its loader's workers need {need}" if need > 1 else ""
-    if shape is None:
-        return need, (f"what a rank{' and its loader' if need > 1 else ''} needs: {asked} could not say what "
-                      f"{where} hold; {key} sets it")
-    gpus = options.gpus if gpus is None else gpus
-    share = shape.share(spec, gpus)
-    over = f"{shape.gpus} GPUs" if gpus and shape.gpus else f"{spec.ranks_per_node} rank(s)"
-    said = f"{where}: {shape.cpus} CPUs / {over}{loader}"
-    if need > share:
-        return need, said + f", more than the node's share of {share}"
-    return share, said
+def rank_cpus(options: SlurmOptions, spec: RunSpec, shape: NodeShape | None) -> tuple[int, str]:
+    """CPUs a rank of a SLURM job is given, and why (launchers/job_shape.py): slurm.cpus_per_task, else the
+    partition's nodes' share as sinfo says it, or what its loader needs."""
+    return cpus_a_rank(spec, shape, fixed=options.cpus_per_task, gpus=options.gpus, asked="sinfo",
+                       key="slurm.cpus_per_task", where="the partition's nodes")
 
 
 def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0,

@@ -1,66 +1,16 @@
 """How each run becomes a SLURM job: a sweep file's slurm: block (and submit's and screen's flags), every option
-declared once with its key, flag, default, check and help; the directives hvdbench sets itself, refused; SLURM's
-time formats; what a valid block will cost the measurements."""
+declared once with its key, flag, default, check and help; the directives hvdbench sets itself, refused; what a
+valid block will cost the measurements."""
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from hvdbench.core.options import Choice, Grammar, Kind, OptionError, Switch, Text, Whole, option
+from hvdbench.core.options import Choice, Grammar, Switch, Text, Whole, option
 from hvdbench.core.validate import CONSTRAINT, DIRECTIVE, GRES_TYPE, QUEUE_WORD
 
 from .base import PMI_PLUGINS
-
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-
-
-def slurm_minutes(text: str) -> int | None:
-    """Minutes (seconds rounded up) of a time in sbatch's formats; None if it is not one or is zero."""
-    match = _TIME.match(text.strip())
-    if not match:
-        return None
-    days, first, second, third = match.groups()
-    if days is not None:  # D-HH[:MM[:SS]]
-        hours, minutes, seconds = int(first), int(second or 0), int(third or 0)
-    elif third is not None:  # HH:MM:SS
-        hours, minutes, seconds = int(first), int(second), int(third)
-    else:  # MM or MM:SS
-        hours, minutes, seconds = 0, int(first), int(second or 0)
-    total = int(days or 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
-    return total or None
-
-
-MOST_MINUTES = 366 * 24 * 60  # a job's time beyond a year is a typo (190 years was written once), not a plan
-
-
-class Minutes(Kind):
-    """SLURM time as minutes: a number of minutes, or sbatch's MM:SS, HH:MM:SS, D-HH, D-HH:MM[:SS]; at most a
-    year."""
-
-    metavar = "MINUTES"
-
-    def read(self, value: Any, base: Path) -> int:
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            total: int | None = value
-        else:
-            total = slurm_minutes(value) if isinstance(value, str) else None
-        if total is None:
-            raise OptionError(f"expected minutes or sbatch's time format (MM:SS, HH:MM:SS, D-HH:MM:SS), got {value!r}")
-        if total > MOST_MINUTES:
-            raise OptionError(f"{value!r} is {total / MOST_MINUTES * 366:,.0f} days: at most 366 days (a longer job "
-                              "is a typo, and no scheduler grants it)")
-        return total
-
-
-def job_minutes(timeout_s: float) -> int:
-    """A job's SLURM time where the file gives none: the run's timeout, a quarter more, and 5 minutes to start (its
-    environment, its ranks' imports) and record how it ended."""
-    return max(5, math.ceil(timeout_s * 1.25 / 60) + 5)
-
+from .schedulers import Minutes
 
 QUEUE = {what: Grammar(QUEUE_WORD, f"a SLURM {what} name") for what in ("partition", "account", "QOS")}
 
@@ -108,17 +58,6 @@ SET_BY_HVDBENCH = {"nodes": "its nodes", "N": "its nodes", "ntasks-per-node": "o
                    "requeue": "retries (a job with retries is requeueable)",
                    "no-requeue": "retries (a job with retries is requeueable)",
                    "signal": "the stop signal that records a run ahead of the time limit"}
-
-
-def setup_problem(setup: tuple[str, ...], mark: str = "#SBATCH", key: str = "slurm") -> str | None:
-    """Why a job's setup line may not stand, or None: a line the scheduler would read as a directive (``#SBATCH``
-    before the job's first command: it would override the GPUs, partition or size the checked keys set)."""
-    for i, line in enumerate(setup):
-        if line.lstrip().upper().startswith(mark):
-            return (f"{key}.setup[{i}]: {line.strip()[:60]!r} would be read as a {mark} directive, unchecked; give it "
-                    f"in {key}.directives (checked against what hvdbench sets), or write it without the leading "
-                    f"{mark}")
-    return None
 
 
 def directive_problem(directive: str) -> str | None:

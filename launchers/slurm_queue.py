@@ -9,17 +9,14 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from hvdbench.core.errors import LaunchError, UsageError
+from hvdbench.core.errors import LaunchError
 from hvdbench.core.job_env import job_env
-from hvdbench.core.spec import RUN_FILE
+
+from .schedulers import UNKNOWN
 
 
-ACTIVE = ("submitted", "pending", "running", "requeued")
-UNKNOWN = "unknown"  # a queue's state hvdbench has no word for: never taken for an end
-FINAL_OK = ("ok",)
 REQUEUED_BY_SLURM = ("preempted", "node-failure", "requeued")  # endings after which SLURM starts the job again
 # squeue's job states -> how the run ended (or that it is still under way).
 SQUEUE_STATES = {
@@ -131,15 +128,6 @@ def why_stopped(job: str | None, restarts: int, nodes: Iterable[str], run: Calla
     return "cancelled", f"job {job} was cancelled"
 
 
-def allocation_hosts() -> tuple[str, ...]:
-    """The allocation's node names as its scheduler lists them (SLURM's node list expanded, PBS's node file read:
-    core/job_env.py)."""
-    try:
-        return job_env().hosts()
-    except UsageError as exc:
-        raise LaunchError(str(exc)) from None
-
-
 def squeue_states(job_ids: Iterable[str], run: Callable[..., Any] = subprocess.run) -> dict[str, tuple[str, str]]:
     """job id -> (state, reason) for every job squeue still knows (queued, running, or ended lately)."""
     ids = sorted(set(job_ids))
@@ -174,10 +162,3 @@ def array_tasks(job: str) -> list[str]:
         low, _, high = part.partition("-")
         out += [f"{match.group(1)}_{i}" for i in range(int(low), int(high or low) + 1)]
     return out
-
-
-def run_dirs(root: Path) -> list[Path]:
-    """Every run directory (one holding run.json) under a results root, or root itself if it is one."""
-    if (root / RUN_FILE).exists():
-        return [root]
-    return sorted(p.parent for p in root.glob(f"*/{RUN_FILE}"))

@@ -25,7 +25,8 @@ from .base import LaunchContext, get_launcher, on_cpu, rank_command
 from hvdbench.core.containers import preflight
 from .executor import launch_environment, placement_refusal, scheduler_chose_gpus
 from .policy import as_ended, failed_attempts, requeued, retry_left, tail
-from .slurm_queue import REQUEUED_BY_SLURM, allocation_hosts, job_fields, requeue_said, why_stopped
+from .schedulers import allocation_hosts
+from .slurm_queue import REQUEUED_BY_SLURM, job_fields, requeue_said, why_stopped
 from .srun_ssh import ssh_through_srun
 
 
@@ -119,7 +120,8 @@ def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: 
     attempt = TaskAttempt(spec, RunFolder(folder), job, first, retries)
     if first:
         attempt.folder.command_file.write_text(shlex.join(argv) + "\n", encoding="utf-8")
-        attempt.folder.write_status(RunStatus("running", None, 0.0, _started(job), job_id=job))
+        attempt.folder.write_status(RunStatus("running", None, 0.0, _started(job), job_id=job,
+                                                        scheduler=job_env().scheduler))
     log = attempt.folder.task_log(_task_rank()) if launcher.task_per_rank else attempt.folder.launcher_log
     status = attempt.run(argv, env, log, write_command=False)
     returncode = attempt.returncode if attempt.returncode is not None else 0 if status.status == "ok" else 1
@@ -150,7 +152,8 @@ class TaskAttempt(Attempt):
                 self.ending.append(why_stopped(self.job, attempt_number() - 1, allocation_hosts()))
             recorded = self.folder.status_now()
             if self.first and (recorded is None or recorded.status not in ("failed", "requeued")):  # a failure stands
-                now = RunStatus(self.ending[0][0], None, self.seconds(), self.ending[0][1], job_id=self.job)
+                now = RunStatus(self.ending[0][0], None, self.seconds(), self.ending[0][1], job_id=self.job,
+                                scheduler=job_env().scheduler)
                 held = requeued(now, attempt_number()) if now.status in REQUEUED_BY_SLURM else \
                     _retried(self.folder.path, self.job, self.retries, now)  # a time limit with a retry left
                 self.folder.write_status(held or now)
@@ -183,7 +186,8 @@ def _keep_earlier(folder: Path, job: str | None) -> None:
     if earlier is not None and earlier.status == "cancelled" and job and earlier.job_id == job and attempt_number() > 1:
         earlier = replace(earlier, status="requeued", message=f"{earlier.message}; but SLURM started job {job} again "
                           f"(attempt {attempt_number()}): it was requeued, not cancelled")
-    keep_earlier_attempt(folder, now=RunStatus("running", None, 0.0, _started(job), job_id=job),
+    keep_earlier_attempt(folder, now=RunStatus("running", None, 0.0, _started(job), job_id=job,
+                                               scheduler=job_env().scheduler),
                          ended=as_ended(earlier) if earlier is not None else None)
 
 

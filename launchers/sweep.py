@@ -9,7 +9,7 @@ the file, the key and the valid choices. ``plan.py`` turns a :class:`Sweep` into
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import MISSING, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,8 @@ from .base import default_controllers, launcher_class, launcher_names
 from .fit import GROWABLE, FitOptions
 from .knobs import KnobValue, name_problem
 from .policy import MAX_RETRIES
-from .pbs import PbsOptions, pbs_problem
-from .slurm_options import MOST_MINUTES, SlurmOptions, directive_problem, job_minutes, setup_problem, slurm_warnings
+from .schedulers import MOST_MINUTES, Scheduler, default_scheduler, job_minutes, scheduler_of, schedulers
+
 from .sweep_file import SweepError, read_document
 
 
@@ -113,15 +113,14 @@ class Sweep:
     ssh_port: int | None = option(None, Whole(most=65535, beyond="a TCP port"), "ssh's port on the hosts")
     ssh_identity_file: Path | None = option(None, FilePath(plain=True), "ssh's key for the hosts")
     output: Path | None = option(None, FilePath(here=True), "the results root (relative: to where hvdbench runs)")
-    slurm: SlurmOptions = field(default_factory=SlurmOptions)
-    pbs: PbsOptions | None = None  # submitted to PBS rather than SLURM (launchers/pbs.py)
+    scheduler: Scheduler | None = None  # the scheduler its file's block names, with that block's options
+    # (launchers/schedulers.py; None: built in memory, the default scheduler's defaults)
     container: Container | None = None  # every rank inside this image (core/containers.py)
     fit: FitOptions | None = None  # a search for the largest model per configuration instead of measurements
 
 
 KNOB_AXES = tuple(name for name in AXES if name not in ("batch_size", "precision"))
-_TOP = ("name", "system", "launcher", "controller", *keys_of(Sweep)[2:], "workloads", "axes", "slurm", "pbs",
-        "container", "fit")
+_TOP = ("name", "system", "launcher", "controller", *keys_of(Sweep)[2:], "workloads", "axes", "container", "fit")
 _AXES = (*keys_of(Sweep, "axes"), *KNOB_AXES, "env")
 
 
@@ -146,11 +145,10 @@ def _block(path: Path, data: Any, where: str, keys: tuple[str, ...]) -> Block:
 def load_sweep(path: Path) -> Sweep:
     """Read and validate a sweep file (values only; plan.py checks them against benchmarks and GPUs)."""
     path = Path(path)
-    top = _block(path, read_document(path), "", _TOP)
-    workloads = _workloads(top)  # checked in the order a reader meets them: workloads, axes, env, slurm, launchers
+    top = _block(path, read_document(path), "", (*_TOP, *schedulers()))
+    workloads = _workloads(top)  # checked in the order a reader meets them: workloads, axes, env, scheduler, launchers
     axes = _block(path, top.data.get("axes") or {}, "axes", _AXES)
     env = _env(axes)
-    slurm = _block(path, top.data.get("slurm") or {}, "slurm", keys_of(SlurmOptions))
     launchers = top.many("launcher", Choice(tuple(launcher_names())), ("horovodrun",))
     pairs = launcher_pairs(top, launchers, top.many("controller", Choice(CONTROLLERS), ()))
     given = top.options(Sweep, name=path.stem)
@@ -159,27 +157,24 @@ def load_sweep(path: Path) -> Sweep:
                                           _KNOB_KINDS.get(AXES[name].kind, Text()))))
     sweep = Sweep(path=path, launchers=pairs, workloads=workloads, knobs=knobs, env=env, **given,
                   **axes.options(Sweep, block="axes"),
-                  slurm=SlurmOptions(**slurm.options(SlurmOptions, time_min=job_minutes(given["timeout"]))),
-                  pbs=_pbs(top, job_minutes(given["timeout"])),
+                  scheduler=_scheduler(top, job_minutes(given["timeout"])),
                   container=from_block(_block(path, top.data["container"], "container", keys_of(Container)))
                   if top.data.get("container") is not None else None,
                   fit=_fit(top, workloads))
-    _check_sweep(sweep, top, axes, slurm)
+    _check_sweep(sweep, top, axes)
     return sweep
 
 
-def _pbs(top: Block, minutes: int) -> PbsOptions | None:
-    """The pbs: block (absent: SLURM is the scheduler); one scheduler a file."""
-    if top.data.get("pbs") is None:
-        return None
-    if top.data.get("slurm") is not None:
-        top.fail("pbs", "a sweep file names one scheduler: keep its slurm: block or its pbs: block, not both")
-    block = _block(top.path, top.data["pbs"], "pbs", keys_of(PbsOptions))
-    options = PbsOptions(**block.options(PbsOptions, time_min=minutes))
-    problem = pbs_problem(options)
-    if problem:
-        block.fail(problem.split(":", 1)[0], problem.split(": ", 1)[1])
-    return options
+def _scheduler(top: Block, minutes: int) -> Scheduler:
+    """The scheduler the file's block names (one a file; none: the default), its options read from that block
+    (a job's time where none is given: from the runs' timeout)."""
+    named = [name for name in top.data if name in schedulers() and top.data[name] is not None]  # file order
+    if len(named) > 1:
+        top.fail(named[0], f"a sweep file names one scheduler: keep its {named[0]}: block or its {named[1]}: "
+                           "block, not both")
+    cls = schedulers()[named[0]] if named else default_scheduler()
+    block = _block(top.path, top.data.get(cls.name) or {}, cls.name, keys_of(cls.options_class))
+    return cls(cls.options_class(**block.options(cls.options_class, time_min=minutes)))
 
 
 def _workloads(top: Block) -> tuple[Workload, ...]:
@@ -219,24 +214,20 @@ def _fit(top: Block, workloads: tuple[Workload, ...]) -> FitOptions | None:
 
 
 def sweep_warnings(sweep: Sweep) -> list[str]:
-    """What a valid sweep will cost its measurements, one line each (its slurm: block's)."""
-    return slurm_warnings(sweep.slurm)
+    """What a valid sweep will cost its measurements, one line each (its scheduler block's)."""
+    return scheduler_of(sweep).warnings()
 
 
-def _check_sweep(sweep: Sweep, top: Block, axes: Block, slurm: Block) -> None:
-    """What the values mean together: a usable name, no SLURM directive hvdbench sets itself, transports the
-    launchers know, a container its launchers can start, placements GPUs per task cannot keep, max_steps without
-    target_ci, sizes to run."""
+def _check_sweep(sweep: Sweep, top: Block, axes: Block) -> None:
+    """What the values mean together: a usable name, a scheduler block that stands with the rest (no directive
+    hvdbench sets itself, ...), transports the launchers know, a container its launchers can start, max_steps
+    without target_ci, sizes to run."""
     if not NAME.match(sweep.name):
         top.fail("name", f"{sweep.name[:60]!r} names the results directory and the jobs: letters, digits and ._- "
                          "only, starting with a letter or digit")
-    for i, directive in enumerate(sweep.slurm.directives):
-        problem = directive_problem(directive)
-        if problem:
-            slurm.fail(f"slurm.directives[{i}]", problem)
-    problem = setup_problem(sweep.slurm.setup)
-    if problem:
-        slurm.fail(*problem.split(": ", 1))
+    refusal = scheduler_of(sweep).problem(sweep)
+    if refusal:
+        top.fail(*refusal)
     for name, _ in sweep.launchers:
         try:
             launcher_class(name).check_transport(sweep.transport)
@@ -246,9 +237,6 @@ def _check_sweep(sweep: Sweep, top: Block, axes: Block, slurm: Block) -> None:
         if sweep.container is not None else None
     if refused:
         top.fail("container.runtime", refused)
-    if sweep.slurm.gpus_per_task and sweep.placements:
-        slurm.fail("slurm.gpus_per_task", "gives each task whichever GPU SLURM picks, so axes.placements cannot "
-                                          "hold; remove one of them")
     if sweep.max_steps is not None and sweep.target_ci is None:
         top.fail("max_steps", "applies with target_ci (a fixed-length run takes its --steps)")
     for key in ("budget", "against", "margin"):

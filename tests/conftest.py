@@ -26,7 +26,7 @@ import pytest
 
 from hvdbench.launchers import base
 from hvdbench.launchers.base import LaunchContext, Launcher
-from hvdbench.launchers.slurm_queue import run_dirs as run_folders  # noqa: F401 - the run folders under a root, for tests
+from hvdbench.launchers.schedulers import run_dirs as run_folders  # noqa: F401 - the run folders under a root, for tests
 from hvdbench.core.records import RecordWriter, rank_log_name
 from hvdbench.core.spec import RunSpec
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdbench.launchers.queues import refresh
-from hvdbench.launchers.slurm_queue import ACTIVE
+from hvdbench.launchers.schedulers import ACTIVE
 from hvdbench.core.records import ParseStats, rank_log_name, read_records
 
 from conftest import hvdbench_exe

@@ -153,7 +153,7 @@ def test_a_typed_gpu_passes_submitits_own_checks_and_reaches_the_job_script(tmp_
 
 
 def test_a_rank_reading_files_asks_a_cpu_for_each_loader_worker() -> None:
-    from hvdbench.launchers.slurm_jobs import cpus_per_rank
+    from hvdbench.launchers.job_shape import cpus_per_rank
 
     reading = RunSpec(benchmark="imagenet", np=8, nodes=1, launcher="srun", controller="mpi",
                       args=("--data", "files", "--data-dir", "/d", "--loader-workers", "6"))
@@ -171,7 +171,7 @@ def test_submit_and_screen_take_a_jobs_partition_account_qos_and_time(tmp_path: 
     """The same job options on both commands, replacing the file's; a job's time defaults to the run's timeout
     plus a quarter and 5 minutes (gpu-node-2.yaml: timeout 300 s -> 12 minutes, not 60)."""
     from hvdbench.cli import main
-    from hvdbench.launchers.slurm_options import job_minutes
+    from hvdbench.launchers.schedulers import job_minutes
     from hvdbench.launchers.sweep import load_sweep
 
     sweep = tmp_path / "s.yaml"
@@ -183,4 +183,5 @@ def test_submit_and_screen_take_a_jobs_partition_account_qos_and_time(tmp_path: 
     assert "#SBATCH --time=17\n" in out and "#SBATCH --partition=debug\n" in out and "#SBATCH --account=proj\n" in out \
         and "#SBATCH --qos=high\n" in out and "wckey" not in out
     repo = Path(__file__).resolve().parents[1]
-    assert load_sweep(repo / "launchers" / "sweeps" / "gpu-node-2.yaml").slurm.time_min == job_minutes(300) == 12
+    sweep = load_sweep(repo / "launchers" / "sweeps" / "gpu-node-2.yaml")
+    assert sweep.scheduler is not None and sweep.scheduler.options.time_min == job_minutes(300) == 12

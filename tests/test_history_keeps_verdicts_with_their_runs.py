@@ -23,7 +23,7 @@ from hvdbench.analysis.history.rows import store_rows
 from hvdbench.analysis.history.store import SCHEMA_VERSION, open_store
 from hvdbench.analysis.history.verdicts import list_verdicts
 from hvdbench.cli import main
-from hvdbench.core.run_table import _power_source
+from hvdbench.core.run_facts import power_source as _power_source
 from hvdbench.core.spec import RunSpec
 
 ARGS = ("--model", "resnet20", "--batch-size", "32")

@@ -270,7 +270,7 @@ def test_an_nccl_ib_hca_naming_a_down_port_is_flagged_where_the_engineer_looks(
     not; a run's env record that says both becomes the run's hca_named_down and a line of the executive summary;
     fabric --json carries the same findings."""
     from hvdbench.core.hca import named_down, parse_hca_ports
-    from hvdbench.core.run_table import _hca_named_down
+    from hvdbench.core.run_facts import hca_named_down as _hca_named_down
 
     ports = parse_hca_ports((FIXTURES / "ibstat-roce200-ethernet-and-down.txt").read_text())
     assert named_down("=mlx5_10", ports) == ["NCCL_IB_HCA names mlx5_10, and its port(s) are not active (mlx5_10 port "

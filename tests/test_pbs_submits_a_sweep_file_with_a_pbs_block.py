@@ -20,9 +20,10 @@ from conftest import hvdbench_exe, run_folders
 from hvdbench.core.spec import RunSpec, RunStatus
 from hvdbench.launchers.pbs import PbsOptions, pbs_script
 from hvdbench.launchers.pbs_queue import pbs_node_shape
-from hvdbench.launchers.slurm_jobs import NodeShape
+from hvdbench.launchers.job_shape import NodeShape
 from hvdbench.launchers.pbs_queue import qstat_states
-from hvdbench.launchers.queues import queue_of, refresh
+from hvdbench.launchers.queues import refresh
+from hvdbench.launchers.schedulers import queue_of
 from hvdbench.launchers.sweep import SweepError, load_sweep
 from pbs_standin import install
 from slurm_runs import envs
@@ -79,7 +80,7 @@ def test_the_job_script_asks_for_one_chunk_a_node_with_its_ranks_cpus_and_gpus()
         "#PBS -r y", "#PBS -V", "#PBS -q gpu", "#PBS -A p1", "#PBS -l filesystems=home",
         "# CPUs a rank: 4 (what a rank and its loader needs: pbsnodes could not say what PBS's nodes hold; pbs.ncpus "
         "sets it)", "module load openmpi",
-        f"exec /venv/bin/python -m hvdbench.launchers.pbs_task /r/{spec.id} /venv/bin/python 1"]
+        f"exec /venv/bin/python -m hvdbench.launchers.job_task /r/{spec.id} /venv/bin/python 1"]
     nodes = {"nodes": {"gpu01": {"resources_available": {"ncpus": 96, "ngpus": 8}},
                        "gpu02": {"resources_available": {"ncpus": 112, "ngpus": 8}},
                        "login": {"resources_available": {"ncpus": 16}}}}

@@ -15,7 +15,7 @@ import pytest
 from hvdbench.core.errors import LaunchError
 from hvdbench.launchers import slurm_allocation as allocation
 from hvdbench.launchers.plan import plan
-from hvdbench.launchers.slurm_jobs import NodeShape
+from hvdbench.launchers.job_shape import NodeShape
 from hvdbench.launchers.sweep import load_sweep
 
 SWEEP = Path(__file__).parent / "fixtures" / "pyxis-submit" / "sweep.yaml"
@@ -44,7 +44,8 @@ def _jobs(root: Path = Path("/r"), nodes: NodeShape | None = NodeShape(112, 8)) 
         list[allocation.AllocationJob], Any]:
     sweep = load_sweep(SWEEP)
     planned = plan(sweep, scheduled=True)
-    return allocation.allocation_jobs(planned.specs, sweep.slurm, name=sweep.name, sweep_file=SWEEP, root=root,
+    options = sweep.scheduler.options if sweep.scheduler else None
+    return allocation.allocation_jobs(planned.specs, options, name=sweep.name, sweep_file=SWEEP, root=root,
                                       command=["/py", "-m", "hvdbench.cli"], container=None,
                                       shape_of_nodes=nodes), planned
 

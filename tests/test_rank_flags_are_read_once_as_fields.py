@@ -13,7 +13,7 @@ from hvdbench.core.catalog import get_benchmark
 from hvdbench.core.exchanges import EXCHANGES, Exchange, Option
 from hvdbench.core.run_flags import flags_key, given_flags, run_flags
 from hvdbench.core.spec import RunSpec
-from hvdbench.launchers.slurm_jobs import cpus_per_rank
+from hvdbench.launchers.job_shape import cpus_per_rank
 
 SPACED = ("--data", "files", "--data-dir", "/d", "--loader-workers", "4", "--exchange", "ddp", "--bucket-mb", "8")
 JOINED = ("--data=files", "--data-dir=/d", "--loader-workers=4", "--exchange=ddp", "--bucket-mb=8")

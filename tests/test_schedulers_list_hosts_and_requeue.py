@@ -14,7 +14,7 @@ from hvdbench.core.errors import LaunchError, UsageError
 from hvdbench.core.job_env import SCHEDULERS, job_env
 from hvdbench.core.spec import RunStatus
 from hvdbench.launchers import slurm_task
-from hvdbench.launchers.slurm_queue import allocation_hosts
+from hvdbench.launchers.schedulers import allocation_hosts
 
 
 def _pbs(tmp_path: Path, nodes: str) -> dict[str, str]:

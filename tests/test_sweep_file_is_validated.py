@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hvdbench.launchers.plan import plan
-from hvdbench.launchers.slurm_options import slurm_minutes
+from hvdbench.launchers.schedulers import time_minutes as slurm_minutes
 from hvdbench.launchers.sweep import SweepError, load_sweep
 from hvdbench.core.topology import read_topology_file
 
@@ -51,8 +51,8 @@ def _write(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
 
 def test_a_sweep_expands_into_every_combination_with_baselines_first(tmp_path: Path) -> None:
     sweep = load_sweep(_write(tmp_path, DGX_SWEEP))
-    assert sweep.slurm.time_min == 90 and sweep.launchers == (("mpirun", "mpi"),)
-    assert sweep.slurm.setup == ("module load cuda/12.4",)
+    assert sweep.scheduler.options.time_min == 90 and sweep.launchers == (("mpirun", "mpi"),)
+    assert sweep.scheduler.options.setup == ("module load cuda/12.4",)
     planned = plan(sweep, read_topology_file(PCIE))
     # per workload, precision and fusion threshold: 2 GPUs on PIX, PHB, SYS; 4 on PHB, SYS; 8 on all = 6 sizes
     assert len(planned.specs) == 2 * 2 * 2 * 6 * 2 + len(planned.baselines)
@@ -94,7 +94,7 @@ def test_nccl_plugin_and_core_variables_and_cluster_pmi_names_are_accepted(tmp_p
     path = _write(tmp_path, "workloads: [mlp]\naxes: {np: [2], env: {NCCL_IB_HCA: [mlx5_0], NCCL_SHARP_DISABLE: [1], "
                             "NCCL_IBEXT_DISABLE: [0], NCCL_ALGO: [Ring]}}\nslurm: {mpi: pmix_v4}\n")
     sweep = load_sweep(path)
-    assert sweep.slurm.mpi == "pmix_v4" and len(plan(sweep).specs) == 2
+    assert sweep.scheduler.options.mpi == "pmix_v4" and len(plan(sweep).specs) == 2
 
 
 def test_binding_each_rank_to_one_gpu_is_warned_in_one_line(tmp_path: Path) -> None:

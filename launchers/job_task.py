@@ -1,7 +1,7 @@
-"""What a PBS job runs (``python -m hvdbench.launchers.pbs_task RUN_DIR PYTHON RETRIES``): the run whose run.json
-its folder holds, through the task body a SLURM job's first task runs (launchers/slurm_task.py): every rank started
-over the job's node file, how the run ended recorded, a failed attempt put back in the queue (qrerun) while
-retries are left."""
+"""What a job of a scheduler that runs a script runs (``python -m hvdbench.launchers.job_task RUN_DIR PYTHON
+RETRIES``; PBS's, and any that submits a script): the run whose run.json its folder holds, through the task body a
+SLURM job's first task runs (launchers/slurm_task.py): every rank started over the job's hosts (core/job_env.py),
+how the run ended recorded, a failed attempt put back in the queue (its requeue command) while retries are left."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the folder's run as this job's one task; its exit status the run's."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3 or not args[2].isdigit():
-        print("usage: python -m hvdbench.launchers.pbs_task RUN_DIR PYTHON RETRIES", file=sys.stderr)
+        print("usage: python -m hvdbench.launchers.job_task RUN_DIR PYTHON RETRIES", file=sys.stderr)
         return 2
     run_dir = Path(args[0])
     try:

@@ -1,0 +1,62 @@
+"""What a run's job asks of each node, whatever the scheduler: its GPUs, the CPUs a rank needs (one, and one a
+loader worker, from the run's flags as its benchmark reads them), and the CPUs a rank is given of a node whose shape
+the scheduler's node query says."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hvdbench.core.spec import RunSpec
+
+
+def gpus_needed(spec: RunSpec) -> int:
+    """GPUs a run needs on each node: one per rank, or (a placement names node-physical ids) GPUs 0 up to
+    the highest id it names, since a scheduler grants the lowest free ids."""
+    return spec.ranks_per_node if spec.devices is None else max(spec.devices, default=-1) + 1
+
+
+def cpus_per_rank(spec: RunSpec) -> int:
+    """CPUs a rank needs: one, and one for each loader worker where its batches come from a DataLoader or files
+    (``--loader-workers``, its default where not given), as the workload's own parser reads its arguments (however
+    they are spelled: ``--data files`` or ``--data=files``)."""
+    flags = spec.flags
+    if flags.get("data") not in ("loader", "files", "pipeline"):
+        return 1
+    workers = flags.get("loader_workers")
+    return 1 + (workers if isinstance(workers, int) and workers >= 0 else 0)
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What a scheduler's smallest nodes hold, as its node query says (sinfo, pbsnodes): CPUs, and GPUs (None where
+    the node does not say)."""
+
+    cpus: int
+    gpus: int | None
+
+    def share(self, spec: RunSpec, gpus: bool) -> int:
+        """CPUs a rank of ``spec`` gets of such a node: its CPUs over its GPUs (over the run's ranks a node where the
+        job asks no GPUs or the node declares none), at least one."""
+        over = self.gpus if gpus and self.gpus else spec.ranks_per_node
+        return max(1, self.cpus // max(1, over))
+
+
+def cpus_a_rank(spec: RunSpec, shape: NodeShape | None, *, fixed: int | None, gpus: bool, asked: str, key: str,
+                where: str) -> tuple[int, str]:
+    """CPUs a rank is given, and why: the scheduler block's own figure (``fixed``, its ``key``); else the node's
+    share (its CPUs over its GPUs, or over the ranks where the job asks no GPUs), or what the rank's loader needs
+    where that is more; else (the scheduler's node query, ``asked``, could not say what ``where`` hold) what the
+    loader needs."""
+    need = cpus_per_rank(spec)
+    if fixed is not None:
+        return fixed, key
+    loader = f"; a rank and its loader's workers need {need}" if need > 1 else ""
+    if shape is None:
+        return need, (f"what a rank{' and its loader' if need > 1 else ''} needs: {asked} could not say what "
+                      f"{where} hold; {key} sets it")
+    share = shape.share(spec, gpus)
+    over = f"{shape.gpus} GPUs" if gpus and shape.gpus else f"{spec.ranks_per_node} rank(s)"
+    said = f"{where}: {shape.cpus} CPUs / {over}{loader}"
+    if need > share:
+        return need, said + f", more than the node's share of {share}"
+    return share, said
