@@ -15,30 +15,38 @@ from hvdbench.core.spec import RUN_FILE, RunSpec
 from hvdbench.core.validate import inert
 
 
-def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None,
-           prices: Sequence[str] = (), systems: bool = False, peaks: Path | None = None,
-           baseline: str | None = None, margin: float = MARGIN_PCT, costs: Path | None = None,
-           weights: Path | None = None, min_runs: int | None = None, borrow_spread: bool = False,
-           store: str | None = None) -> int:
-    """Build the report of results roots and print its headline tables (``baseline``, ``margin`` in percent,
-    ``min_runs`` and ``borrow_spread``: the decision between systems, recorded in the history ``store``)."""
+def judging_of(args: argparse.Namespace, dirs: Sequence[Path], systems: bool = False) -> Any:
+    """The one Judging of a command's flags (--baseline, --margin in percent, --min-runs, --borrow-spread, --price,
+    --costs, --weights; those a command lacks at their defaults), its files read first: a bad one is one line before
+    any results are read. Comparing systems without --baseline: the first root's system is the default."""
     from hvdbench.analysis.verdicts.compare import parse_prices
-    from hvdbench.analysis.report.build import Judging, build_report
+    from hvdbench.analysis.verdicts.costs import load_costs
+    from hvdbench.analysis.verdicts.decision import load_weights
+    from hvdbench.analysis.verdicts.judging import Judging
     from hvdbench.core.metrics import MIN_RUNS
+
+    def flag(name: str, default: Any = None) -> Any:
+        found = getattr(args, name, None)
+        return default if found is None else found
+
+    baseline, costs, weights = flag("baseline"), flag("costs"), flag("weights")
+    return Judging(baseline, flag("margin", MARGIN_PCT) / 100.0, flag("min_runs", MIN_RUNS),
+                   bool(flag("borrow_spread", False)), parse_prices(list(flag("price", ()))),
+                   load_costs(costs) if costs is not None else {}, load_weights(weights) if weights is not None else {},
+                   first_system(dirs[0]) if systems and baseline is None else None)
+
+
+def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | None = None, systems: bool = False,
+           peaks: Path | None = None, judging: Any = None, store: str | None = None) -> int:
+    """Build the report of results roots and print its headline tables (``judging``: the decision between
+    systems, recorded in the history ``store``)."""
+    from hvdbench.analysis.report.build import build_report
 
     if systems and len(dirs) < 2:
         raise UsageError("hvdbench compare: give two or more results roots (one per system)")
     if systems and len({Path(d).resolve() for d in dirs}) < len(dirs):
         raise UsageError("hvdbench compare: a results root is given twice: nothing to compare it with")
     out = output or (Path(dirs[0]) / "report")
-    from hvdbench.analysis.verdicts.costs import load_costs
-    from hvdbench.analysis.verdicts.decision import load_weights
-
-    costed = load_costs(costs) if costs is not None else None  # a bad file is one line before any results is read
-    weighted = load_weights(weights) if weights is not None else None
-    first = first_system(dirs[0]) if systems and baseline is None else None
-    judging = Judging(baseline, margin / 100.0, MIN_RUNS if min_runs is None else min_runs, borrow_spread,
-                      parse_prices(list(prices)), costed or {}, weighted or {}, first)
     judged: dict[str, Any] = {}
     text, paths = build_report(list(dirs), out, warmup=warmup, peaks=peaks, judging=judging,
                                extend=(lambda r, c: _two_systems(r, c, judged)) if systems else None)
@@ -78,17 +86,15 @@ def first_system(root: Path) -> str | None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """hvdbench report: the report of the results roots."""
-    return report(args.dirs, args.output, warmup=args.warmup, prices=args.price, peaks=args.peaks, costs=args.costs,
-                  weights=args.weights, min_runs=args.min_runs, borrow_spread=args.borrow_spread)
+    return report(args.dirs, args.output, warmup=args.warmup, peaks=args.peaks, judging=judging_of(args, args.dirs))
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """hvdbench compare: the systems side by side with the decision, or (--regressions) OLD against NEW."""
     if args.regressions:
         return cmd_regressions(args)
-    return report(args.dirs, args.output, warmup=args.warmup, prices=args.price, systems=True, peaks=args.peaks,
-                  baseline=args.baseline, margin=args.margin, costs=args.costs, weights=args.weights,
-                  min_runs=args.min_runs, borrow_spread=args.borrow_spread, store=args.store)
+    return report(args.dirs, args.output, warmup=args.warmup, systems=True, peaks=args.peaks,
+                  judging=judging_of(args, args.dirs, systems=True), store=args.store)
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
@@ -100,11 +106,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
     from hvdbench.analysis.report.build import build_report
 
     criteria = acceptance.load_criteria(args.criteria)  # a bad criteria file is one line before any results
+    judging = judging_of(args, args.dirs)
     out = args.output or (Path(args.dirs[0]) / "report")
     said: dict[str, Any] = {}
 
     def extend(report: Any, collection: Any) -> str:
-        table = acceptance.judge(criteria, report.tables, collection, args.min_runs, args.borrow_spread)
+        table = acceptance.judge(criteria, report.tables, collection, judging)
         report.tables["acceptance"] = table
         header, rows = acceptance.rows(table)
         report.sections.insert(0, Section("Acceptance", acceptance.SECTION_TEXT, header, rows))
@@ -112,7 +119,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
                                                               time.strftime("%Y-%m-%d")), runs=collection.runs)
         return "\n\nacceptance\n" + text_table(header, rows)
 
-    text, paths = build_report(list(args.dirs), out, warmup=args.warmup, peaks=args.peaks, extend=extend)
+    text, paths = build_report(list(args.dirs), out, warmup=args.warmup, peaks=args.peaks, extend=extend,
+                               judging=judging)
     try:
         (out / "acceptance.txt").write_text(said["protocol"], encoding="utf-8")
     except OSError as exc:

@@ -21,7 +21,7 @@ from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.findings import (EQUIVALENT, NOT_JUDGED, UNDECIDED, detectable, judge, runs_to_decide)
 from hvdbench.analysis.ratios import Resampled, ratio_draws
-from hvdbench.analysis.report.build import build, build_report
+from hvdbench.analysis.report.build import Judging, build, build_report
 from hvdbench.analysis.verdicts.decision import decision_lines
 from hvdbench.core.spec import RunSpec
 
@@ -88,12 +88,13 @@ def test_the_buyers_busy_machine_reads_undecided_with_what_it_could_have_caught(
     decision.json."""
     _levels(tmp_path / "a", "OfferA", [16 / 108, 16 / 200, 16 / 347])
     _levels(tmp_path / "b", "OfferB", [16 / 120, 16 / 126, 16 / 131])
-    _, paths = build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "out", baseline="OfferB")
+    _, paths = build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "out", judging=Judging(baseline="OfferB"))
     decided = pd.read_csv(tmp_path / "out" / "decision.csv")
     row = decided.iloc[0]
     assert row["finding"] == "undecided" and row["verdict"] == "undecided"
     assert 3.0 < row["detectable"] < 8.0 and row["runs_to_decide"] > 10
-    said = decision_lines(build(collect([tmp_path / "a", tmp_path / "b"]), baseline="OfferB").tables["decision"])[0]
+    judged = build(collect([tmp_path / "a", tmp_path / "b"]), judging=Judging(baseline="OfferB"))
+    said = decision_lines(judged.tables["decision"])[0]
     assert "undecided: could not tell: a difference under ×" in said and "on OfferA" in said and "on OfferB" in said
     assert "no measurable difference" not in (tmp_path / "out" / "report.md").read_text()
     records = json.loads((tmp_path / "out" / "decision.json").read_text())["decision"]
@@ -106,7 +107,8 @@ def test_a_planted_tie_with_tight_runs_is_equivalent_and_a_planted_25_percent_fa
     _offer(tmp_path / "a", "A", 0.100, 5, spread=0.002, noise=0.005)
     _offer(tmp_path / "b", "B", 0.100, 5, spread=0.002, noise=0.005)
     _offer(tmp_path / "c", "C", 0.100 / 1.25, 5, spread=0.03)
-    decided = build(collect([tmp_path / "a", tmp_path / "b", tmp_path / "c"]), baseline="A").tables["decision"]
+    decided = build(collect([tmp_path / "a", tmp_path / "b", tmp_path / "c"]),
+                    judging=Judging(baseline="A")).tables["decision"]
     found = dict(zip(decided["system"], decided["verdict"]))
     assert found == {"B": "equivalent within ±2%", "C": "faster"}, decided[["system", "low", "high", "verdict"]]
 

@@ -17,7 +17,7 @@ import pytest
 
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.ratios import ratio_interval
-from hvdbench.analysis.report.build import build
+from hvdbench.analysis.report.build import Judging, build
 from hvdbench.analysis.stats import throughput_draws
 from hvdbench.analysis.keys import measured_args
 from hvdbench.analysis.report.decision_view import cost_figures
@@ -76,7 +76,7 @@ def test_offers_pair_across_run_length_and_are_judged_against_the_chosen_baselin
     _plant(tmp_path / "dgx", "DGX", 0.050, (*model, "--steps", "40"), np_=2)  # measured on one system only
     _plant(tmp_path / "same-a", "A", 0.070, model)
     collection = collect([tmp_path / "dgx", tmp_path / "l40s"])
-    report = build(collection, baseline="L40S")
+    report = build(collection, judging=Judging(baseline="L40S"))
     titles = [s.title for s in report.sections]
     assert titles[:2] == ["Executive summary", "Decision: DGX against L40S"]
     decision = report.sections[1]
@@ -96,7 +96,7 @@ def test_offers_pair_across_run_length_and_are_judged_against_the_chosen_baselin
     assert report.sections[0].lines[0] == ("Decision, DGX against L40S: 1 faster over 1 comparison(s) (see Decision).")
     assert sum(said[0] in section.lines for section in report.sections) == 0  # the sentences: terminal and decision.csv
     with pytest.raises(UsageError, match="--baseline 'H200': no result has that system; systems: DGX, L40S"):
-        build(collection, baseline="H200")
+        build(collection, judging=Judging(baseline="H200"))
     default = build(collection)
     assert "the first system by name; --baseline chooses" in next(
         s.text for s in default.sections if s.title.startswith("Decision: "))
@@ -108,7 +108,7 @@ def test_equal_offers_whose_runs_cannot_tell_are_undecided_never_the_same(tmp_pa
     model = ("--model", "resnet20", "--batch-size", "32")
     _plant(tmp_path / "a", "A", 0.070, model)
     _plant(tmp_path / "b", "B", 0.070, (*model, "--steps", "30"))
-    report = build(collect([tmp_path / "a", tmp_path / "b"]), baseline="A")
+    report = build(collect([tmp_path / "a", tmp_path / "b"]), judging=Judging(baseline="A"))
     said = decision_lines(report.tables["decision"])
     assert re.search(r"at 1 GPU: undecided: could not tell: a difference under ×1\.0\d either way would likely not "
                      r"have shown \(runs spread ±\d\.\d% on B, ±\d\.\d% on A\); about \d+ runs a side would likely "
@@ -139,7 +139,7 @@ def test_a_costs_file_gives_dollars_per_million_samples_with_units_and_interval(
     _plant(tmp_path / "l40s", "L40S", 0.090, model)
     (tmp_path / "costs.toml").write_text(COSTS)
     costs = load_costs(tmp_path / "costs.toml")
-    report = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), baseline="L40S", costs=costs)
+    report = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), judging=Judging(baseline="L40S", costs=costs))
     compared = report.tables["compare"].set_index("system")
     dgx_hour = 400000 / (5 * HOURS_PER_YEAR * 0.5) / 8 + 10.2 / 8 * 1.3 * 0.12  # one GPU-hour, energy of its share
     expected = dgx_hour / (compared.loc["DGX", "throughput"] * 3600) * 1e6
@@ -243,7 +243,7 @@ def test_workload_weights_combine_into_one_figure_with_its_interval(tmp_path: Pa
     _plant(tmp_path / "b", "B", 0.125, model, benchmark="imagenet")  # 0.8 times as fast on imagenet
     (tmp_path / "weights.toml").write_text('[weights]\n"cifar10 resnet20" = 3\n"imagenet resnet20" = 1\n')
     collection = collect([tmp_path / "a", tmp_path / "b"])
-    report = build(collection, baseline="A", weights=load_weights(tmp_path / "weights.toml"))
+    report = build(collection, judging=Judging(baseline="A", weights=load_weights(tmp_path / "weights.toml")))
     lines = next(s for s in report.sections if s.title == "Decision: B against A").lines
     weighted = lines[0]
     compared = report.tables["compare"]
@@ -255,7 +255,7 @@ def test_workload_weights_combine_into_one_figure_with_its_interval(tmp_path: Pa
                                f"GPU): {expected:.2f}× [")
     assert re.search(r": faster \(could have caught ×1\.\d\d\)$", weighted), weighted
     (tmp_path / "more.toml").write_text('[weights]\n"cifar10 resnet20" = 1\n"imagenet resnet50" = 1\n')
-    more = build(collection, baseline="A", weights=load_weights(tmp_path / "more.toml"))
+    more = build(collection, judging=Judging(baseline="A", weights=load_weights(tmp_path / "more.toml")))
     said = next(s for s in more.sections if s.title == "Decision: B against A").lines[0]
     assert said == "B against A, weighted: not judged (imagenet resnet50 not measured on both with an interval)"
 
@@ -312,7 +312,7 @@ def test_the_decision_page_prints_on_one_page(tmp_path: Path) -> None:
 
     import pandas as pd
 
-    from hvdbench.analysis.report.build import build_report
+    from hvdbench.analysis.report.build import Judging, build_report
     from hvdbench.analysis.report.decision_view import FOREST_FILE, forest_rows
     from hvdbench.analysis.verdicts.costs import load_costs
 
@@ -327,8 +327,9 @@ def test_the_decision_page_prints_on_one_page(tmp_path: Path) -> None:
     # write_run records every model as resnet20
     (tmp_path / "weights.toml").write_text('[weights]\n"cifar10 resnet20" = 3\n"mlp resnet20" = 1\n')
     from hvdbench.analysis.verdicts.decision import load_weights
-    _, paths = build_report([tmp_path / "l40s", tmp_path / "dgx"], tmp_path / "report", baseline="L40S",
-                            costs=load_costs(tmp_path / "costs.toml"), weights=load_weights(tmp_path / "weights.toml"))
+    judging = Judging(baseline="L40S", costs=load_costs(tmp_path / "costs.toml"),
+                      weights=load_weights(tmp_path / "weights.toml"))
+    _, paths = build_report([tmp_path / "l40s", tmp_path / "dgx"], tmp_path / "report", judging=judging)
     folder = paths["html"].parent
     page = folder / "decision.html"
     text = (folder / "decision.md").read_text()

@@ -205,12 +205,12 @@ def test_class_10_an_odd_ibstat_rate_is_none_never_a_crash(rate: str) -> None:
 def test_class_10_an_unpaired_run_whose_arguments_hold_an_apostrophe_is_listed(tmp_path: Path) -> None:
     from conftest import write_run
     from hvdbench.analysis.collect import collect
-    from hvdbench.analysis.report.build import build
+    from hvdbench.analysis.report.build import Judging, build
     from hvdbench.core.spec import RunSpec
 
     write_run(tmp_path / "a", RunSpec(benchmark="cifar10", args=("--model", "it's"), system="A"), [[0.1] * 12])
     write_run(tmp_path / "b", RunSpec(benchmark="cifar10", args=("--model", "resnet20"), system="B"), [[0.1] * 12])
-    report = build(collect([tmp_path / "a", tmp_path / "b"]), baseline="A")
+    report = build(collect([tmp_path / "a", tmp_path / "b"]), judging=Judging(baseline="A"))
     alone = next(s for s in report.sections if s.title == "Measured on one system only")
     assert len(alone.rows) == 2 and any("it's" in row[1] for row in alone.rows)
 

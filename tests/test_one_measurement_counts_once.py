@@ -15,7 +15,7 @@ import pytest
 
 from conftest import write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.report.build import build
+from hvdbench.analysis.report.build import Judging, build
 from hvdbench.cli import main
 from hvdbench.core.spec import RUN_FILE, RunSpec
 
@@ -66,7 +66,7 @@ def test_a_root_copied_and_relabelled_as_another_system_is_left_out_never_judged
         assert "a copy, not a measurement of its own" in reason and "system 'A'" in reason
         assert any(run.name in reason for run in originals)
     assert set(runs[runs["system"] == "A"]["status"]) == {"ok"}
-    report = build(collect([tmp_path / "a", tmp_path / "b"]), baseline="A")
+    report = build(collect([tmp_path / "a", tmp_path / "b"]), judging=Judging(baseline="A"))
     assert "decision" not in report.tables  # nothing of B stands: no verdict of A against its own copy
 
 

@@ -123,7 +123,7 @@ def test_the_buyers_reproduction_one_run_each_is_not_judged(tmp_path: Path) -> N
     on one host; the executive summary counts it, never "faster"."""
     _offer(tmp_path / "dgx", "DGX", 0.080, 1)
     _offer(tmp_path / "l40s", "L40S", 0.100, 1)
-    report = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), baseline="L40S")
+    report = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), judging=Judging(baseline="L40S"))
     said = decision_lines(report.tables["decision"])
     assert len(said) == 1 and said[0].startswith("DGX is 1.2") and ", within-run only] L40S on " in said[0]
     assert said[0].endswith(": not judged: 1 run of DGX and 1 of L40S; the spread between runs is unknown "
@@ -138,7 +138,7 @@ def test_the_buyers_reproduction_one_run_each_is_not_judged(tmp_path: Path) -> N
 def test_three_runs_each_of_the_same_work_are_not_called_either_way(tmp_path: Path) -> None:
     _offer(tmp_path / "dgx", "DGX", 0.100, 3, spread=0.03)
     _offer(tmp_path / "l40s", "L40S", 0.100, 3, spread=0.03)
-    report = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), baseline="L40S")
+    report = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), judging=Judging(baseline="L40S"))
     said = decision_lines(report.tables["decision"])
     assert ": undecided: could not tell: a difference under ×" in said[0] and "within-run" not in said[0], said
 
@@ -148,7 +148,7 @@ def test_a_planted_20_percent_with_three_runs_each_is_called_the_right_way(tmp_p
                                                                             expected: str) -> None:
     _offer(tmp_path / "dgx", "DGX", dgx_step, 3, spread=0.03)
     _offer(tmp_path / "l40s", "L40S", 0.100, 3, spread=0.03)
-    decided = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), baseline="L40S").tables["decision"]
+    decided = build(collect([tmp_path / "dgx", tmp_path / "l40s"]), judging=Judging(baseline="L40S")).tables["decision"]
     assert decided["verdict"].tolist() == [expected] and decided[["runs", "baseline_runs"]].values.tolist() == [[3, 3]]
 
 
@@ -186,14 +186,16 @@ def test_a_weighted_figure_on_two_configurations_weighs_both_and_names_them(tmp_
                 write_run(root, RunSpec(benchmark="cifar10", args=("--model", "resnet20", "--batch-size", batch),
                                         system=system, repeat=repeat),
                           [list(rng.lognormal(math.log(step * rng.lognormal(0, 0.01)), 0.03, 30))])
-    report = build(collect([tmp_path / "a", tmp_path / "b"]), baseline="A", weights={"cifar10 resnet20": 1.0})
+    report = build(collect([tmp_path / "a", tmp_path / "b"]),
+                   judging=Judging(baseline="A", weights={"cifar10 resnet20": 1.0}))
     compared = report.tables["compare"]
     [figure] = [w for w in compared.attrs["weighted"] if w.kind == "speed"]
     assert "cifar10 resnet20 100% at 1 GPU (resnet20 b16 fp32 50%, resnet20 b32 fp32 50%)" in figure.line()
     ratios = report.tables["decision"]["ratio"].to_numpy()
     assert figure.value == pytest.approx(float(np.exp(np.log(ratios).mean())))
     _offer(tmp_path / "c", "C", 0.05, 1)
-    one = build(collect([tmp_path / "a", tmp_path / "c"]), baseline="A", weights={"cifar10 resnet20": 1.0})
+    one = build(collect([tmp_path / "a", tmp_path / "c"]),
+                judging=Judging(baseline="A", weights={"cifar10 resnet20": 1.0}))
     decided = one.tables["decision"]
     said = weighted_figures(decided, one.tables["compare"].attrs["ratio_draws"], {"cifar10 resnet20": 1.0}, 0.02)
     assert said[0].verdict == "not judged" and "1 run of C and 3 of A" in said[0].missing

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import write_run
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.report.build import build
+from hvdbench.analysis.report.build import Judging, build
 from hvdbench.cli import main
 from hvdbench.core.hca import parse_hca_ports
 from hvdbench.core.nccl_tests import parse
@@ -124,8 +124,8 @@ def test_a_costs_file_that_prices_one_side_says_why_there_is_no_cost_verdict(tmp
             write_run(tmp_path / system, RunSpec(benchmark="cifar10", system=system, repeat=repeat),
                       [list(rng.lognormal(math.log(step), 0.02, 30))])
     (tmp_path / "costs.toml").write_text("[systems.DGX]\nhourly_usd = 20.0\ngpus_per_node = 8\n")
-    report = build(collect([tmp_path / "DGX", tmp_path / "L40S"]), baseline="L40S",
-                   costs=load_costs(tmp_path / "costs.toml"))
+    report = build(collect([tmp_path / "DGX", tmp_path / "L40S"]),
+                   judging=Judging(baseline="L40S", costs=load_costs(tmp_path / "costs.toml")))
     decided = report.tables["decision"]
     assert decided["cost_finding"].tolist() == ["not judged"]
     [line] = cost_verdict_lines(decided)

@@ -3,33 +3,27 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
-from hvdbench.core.spec import RUN_FILE
 
 from hvdbench.core.errors import ReportError
-from hvdbench.core.validate import inert
 
 from . import views
 from ..collect import Collection, collect
-from ..findings import MARGIN
 from ..tables.comm import (
-    COMM_TEXT, TIMED, comm_table, horovod_over_mpi, peak_rows, peak_table, plot_bandwidth, ratio_rows
+    COMM_TEXT, comm_table, horovod_over_mpi, peak_rows, peak_table, plot_bandwidth, ratio_rows
 )
 from ..keys import ACROSS_SYSTEMS
 from ..verdicts.compare import compare_table, measured_best
 from ..tables.system import (
-    FABRIC_TEXT, SYSTEM_TEXT, fabric_alerts, fabric_rows, params_alerts, system_json, system_table
+    FABRIC_TEXT, SYSTEM_TEXT, fabric_alerts, fabric_rows, params_alerts, system_table
 )
-from ..verdicts.costs import Cost, cost_columns
-from ..verdicts.decision import (cost_verdict_lines, decision_lines, decision_table, unpaired_table, weighted_figures,
+from ..verdicts.costs import cost_columns
+from ..verdicts.judging import Judging
+from ..verdicts.decision import (decision_table, unpaired_table, weighted_figures,
                                  weighted_table)
 from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
@@ -37,11 +31,10 @@ from ..sections import Inputs, TableSection
 from ..tables.datapath import DATAPATH_SECTION, datapath_summary
 from ..tables.critical_batch import CRITICAL_SECTION
 from ..tables.quality import QUALITY_SECTION, decision_lines as quality_decision_lines, quality_table
-from ..tables.quality import terminal_rows as quality_terminal
 from ..tables.details import BREAKDOWN_SECTION, DETAILS_SECTION, profile_rows
 from ..tables.efficiency import load_peaks, Peak, with_peaks
-from ..document import ROLES, Report, Section, csv_safe, render_markdown, text_table
-from .html import render_html
+from ..document import Report, Section
+from .output import terminal_text, write
 from ..tables.p2p import P2P_TEXT, host_rows, matrix_rows, p2p_table
 from .plots import all_plots, breakdown_plot
 from ..projection.project import DEFAULT_NODES, Projection, project, projection_section
@@ -130,23 +123,6 @@ def _nothing_to_report(collection: Collection, warmup: int | None) -> None:
     raise ReportError(f"no complete run to report: {reasons or 'no timed steps'}")
 
 
-@dataclass(frozen=True)
-class Judging:
-    """How systems are judged against each other: the baseline (None: the first root's system, else the first by
-    name), the change that counts (``margin``), the complete runs a side needs (``min_runs``), whether a side with
-    fewer borrows its system's spread between runs from its other configurations (``borrow_spread``), prices per
-    GPU-hour, a costs file and the buyer's weights; ``first_given``: the first results root's system."""
-
-    baseline: str | None = None
-    margin: float = MARGIN
-    min_runs: int = MIN_RUNS
-    borrow_spread: bool = False
-    prices: dict[str, float] = field(default_factory=dict)
-    costs: dict[str, Cost] = field(default_factory=dict)
-    weights: dict[str, float] = field(default_factory=dict)
-    first_given: str | None = None
-
-
 def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
               judging: Judging) -> tuple[pd.DataFrame, list[Section]]:
     """Systems against the baseline: the comparison table (with costs) and the decision's sections."""
@@ -161,16 +137,11 @@ def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
                                given if len(table) else judging.first_given, judging.min_runs)
 
 
-def build(collection: Collection, *, warmup: int | None = None, prices: dict[str, float] | None = None,
-          threshold: float = STRAGGLER_THRESHOLD, peaks: list[Peak] | None = None, baseline: str | None = None,
-          margin: float = MARGIN, costs: dict[str, Cost] | None = None,
-          weights: dict[str, float] | None = None, first_given: str | None = None,
-          judging: Judging | None = None) -> Report:
+def build(collection: Collection, *, warmup: int | None = None, threshold: float = STRAGGLER_THRESHOLD,
+          peaks: list[Peak] | None = None, judging: Judging | None = None) -> Report:
     """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in;
-    ``judging``: how systems are judged, else from ``baseline``, ``margin``, ``prices``, ``costs``, ``weights`` and
-    ``first_given`` with the default --min-runs)."""
-    judging = judging or Judging(baseline, margin, prices=prices or {}, costs=costs or {}, weights=weights or {},
-                                 first_given=first_given)
+    ``judging``: how systems are judged, every option of it in one object; default: Judging())."""
+    judging = judging or Judging()
     stats = run_stats_table(collection, warmup)
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
@@ -332,128 +303,6 @@ def _recorded_sections(inputs: Inputs, tables: dict[str, pd.DataFrame]) -> list[
     return out
 
 
-def write(report: Report, out_dir: Path) -> dict[str, Path]:
-    """report.md, report.html, plot-N.svg, and every table as CSV and Parquet: written whole into a folder
-    beside ``out_dir``, which then takes its place, so a full disk leaves the earlier report (or none), never
-    half of one. A folder that is not an earlier report (it holds runs, or other files) is never replaced."""
-    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / "report.md").is_file())
-                             or next(out_dir.rglob(RUN_FILE), None) is not None):
-        raise ReportError(f"cannot create the report directory {out_dir}: it exists and is not an earlier report "
-                          "(it holds other files or runs); give -o an empty or new folder")
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    except OSError as exc:
-        raise ReportError(f"cannot create the report directory {out_dir}: {exc.strerror}") from None
-    try:
-        _write_files(report, staging)
-        if out_dir.is_dir():
-            shutil.rmtree(out_dir)
-        staging.rename(out_dir)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise ReportError(f"cannot write the report into {out_dir}: {exc.strerror}{where}") from None
-    paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}
-    paths.update({name: out_dir / f"{name}.csv" for name in report.tables})
-    return paths
-
-
-def decision_page(report: Report) -> Report | None:
-    """The decision between systems on a page of its own (decision.md and decision.html, one printed page for a
-    few workloads): the verdicts, what one system measured alone, and each system's facts, those no run
-    recorded left out; None for one system."""
-    sections = [s for s in report.sections if s.role in ROLES]
-    if not any(s.role == "decision" for s in sections):
-        return None
-    sections = [replace(s, rows=[r for r in s.rows if any(c != "-" for c in r[1:])])
-                if s.role == "system" else replace(s, folded=()) for s in sections]  # every column shown
-    intro = ("The decision page of the report beside it (report.md: every table, how each number was taken).")
-    return Report(intro, sections, {}, {}, [], title="hvdbench: the decision between systems")
-
-
-def _write_files(report: Report, folder: Path) -> None:
-    (folder / "report.md").write_text(render_markdown(report) + "\n", encoding="utf-8")
-    (folder / "report.html").write_text(render_html(report), encoding="utf-8")
-    page = decision_page(report)
-    if page is not None:
-        (folder / "decision.md").write_text(render_markdown(page) + "\n", encoding="utf-8")
-        (folder / "decision.html").write_text(render_html(page), encoding="utf-8")
-    for i, svg in enumerate(report.plots.values()):
-        (folder / f"plot-{i + 1}.svg").write_text(svg, encoding="utf-8")
-    for section in report.sections:
-        if section.figure is not None:
-            (folder / section.figure[0]).write_text(section.figure[1], encoding="utf-8")
-    if "decision" in report.tables:  # the verdicts as records, each with its finding as a field
-        records = {name: json.loads(report.tables[name].to_json(orient="records"))
-                   for name in ("decision", "weighted") if name in report.tables}
-        (folder / "decision.json").write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
-    if "system" in report.tables:
-        described = system_json(report.tables["system"])
-        (folder / "system.json").write_text(json.dumps(described, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    for name, data in report.tables.items():
-        data = data.copy()
-        data.attrs = {}  # in-memory companions (bootstrap resamples) are not part of the files
-        csv_safe(data).to_csv(folder / f"{name}.csv", index=False)
-        data.to_parquet(folder / f"{name}.parquet", index=False)
-
-
-def _every_row(text: str) -> str:
-    """A headline's "Same on every row: ..." sentence (the columns left out of its table), as a line of its own."""
-    return inert(text.split(". ")[0].rstrip(".")) + ".\n" if text.startswith("Same on every row:") else ""
-
-
-def terminal_text(report: Report, collection: Collection) -> str:
-    """The headline tables and what was left out, for the terminal."""
-    texts = [f"{inert(s.title)}\n{_every_row(s.text)}{text_table(s.header, s.rows)}" for s in report.headline]
-    if len(report.tables.get("quality", ())):
-        texts.append("Time to a quality target\n" + text_table(*quality_terminal(report.tables["quality"])))
-    if "collectives" in report.tables:
-        peaks = peak_table(report.tables["collectives"])
-        texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
-                                [[str(r.np), r.op, r.path, r.dtype, TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
-                                  f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
-    decision = next((s for s in report.sections if s.role == "decision"), None)
-    if decision is not None:
-        decided = report.tables.get("decision")
-        said = [*decision.banner, *decision_lines(decided), *cost_verdict_lines(decided),
-                *decision_view.cost_figures(report.tables["compare"])] if decided is not None else []
-        texts.append(inert(decision.title) + "\n" + "\n".join(inert(line) for line in [*said, *decision.lines]))
-    if "compare" in report.tables:
-        compared = report.tables["compare"]
-        texts.append("systems side by side\n"
-                     + text_table(*decision_view.compare_rows(compared, compared.attrs["baseline"])))
-    notes = []
-    left_out = collection.runs[collection.runs["status"] != "ok"]
-    if len(left_out):
-        notes.append(f"{len(left_out)} run(s) left out (see report.md)")
-    if collection.spec_errors:
-        notes.append(f"{len(collection.spec_errors)} run director(y/ies) left out, unreadable: "
-                     f"{collection.spec_errors[0][:200]}"
-                     + (" (more in report.md)" if len(collection.spec_errors) > 1 else ""))
-    inconsistent = collection.runs[collection.runs["status"] == "inconsistent"]
-    if len(inconsistent):
-        notes.append(f"{len(inconsistent)} run(s) inconsistent and left out: {inconsistent['reason'].iloc[0][:200]}")
-    malformed = sum(i.malformed for i in collection.file_issues)
-    if malformed:
-        notes.append(f"{malformed} malformed log line(s) in {len(collection.file_issues)} file(s)")
-    slow = report.tables["stragglers"]
-    if len(slow):
-        notes.append(f"{len(slow)} straggling rank(s) (see report.md)")
-    if "screening" in report.tables:
-        screen = report.tables["screening"]
-        flagged = screen[screen["flagged"]]
-        notes.append(f"screening: {len(flagged)} of {len(screen)} GPU(s)/node(s) flagged"
-                     + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples()) if len(flagged) else ""))
-    if "full_node" in report.tables:
-        full = report.tables["full_node"]
-        flagged = full[full["flagged"] & (full["level"] == "gpu")]
-        notes.append(f"full-node screening: {len(flagged)} of {(full['level'] == 'gpu').sum()} GPU(s) flagged under "
-                     "full load" + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples())
-                                    if len(flagged) else ""))
-    return "\n\n".join(texts) + ("\n" + inert("; ".join(notes)) if notes else "")
-
-
 def _screen_sections(screen: pd.DataFrame, full: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
     """Screening (each GPU alone against its fleet) and full-node screening, where the runs hold them."""
     sections = []
@@ -467,22 +316,19 @@ def _screen_sections(screen: pd.DataFrame, full: pd.DataFrame, tables: dict[str,
     return sections
 
 
-def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
-                 prices: dict[str, float] | None = None, peaks: Path | None = None, baseline: str | None = None,
-                 margin: float = MARGIN, costs: dict[str, Cost] | None = None, weights: dict[str, float] | None = None,
+def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None, peaks: Path | None = None,
                  extend: Callable[[Report, Collection], str] | None = None,
-                 first_given: str | None = None, judging: Judging | None = None) -> tuple[str, dict[str, Path]]:
+                 judging: Judging | None = None) -> tuple[str, dict[str, Path]]:
     """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
     adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
-    to print besides; ``first_given``: the system of the first root given, the default baseline; ``judging``
-    (where given) says how systems are judged in place of the single options."""
+    to print besides; ``judging``: how systems are judged (the baseline, the margin, prices, costs, weights, the
+    first root's system)."""
     peak_list = load_peaks(peaks)  # a bad peak file is named before anything is read
     collection = collect(roots)
     if collection.runs.empty:
         where = ", ".join(map(str, roots))
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
-    report = build(collection, warmup=warmup, prices=prices, peaks=peak_list, baseline=baseline, margin=margin,
-                   costs=costs, weights=weights, first_given=first_given, judging=judging)
+    report = build(collection, warmup=warmup, peaks=peak_list, judging=judging)
     extra = extend(report, collection) if extend is not None else ""
     return terminal_text(report, collection) + extra, write(report, out_dir)

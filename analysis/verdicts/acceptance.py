@@ -32,6 +32,7 @@ from hvdbench.core.validate import inert, read_toml
 from .. import keys
 from ..collect import Collection
 from ..findings import POWER, UNDECIDED
+from .judging import Judging
 from ..ratios import MIN_RUNS, config_draws, pooled_spread, t_quantile, too_few_runs
 from ..tables.system import system_table
 from ..tables.comm import iteration_times
@@ -184,10 +185,11 @@ class Measured:
 
 
 def judge(criteria: list[Criterion], tables: dict[str, pd.DataFrame], collection: Collection,
-          min_runs: int = MIN_RUNS, borrow_spread: bool = False) -> pd.DataFrame:
+          judging: Judging | None = None) -> pd.DataFrame:
     """One row per criterion: the value, interval and verdict (pass, fail, undecided, not judged: fewer than
-    ``min_runs`` complete runs behind it, not measured); ``borrow_spread``: a throughput criterion on fewer runs
-    takes its system's spread between runs (ratios.pooled_spread), said in its why."""
+    ``judging.min_runs`` complete runs behind it, not measured); with ``judging.borrow_spread`` a throughput
+    criterion on fewer runs takes its system's spread between runs (ratios.pooled_spread), said in its why."""
+    min_runs, borrow_spread = (judging or Judging()).min_runs, (judging or Judging()).borrow_spread
     rows = []
     for criterion in criteria:
         found = MEASURE[METRICS[criterion.metric][0]](criterion, tables, collection)
