@@ -7,6 +7,10 @@ import argparse
 import sys
 
 from hvdbench.core.errors import UsageError
+from hvdbench.core.flags import Parser
+from hvdbench.core.flags import positive_int
+from pathlib import Path
+from typing import Any
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -27,3 +31,31 @@ def cmd_data(args: argparse.Namespace) -> int:
         raise UsageError(errors[-1].removeprefix("hvdbench: error: ") if errors else
                          f"data {args.verb} ended with status {done.returncode}: {done.stderr.strip()[-300:]}")
     return 0
+
+
+def declare(sub: Any) -> None:
+    """hvdbench data make: a dataset shaped like a real one, made here."""
+    data = sub.add_parser("data", help="make a dataset shaped like ImageNet, LibriSpeech or WMT (no download)",
+                          description="Datasets for --data files, made here: JPEGs of ILSVRC-2012's pixel and byte "
+                                      "sizes, 16 kHz WAVs of LibriSpeech's lengths with transcripts, token pairs of "
+                                      "WMT's lengths; as ImageFolder, WebDataset shards or TFRecords (imagenet, with "
+                                      "TensorFlow), with a manifest.")
+    verbs = data.add_subparsers(dest="verb", required=True, parser_class=Parser)
+    make = verbs.add_parser("make", help="make one", description=data.description)
+    make.add_argument("kind", choices=["imagenet", "speech", "translation"])
+    make.add_argument("--to", type=Path, required=True, metavar="DIR", help="a new or empty folder")
+    make.add_argument("--format", choices=["folder", "webdataset", "tfrecord"], default="folder",
+                      help="ImageFolder (train/<class>/...), WebDataset .tar shards, or TFRecord shards")
+    make.add_argument("--samples", type=positive_int, default=1000, help="samples to make (default 1000)")
+    make.add_argument("--seed", type=int, default=0, help="the seed (the same seed makes the same bytes)")
+    export = verbs.add_parser("export", help="write a real dataset out for the file loaders",
+                              description="fashion-mnist: Debian's dataset-fashion-mnist (or --idx-dir's MNIST-format "
+                                          "files), checked, written as PNGs under DIR/train and DIR/val (ImageFolder "
+                                          "or WebDataset shards), for --data files --data-dir DIR/train --eval-dir "
+                                          "DIR/val and a run to a quality target on the imagenet workload.")
+    export.add_argument("kind", choices=["fashion-mnist"])
+    export.add_argument("--to", type=Path, required=True, metavar="DIR", help="a new or empty folder")
+    export.add_argument("--format", choices=["folder", "webdataset"], default="folder",
+                        help="ImageFolder (<label>-<name>/<index>.png) or WebDataset .tar shards")
+    export.add_argument("--idx-dir", type=Path, default=None, metavar="DIR",
+                        help="the MNIST-format files (default: Debian's dataset-fashion-mnist)")

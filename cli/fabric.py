@@ -13,6 +13,9 @@ from hvdbench.core.containers import from_flags
 from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import inert, text_problem
 from hvdbench.core.hostlist import hosts_of
+from hvdbench.core.containers import container_flags as generated_container_flags
+from hvdbench.core.flags import positive_float
+from hvdbench.core.flags import positive_int
 
 
 def _fabric_pairs(args: argparse.Namespace) -> int:
@@ -105,3 +108,41 @@ def _fabric_json(sources: list[tuple[str, list[dict[str, Any]]]], gdr: str | Non
             for where, ports in sources]
     print(json.dumps({"sources": said, "gpudirect_rdma": gdr}, indent=1, default=str))
     return 1 if any(s["flagged"] for s in said) else 0 if said else 4
+
+
+def declare(sub: Any) -> None:
+    """hvdbench fabric: the node's network ports before a benchmark."""
+    fabric = sub.add_parser(
+        "fabric", help="check this node's HCA ports and GPUDirect RDMA before a benchmark",
+        description="Every HCA port this node's ibstat (else ibv_devinfo) shows, or the saved outputs given: state, "
+                    "physical state, rate and link layer; a port down, or up at a lower rate than its node's other "
+                    "ports, is flagged; whether GPUDirect RDMA's kernel module is loaded. What is absent is said in "
+                    "one line each. Exit status: 0 nothing flagged, 1 a port flagged, 4 no port to judge.")
+    fabric.add_argument("files", nargs="*", type=Path,
+                        help="saved ibstat, ibstatus or ibv_devinfo outputs (default: ask this node's tools)")
+    fabric.add_argument("--json", action="store_true",
+                        help="print JSON for other tools: each source's ports and what is flagged, GPUDirect RDMA")
+    pairs = fabric.add_argument_group(
+        "nccl-tests between nodes", "Inside a SLURM allocation: PROGRAM (nccl-tests' all_reduce_perf, built by "
+        "scripts/nccl-tests.sh or the cluster's) as one srun step for every pair of nodes and across all of them; "
+        "the outputs kept under -o's nccl-tests/, taken in as runs (hvdbench import), each pair's busbw at its largest "
+        "size set against the best its two nodes reach with any other node (below 90% or above 111%: flagged, exit "
+        "1), and against --expect-busbw where given; a lone pair is too few to compare without it.")
+    pairs.add_argument("--nccl-tests", metavar="PROGRAM", default=None, help="the nccl-tests program to run")
+    pairs.add_argument("--nccl-tests-flags", default="-b 1M -e 1G -f 2 -g 1", metavar="FLAGS",
+                       help="its flags, one string (default: -b 1M -e 1G -f 2 -g 1)")
+    pairs.add_argument("--expect-busbw", type=positive_float, default=None, metavar="GBS",
+                       help="the bus bandwidth the link should give at the largest size (nominal, or the vendor's "
+                            "figure): every set below 90%% of it is flagged")
+    pairs.add_argument("--gpus-per-node", type=positive_int, default=None,
+                       help="tasks (GPUs) a node (default: SLURM_GPUS_ON_NODE, else 1)")
+    pairs.add_argument("--hosts", default=None, help="the nodes (default: the allocation's)")
+    pairs.add_argument("--mpi", default="pmix", help="srun's --mpi (default pmix)")
+    pairs.add_argument("-o", "--output", type=Path, default=Path("results/fabric"), help="results root")
+    pairs.add_argument("--system", default="local", help="the system's label in the report")
+    pairs.add_argument("--timeout", type=float, default=600.0, help="seconds a step may take (default 600)")
+    pairs.add_argument("--dry-run", action="store_true", help="print each step's srun command; run nothing")
+    pairs.add_argument("--serial", action="store_true",
+                       help="one pair at a time (default: disjoint pairs side by side, n-1 rounds for n nodes; one "
+                            "pair's traffic alone on the fabric, at n(n-1)/2 steps' time)")
+    generated_container_flags(fabric.add_argument_group("nccl-tests in a container image (its program inside it)"))

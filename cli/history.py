@@ -22,6 +22,13 @@ from hvdbench.analysis.history.store import location, open_store, redacted
 from hvdbench.core.errors import UsageError
 from hvdbench.core.tags import tag_pair, tags_of
 from hvdbench.core.validate import inert
+from .flags import label
+from .flags import store_flag
+from hvdbench.core.flags import percent
+from hvdbench.core.flags import positive_int
+from hvdbench.core.metrics import MARGIN_PCT
+from hvdbench.core.metrics import MIN_RUNS
+from pathlib import Path
 
 SHOWN = ("started", "system", "benchmark", "model", "np", "status", "throughput", "interval", "unit", "host", "run_id")
 
@@ -169,3 +176,49 @@ def _print(table: pd.DataFrame, form: str, action: str) -> None:
                  "-" if pd.isna(r.ci_low) else f"[{_number(r.ci_low)}–{_number(r.ci_high)}]", _text(r.unit),
                  _text(r.host), _text(r.run_id)] for r in table.itertuples()]
         print(text_table(list(SHOWN), rows))
+
+
+def declare(sub: Any) -> None:
+    """hvdbench history: the runs the store keeps across results roots and months."""
+    history = sub.add_parser(
+        "history", help="every run kept across roots and months: list, aggregate, check for change, compare, publish",
+        description="The history store keeps every run that run, sweep, screen, a submitted job's sweep and import "
+                    "finish, across results roots and months (each run once: by its id and a digest of its "
+                    "measurements, which a copy shares). list: one row a run; aggregate: one row a system and "
+                    "configuration (its runs, geometric mean throughput, spread between runs, first and last); "
+                    "check: each configuration's change points (E-divisive means, a permutation test at 1%%) and the "
+                    "finding of its latest change, the runs after against the runs before (exit 1 on a regression, "
+                    "4 where a history is too short or the change undecided); publish DIR: a static site, a trend "
+                    "page a configuration (runs, each stretch's band, change points, the environment's changes); "
+                    "compare --a KEY=VALUE,... --b ...: two selections configuration by configuration on whole runs "
+                    "(B over A; exit 1 where B is slower, 4 where undecided or not judged); "
+                    "import ROOT...: record the runs under results roots (catching up where a store was down); "
+                    "verdicts: the accept, compare and compare --regressions verdicts kept, each with the runs "
+                    "behind it (--kind, --run, --since). The run folders stay the source of truth.")
+    history.add_argument("action", nargs="?", default="list",
+                         choices=["list", "aggregate", "check", "compare", "publish", "import", "verdicts"],
+                         help="list (default), aggregate, check, compare, publish, import or verdicts")
+    history.add_argument("roots", nargs="*", type=Path, help="import: the results roots; publish: the site's folder")
+    store_flag(history)
+    pick = history.add_argument_group("which runs (list, aggregate)")
+    for name in ("system", "host", "benchmark", "model", "status"):
+        pick.add_argument(f"--{name}", type=label, default=None, help=f"runs whose {name} is this")
+    pick.add_argument("--np", type=positive_int, default=None, help="runs of this many ranks")
+    pick.add_argument("--since", default=None, help="runs started since: an age (30d, 12h, 2w) or a date (2026-11-01)")
+    pick.add_argument("--until", default=None, help="runs started before: an age or a date")
+    pick.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                      help="list: runs carrying this tag (repeatable); import: the tag given to each run recorded")
+    history.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output (default table)")
+    history.add_argument("--margin", type=percent, default=MARGIN_PCT,
+                         help="check, compare: the change in percent within which runs count as equivalent (default 2)")
+    history.add_argument("--a", default=None, metavar="KEY=VALUE,...",
+                         help="compare: side A on top of the filters both share, e.g. system=dgx-a or "
+                              "since=60d,until=30d (keys: system, host, benchmark, model, np, status, since, until, "
+                              "tag.KEY)")
+    history.add_argument("--b", default=None, metavar="KEY=VALUE,...", help="compare: side B, as --a")
+    kept = history.add_argument_group("which verdicts (verdicts; --since too)")
+    kept.add_argument("--kind", choices=["accept", "compare", "regressions"], default=None,
+                      help="verdicts of this kind")
+    kept.add_argument("--run", type=label, default=None, metavar="RUN_ID", help="verdicts this run stands behind")
+    history.add_argument("--min-runs", type=positive_int, default=MIN_RUNS,
+                         help=f"compare: complete runs a side a verdict needs (default {MIN_RUNS})")

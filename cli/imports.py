@@ -9,6 +9,9 @@ import shlex
 from hvdbench.analysis.history.recording import record_after
 from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import inert, text_problem
+from .flags import store_flag
+from pathlib import Path
+from typing import Any
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -49,3 +52,24 @@ def _mlperf(args: argparse.Namespace) -> None:
         said = (f"{score.score_s:,.1f} s ({score.score_s / 60:.2f} min), olympic mean of {len(score.used)} run(s)"
                 if score.score_s is not None else f"no score: {score.why}")
         print(f"{inert(result.system)} {inert(result.benchmark)}: {said}")
+
+
+def declare(sub: Any) -> None:
+    """hvdbench import nccl-tests|mlperf: another tool's results as runs beside hvdbench's own."""
+    imp = sub.add_parser(
+        "import", help="take nccl-tests' output or MLPerf Training results into a results root, as runs",
+        description="nccl-tests: each test in its output (all_reduce_perf, all_gather_perf, broadcast_perf, "
+                    "alltoall_perf) becomes a run of backend nccl-tests under the results root: its sizes stand in "
+                    "the report's collectives table beside hvdbench's own and accept criteria judge them (backend = "
+                    "'nccl-tests'). Its time is nccl-tests' own (each rank's mean over its iterations, averaged over "
+                    "ranks); import each run of a test (an interval needs several). mlperf: every result file of a "
+                    "published MLPerf Training folder (results/<system>/<benchmark>/result_N.txt, with "
+                    "systems/<system>.json) becomes a run to its quality target, scored in the report's time-to-train "
+                    "section by MLPerf's rule (the olympic mean). The same output or result twice is refused.")
+    imp.add_argument("source", choices=["nccl-tests", "mlperf"], help="what wrote the files")
+    imp.add_argument("files", nargs="+", type=Path, help="nccl-tests: its output, one or more tests a file; mlperf: "
+                                                         "a submitter's folder, its results folder or a benchmark's")
+    imp.add_argument("-o", "--output", type=Path, required=True, help="the results root")
+    store_flag(imp)
+    imp.add_argument("--system", default=None, help="the system's label in the report (default: nccl-tests local; "
+                                                    "mlperf the submitter and system name its description gives)")

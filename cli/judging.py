@@ -102,10 +102,11 @@ def cmd_accept(args: argparse.Namespace) -> int:
     import time
 
     from hvdbench.analysis.verdicts import acceptance
+    from hvdbench.analysis.verdicts.criteria import load_criteria
     from hvdbench.analysis.document import Section, text_table
     from hvdbench.analysis.report.build import build_report
 
-    criteria = acceptance.load_criteria(args.criteria)  # a bad criteria file is one line before any results
+    criteria = load_criteria(args.criteria)  # a bad criteria file is one line before any results
     judging = judging_of(args, args.dirs)
     out = args.output or (Path(args.dirs[0]) / "report")
     said: dict[str, Any] = {}

@@ -7,6 +7,8 @@ import json
 import sys
 
 from hvdbench.core.validate import inert
+from pathlib import Path
+from typing import Any
 
 
 def cmd_nccl_log(args: argparse.Namespace) -> int:
@@ -36,3 +38,17 @@ def cmd_nccl_log(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(found, indent=2))
     return status
+
+
+def declare(sub: Any) -> None:
+    """hvdbench nccl-log: the network NCCL used, from its INFO output."""
+    nccl = sub.add_parser(
+        "nccl-log", help="say which network and transports NCCL used, from NCCL_DEBUG=INFO output",
+        description="Read NCCL_DEBUG=INFO output (NCCL_DEBUG_SUBSYS=INIT,NET at least; a launcher's prefixes are "
+                    "fine) and print per file the NCCL version, the network it moved data over (IB, RoCE, Socket "
+                    "or a plugin's network), the plugin, GPUDirect RDMA, the NICs, the transports within a node, "
+                    "the node count where the log shows it, and warnings (sockets beside an RDMA device, no "
+                    "GPUDirect RDMA). What the log shows NCCL did, not what the environment asked for.")
+    nccl.add_argument("files", nargs="+", type=Path, help="NCCL log files")
+    nccl.add_argument("--json", action="store_true", help="print JSON by file name: one object per file, a list of "
+                                                         "them (run by run) where a log holds several runs")

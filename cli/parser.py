@@ -1,4 +1,5 @@
-"""The command line of every ``hvdbench`` subcommand (argparse only; the work is in ``commands``)."""
+"""The command line of every ``hvdbench`` subcommand (argparse only; the work is in ``commands``): the subcommands
+that run or judge benchmarks declared here, the others by their own modules' ``declare`` beside their bodies."""
 
 from __future__ import annotations
 
@@ -11,21 +12,18 @@ from hvdbench.core.containers import container_flags as generated_container_flag
 from hvdbench.core.environment import hvdbench_version
 from hvdbench.core.flags import Parser, int_list, non_negative_int, percent, positive_float, positive_int
 from hvdbench.core.metrics import MARGIN_PCT, MIN_RUNS
-from hvdbench.core.options import add_flags, flag_type, options_of
+from hvdbench.core.options import add_flags, options_of
 from hvdbench.core.spec import CONTROLLERS
 
 from hvdbench.launchers.base import launcher_names
 from hvdbench.launchers.fit import FitOptions
 from hvdbench.launchers.runs import DEFAULT_SWEEP, SCREEN_MODES
 from hvdbench.launchers.schedulers import default_scheduler
-from hvdbench.launchers.sweep import DECISION, LABEL, Sweep, sweep_flags
+from hvdbench.launchers.sweep import DECISION, Sweep, sweep_flags
 
-label = flag_type(LABEL)  # argparse type: a label (a system) without control characters, not empty
+from . import data, fabric, history, imports, nccl_log, status, topo
+from .flags import label, rank_counts, store_flag, tag_flag
 
-
-def rank_counts(text: str) -> list[int]:
-    """``1,2,4`` as a sorted list of distinct positive integers."""
-    return sorted(set(int_list("rank counts")(text)))
 
 
 device_ids = int_list("GPU ids", minimum=0)
@@ -37,8 +35,8 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"hvdbench {hvdbench_version()}",
                         help="print hvdbench's version (with its commit where it runs from a git checkout) and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (_run, _reports, _accept, _project, _sweep, _submit, _status, _screen, _topo, _nccl_log, _data,
-                _fabric, _import, _history):
+    for add in (_run, _reports, _accept, _project, _sweep, _submit, status.declare, _screen, topo.declare,
+                nccl_log.declare, data.declare, fabric.declare, imports.declare, history.declare):
         add(sub)
     return parser
 
@@ -264,15 +262,6 @@ def _submit(sub: Any) -> None:
     container_flags(submit)
 
 
-def _status(sub: Any) -> None:
-    """hvdbench status: each run's state."""
-    status = sub.add_parser("status", help="each run's state from a results directory and the scheduler",
-                            description="One line per run: state (ok, failed, timeout, cancelled, preempted, "
-                                        "pending, running, lost, not run), job id and reason.")
-    status.add_argument("dir", type=Path, help="results root (or one run directory)")
-    store_flag(status)
-
-
 def _screen(sub: Any) -> None:
     """hvdbench screen: every GPU alone, then pairs, on every host."""
     screen = sub.add_parser(
@@ -306,18 +295,6 @@ def _screen(sub: Any) -> None:
     container_flags(screen)
 
 
-def _topo(sub: Any) -> None:
-    """hvdbench topo: the node's topology and placements."""
-    topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
-                          description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
-                                      "named placements for 2, 4, ... GPUs.")
-    topo.add_argument("--file", type=Path, default=None,
-                      help="a saved 'nvidia-smi topo -m' output (or 'hvdbench topo --json') instead of this machine")
-    topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")
-    topo.add_argument("--exhaustive", action="store_true", help="every subset up to symmetry, labelled by ids")
-    topo.add_argument("--json", action="store_true", help="print JSON for other tools")
-
-
 def job_flags(parser: Any) -> None:
     """A job's place and time, as submit and screen --submit take them (the sweep file's scheduler block's keys,
     replaced), declared by the default scheduler's options (launchers/schedulers.py)."""
@@ -331,164 +308,3 @@ def job_flags(parser: Any) -> None:
 JOB_FLAGS = ("partition", "account", "qos", "time_min")
 
 
-def _fabric(sub: Any) -> None:
-    """hvdbench fabric: the node's network ports before a benchmark."""
-    fabric = sub.add_parser(
-        "fabric", help="check this node's HCA ports and GPUDirect RDMA before a benchmark",
-        description="Every HCA port this node's ibstat (else ibv_devinfo) shows, or the saved outputs given: state, "
-                    "physical state, rate and link layer; a port down, or up at a lower rate than its node's other "
-                    "ports, is flagged; whether GPUDirect RDMA's kernel module is loaded. What is absent is said in "
-                    "one line each. Exit status: 0 nothing flagged, 1 a port flagged, 4 no port to judge.")
-    fabric.add_argument("files", nargs="*", type=Path,
-                        help="saved ibstat, ibstatus or ibv_devinfo outputs (default: ask this node's tools)")
-    fabric.add_argument("--json", action="store_true",
-                        help="print JSON for other tools: each source's ports and what is flagged, GPUDirect RDMA")
-    pairs = fabric.add_argument_group(
-        "nccl-tests between nodes", "Inside a SLURM allocation: PROGRAM (nccl-tests' all_reduce_perf, built by "
-        "scripts/nccl-tests.sh or the cluster's) as one srun step for every pair of nodes and across all of them; "
-        "the outputs kept under -o's nccl-tests/, taken in as runs (hvdbench import), each pair's busbw at its largest "
-        "size set against the best its two nodes reach with any other node (below 90% or above 111%: flagged, exit "
-        "1), and against --expect-busbw where given; a lone pair is too few to compare without it.")
-    pairs.add_argument("--nccl-tests", metavar="PROGRAM", default=None, help="the nccl-tests program to run")
-    pairs.add_argument("--nccl-tests-flags", default="-b 1M -e 1G -f 2 -g 1", metavar="FLAGS",
-                       help="its flags, one string (default: -b 1M -e 1G -f 2 -g 1)")
-    pairs.add_argument("--expect-busbw", type=positive_float, default=None, metavar="GBS",
-                       help="the bus bandwidth the link should give at the largest size (nominal, or the vendor's "
-                            "figure): every set below 90%% of it is flagged")
-    pairs.add_argument("--gpus-per-node", type=positive_int, default=None,
-                       help="tasks (GPUs) a node (default: SLURM_GPUS_ON_NODE, else 1)")
-    pairs.add_argument("--hosts", default=None, help="the nodes (default: the allocation's)")
-    pairs.add_argument("--mpi", default="pmix", help="srun's --mpi (default pmix)")
-    pairs.add_argument("-o", "--output", type=Path, default=Path("results/fabric"), help="results root")
-    pairs.add_argument("--system", default="local", help="the system's label in the report")
-    pairs.add_argument("--timeout", type=float, default=600.0, help="seconds a step may take (default 600)")
-    pairs.add_argument("--dry-run", action="store_true", help="print each step's srun command; run nothing")
-    pairs.add_argument("--serial", action="store_true",
-                       help="one pair at a time (default: disjoint pairs side by side, n-1 rounds for n nodes; one "
-                            "pair's traffic alone on the fabric, at n(n-1)/2 steps' time)")
-    generated_container_flags(fabric.add_argument_group("nccl-tests in a container image (its program inside it)"))
-
-
-def _data(sub: Any) -> None:
-    """hvdbench data make: a dataset shaped like a real one, made here."""
-    data = sub.add_parser("data", help="make a dataset shaped like ImageNet, LibriSpeech or WMT (no download)",
-                          description="Datasets for --data files, made here: JPEGs of ILSVRC-2012's pixel and byte "
-                                      "sizes, 16 kHz WAVs of LibriSpeech's lengths with transcripts, token pairs of "
-                                      "WMT's lengths; as ImageFolder, WebDataset shards or TFRecords (imagenet, with "
-                                      "TensorFlow), with a manifest.")
-    verbs = data.add_subparsers(dest="verb", required=True, parser_class=Parser)
-    make = verbs.add_parser("make", help="make one", description=data.description)
-    make.add_argument("kind", choices=["imagenet", "speech", "translation"])
-    make.add_argument("--to", type=Path, required=True, metavar="DIR", help="a new or empty folder")
-    make.add_argument("--format", choices=["folder", "webdataset", "tfrecord"], default="folder",
-                      help="ImageFolder (train/<class>/...), WebDataset .tar shards, or TFRecord shards")
-    make.add_argument("--samples", type=positive_int, default=1000, help="samples to make (default 1000)")
-    make.add_argument("--seed", type=int, default=0, help="the seed (the same seed makes the same bytes)")
-    export = verbs.add_parser("export", help="write a real dataset out for the file loaders",
-                              description="fashion-mnist: Debian's dataset-fashion-mnist (or --idx-dir's MNIST-format "
-                                          "files), checked, written as PNGs under DIR/train and DIR/val (ImageFolder "
-                                          "or WebDataset shards), for --data files --data-dir DIR/train --eval-dir "
-                                          "DIR/val and a run to a quality target on the imagenet workload.")
-    export.add_argument("kind", choices=["fashion-mnist"])
-    export.add_argument("--to", type=Path, required=True, metavar="DIR", help="a new or empty folder")
-    export.add_argument("--format", choices=["folder", "webdataset"], default="folder",
-                        help="ImageFolder (<label>-<name>/<index>.png) or WebDataset .tar shards")
-    export.add_argument("--idx-dir", type=Path, default=None, metavar="DIR",
-                        help="the MNIST-format files (default: Debian's dataset-fashion-mnist)")
-
-
-def _import(sub: Any) -> None:
-    """hvdbench import nccl-tests|mlperf: another tool's results as runs beside hvdbench's own."""
-    imp = sub.add_parser(
-        "import", help="take nccl-tests' output or MLPerf Training results into a results root, as runs",
-        description="nccl-tests: each test in its output (all_reduce_perf, all_gather_perf, broadcast_perf, "
-                    "alltoall_perf) becomes a run of backend nccl-tests under the results root: its sizes stand in "
-                    "the report's collectives table beside hvdbench's own and accept criteria judge them (backend = "
-                    "'nccl-tests'). Its time is nccl-tests' own (each rank's mean over its iterations, averaged over "
-                    "ranks); import each run of a test (an interval needs several). mlperf: every result file of a "
-                    "published MLPerf Training folder (results/<system>/<benchmark>/result_N.txt, with "
-                    "systems/<system>.json) becomes a run to its quality target, scored in the report's time-to-train "
-                    "section by MLPerf's rule (the olympic mean). The same output or result twice is refused.")
-    imp.add_argument("source", choices=["nccl-tests", "mlperf"], help="what wrote the files")
-    imp.add_argument("files", nargs="+", type=Path, help="nccl-tests: its output, one or more tests a file; mlperf: "
-                                                         "a submitter's folder, its results folder or a benchmark's")
-    imp.add_argument("-o", "--output", type=Path, required=True, help="the results root")
-    store_flag(imp)
-    imp.add_argument("--system", default=None, help="the system's label in the report (default: nccl-tests local; "
-                                                    "mlperf the submitter and system name its description gives)")
-
-
-def _nccl_log(sub: Any) -> None:
-    """hvdbench nccl-log: the network NCCL used, from its INFO output."""
-    nccl = sub.add_parser(
-        "nccl-log", help="say which network and transports NCCL used, from NCCL_DEBUG=INFO output",
-        description="Read NCCL_DEBUG=INFO output (NCCL_DEBUG_SUBSYS=INIT,NET at least; a launcher's prefixes are "
-                    "fine) and print per file the NCCL version, the network it moved data over (IB, RoCE, Socket "
-                    "or a plugin's network), the plugin, GPUDirect RDMA, the NICs, the transports within a node, "
-                    "the node count where the log shows it, and warnings (sockets beside an RDMA device, no "
-                    "GPUDirect RDMA). What the log shows NCCL did, not what the environment asked for.")
-    nccl.add_argument("files", nargs="+", type=Path, help="NCCL log files")
-    nccl.add_argument("--json", action="store_true", help="print JSON by file name: one object per file, a list of "
-                                                         "them (run by run) where a log holds several runs")
-
-
-def store_flag(parser: Any, what: str = "the runs are") -> None:
-    """Where a command records its runs (run, sweep, screen, import; status once every job has ended) or its
-    verdict with the runs behind it (accept, compare)."""
-    parser.add_argument("--store", default=None, metavar="URL",
-                        help=f"the history store {what} recorded in: a file path, "
-                             "sqlite:///path or postgresql://user@host/db (default: HVDBENCH_STORE, else "
-                             "~/.local/share/hvdbench/history.sqlite); off records nothing")
-
-
-def tag_flag(parser: Any) -> None:
-    """Tags on the runs a command plans (run, sweep, screen, submit)."""
-    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
-                        help="a tag on every run (repeatable): kept in the results root's tags.json and the history "
-                             "store, selected by hvdbench history --tag")
-
-
-def _history(sub: Any) -> None:
-    """hvdbench history: the runs the store keeps across results roots and months."""
-    history = sub.add_parser(
-        "history", help="every run kept across roots and months: list, aggregate, check for change, compare, publish",
-        description="The history store keeps every run that run, sweep, screen, a submitted job's sweep and import "
-                    "finish, across results roots and months (each run once: by its id and a digest of its "
-                    "measurements, which a copy shares). list: one row a run; aggregate: one row a system and "
-                    "configuration (its runs, geometric mean throughput, spread between runs, first and last); "
-                    "check: each configuration's change points (E-divisive means, a permutation test at 1%%) and the "
-                    "finding of its latest change, the runs after against the runs before (exit 1 on a regression, "
-                    "4 where a history is too short or the change undecided); publish DIR: a static site, a trend "
-                    "page a configuration (runs, each stretch's band, change points, the environment's changes); "
-                    "compare --a KEY=VALUE,... --b ...: two selections configuration by configuration on whole runs "
-                    "(B over A; exit 1 where B is slower, 4 where undecided or not judged); "
-                    "import ROOT...: record the runs under results roots (catching up where a store was down); "
-                    "verdicts: the accept, compare and compare --regressions verdicts kept, each with the runs "
-                    "behind it (--kind, --run, --since). The run folders stay the source of truth.")
-    history.add_argument("action", nargs="?", default="list",
-                         choices=["list", "aggregate", "check", "compare", "publish", "import", "verdicts"],
-                         help="list (default), aggregate, check, compare, publish, import or verdicts")
-    history.add_argument("roots", nargs="*", type=Path, help="import: the results roots; publish: the site's folder")
-    store_flag(history)
-    pick = history.add_argument_group("which runs (list, aggregate)")
-    for name in ("system", "host", "benchmark", "model", "status"):
-        pick.add_argument(f"--{name}", type=label, default=None, help=f"runs whose {name} is this")
-    pick.add_argument("--np", type=positive_int, default=None, help="runs of this many ranks")
-    pick.add_argument("--since", default=None, help="runs started since: an age (30d, 12h, 2w) or a date (2026-11-01)")
-    pick.add_argument("--until", default=None, help="runs started before: an age or a date")
-    pick.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
-                      help="list: runs carrying this tag (repeatable); import: the tag given to each run recorded")
-    history.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output (default table)")
-    history.add_argument("--margin", type=percent, default=MARGIN_PCT,
-                         help="check, compare: the change in percent within which runs count as equivalent (default 2)")
-    history.add_argument("--a", default=None, metavar="KEY=VALUE,...",
-                         help="compare: side A on top of the filters both share, e.g. system=dgx-a or "
-                              "since=60d,until=30d (keys: system, host, benchmark, model, np, status, since, until, "
-                              "tag.KEY)")
-    history.add_argument("--b", default=None, metavar="KEY=VALUE,...", help="compare: side B, as --a")
-    kept = history.add_argument_group("which verdicts (verdicts; --since too)")
-    kept.add_argument("--kind", choices=["accept", "compare", "regressions"], default=None,
-                      help="verdicts of this kind")
-    kept.add_argument("--run", type=label, default=None, metavar="RUN_ID", help="verdicts this run stands behind")
-    history.add_argument("--min-runs", type=positive_int, default=MIN_RUNS,
-                         help=f"compare: complete runs a side a verdict needs (default {MIN_RUNS})")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def cmd_project(args: argparse.Namespace) -> int:
     """Project each workload to the node counts; print the inputs and the table, write the section."""
-    from hvdbench.analysis.projection.project import write_projection
+    from hvdbench.analysis.projection.shown import write_projection
     from hvdbench.analysis.projection.target import load_target
 
     target = load_target(args.target) if args.target else None

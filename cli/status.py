@@ -8,6 +8,9 @@ from collections import Counter
 from hvdbench.analysis.history.recording import record_after
 from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import inert
+from .flags import store_flag
+from pathlib import Path
+from typing import Any
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -29,3 +32,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         record_after([args.dir], args.store)
     print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
     return 0 if counts["ok"] == len(states) else 1
+
+
+def declare(sub: Any) -> None:
+    """hvdbench status: each run's state."""
+    status = sub.add_parser("status", help="each run's state from a results directory and the scheduler",
+                            description="One line per run: state (ok, failed, timeout, cancelled, preempted, "
+                                        "pending, running, lost, not run), job id and reason.")
+    status.add_argument("dir", type=Path, help="results root (or one run directory)")
+    store_flag(status)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
+from .flags import rank_counts
+from pathlib import Path
+from typing import Any
 
 
 
@@ -43,3 +46,15 @@ def cmd_topo(args: argparse.Namespace) -> int:
         for placement in found:
             print("  " + placement.describe())
     return 0
+
+
+def declare(sub: Any) -> None:
+    """hvdbench topo: the node's topology and placements."""
+    topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
+                          description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
+                                      "named placements for 2, 4, ... GPUs.")
+    topo.add_argument("--file", type=Path, default=None,
+                      help="a saved 'nvidia-smi topo -m' output (or 'hvdbench topo --json') instead of this machine")
+    topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")
+    topo.add_argument("--exhaustive", action="store_true", help="every subset up to symmetry, labelled by ids")
+    topo.add_argument("--json", action="store_true", help="print JSON for other tools")

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from conftest import write_run
-from hvdbench.analysis.verdicts.acceptance import Criterion, Measured, exit_status, judge, load_criteria, verdict
+from hvdbench.analysis.verdicts.acceptance import Measured, exit_status, judge, verdict
+from hvdbench.analysis.verdicts.criteria import Criterion, load_criteria
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.tables.scaling import run_stats_table, scaling_table
 from hvdbench.analysis.stats import run_stats
@@ -197,7 +198,8 @@ def test_the_shipped_criteria_files_parse() -> None:
 def test_an_unmeasured_criterion_names_the_nearest_configurations_and_cpu_stand_ins_are_said(tmp_path: Path) -> None:
     """A criterion for resnet56 at 8 GPUs where resnet20 ran at 1 and 2: not measured, with the nearest that exist
     and what differs (the model); acceptance.txt of CPU ranks says they are CPU stand-ins before any verdict."""
-    from hvdbench.analysis.verdicts.acceptance import Criterion, _nearest, protocol
+    from hvdbench.analysis.verdicts.acceptance import _nearest, protocol
+    from hvdbench.analysis.verdicts.criteria import Criterion
 
     _results(tmp_path / "r", {1: 0.1, 2: 0.105})
     collection = collect([tmp_path / "r"])

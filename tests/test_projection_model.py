@@ -12,7 +12,8 @@ import pytest
 from hvdbench.analysis.projection.allreduce_model import (Link, StepModel, curve_problem, fit_link, flat_allreduce_s,
                                                fusion_schedule, hierarchical_allreduce_s, parse_link, ring_allreduce_s)
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.projection.project import ERROR_PER_DOUBLING, project, table_rows, write_projection
+from hvdbench.analysis.projection.project import ERROR_PER_DOUBLING, project
+from hvdbench.analysis.projection.shown import table_rows, write_projection
 from hvdbench.cli import main as hvdbench_main
 from hvdbench.core.errors import ReportError, UsageError
 from hvdbench.core.records import RecordWriter, rank_log_name

@@ -13,7 +13,7 @@ import pytest
 from conftest import write_run
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.tables.details import DETAILS_SCHEMA
-from hvdbench.analysis.verdicts.acceptance import TRAINING_KEYS
+from hvdbench.analysis.verdicts.criteria import TRAINING_KEYS
 from hvdbench.core.axes import AXES
 from hvdbench.core.job_env import job_env
 from hvdbench.core.records import encode, make_record, rank_log_name

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, write_run
-from hvdbench.analysis.verdicts.acceptance import Measured, load_criteria, more_needed
+from hvdbench.analysis.verdicts.acceptance import Measured, more_needed
+from hvdbench.analysis.verdicts.criteria import load_criteria
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.projection.project import efficiency_holds
 from hvdbench.cli import main

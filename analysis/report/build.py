@@ -37,7 +37,8 @@ from ..document import Report, Section
 from .output import terminal_text, write
 from ..tables.p2p import P2P_TEXT, host_rows, matrix_rows, p2p_table
 from .plots import all_plots, breakdown_plot
-from ..projection.project import DEFAULT_NODES, Projection, project, projection_section
+from ..projection.project import DEFAULT_NODES, Projection, project
+from ..projection.shown import projection_section
 from ..tables.scaling import (
     ADAPTIVE_TEXT, WARMUP_TEXT, adaptive_rows, matrices, run_stats_table, scaling_table, straggler_rows,
     straggler_table, straggler_text, warmup_rows
