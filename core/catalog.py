@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 from .collective_ops import OPS, check_comm_flags, comm_parser
 from .errors import UsageError
+from .loaders import LOADERS, loaders_of
 from .flags import (
     Parser,
     benchmark_parser,
@@ -107,8 +108,10 @@ def _torch_imagenet_check(flags: argparse.Namespace) -> None:
         return
     if flags.data != "files":
         raise UsageError("a quality target on imagenet trains on files: --data files --data-dir DIR (--eval-dir DIR)")
-    if getattr(flags, "loader", "torch") != "torch" or flags.data_only:
-        raise UsageError("a quality target on imagenet reads with --loader torch and trains (no --data-only)")
+    chosen = LOADERS.get(getattr(flags, "loader", None) or loaders_of("pytorch")[0])
+    if chosen is None or not chosen.to_target or flags.data_only:
+        able = ", ".join(name for name, loader in LOADERS.items() if loader.to_target and loader.framework == "pytorch")
+        raise UsageError(f"a quality target on imagenet reads with --loader {able} and trains (no --data-only)")
 
 
 TF_MIN_IMAGE_SIDE = {"inception_v3": 75}  # keras.applications' least; ResNet-50 and VGG-16 take 32

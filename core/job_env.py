@@ -21,11 +21,13 @@ class Scheduler:
     """One scheduler as a job's task sees it: its variables for what a task may ask (first found wins), how it
     lists the job's hosts, and the command that puts the job back in its queue (submitit's JobEnvironment in
     spirit); ``hydra_bootstrap``: how hydra's mpiexec (MPICH, Intel MPI) starts its proxies on the job's hosts
-    (None: hydra's default, ssh). A new scheduler is one subclass and its row in SCHEDULERS."""
+    (None: hydra's default, ssh); ``step_launcher``: the command that starts a job step on its nodes, where ssh can
+    go through it (SLURM's srun). A new scheduler is one subclass and its row in SCHEDULERS."""
 
     name: str
     variables: Mapping[str, tuple[str, ...]]
     hydra_bootstrap: str | None = None
+    step_launcher: str | None = None
 
     def hosts(self, env: "JobEnv") -> tuple[str, ...]:
         """The job's hosts, each once, in the scheduler's order (UsageError where the job's list is not there)."""
@@ -78,7 +80,8 @@ SCHEDULERS: dict[str, Scheduler] = {scheduler.name: scheduler for scheduler in (
         "num_tasks": ("SLURM_NTASKS",), "step_tasks": ("SLURM_STEP_NUM_TASKS",), "task_rank": ("SLURM_PROCID",),
         "local_rank": ("SLURM_LOCALID",), "restarts": ("SLURM_RESTART_COUNT",),
         "gpus": ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"), "gpus_on_node": ("SLURM_GPUS_ON_NODE",),
-    }, hydra_bootstrap="slurm"),  # Intel MPI's hydra would use ssh in a job, where nodes often run no sshd
+    }, hydra_bootstrap="slurm",  # Intel MPI's hydra would use ssh in a job, where nodes often run no sshd
+        step_launcher="srun"),
     Pbs("pbs", {  # PBS Pro and OpenPBS
         "job_id": ("PBS_JOBID",), "array_task_id": ("PBS_ARRAY_INDEX",), "nodefile": ("PBS_NODEFILE",),
         "num_tasks": ("PBS_TASKNUM",),
@@ -145,6 +148,11 @@ class JobEnv:
         if self.scheduler is None or not job:
             raise UsageError("not inside a job: there is nothing to requeue")
         return SCHEDULERS[self.scheduler].requeue(job)
+
+    @property
+    def step_launcher(self) -> str | None:
+        """The command that starts a step of this job on its nodes, where its scheduler has one (srun)."""
+        return SCHEDULERS[self.scheduler].step_launcher if self.scheduler else None
 
     @property
     def mpi_launched(self) -> bool:

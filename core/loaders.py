@@ -25,7 +25,8 @@ class Batches(Protocol):
 @dataclass(frozen=True)
 class Loader:
     """One loader: its name, its framework, the dataset kinds and layouts it reads, what it is (``--loader``'s
-    help), and its batches class as ``module:Class``."""
+    help), its batches class as ``module:Class``, and whether a run to a quality target trains from it (its
+    held-out set evaluated alike: suite/heldout.py)."""
 
     name: str
     framework: str
@@ -33,6 +34,7 @@ class Loader:
     layouts: tuple[str, ...]
     meaning: str
     batches: str
+    to_target: bool = False
 
     def batches_class(self) -> type:
         """Its batches class, imported (the rank's framework with it)."""
@@ -48,9 +50,11 @@ class Loader:
         return None
 
 
+IN_MEMORY = "memory"  # what a rank records as its loader where the whole dataset was read into memory first
 LOADERS: dict[str, Loader] = {loader.name: loader for loader in (
     Loader("torch", "pytorch", ("imagenet", "speech", "translation"), ("folder", "webdataset"),
-           "PyTorch's DataLoader (Pillow's decoder in its workers)", "hvdbench.suite.filedata:FileBatches"),
+           "PyTorch's DataLoader (Pillow's decoder in its workers)", "hvdbench.suite.filedata:FileBatches",
+           to_target=True),
     Loader("dali", "pytorch", ("imagenet",), ("folder", "webdataset"),
            "NVIDIA DALI (its decoder on the GPU where there is one)", "hvdbench.suite.dalidata:DaliBatches"),
     Loader("tfdata", "tensorflow", ("imagenet",), ("folder", "tfrecord"),

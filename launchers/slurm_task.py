@@ -115,7 +115,7 @@ def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: 
     env = launch_environment(launcher, spec, python, scheduler_gpus)
     if not launcher.task_per_rank:  # mpirun's and hydra's daemons go out with srun inside this task's step, whose
         env["SLURM_OVERLAP"] = "1"  # CPUs are all taken: without --overlap their srun waits for them for ever
-    if first and launcher.reaches_hosts_by_ssh and spec.nodes > 1 and job_env().scheduler == "slurm":
+    if first and launcher.reaches_hosts_by_ssh and spec.nodes > 1 and job_env().step_launcher == "srun":
         ssh_through_srun(folder, env)  # horovodrun's ssh reaches the allocation's nodes where no sshd runs
     attempt = TaskAttempt(spec, RunFolder(folder), job, first, retries)
     if first:

@@ -20,7 +20,7 @@ from hvdbench.core.environment import gloo_on_loopback
 from hvdbench.core.errors import UsageError
 from hvdbench.core.gpu import cuda_bus_id, refuse_unseen_gpus
 from hvdbench.core.gpu_choice import GpuChoice, choose_gpu
-from hvdbench.core.loaders import LOADERS, Batches, loaders_of
+from hvdbench.core.loaders import IN_MEMORY, LOADERS, Batches, loaders_of
 from hvdbench.core.records import RecordWriter
 from . import harness
 from .exchange import Exchange, make_exchange, scaler_for
@@ -259,7 +259,7 @@ class Trainer:
         epochs = self.workload.epochs
         if epochs is not None and epochs.next_batch is not None:
             facts = epochs.facts()
-            return {"data": {"dir": facts["source"], "kind": "idx", "loader": "memory",
+            return {"data": {"dir": facts["source"], "kind": "idx", "loader": IN_MEMORY,
                              "samples": facts["train_images"], **facts}}
         read = self.source.files.facts() if self.source.files is not None else {}
         if epochs is not None and "data" in read:

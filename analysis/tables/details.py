@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from hvdbench.core.columns import PHASES, SHOWN_PHASES
+from hvdbench.core.loaders import IN_MEMORY
 from hvdbench.core.run_table import carried
 
 from ..collect import Collection, step_rows
@@ -107,7 +108,7 @@ def batches_said(run: Any) -> str:
     data = None if data is None or pd.isna(data) else str(data)
     loader = getattr(run, "data_loader", None)
     if data != "files":
-        held = isinstance(loader, str) and loader == "memory"
+        held = isinstance(loader, str) and loader == IN_MEMORY
         return "dataset in memory" if held else f"synthetic ({data or 'device'})"
     workers = getattr(run, "loader_workers", None)
     parts = [str(v) for v in (getattr(run, "data_layout", None), loader) if isinstance(v, str) and v]
