@@ -57,6 +57,7 @@ class Runtime(ABC):
     launchers: ClassVar[tuple[str, ...]] = ()  # the launchers that can start its ranks (empty: every one)
     launchers_note: ClassVar[str] = ""  # why only those
     submit_note: ClassVar[str] = ""  # why a run's own job cannot start its ranks ("": it can; else one job a shape)
+    refusal: ClassVar[str] = ""  # how its own refusal of a launch begins (a regex): a failed run's first real reason
 
     def flags(self, container: Container, root: Path, knobs: Sequence[str]) -> list[str]:
         """The launcher's flags that put each task in the image (none: ``wrap`` does it)."""
@@ -145,6 +146,7 @@ class Apptainer(Runtime):
     the host's environment passes in, as Apptainer does by default, but its PYTHONPATH and LD_LIBRARY_PATH."""
 
     name, tool = "apptainer", "apptainer"
+    refusal = r"FATAL:"  # Apptainer's and Singularity's
 
     def wrap(self, container: Container, root: Path, inner: list[str], gpu: bool) -> list[str]:
         binds = ",".join(f"{s}:{d}" for s, d in container.with_results(root))
@@ -161,6 +163,7 @@ class Charliecloud(Runtime):
     ch-image's storage; GPU libraries injected once with ch-fromhost --nvidia); the environment passes in."""
 
     name, tool = "charliecloud", "ch-run"
+    refusal = r"(?:ch-run|ch-image)\[\d+\]: "
 
     def wrap(self, container: Container, root: Path, inner: list[str], gpu: bool) -> list[str]:
         binds = [f"--bind={s}:{d}" for s, d in container.with_results(root)]
@@ -189,6 +192,7 @@ class Podman(Runtime):
     memory and the network as on the host); GPUs through CDI (``--device nvidia.com/gpu=all``)."""
 
     name, tool = "podman", "podman"
+    refusal = r"Error: "
 
     def wrap(self, container: Container, root: Path, inner: list[str], gpu: bool) -> list[str]:
         volumes = [f"--volume={s}:{d}" for s, d in container.with_results(root)]

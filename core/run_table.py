@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from . import schema
 from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
+from .containers import RUNTIMES
 from .axes import AXES, BASE_FLAGS
 from .run_flags import without
 from .exchanges import listed, without_horovod
@@ -248,7 +249,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
             "lines"),
     RunColumn("container_image", "string", "the container image every rank ran in (null: on the host)", "run.json",
               derive=lambda facts: facts.spec.image, tables=("details",)),
-    RunColumn("container_runtime", "string", "what started the ranks in it: pyxis, apptainer, charliecloud, podman",
+    RunColumn("container_runtime", "string", f"what started the ranks in it: {', '.join(RUNTIMES)}",
               "run.json", derive=lambda facts: facts.spec.runtime, tables=("details",)),
     _env("container_image_id", ("container", "image_id"), "string", "the image's id as rank 0 saw it inside, where "
          "the runtime tells (podman)"),

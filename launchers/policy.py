@@ -17,6 +17,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from hvdbench.core.containers import RUNTIMES
 from hvdbench.core.metrics import logged_outcome
 from hvdbench.core.spec import RunSpec, RunStatus, earlier_attempts
 
@@ -87,9 +88,9 @@ def completed(run_dir: Path, spec: RunSpec) -> RunStatus | None:
 
 _PREFIX = re.compile(r"^(\[[\d,]+\](<std(?:out|err)>)?:|\d+:)\s*")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b:?")
-# a container runtime's own refusal (Apptainer/Singularity FATAL, podman's Error:, ch-run's error:): the first real
-# reason of a launch that failed in the runtime, ahead of the generic errors of the ranks it never started
-_RUNTIME = re.compile(r"^(?:FATAL:|Error: |(?:ch-run|ch-image)\[\d+\]: )")
+# a container runtime's own refusal (each runtime's ``refusal``, core/containers.py): the first real reason of a
+# launch that failed in the runtime, ahead of the generic errors of the ranks it never started
+_RUNTIME = re.compile("^(?:" + "|".join(r.refusal for r in RUNTIMES.values() if r.refusal) + ")")
 
 
 def failure_reason(log: Path, limit: int = 300) -> str:
