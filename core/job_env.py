@@ -21,13 +21,15 @@ class Scheduler:
     """One scheduler as a job's task sees it: its variables for what a task may ask (first found wins), how it
     lists the job's hosts, and the command that puts the job back in its queue (submitit's JobEnvironment in
     spirit); ``hydra_bootstrap``: how hydra's mpiexec (MPICH, Intel MPI) starts its proxies on the job's hosts
-    (None: hydra's default, ssh); ``step_launcher``: the command that starts a job step on its nodes, where ssh can
-    go through it (SLURM's srun). A new scheduler is one subclass and its row in SCHEDULERS."""
+    (None: hydra's default, ssh); ``steps_carry_ssh``: horovodrun's ssh to the job's nodes can go through a step of
+    the job (SLURM's srun), where nodes run no sshd; ``controller_says_why``: its controller says why a job stopped
+    and whether it was requeued (SLURM's scontrol). A new scheduler is one subclass and its row in SCHEDULERS."""
 
     name: str
     variables: Mapping[str, tuple[str, ...]]
     hydra_bootstrap: str | None = None
-    step_launcher: str | None = None
+    steps_carry_ssh: bool = False
+    controller_says_why: bool = False
 
     def hosts(self, env: "JobEnv") -> tuple[str, ...]:
         """The job's hosts, each once, in the scheduler's order (UsageError where the job's list is not there)."""
@@ -81,7 +83,7 @@ SCHEDULERS: dict[str, Scheduler] = {scheduler.name: scheduler for scheduler in (
         "local_rank": ("SLURM_LOCALID",), "restarts": ("SLURM_RESTART_COUNT",),
         "gpus": ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"), "gpus_on_node": ("SLURM_GPUS_ON_NODE",),
     }, hydra_bootstrap="slurm",  # Intel MPI's hydra would use ssh in a job, where nodes often run no sshd
-        step_launcher="srun"),
+        steps_carry_ssh=True, controller_says_why=True),
     Pbs("pbs", {  # PBS Pro and OpenPBS
         "job_id": ("PBS_JOBID",), "array_task_id": ("PBS_ARRAY_INDEX",), "nodefile": ("PBS_NODEFILE",),
         "num_tasks": ("PBS_TASKNUM",),
@@ -150,9 +152,14 @@ class JobEnv:
         return SCHEDULERS[self.scheduler].requeue(job)
 
     @property
-    def step_launcher(self) -> str | None:
-        """The command that starts a step of this job on its nodes, where its scheduler has one (srun)."""
-        return SCHEDULERS[self.scheduler].step_launcher if self.scheduler else None
+    def controller_says_why(self) -> bool:
+        """Whether this job's scheduler can say why it stopped (its row; outside any job, SLURM's tools are tried)."""
+        return not self.scheduler or SCHEDULERS[self.scheduler].controller_says_why
+
+    @property
+    def steps_carry_ssh(self) -> bool:
+        """Whether ssh to this job's nodes can go through a step of the job (its scheduler's row says)."""
+        return bool(self.scheduler) and SCHEDULERS[self.scheduler or ""].steps_carry_ssh
 
     @property
     def mpi_launched(self) -> bool:

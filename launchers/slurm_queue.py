@@ -97,7 +97,7 @@ def why_stopped(job: str | None, restarts: int, nodes: Iterable[str], run: Calla
     SLURM leaves before SIGKILL, at most 20 s); without an answer the attempt is taken as cancelled, which a
     requeued job's next attempt corrects (slurm_task: a job SLURM starts again was not cancelled). Under another
     scheduler (PBS: qdel, or the walltime run out) the job was stopped, and no more is known."""
-    if job_env().scheduler not in (None, "slurm"):
+    if not job_env().controller_says_why:
         return "cancelled", f"job {job} was stopped by {job_env().scheduler} (deleted, or its time ran out)"
     config = slurm_config(run) if job else {}
     if wait is None:

@@ -88,7 +88,7 @@ def _record_failure(folder: Path, job: str | None, retries: int, status: RunStat
 
 def _requeued_anyway(job: str) -> bool:
     """Whether SLURM says the job is requeued past this attempt (another task's requeue was heard first)."""
-    if job_env().scheduler not in (None, "slurm"):
+    if not job_env().controller_says_why:
         return False
     return requeue_said(job_fields(job), attempt_number() - 1) == "requeued"
 
@@ -115,7 +115,7 @@ def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: 
     env = launch_environment(launcher, spec, python, scheduler_gpus)
     if not launcher.task_per_rank:  # mpirun's and hydra's daemons go out with srun inside this task's step, whose
         env["SLURM_OVERLAP"] = "1"  # CPUs are all taken: without --overlap their srun waits for them for ever
-    if first and launcher.reaches_hosts_by_ssh and spec.nodes > 1 and job_env().step_launcher == "srun":
+    if first and launcher.reaches_hosts_by_ssh and spec.nodes > 1 and job_env().steps_carry_ssh:
         ssh_through_srun(folder, env)  # horovodrun's ssh reaches the allocation's nodes where no sshd runs
     attempt = TaskAttempt(spec, RunFolder(folder), job, first, retries)
     if first:

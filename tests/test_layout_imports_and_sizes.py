@@ -160,15 +160,22 @@ def _compared_names(path: Path) -> list[tuple[int, str, str]]:
     return out
 
 
-def test_no_exchange_runtime_or_launcher_name_is_compared_outside_its_own_module() -> None:
-    """What an exchange, a container runtime or a launcher can do is an attribute of its descriptor or class; code
-    elsewhere reads the attribute, never compares the name (a new one would be missed there)."""
+def test_no_exchange_runtime_launcher_loader_or_scheduler_name_is_compared_outside_its_own_module() -> None:
+    """What an exchange, a container runtime, a launcher, a loader or a scheduler can do is an attribute of its
+    descriptor or class; code elsewhere reads the attribute, never compares the name (a new one would be missed
+    there)."""
     from hvdbench.core.containers import RUNTIMES
     from hvdbench.core.exchanges import EXCHANGES
+    from hvdbench.core.job_env import SCHEDULERS as IN_JOB
+    from hvdbench.core.loaders import LOADERS
     from hvdbench.launchers.base import launcher_names
+    from hvdbench.launchers.schedulers import schedulers
 
     owners = {**{name: {"core/exchanges.py", "suite/exchange.py", "suite/tfharness.py"} for name in EXCHANGES},
               **{name: {"core/containers.py"} for name in RUNTIMES},
+              **{name: {"core/loaders.py"} for name in LOADERS},
+              **{name: {f"launchers/{name}.py", "launchers/schedulers.py", "core/job_env.py"}
+                 for name in {*schedulers(), *IN_JOB}},
               **{name: {f"launchers/builtin/{name}.py", "launchers/base.py"} for name in launcher_names()}}
     found = [f"{where}:{line}: {text}" for folder in PACKAGES for path in sorted((REPO / folder).rglob("*.py"))
              for line, name, text in _compared_names(path)

@@ -14,38 +14,32 @@ from hvdbench.core.errors import ReportError
 from . import views
 from ..collect import Collection, collect
 from ..tables.comm import (
-    COMM_TEXT, comm_table, horovod_over_mpi, peak_rows, peak_table, plot_bandwidth, ratio_rows
+    comm_table, plot_bandwidth
 )
 from ..keys import ACROSS_SYSTEMS
 from ..verdicts.compare import compare_table, measured_best
 from ..tables.system import (
-    FABRIC_TEXT, SYSTEM_TEXT, fabric_alerts, fabric_rows, params_alerts, system_table
+    fabric_alerts, params_alerts, system_table
 )
 from ..verdicts.costs import cost_columns
 from ..verdicts.judging import Judging
-from ..verdicts.decision import (decision_table, unpaired_table, weighted_figures,
-                                 weighted_table)
+from ..verdicts.decision import (decision_table, unpaired_table, weighted_figures)
 from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
-from ..sections import Inputs, TableSection
-from ..tables.datapath import DATAPATH_SECTION, datapath_summary
-from ..tables.critical_batch import CRITICAL_SECTION
-from ..tables.quality import QUALITY_SECTION, decision_lines as quality_decision_lines, quality_table
-from ..tables.details import BREAKDOWN_SECTION, DETAILS_SECTION, profile_rows
+from ..sections import Inputs
+from ..tables.datapath import datapath_summary
+from ..tables.quality import decision_lines as quality_decision_lines, quality_table
 from ..tables.efficiency import load_peaks, Peak, with_peaks
 from ..document import Report, Section
 from .output import terminal_text, write
-from ..tables.p2p import P2P_TEXT, host_rows, matrix_rows, p2p_table
+from .parts import PARTS, Assembly, walk
 from .plots import all_plots, breakdown_plot
-from ..projection.project import DEFAULT_NODES, Projection, project
-from ..projection.shown import projection_section
 from ..tables.scaling import (
-    ADAPTIVE_TEXT, WARMUP_TEXT, adaptive_rows, matrices, run_stats_table, scaling_table, straggler_rows,
-    straggler_table, straggler_text, warmup_rows
+    matrices, run_stats_table, scaling_table, straggler_table
 )
-from ..tables.full_node import THRESHOLD as FULL_THRESHOLD, full_node_rows, full_node_table, full_node_text
-from ..tables.screening import THRESHOLD, screening_rows, screening_table, screening_text
-from ..tables.summary import CROSS_SECTION, KNOBS_SECTION, best_configurations, best_rows, describe, executive_lines
+from ..tables.full_node import full_node_table
+from ..tables.screening import screening_table
+from ..tables.summary import executive_lines
 from ..stats import STRAGGLER_THRESHOLD
 
 
@@ -159,30 +153,14 @@ def build(collection: Collection, *, warmup: int | None = None, threshold: float
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
     summary = (_decision_summary(compared, decided) + (executive_lines(table, screen, slow, full) if len(table) else [])
                + fabric_alerts(collection.runs) + params_alerts(collection.runs))
-    sections = [Section("Executive summary", "", lines=summary)] if summary else []
-    sections += decided
     described = system_table(collection)
-    if len(described.columns) > 1:
-        sections.append(Section("System under test", SYSTEM_TEXT, list(described.columns),
-                                described.fillna("-").values.tolist(), role="system"))
-    sections += headline
-    for title, text, (header, rows) in views.axis_views(table):
-        sections.append(Section(title, text, header, rows))
-    tables = {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow, "system": described}
-    sections += _buyer_sections(inputs, tables)
+    assembly = Assembly(inputs, comm, slow, screen, full, compared, decided, headline, summary, described, threshold,
+                        warmup, {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow,
+                                 "system": described})
+    sections = [section for part in PARTS for section in walk(part, assembly)]
+    tables = assembly.tables
     if summary and "datapath" in tables:  # the data path's verdicts, once built, in the summary a buyer reads first
         sections[0].lines += datapath_summary(tables["datapath"])
-    sections += _screen_sections(screen, full, tables)
-    sections.append(Section("Stragglers", straggler_text(slow, threshold), *straggler_rows(slow)))
-    sections += _recorded_sections(inputs, tables)
-    sections += _run_sections(collection, stats)
-    _keep_compared(tables, compared)
-    if len(collection.profile):
-        tables["profile"] = collection.profile
-    sections += _bandwidth_sections(collection, comm, table, tables)
-    projected = _projection(collection, warmup, stats)
-    if projected is not None:
-        sections.append(projection_section(projected))
     return Report(_intro(collection, warmup), sections, tables, _plots(collection, table, stats, comm, tables),
                   headline)
 
@@ -197,24 +175,6 @@ def _decision_summary(compared: pd.DataFrame, sections: list[Section]) -> list[s
     return [line] if line else []
 
 
-def _keep_compared(tables: dict[str, pd.DataFrame], compared: pd.DataFrame) -> None:
-    """The comparison (compare.csv) and the decision's rows (decision.csv), where systems were compared."""
-    if not compared.empty:
-        tables["compare"] = compared
-        if compared.attrs.get("decided") is not None:
-            tables["decision"] = compared.attrs["decided"]
-        if compared.attrs.get("weighted"):
-            tables["weighted"] = weighted_table(compared.attrs["weighted"])
-
-
-def _run_sections(collection: Collection, stats: pd.DataFrame) -> list[Section]:
-    """Warm-up, the adaptive run lengths and what was left out."""
-    out = [Section("Warm-up", WARMUP_TEXT, *warmup_rows(collection.runs, stats))]
-    if collection.runs["target_ci_pct"].notna().any():
-        out.append(Section("Adaptive run length", ADAPTIVE_TEXT, *adaptive_rows(collection.runs, stats)))
-    return out + [Section(title, text, header, rows) for title, text, header, rows in views.problems(collection)]
-
-
 def _plots(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame, comm: pd.DataFrame,
            tables: dict[str, pd.DataFrame]) -> dict[str, str]:
     """Every plot of the report, by title."""
@@ -225,96 +185,6 @@ def _plots(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame, com
         if svg:
             plots[title] = svg
     return plots
-
-
-def _projection(collection: Collection, warmup: int | None, stats: pd.DataFrame) -> Projection | None:
-    """The projection to 1-64 nodes where the results allow one (training runs with their independent
-    twin and allreduce curves within and across nodes); None where they do not (``hvdbench project`` says
-    what is missing)."""
-    if collection.comm.empty or not (collection.runs["nodes"] > 1).any():
-        return None
-    try:
-        return project(collection, DEFAULT_NODES, warmup=warmup, stats=stats)
-    except ReportError:
-        return None
-
-
-def _bandwidth_sections(collection: Collection, comm: pd.DataFrame, table: pd.DataFrame,
-                        tables: dict[str, pd.DataFrame]) -> list[Section]:
-    """The collectives' peaks and Horovod against raw MPI; each host's peer-to-peer and host-GPU matrices."""
-    out: list[Section] = []
-    if len(comm):
-        tables["collectives"] = comm
-        out.append(Section("Collectives", COMM_TEXT, *peak_rows(peak_table(comm), table)))
-        ratio = horovod_over_mpi(comm)
-        if len(ratio):
-            out.append(Section("Horovod against raw MPI", "busbw through Horovod / through mpi4py, near 64 MiB.",
-                               *ratio_rows(ratio)))
-    p2p = p2p_table(collection)
-    if len(p2p):
-        tables["p2p"] = p2p
-        for (run_id, host), cases in p2p.groupby(["run_id", "host"], sort=True, dropna=False):
-            where = f"{host} ({run_id})"
-            out.append(Section(f"Peer-to-peer bandwidth, {where}", P2P_TEXT, *matrix_rows(cases, "uni")))
-            if (cases["mode"] == "bi").any():
-                out.append(Section(f"Both directions at once, {where}", "", *matrix_rows(cases, "bi")))
-            out.append(Section(f"Host and GPU, {where}", "Pinned host memory.", *host_rows(cases)))
-    return out
-
-
-def _walk(descriptors: tuple[TableSection, ...], inputs: Inputs, tables: dict[str, pd.DataFrame]) -> list[Section]:
-    """Each table section built, kept as its table and shown, where it has rows."""
-    out: list[Section] = []
-    for section in descriptors:
-        table = section.build(inputs)
-        if len(table):
-            tables[section.name] = table
-            out.append(Section(section.title, section.text, *section.rows(table), folded=section.folded,
-                               banner=section.banner(table) if section.banner is not None else []))
-    return out
-
-
-# what a buyer compares, after the headline
-BUYER_TABLES = (QUALITY_SECTION, CRITICAL_SECTION, KNOBS_SECTION, CROSS_SECTION, DATAPATH_SECTION)
-RECORDED_TABLES = (BREAKDOWN_SECTION, DETAILS_SECTION)  # everything else the runs recorded
-
-
-def _buyer_sections(inputs: Inputs, tables: dict[str, pd.DataFrame]) -> list[Section]:
-    """Every knob side by side, the cross-model summary, the data path and the best configuration of each workload."""
-    out = _walk(BUYER_TABLES, inputs, tables)
-    best = best_configurations(inputs.table)
-    if len(best) and (best["np"] > 1).any():
-        out.append(Section("Best configuration per workload", "At the largest GPU count each workload was measured.",
-                           *best_rows(best, describe)))
-    return out
-
-
-def _recorded_sections(inputs: Inputs, tables: dict[str, pd.DataFrame]) -> list[Section]:
-    """Everything else the runs recorded: the --breakdown phases, run details, the network NCCL used, the profiles'
-    top operators."""
-    collection = inputs.collection
-    out = _walk(RECORDED_TABLES, inputs, tables)
-    header, rows = fabric_rows(collection.runs)
-    if rows:
-        out.append(Section("The network NCCL used", FABRIC_TEXT, header, rows))
-    if len(collection.profile):
-        out.append(Section("Top operators (--profile)", "Rank 0's five most expensive operators per profiled run; "
-                           "every rank's in profile.csv, the traces beside the logs.",
-                           *profile_rows(collection.profile)))
-    return out
-
-
-def _screen_sections(screen: pd.DataFrame, full: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
-    """Screening (each GPU alone against its fleet) and full-node screening, where the runs hold them."""
-    sections = []
-    if len(screen):
-        sections.append(Section("Screening", screening_text(THRESHOLD), *screening_rows(screen)))
-        tables["screening"] = screen
-    if len(full):
-        sections.append(Section("Full-node screening", full_node_text(FULL_THRESHOLD),
-                                *full_node_rows(full)))
-        tables["full_node"] = full
-    return sections
 
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None, peaks: Path | None = None,
