@@ -155,6 +155,17 @@ def index(root: Path, kind: str, layout: str | None = None) -> Index:
     return Index(root, layout, kind, tuple(found), classes)
 
 
+@lru_cache(maxsize=8)
+def _listed(root: str, kind: str, layout: str | None) -> Index:
+    return index(Path(root), kind, layout)
+
+
+def listed(root: Path, kind: str, layout: str | None = None) -> Index:
+    """A rank's one listing of a dataset: its loader and a run to target's checks of the same folder read the same
+    index, listed once per process (a run never changes the dataset it reads)."""
+    return _listed(str(Path(root).resolve()), kind, layout)
+
+
 def _folder(root: Path, kind: str) -> tuple[list[Place], int]:
     """ImageFolder (``train/`` if there is one), or files beside their companions."""
     top = root / "train" if (root / "train").is_dir() else root

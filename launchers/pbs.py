@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from functools import cached_property
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -173,17 +174,16 @@ class PbsExecutor(Submitter):
     def limit_s(self) -> float | None:
         return float(self.options.time_min) * 60
 
+    @cached_property
     def shape(self) -> NodeShape | None:
         """PBS's smallest node as pbsnodes says it (asked once), for the CPUs a rank gets."""
-        if not hasattr(self, "_shape"):
-            self._shape = pbs_node_shape(gpus=self.options.gpus) if shutil.which("pbsnodes") else None
-        return self._shape
+        return pbs_node_shape(gpus=self.options.gpus) if shutil.which("pbsnodes") else None
 
     def describe(self, spec: RunSpec) -> str:
         """What submitting spec would do: its job script."""
         self.refuse([spec])
         return pbs_script(spec, self.options, self.name, (self.root / spec.id).resolve(), self.python,
-                          self.retries, self.shape()).rstrip().replace("\n", "\n    ")
+                          self.retries, self.shape).rstrip().replace("\n", "\n    ")
 
     def refuse(self, specs: Sequence[RunSpec]) -> None:
         """One line for the first run PBS cannot take, or for a block or results path a job script cannot hold."""
@@ -209,7 +209,7 @@ class PbsExecutor(Submitter):
             script = (self.root / JOBS_DIR / f"{spec.id}.pbs").resolve()  # qsub runs in the root: a relative path
             # would name the root's root
             script.write_text(pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries,
-                                         self.shape()), encoding="utf-8")
+                                         self.shape), encoding="utf-8")
             job = self._qsub(script)
             status = RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job, scheduler=Pbs.name)
             status.write(run_dir)

@@ -11,6 +11,7 @@ import re
 import shlex
 import shutil
 import sys
+from functools import cached_property
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -101,20 +102,19 @@ class SlurmExecutor(Submitter):
     def limit_s(self) -> float | None:
         return float(self.options.time_min) * 60 if self.options.time_min else None
 
+    @cached_property
     def shape(self) -> NodeShape | None:
         """The partition's nodes as sinfo says them (asked once), for the CPUs a rank gets."""
-        if not hasattr(self, "_shape"):
-            self._shape = node_shape(self.options.partition) if shutil.which("sinfo") else None
-        return self._shape
+        return node_shape(self.options.partition) if shutil.which("sinfo") else None
 
     def describe(self, spec: RunSpec) -> str:
         """What submitting spec would do: the job script as sbatch gets it (submitit's, the CPUs a rank get and
         why), and what its task(s) run: each task its rank, or the first task the launcher's whole line over the
         allocation's nodes (node1, node2, ... standing for the names SLURM gives them)."""
         _submittable([spec])
-        params = job_parameters(self.options, spec, self.name, self.retries, self.shape())
+        params = job_parameters(self.options, spec, self.name, self.retries, self.shape)
         script = job_script(params, self.root / JOBS_DIR / "%j")
-        cpus, why = rank_cpus(self.options, spec, self.shape())
+        cpus, why = rank_cpus(self.options, spec, self.shape)
         ctx = LaunchContext(python=self.python, run_dir=(self.root / spec.id).resolve(), pmi=self.options.mpi)
         launcher = get_launcher(spec.launcher)
         if launcher.task_per_rank:
@@ -151,7 +151,7 @@ class SlurmExecutor(Submitter):
         # one submitit executor per set of job parameters: each job gets exactly what describe() shows for it
         groups: dict[str, tuple[dict[str, Any], list[RunSpec]]] = {}
         for spec in todo:
-            params = job_parameters(self.options, spec, self.name, self.retries, self.shape())
+            params = job_parameters(self.options, spec, self.name, self.retries, self.shape)
             groups.setdefault(json.dumps(params, sort_keys=True, default=str), (params, []))[1].append(spec)
         for params, group in groups.values():
             executor = submitit_executor(params, self.root / JOBS_DIR / "%j")

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from hvdbench.core.datasets import check_enough, index
+from hvdbench.core.datasets import check_enough, listed
 from hvdbench.core.errors import UsageError
 from hvdbench.core.loaders import data_record
 from .filedata import MEAN, STD
@@ -30,7 +30,7 @@ class DaliBatches:
             from nvidia.dali.plugin.pytorch import DALIGenericIterator
         except ImportError:
             raise UsageError("--loader dali needs NVIDIA DALI (pip install nvidia-dali-cuda120)") from None
-        self.idx = index(flags.data_dir, kind, flags.data_layout)
+        self.idx = listed(flags.data_dir, kind, flags.data_layout)
         if self.idx.layout == "tfrecord":
             raise UsageError("--loader dali reads ImageFolder or WebDataset here; TFRecords go through tf_imagenet")
         check_enough(self.idx, size, flags.batch_size)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from hvdbench.core.datasets import Index, Place, check_enough, index, read_bytes, read_companion, shard_ids
+from hvdbench.core.datasets import Index, Place, check_enough, listed, read_bytes, read_companion, shard_ids
 from hvdbench.core.errors import UsageError
 from hvdbench.core.loaders import data_record
 from .synthetic import BOS, CHARS, FIRST_WORD, FRAMES_PER_SECOND, FREQ_BINS, PAD
@@ -219,7 +219,7 @@ class FileBatches:
     def __init__(self, kind: str, flags: argparse.Namespace, rank: int, size: int, device: torch.device,
                  classes: int | None = None) -> None:
         pin = device.type == "cuda"
-        self.idx = index(flags.data_dir, kind, flags.data_layout)
+        self.idx = listed(flags.data_dir, kind, flags.data_layout)
         check_enough(self.idx, size, flags.batch_size)
         if kind == "imagenet" and self.idx.layout == "folder" and classes is not None and self.idx.classes > classes:
             raise UsageError(f"--data-dir {flags.data_dir}: {self.idx.classes:,} class folders, and the model has "

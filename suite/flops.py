@@ -43,6 +43,7 @@ def _counting_flags(flags: argparse.Namespace) -> argparse.Namespace:
     counted = argparse.Namespace(**vars(flags))
     counted.batch_size = min(flags.batch_size, COUNT_BATCH)
     counted.compile, counted.channels_last, counted.precision = False, False, "fp32"
+    counted.target_accuracy = counted.target_loss = None  # a count needs the model and a batch, not a held-out set
     return counted
 
 

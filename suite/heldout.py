@@ -18,7 +18,7 @@ import io
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from hvdbench.core.datasets import Index, Place, index, read_bytes
+from hvdbench.core.datasets import Index, Place, index, listed, read_bytes
 from hvdbench.core.errors import UsageError
 from .filedata import MEAN, NAMED, STD
 
@@ -119,10 +119,13 @@ def overlap(train: Index, held: Index, budget: int = CHECK_BYTES) -> Overlap:
     return Overlap(len(candidates), compared, tuple(shared))
 
 
-def checked_sets(flags: argparse.Namespace, kind: str) -> tuple[Index, Index, Overlap]:
+def checked_sets(flags: argparse.Namespace, kind: str, rank: int = 0,
+                 share: Callable[[Any], Any] | None = None) -> tuple[Index, Index, Overlap]:
     """The training and held-out indexes, checked: a UsageError of one line where the held-out set is missing,
-    empty, of other classes, or shares a file or a sample's bytes with the training set."""
-    train = index(Path(flags.data_dir), kind, flags.data_layout)
+    empty, of other classes, or shares a file or a sample's bytes with the training set. The training set is listed
+    once (its loader reads the same listing); the bytes are compared on rank 0 alone and what it found given to every
+    rank (``share``: the runtime's broadcast), so every rank refuses alike and a node reads them once."""
+    train = listed(Path(flags.data_dir), kind, flags.data_layout)
     where = held_out_dir(flags)
     if not where.is_dir():
         raise UsageError(f"--eval-dir {where}: no such folder")
@@ -131,7 +134,10 @@ def checked_sets(flags: argparse.Namespace, kind: str) -> tuple[Index, Index, Ov
     if same:
         raise UsageError(f"--eval-dir {where}: {len(same):,} file(s) are in the training set too (the first: "
                          f"{same[0]}): an accuracy on them is not held out")
-    found = overlap(train, held)
+    if share is None:
+        found = overlap(train, held)
+    else:  # rank 0 reads; every rank gets what it found
+        found = share(overlap(train, held) if rank == 0 else None)
     if found.shared:
         raise UsageError(f"--eval-dir {where}: {len(found.shared):,} held-out sample(s) have the bytes of a training "
                          f"sample (the first: {found.shared[0]}): an accuracy on them is not held out")

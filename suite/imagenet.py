@@ -36,7 +36,7 @@ def held_out_epochs(ctx: BuildContext, side: int) -> Epochs:
     from hvdbench.suite.heldout import FileHeldOut, checked_sets, held_out_facts
 
     flags = ctx.flags
-    train, held, found = checked_sets(flags, "imagenet")
+    train, held, found = checked_sets(flags, "imagenet", ctx.rank, ctx.share)
     check_enough(train, ctx.size, flags.batch_size)
     evaluator = FileHeldOut(held, ctx.rank, ctx.size, side, flags.loader_workers)
     return Epochs(len(train) // ctx.size // flags.batch_size, None, evaluator.evaluate,

@@ -350,7 +350,7 @@ class TorchBackend:
 
     def trainer(self, build: Build, session: harness.Session) -> Trainer:
         runtime, flags = session.runtime, session.flags
-        ctx = BuildContext(flags, session.device, runtime.rank, runtime.size)
+        ctx = BuildContext(flags, session.device, runtime.rank, runtime.size, runtime.broadcast_object)
         compression = lambda: GradientCompression(  # noqa: E731
             session.hvd.Compression.fp16 if flags.fp16_allreduce else session.hvd.Compression.none)
         exchange = make_exchange(flags, session.hvd, runtime, session.device, compression)  # type: ignore[arg-type]

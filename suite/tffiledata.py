@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import numpy as np
 import tensorflow as tf
 
-from hvdbench.core.datasets import check_enough, index, shard_ids
+from hvdbench.core.datasets import check_enough, listed, shard_ids
 from hvdbench.core.loaders import data_record
 
 MEAN = tf.constant([0.485, 0.456, 0.406]) * 255.0
@@ -49,7 +49,7 @@ class TFFileFeed:
 
     def __init__(self, flags: argparse.Namespace, rank: int, size: int, side: int, channels_first: bool,
                  device: str) -> None:
-        self.idx = index(flags.data_dir, "imagenet", flags.data_layout)
+        self.idx = listed(flags.data_dir, "imagenet", flags.data_layout)
         workers = max(1, flags.loader_workers)
         self.cache = self.idx.start(flags.data_cache)
         if self.idx.layout == "tfrecord":

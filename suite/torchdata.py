@@ -51,12 +51,14 @@ class TorchWorkload:
 
 @dataclass(frozen=True)
 class BuildContext:
-    """What a benchmark's build function is given: the parsed flags, this rank and its device."""
+    """What a benchmark's build function is given: the parsed flags, this rank and its device, and how rank 0's
+    object reaches every rank (``share``: the runtime's broadcast; None on one process)."""
 
     flags: argparse.Namespace
     device: torch.device
     rank: int
     size: int
+    share: Callable[[Any], Any] | None = None
 
     def data_generator(self) -> torch.Generator:
         """A CPU generator for synthetic data, seeded per rank so replicas see different batches."""

@@ -91,6 +91,29 @@ def test_the_overlap_check_says_where_it_stopped_reading(tmp_path_factory: pytes
     assert 0 < partial.compared < partial.pairs and partial.facts()["overlap_check"].startswith("partial: ")
 
 
+def test_a_rank_lists_the_training_set_once_and_rank_0_alone_reads_for_the_overlap(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader and the held-out check share one listing; the bytes are compared on rank 0 and what it found is
+    what every rank refuses or keeps (a node reads them once, every rank refuses alike)."""
+    from hvdbench.core import datasets
+    from hvdbench.suite import heldout
+
+    root = _export(tmp_path_factory, "folder")
+    train = checked_sets(_flags(root / "train", root / "val"), "imagenet")[0]
+    assert datasets.listed(root / "train", "imagenet", None) is train  # the loader's listing is this one
+    found_on_0 = heldout.Overlap(5, 5, ("val/3-dress/x.png",))
+    monkeypatch.setattr(heldout, "overlap", lambda *a: pytest.fail("rank 1 read bytes for the overlap check"))
+    sent: list[object] = []
+
+    def share(mine: object) -> heldout.Overlap:
+        sent.append(mine)
+        return found_on_0
+
+    with pytest.raises(UsageError, match=r"1 held-out sample\(s\) have the bytes .*x\.png"):
+        checked_sets(_flags(root / "train", root / "val"), "imagenet", rank=1, share=share)
+    assert sent == [None]
+
+
 def test_the_centre_crop_keeps_an_upscaled_small_image_whole_enough() -> None:
     image = Image.fromarray(np.arange(28 * 28, dtype=np.uint8).reshape(28, 28)).convert("RGB")
     assert centre_crop(image, 32).shape == (32, 32, 3)

@@ -172,3 +172,19 @@ def test_sizes_count_cpu_ranks_only_where_every_device_names_a_cpu() -> None:
     assert on_cpu_ranks(["QEMU Virtual CPU version 2.5+"]) and ranks_title(["Neoverse-V2"]) == "CPU ranks"
     for mixed in (["H100"], ["NVIDIA H100 80GB HBM3"], [None], [], ["AMD EPYC 7763", "NVIDIA A100-SXM4-80GB"]):
         assert not on_cpu_ranks(mixed) and ranks_title(mixed) == "GPUs"
+
+
+def test_the_knob_and_cross_workload_tables_count_cpu_ranks_as_such() -> None:
+    """The knob table and the cross-workload summary keep the devices their rows trained on (beside the table, not
+    in its CSV): CPU ranks are headed as ranks, a GPU's rows as GPUs."""
+    import pandas as pd
+
+    from hvdbench.analysis.tables.summary import cross_model, cross_rows
+
+    def table(device: str) -> pd.DataFrame:
+        return pd.DataFrame({"system": ["s", "s"], "np": [2, 2], "model": ["a", "b"], "independent": [False, False],
+                             "speedup": [1.8, 1.9], "efficiency": [0.9, 0.95], "device_name": [device, device]})
+
+    cpu, gpu = cross_model(table("AMD EPYC 7763 64-Core Processor")), cross_model(table("NVIDIA H100 80GB HBM3"))
+    assert cross_rows(cpu)[0][1] == "CPU ranks" and cross_rows(gpu)[0][1] == "GPUs"
+    assert "device_name" not in cpu.columns and cross_rows(cpu)[1][0][:3] == ["s", "2", "2"]

@@ -107,3 +107,18 @@ def test_labels_without_signal_never_give_a_time_and_a_diverging_loss_names_its_
     [error] = [r for r in read_records(folder / "rank-0.jsonl") if r["kind"] == "error"]
     assert error["error"] == "NotFinite" and "the loss was not finite at step" in error["message"]
     assert RunFolder(folder).status.status == "failed"
+
+
+def test_a_speedup_on_one_run_a_side_says_its_interval_is_within_run_only() -> None:
+    """The split of a time-to-target speedup over one run a side says so: the throughput factor's interval is its
+    steps' alone, the spread between runs unknown."""
+    from types import SimpleNamespace
+
+    from hvdbench.analysis.tables.quality import split_text
+
+    row = dict(base_np=1, base_runs=1, runs=1, on_cpu=True, speedup=0.77, speedup_low=float("nan"),
+               speedup_high=float("nan"), hw_speedup=0.75, hw_low=0.73, hw_high=0.78, stat_eff=1.0,
+               stat_low=float("nan"), stat_high=float("nan"))
+    said = split_text(SimpleNamespace(**row))
+    assert said.endswith("(against 1 CPU rank; within-run only: 1 run a side, the spread between runs unknown)")
+    assert "within-run" not in split_text(SimpleNamespace(**{**row, "runs": 3, "base_runs": 3}))

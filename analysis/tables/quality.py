@@ -33,7 +33,7 @@ QUALITY_SCHEMA: dict[str, str] = {
     "ratio": "float64", "ratio_low": "float64", "ratio_high": "float64", "finding": "string", "verdict": "string",
     "base_np": "Int64", "speedup": "float64", "speedup_low": "float64", "speedup_high": "float64",
     "hw_speedup": "float64", "hw_low": "float64", "hw_high": "float64", "stat_eff": "float64", "stat_low": "float64",
-    "stat_high": "float64", "run_ids": "string", "on_cpu": "boolean",
+    "stat_high": "float64", "run_ids": "string", "on_cpu": "boolean", "base_runs": "Int64",
 }
 SPLIT = ("speedup", "hw", "stat")  # time to target's speedup = throughput's (hardware) x statistical efficiency
 WORDS = ("slower", "faster")  # a time ratio above 1 took longer
@@ -128,10 +128,10 @@ def _split(row: dict[str, Any], base: dict[str, Any], draws: dict[str, np.ndarra
            points: dict[str, float] | None) -> None:
     """The row's speedup in time to target over the fewest GPUs' (their time over its), and its two factors:
     throughput's (its over theirs: the hardware) and statistical efficiency (their epochs over its)."""
-    row.update({name: math.nan for name in QUALITY_SCHEMA if name.startswith(SPLIT)}, base_np=pd.NA)
+    row.update({name: math.nan for name in QUALITY_SCHEMA if name.startswith(SPLIT)}, base_np=pd.NA, base_runs=pd.NA)
     if base is row:
         return
-    row["base_np"] = base["np"]
+    row["base_np"], row["base_runs"] = base["np"], base["runs"]
     ratios = {"speedup": ratio_draws(base["_figure"], row["_figure"]) if row["_figure"] and base["_figure"] else None,
               "hw": ratio_draws(config_draws(row["_ids"], draws, points=points),
                                 config_draws(base["_ids"], draws, points=points)),
@@ -179,9 +179,11 @@ def split_text(r: Any) -> str:
     if missing(r.base_np):
         return "-"
     each = f"{'CPU rank' if _cpu(r) else 'GPU'}{'s' if int(r.base_np) != 1 else ''}"
+    fewest = min(int(r.runs), int(r.base_runs)) if not missing(r.base_runs) else int(r.runs)
+    alone = f"; within-run only: {fewest} run a side, the spread between runs unknown" if fewest < 2 else ""
     return (f"×{_factor(r.speedup, r.speedup_low, r.speedup_high)} = throughput ×"
             f"{_factor(r.hw_speedup, r.hw_low, r.hw_high)} × statistical {_factor(r.stat_eff, r.stat_low, r.stat_high)}"
-            f" (against {int(r.base_np)} {each})")
+            f" (against {int(r.base_np)} {each}{alone})")
 
 
 def _time_text(r: Any) -> str:

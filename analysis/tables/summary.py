@@ -67,7 +67,14 @@ def knob_table(table: pd.DataFrame, draws: dict[str, np.ndarray], points: dict[s
                              "finding": found.finding, "verdict": found.verdict, "why": found.why,
                              "detectable": found.detectable, "runs_to_decide": found.runs_to_decide,
                              "spread": spreads[0], "base_spread": spreads[1]})
-    return pd.DataFrame(rows, columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA)
+    return _with_devices(pd.DataFrame(rows, columns=list(KNOB_SCHEMA)).astype(KNOB_SCHEMA), table)
+
+
+def _with_devices(out: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with the devices its rows trained on kept beside it (attrs, not a column: its rows' size column reads
+    CPU ranks where every one was a CPU)."""
+    out.attrs["devices"] = list(table["device_name"]) if "device_name" in table else []
+    return out
 
 
 def cross_model(table: pd.DataFrame) -> pd.DataFrame:
@@ -78,9 +85,9 @@ def cross_model(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["system", "np", "workloads", "median_speedup", "median_efficiency",
                                      "min_efficiency", "max_efficiency"])
     grouped = exchanged.groupby(["system", "np"], sort=True)
-    return grouped.agg(workloads=("model", "size"), median_speedup=("speedup", "median"),
-                       median_efficiency=("efficiency", "median"), min_efficiency=("efficiency", "min"),
-                       max_efficiency=("efficiency", "max")).reset_index()
+    return _with_devices(grouped.agg(workloads=("model", "size"), median_speedup=("speedup", "median"),
+                                     median_efficiency=("efficiency", "median"), min_efficiency=("efficiency", "min"),
+                                     max_efficiency=("efficiency", "max")).reset_index(), exchanged)
 
 
 def best_configurations(table: pd.DataFrame) -> pd.DataFrame:
@@ -225,8 +232,8 @@ def _runs(count: int, spread: float) -> str:
 
 
 def knob_rows(knobs: pd.DataFrame) -> Rows:
-    return (["workload", "GPUs", "knob", "from → to", "throughput", "ratio [95% CI]", "verdict", "could have caught",
-             "runs"],
+    return (["workload", ranks_title(knobs.attrs.get("devices", [])), "knob", "from → to", "throughput",
+             "ratio [95% CI]", "verdict", "could have caught", "runs"],
             [[f"{r.system} {r.framework} {r.benchmark} {r.model}", str(r.np), r.knob.replace("_", " "),
               f"{r.base_value} → {r.value}", f"{fmt(r.base_throughput)} → {fmt(r.throughput)}",
               "×" + ratio(r.ratio, r.ratio_low, r.ratio_high),
@@ -238,11 +245,12 @@ def knob_rows(knobs: pd.DataFrame) -> Rows:
              for r in knobs.itertuples()])
 
 
-CROSS_TEXT = "Over workloads (runs with gradients exchanged), per system and GPU count."
+CROSS_TEXT = "Over workloads (runs with gradients exchanged), per system and size."
 
 
 def cross_rows(cross: pd.DataFrame) -> Rows:
-    return (["system", "GPUs", "workloads", "median speedup", "median efficiency", "efficiency range"],
+    return (["system", ranks_title(cross.attrs.get("devices", [])), "workloads", "median speedup", "median efficiency",
+             "efficiency range"],
             [[r.system, str(r.np), str(r.workloads), fmt(r.median_speedup, 2), pct(r.median_efficiency),
               f"{pct(r.min_efficiency)} – {pct(r.max_efficiency)}"] for r in cross.itertuples()])
 
