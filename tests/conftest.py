@@ -226,6 +226,33 @@ class ScriptLauncher(Launcher):
         return [ctx.python, "-c", self.SNIPPETS[spec.args[0]]]
 
 
+@pytest.fixture(scope="module")
+def postgres():  # type: ignore[no-untyped-def]
+    """A real PostgreSQL server for this file's tests (tests/postgres_server.py); each test makes its own database."""
+    from postgres_server import missing, start_postgres
+
+    why = missing()
+    if why:
+        pytest.skip(f"a PostgreSQL store {why}")
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        except subprocess.SubprocessError:
+            pass  # a test left it stopped
+        shutil.rmtree(server.folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store: an SQLite file, or a database of its own on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "h.sqlite")
+    return str(request.getfixturevalue("postgres").database())
+
+
 @pytest.fixture
 def script_launcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The test launcher is registered only while these tests run (the registry is process-wide)."""

@@ -43,8 +43,9 @@ def _ids(root: Path) -> set[str]:
 
 
 def test_accept_compare_and_regressions_keep_their_verdicts_with_the_runs_behind_them(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = str(tmp_path / "h.sqlite")
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], store_url: str) -> None:
+    """On the embedded SQLite file and on a PostgreSQL server alike."""
+    store = store_url
     a, b = _root(tmp_path / "a", "dgx-a", 0.1, 1), _root(tmp_path / "b", "dgx-b", 0.09, 2)
     criteria = tmp_path / "c.toml"
     criteria.write_text(CRITERIA)

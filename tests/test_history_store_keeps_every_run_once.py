@@ -35,33 +35,6 @@ def _root(root: Path, system: str = "dgx-a", repeats: int = 3, np_: int = 2, shi
     return root
 
 
-@pytest.fixture(scope="module")
-def postgres():  # type: ignore[no-untyped-def]
-    """A real PostgreSQL server for this file's tests (tests/postgres_server.py); each test makes its own database."""
-    from postgres_server import missing, start_postgres
-
-    why = missing()
-    if why:
-        pytest.skip(f"a PostgreSQL store {why}")
-    server = start_postgres()
-    try:
-        yield server
-    finally:
-        try:
-            server.stop()
-        except subprocess.SubprocessError:
-            pass  # a test left it stopped
-        shutil.rmtree(server.folder, ignore_errors=True)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A new store: an SQLite file, or a database of its own on the session's PostgreSQL server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "h.sqlite")
-    return str(request.getfixturevalue("postgres").database())
-
-
 def _relabel(root: Path, system: str) -> None:
     for spec in root.glob("*/run.json"):
         data = json.loads(spec.read_text())
