@@ -13,6 +13,11 @@ from hvdbench.core.errors import HvdbenchError, UsageError
 from hvdbench.core.metrics import MARGIN_PCT
 from hvdbench.core.spec import RUN_FILE, RunSpec
 from hvdbench.core.validate import inert
+from .flags import judging_flags
+from .flags import label
+from .flags import store_flag
+from hvdbench.core.flags import non_negative_int
+from hvdbench.core.flags import percent
 
 
 def judging_of(args: argparse.Namespace, dirs: Sequence[Path], systems: bool = False) -> Any:
@@ -154,3 +159,62 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     record_verdict(verdict_of("regressions", REGRESSION_OUTCOMES[status], args.dirs, table, table.attrs["runs"]),
                    args.store)
     return status
+
+
+def declare(sub: Any) -> None:
+    """hvdbench report and hvdbench compare."""
+    for name, text in (("report", "Read every run under the directories; write report.md, report.html (plots "
+                                  "inline), plot-N.svg and every table as CSV and Parquet; print the headline table."),
+                       ("compare", "The report of two or more systems' results roots (each run carries its "
+                                   "--system label), with the systems side by side: per GPU, per watt, per dollar.")):
+        report = sub.add_parser(name, help=text.split(";")[0].split(",")[0].lower(), description=text)
+        report.add_argument("dirs", nargs="+" if name == "report" else "*", type=Path,
+                            help="results roots or run directories")
+        report.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+        report.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                            help="leave out exactly the first N steps of every run (default: detected)")
+        report.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
+                            help="price of one GPU-hour on a system, for throughput per dollar (repeatable)")
+        report.add_argument("--weights", type=Path, default=None, metavar="FILE",
+                            help="workload weights (TOML, [weights] \"BENCHMARK MODEL\" = share of the expected use): "
+                                 "one weighted figure per system against the baseline, with its interval")
+        report.add_argument("--costs", type=Path, default=None, metavar="FILE",
+                            help="a costs file (TOML, [systems.NAME]: purchase, years, utilisation, power price, PUE, "
+                                 "node power; or an hourly price): US$ per million samples with its interval")
+        if name == "compare":
+            report.add_argument("--regressions", action="store_true",
+                                help="OLD NEW: pair configurations and mark each change beyond --margin whose "
+                                     "interval excludes it (exit status 1 on any regression, 4 where a "
+                                     "configuration could not be judged, 2 a usage error)")
+            report.add_argument("--margin", type=percent, default=MARGIN_PCT, metavar="PCT",
+                                help="the smallest change that counts: a regression, or one system faster than "
+                                     "another (default 2%%)")
+            report.add_argument("--baseline", type=label, default=None, metavar="SYSTEM",
+                                help="the system every other is judged against (default: the first results root's "
+                                     "system, said)")
+        report.add_argument("--peaks", type=Path, default=None, metavar="FILE",
+                            help="a peak table (TOML, as analysis/tables/peaks.toml) for GPUs or CPUs the built-in one "
+                                 "lacks; its entries are tried first")
+        judging_flags(report)
+        if name == "compare":
+            store_flag(report, "the verdict and the runs behind it are")
+
+
+def declare_accept(sub: Any) -> None:
+    """hvdbench accept: a buyer's criteria judged with intervals."""
+    accept = sub.add_parser(
+        "accept", help="judge the results against acceptance criteria, with their 95%% intervals",
+        description="Judge each [[criterion]] of a TOML file (a metric, min or max, and selectors naming the runs) "
+                    "against the results: pass where the whole 95%% interval meets it, fail where it misses it, "
+                    "undecided where it holds it, not measured where no run matches. Writes the report with an "
+                    "Acceptance section, acceptance.csv and acceptance.txt (for an acceptance protocol). Exit "
+                    "status: 0 all pass, 1 any fail, 4 not judged (only undecided or not measured left besides "
+                    "passes), 2 a usage error (a bad criteria file, a criterion naming several configurations).")
+    accept.add_argument("criteria", type=Path, help="criteria file (TOML)")
+    accept.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
+    accept.add_argument("-o", "--output", type=Path, default=None, help="report directory (default DIR/report)")
+    accept.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                        help="leave out exactly the first N steps of every run (default: detected)")
+    accept.add_argument("--peaks", type=Path, default=None, metavar="FILE", help="a peak table (as report's)")
+    judging_flags(accept)
+    store_flag(accept, "the verdict and the runs behind it are")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from .flags import rank_counts
+from hvdbench.core.flags import non_negative_int
+from hvdbench.core.flags import positive_int
+from typing import Any
 
 
 
@@ -20,3 +24,33 @@ def cmd_project(args: argparse.Namespace) -> int:
     print(text)
     print(f"projection: {paths['markdown']}, {paths['csv']} and {paths['plot']}")
     return 0
+
+
+def declare(sub: Any) -> None:
+    """hvdbench project: throughput and efficiency at N nodes."""
+    project = sub.add_parser(
+        "project", help="project throughput and efficiency to N nodes from a few measurements",
+        description="Fit a step-time model per workload from the results (compute from the --independent twin or "
+                    "--breakdown, gradient bytes, Horovod's fusion threshold and cycle time, allreduce latency and "
+                    "bandwidth per link class from the collectives benchmark within a node and across nodes, the "
+                    "overlap the measured runs show) and project throughput, speedup and efficiency at each node "
+                    "count, for the measured interconnect and each --link; writes projection.md, .csv and .svg.")
+    project.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
+    project.add_argument("--nodes", type=rank_counts, default=None,
+                         help="node counts to project, e.g. 1,2,4,16,256 (default: the target's, else 1,2,...,64)")
+    project.add_argument("--gpus-per-node", type=positive_int, default=None,
+                         help="ranks per node (default: the target's, else the most ranks measured on one node)")
+    project.add_argument("--target", default=None, metavar="FILE|NAME",
+                         help="a target cluster in one TOML file (nodes, GPUs per node, the bus within a node, NICs "
+                              "between nodes, efficiency_below), or a shipped one: dgx-h100, hgx-a100, pcie-8gpu")
+    project.add_argument("--keep-measured-compute", action="store_true",
+                         help="with --target whose GPU model is not the one measured: project the measured compute "
+                              "over the target's links anyway (every row then says what its compute was measured on)")
+    project.add_argument("--link", action="append", default=[], metavar="NAME=GB/s,latency",
+                         help="a what-if interconnect: bandwidth per node in GB/s (all its NICs) and latency "
+                              "(us by default; e.g. ib400x8=400,2us); repeatable")
+    project.add_argument("--algorithm", choices=("ring", "hierarchical", "both"), default="both",
+                         help="allreduce across nodes: one ring, Horovod's hierarchical allreduce, or both")
+    project.add_argument("-o", "--output", type=Path, default=None, help="where to write (default DIR/report)")
+    project.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                         help="leave out exactly the first N steps of every run (default: detected)")

@@ -14,11 +14,25 @@ from hvdbench.launchers.plan import Plan, plan
 from hvdbench.launchers.runs import benchmark_sweep, here_gpus, local_executor, sweep_topology
 from hvdbench.launchers.sweep import Sweep, with_decision
 from .here import checked_here, run_here, with_container
+from .flags import FIT_PREFIX
+from .flags import container_flags
+from .flags import device_ids
+from .flags import estimate_flags
+from .flags import rank_counts
+from .flags import store_flag
+from .flags import tag_flag
+from hvdbench.core.catalog import BENCHMARKS
+from hvdbench.core.options import add_flags
+from hvdbench.core.spec import CONTROLLERS
+from hvdbench.launchers.base import launcher_names
+from hvdbench.launchers.fit import FitOptions
+from hvdbench.launchers.sweep import DECISION
+from hvdbench.launchers.sweep import sweep_flags
 
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
-    from hvdbench.cli.parser import FIT_PREFIX
+    from hvdbench.cli.flags import FIT_PREFIX
     from hvdbench.launchers.fit import FitOptions
 
     given = [str(o.flag) for name, o in options_of(FitOptions).items() if getattr(args, FIT_PREFIX + name) is not None]
@@ -48,7 +62,7 @@ def _cpu_ranks_fit(args: argparse.Namespace, bench_args: Sequence[str]) -> None:
 def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
     """The largest model that trains at one rank count: short real runs of growing shapes (launchers/fit.py);
     a dry run prints the first trial and how the search goes on."""
-    from hvdbench.cli.parser import FIT_PREFIX
+    from hvdbench.cli.flags import FIT_PREFIX
     from hvdbench.launchers.fit import FitOptions, grown_flag
 
     if len(args.np) != 1:
@@ -85,3 +99,41 @@ def fit_here(sweep: Sweep, planned: Plan, root: Path, options: Any, args: argpar
     for line in fit.summary_lines(root):
         print(f"fit: {line}")
     return 0
+
+
+def declare(sub: Any) -> None:
+    """hvdbench run: one benchmark at several rank counts here."""
+    run = sub.add_parser(
+        "run", allow_abbrev=False,
+        help="run one benchmark at several rank counts on this machine",
+        description="Run one benchmark at each rank count, each in its own run directory, then report. "
+                    "Arguments after the benchmark's name that hvdbench does not know go to the benchmark "
+                    "(e.g. --model resnet20 --batch-size 32 --steps 20). Include 1 in --np for speedups.",
+        epilog="benchmarks: " + ", ".join(f"{b.name} ({b.framework}: {', '.join(b.models)})"
+                                          for b in BENCHMARKS.values()))
+    run.add_argument("benchmark", help="benchmark name: " + ", ".join(sorted(BENCHMARKS)))
+    run.add_argument("--np", type=rank_counts, default=[1, 2], help="rank counts, e.g. 1,2 (default 1,2)")
+    run.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
+    run.add_argument("--controller", choices=CONTROLLERS, default=None,
+                     help="Horovod controller (default: the launcher's own: gloo for horovodrun, else mpi)")
+    sweep_flags(run, ("transport", "retries", "repeats", "system", "timeout", "topology"))
+    sweep_flags(run.add_argument_group("run until decided"), DECISION)
+    run.add_argument("-o", "--output", type=Path, default=Path("results/local"), help="results root")
+    run.add_argument("--no-resume", dest="resume", action="store_false",
+                     help="run again even where a complete run exists")
+    run.add_argument("--devices", type=device_ids, default=None,
+                     help="GPU ids for the runs, e.g. 0,3: a run of N ranks uses the first N of them "
+                          "(one CUDA_VISIBLE_DEVICES list for all its ranks)")
+    run.add_argument("--dry-run", action="store_true", help="print each run's command and exit")
+    run.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    store_flag(run)
+    tag_flag(run)
+    fit = run.add_argument_group("the largest model that trains (lm)")
+    fit.add_argument("--fit", action="store_true",
+                     help="grow the model from the shape given (short real runs, one per shape) to the largest that "
+                          "trains at the one rank count of --np with the benchmark's --exchange; kept as "
+                          "fit-EXCHANGE-npN-GROW.json in the output folder, all of them printed side by side")
+    add_flags(fit, FitOptions, tuple(options_of(FitOptions)), prefix=FIT_PREFIX,
+              defaults={name: None for name in options_of(FitOptions)})
+    estimate_flags(run)
+    container_flags(run)

@@ -10,6 +10,18 @@ from hvdbench.core.errors import UsageError
 from hvdbench.core.hostlist import hosts_of
 from hvdbench.launchers.runs import pin_to_hosts, screen_plan, screen_sweep, sweep_topology
 from .here import given, print_plan, run_here, tag, with_container
+from .flags import container_flags
+from .flags import estimate_flags
+from .flags import job_flags
+from .flags import store_flag
+from .flags import tag_flag
+from hvdbench.core.flags import positive_int
+from hvdbench.core.options import add_flags
+from hvdbench.launchers.base import launcher_names
+from hvdbench.launchers.runs import SCREEN_MODES
+from hvdbench.launchers.sweep import Sweep
+from pathlib import Path
+from typing import Any
 
 
 def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
@@ -27,7 +39,7 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     hosts = hosts_of(args.hosts)
     planned = pin_to_hosts(screen_plan(sweep, topo, args.mode), hosts)
     if args.submit:
-        from hvdbench.cli.parser import JOB_FLAGS
+        from hvdbench.cli.flags import JOB_FLAGS
         from hvdbench.launchers.schedulers import default_scheduler
         from hvdbench.launchers.schedulers import job_minutes
 
@@ -43,3 +55,36 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
               f"then hvdbench report {shlex.quote(str(args.output))}")
         return 0
     return run_here(replace(sweep, hosts=hosts or sweep.hosts), planned, args.output, args)
+
+
+def declare(sub: Any) -> None:
+    """hvdbench screen: every GPU alone, then pairs, on every host."""
+    screen = sub.add_parser(
+        "screen", allow_abbrev=False, help="every GPU alone and one pair per link class: which GPU or node is slow",
+        description="Run a short benchmark on every GPU of the node alone, then on one pair of GPUs per link "
+                    "class, on each host given (or as SLURM jobs, one per run, pinned to its node); report each "
+                    "GPU and node against the fleet median with the evidence (clocks, throttle reasons, "
+                    "temperature, power, PCIe link, ECC). Without GPUs it refuses unless --cpu-slots N asks to "
+                    "screen N CPU slots. Arguments hvdbench does not know go to the benchmark (e.g. --steps 100).")
+    store_flag(screen)
+    tag_flag(screen)
+    screen.add_argument("--benchmark", default=None,
+                        help="benchmark (default: imagenet ResNet-50 amp batch 64 on GPUs, cifar10 ResNet-20 on CPU "
+                             "slots, its arguments followed by yours)")
+    screen.add_argument("--cpu-slots", type=positive_int, default=None, metavar="N",
+                        help="on a node without GPUs: screen N CPU slots (an even share of the cores each)")
+    screen.add_argument("--mode", choices=tuple(SCREEN_MODES), default="gpu",
+                        help="; ".join(f"{k}: {v}" for k, v in SCREEN_MODES.items()) + " (default gpu)")
+    screen.add_argument("--no-pairs", dest="pairs", action="store_false", help="screen GPUs alone only")
+    screen.add_argument("--hosts", default=None,
+                        help="nodes to screen, comma-separated or a SLURM host list (node[01-16]); default: this one")
+    screen.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
+    add_flags(screen, Sweep, ("topology", "system", "timeout"), defaults={"timeout": 900.0})
+    screen.add_argument("-o", "--output", type=Path, default=Path("results/screen"), help="results root")
+    screen.add_argument("--submit", action="store_true", help="as SLURM jobs (submitit), one per run, on its node")
+    job_flags(screen)
+    screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
+    screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")
+    screen.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    estimate_flags(screen)
+    container_flags(screen)

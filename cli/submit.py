@@ -14,6 +14,12 @@ from hvdbench.launchers.plan import Plan
 from hvdbench.launchers.runs import check_launchers, load
 from hvdbench.launchers.sweep import Sweep
 from .here import given, print_plan, tag, with_container
+from .flags import container_flags
+from .flags import estimate_flags
+from .flags import job_flags
+from .flags import tag_flag
+from hvdbench.launchers.sweep import sweep_flags
+from typing import Any
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -21,7 +27,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     the job ids (or, with --dry-run, each job)."""
     from hvdbench.launchers.schedulers import run_dirs, scheduler_of, submitter, with_job_flags
 
-    from hvdbench.cli.parser import JOB_FLAGS
+    from hvdbench.cli.flags import JOB_FLAGS
 
     def adjusted(sweep: Sweep) -> Sweep:
         return with_container(with_job_flags(sweep, given(args, JOB_FLAGS)), args)
@@ -56,3 +62,26 @@ def _submit_allocations(args: argparse.Namespace, sweep: Sweep, planned: Plan, r
     scheduler_of(sweep).submit_whole(sweep, planned.specs, root, sweep_file=args.file, dry_run=args.dry_run,
                                      container=sweep.container if from_flags(args) else None, tags=tags_of(args.tag))
     return 0
+
+
+def declare(sub: Any) -> None:
+    """hvdbench submit: a sweep file as SLURM jobs."""
+    submit = sub.add_parser("submit", help="submit a sweep file's runs as SLURM jobs (submitit) or PBS jobs (qsub)",
+                            description="One SLURM job per run (a job array with slurm.array_parallelism), or with a "
+                                        "pbs: block one PBS job per run (its script kept under the results' "
+                                        "pbs-jobs/); with "
+                                        "ranks in a pyxis image, one job per shape (nodes x ranks per node) whose "
+                                        "batch step runs that shape's runs in its allocation (its script kept under "
+                                        "the results' slurm-jobs/, printed by --dry-run). Prints the job ids. Results "
+                                        "land in the same layout as local runs.")
+    submit.add_argument("file", type=Path, help="sweep file")
+    tag_flag(submit)
+    submit.add_argument("-o", "--output", type=Path, default=None, help="results root")
+    again = submit.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="submit only runs neither complete nor queued")
+    again.add_argument("--rerun", action="store_true", help="submit every run again")
+    sweep_flags(submit, ("retries",), retries=None)
+    submit.add_argument("--dry-run", action="store_true", help="print each job's resources and command; submit nothing")
+    job_flags(submit)
+    estimate_flags(submit)
+    container_flags(submit)

@@ -10,6 +10,15 @@ from hvdbench.launchers.runs import load
 from hvdbench.launchers.sweep import with_decision
 from .run import fit_here
 from .here import run_here, with_container
+from .flags import container_flags
+from .flags import estimate_flags
+from .flags import store_flag
+from .flags import tag_flag
+from hvdbench.launchers.runs import DEFAULT_SWEEP
+from hvdbench.launchers.sweep import DECISION
+from hvdbench.launchers.sweep import sweep_flags
+from pathlib import Path
+from typing import Any
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -31,3 +40,35 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if sweep.fit is not None:
         return fit_here(sweep, planned, root, sweep.fit, args)
     return run_here(sweep, planned, root, args, in_allocation=args.in_allocation)
+
+
+def declare(sub: Any) -> None:
+    """hvdbench sweep: a sweep file run here."""
+    sweep = sub.add_parser("sweep", help="run every run of a sweep file on this machine (or in an allocation)",
+                           description="Expand a sweep file (YAML or TOML) into runs and run them one at a time, "
+                                       "each with a timeout; finished runs are kept and skipped next time; "
+                                       "then report.")
+    sweep.add_argument("file", type=Path, nargs="?", default=DEFAULT_SWEEP,
+                       help="sweep file (.yaml, .yml or .toml); default: the embedded demo sweep")
+    sweep.add_argument("--dry-run", action="store_true", help="print every run with its exact command; run nothing")
+    sweep.add_argument("-o", "--output", type=Path, default=None, help="results root (default: the file's output, "
+                                                                          "else results/<name>)")
+    sweep_flags(sweep, ("timeout", "retries"), timeout=None, retries=None)
+    store_flag(sweep)
+    tag_flag(sweep)
+    sweep_flags(sweep.add_argument_group("run until decided"), DECISION, **{name: None for name in DECISION})
+    sweep.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
+    sweep.add_argument("--no-report", dest="report", action="store_false", help="skip the report at the end")
+    sweep.add_argument("--in-allocation", action="store_true",
+                       help="inside a SLURM job (the sbatch template): hosts from the allocation, run what fits it")
+    sweep.add_argument("--shape", type=_shape, default=None, metavar="NODESxRANKS",
+                       help="only the runs of this many nodes x ranks per node (a job hvdbench submit made per shape)")
+    estimate_flags(sweep)
+    container_flags(sweep)
+
+
+def _shape(text: str) -> str:
+    nodes, sep, ranks = text.partition("x")
+    if not (sep and nodes.isdigit() and ranks.isdigit() and int(nodes) > 0 and int(ranks) > 0):
+        raise argparse.ArgumentTypeError(f"expected NODESxRANKS (2x8), got {text!r}")
+    return f"{int(nodes)}x{int(ranks)}"
