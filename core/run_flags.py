@@ -35,6 +35,37 @@ def _parsed(benchmark: str, args: tuple[str, ...], given_only: bool) -> Flags | 
     return MappingProxyType(vars(flags))
 
 
+@lru_cache(maxsize=8192)
+def _spelled(benchmark: str, args: tuple[str, ...]) -> tuple[str, ...]:
+    info = BENCHMARKS.get(benchmark)
+    if info is None:
+        return args
+    options = info.parser()._option_string_actions  # argparse's own table: option string -> its action
+    out: list[str] = []
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if not arg.startswith("--") or arg == "--":
+            out.append(arg)
+            continue
+        known = [name] if name in options else [o for o in options if o.startswith(name) and o.startswith("--")]
+        actions = {id(options[o]): options[o] for o in known}
+        if len(actions) != 1:  # unknown, or an abbreviation of several: as written (the parser refuses it anyway)
+            out.append(arg)
+            continue
+        action = next(iter(actions.values()))
+        full = action.option_strings[-1]
+        out += [full, value] if eq and action.nargs != 0 else [full + eq + value]
+    return tuple(out)
+
+
+def spelled(benchmark: str, args: Sequence[str]) -> tuple[str, ...]:
+    """The arguments as its benchmark's parser reads them, one spelling a flag: ``--data=files`` and ``--data files``
+    alike ``--data files``, an abbreviation its whole name; in their order (a flag the parser does not know, or
+    arguments of a benchmark not in the catalog, as written). Runs of the same flags so spelled are one
+    configuration in the report."""
+    return _spelled(benchmark, tuple(map(str, args)))
+
+
 def run_flags(benchmark: str, args: Sequence[str]) -> Flags:
     """Every flag of the run, its benchmark's defaults filled; empty where its parser cannot read the arguments."""
     return _parsed(benchmark, tuple(map(str, args)), False) or _EMPTY

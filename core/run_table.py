@@ -17,7 +17,7 @@ from . import schema
 from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
 from .containers import RUNTIMES
 from .axes import AXES, BASE_FLAGS
-from .run_flags import without
+from .run_flags import spelled, without
 from .exchanges import listed, without_horovod
 from .hca import active_rdma
 from .loaders import loader_named
@@ -164,7 +164,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _spec("framework", "string", "pytorch or tensorflow", lambda s: s.framework),
     _spec("benchmark", "string", "the benchmark (catalog name)", lambda s: s.benchmark),
     _derived("model", "string", "the model: env.model, else the --model argument", "env.model, run.json", model_of),
-    _spec("args", "string", "the benchmark's arguments", lambda s: " ".join(s.args)),
+    _spec("args", "string", "the benchmark's arguments, each flag spelled one way (core/run_flags.spelled)",
+          lambda s: " ".join(spelled(s.benchmark, s.args))),
     _spec("np", "int64", "ranks (GPUs)", lambda s: s.np),
     _spec("nodes", "int64", "nodes", lambda s: s.nodes),
     _spec("launcher", "string", "what started the ranks (horovodrun, mpirun, mpiexec, srun, torchrun)",
@@ -184,7 +185,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
           lambda s: bool(s.flags.get("independent", "--independent" in s.args))),
     _spec("base_args", "string", "the arguments without --independent and the exchange's flags (pairs a run with "
                                  "its independent twin and its 1-GPU baseline, one for every exchange)",
-          lambda s: " ".join(without(s.args, BASE_FLAGS))),
+          lambda s: " ".join(without(spelled(s.benchmark, s.args), BASE_FLAGS))),
     *_axis_columns(None),
     _derived("parameters", "Int64", "the model's parameters", "env.parameters", lambda f: f.env.get("parameters")),
     _summary("peak_device_bytes", "peak_device_bytes", "float64", "peak device memory of the busiest rank", "max"),

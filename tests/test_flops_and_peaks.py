@@ -174,11 +174,12 @@ def test_sizes_count_cpu_ranks_only_where_every_device_names_a_cpu() -> None:
         assert not on_cpu_ranks(mixed) and ranks_title(mixed) == "GPUs"
 
 
-def test_the_knob_and_cross_workload_tables_count_cpu_ranks_as_such() -> None:
-    """The knob table and the cross-workload summary keep the devices their rows trained on (beside the table, not
-    in its CSV): CPU ranks are headed as ranks, a GPU's rows as GPUs."""
+def test_the_knob_cross_workload_and_collectives_tables_count_cpu_ranks_as_such() -> None:
+    """The knob table, the cross-workload summary and the collectives keep the devices their rows ran on (beside the
+    table, not in its CSV): CPU ranks are headed as ranks, a GPU's rows as GPUs."""
     import pandas as pd
 
+    from hvdbench.analysis.tables.comm import peak_rows, ratio_rows
     from hvdbench.analysis.tables.summary import cross_model, cross_rows
 
     def table(device: str) -> pd.DataFrame:
@@ -188,3 +189,6 @@ def test_the_knob_and_cross_workload_tables_count_cpu_ranks_as_such() -> None:
     cpu, gpu = cross_model(table("AMD EPYC 7763 64-Core Processor")), cross_model(table("NVIDIA H100 80GB HBM3"))
     assert cross_rows(cpu)[0][1] == "CPU ranks" and cross_rows(gpu)[0][1] == "GPUs"
     assert "device_name" not in cpu.columns and cross_rows(cpu)[1][0][:3] == ["s", "2", "2"]
+    assert peak_rows(pd.DataFrame(), pd.DataFrame(), ["AMD EPYC 7763 64-Core Processor"])[0][2] == "CPU ranks"
+    assert ratio_rows(pd.DataFrame(), ["NVIDIA H100 80GB HBM3"])[0][2] == "GPUs"
+    assert peak_rows(pd.DataFrame(), pd.DataFrame())[0][2] == "GPUs"  # no device known: GPUs, as before

@@ -1,8 +1,10 @@
 """A run's flags are read by its benchmark's own parser, once, as typed fields: two spellings of the same flags
-give the same job, the same axes and the same pairings in the report; arguments no parser here reads fall back
-to their words."""
+give the same job, the same axes, the same pairings and the same configuration in the report; arguments no parser
+here reads fall back to their words."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,7 +13,7 @@ from hvdbench.analysis.tables.datapath import _key
 from hvdbench.core.axes import read_axes
 from hvdbench.core.catalog import get_benchmark
 from hvdbench.core.exchanges import EXCHANGES, Exchange, Option
-from hvdbench.core.run_flags import flags_key, given_flags, run_flags
+from hvdbench.core.run_flags import flags_key, given_flags, run_flags, spelled
 from hvdbench.core.spec import RunSpec
 from hvdbench.launchers.job_shape import cpus_per_rank
 
@@ -62,3 +64,20 @@ def test_a_whole_number_exchange_option_stays_whole(monkeypatch: pytest.MonkeyPa
     assert flags.sync_every == 8 and isinstance(flags.sync_every, int)
     flags, _ = get_benchmark("mlp").parser().parse_known_args(["--exchange", "ddp", "--bucket-mb", "8"])
     assert isinstance(flags.bucket_mb, float)
+
+
+def test_runs_of_the_same_flags_spelled_two_ways_are_one_configuration(tmp_path: Path) -> None:
+    """The run table spells each flag one way, so the report counts two runs of ``--batch-size=32`` and
+    ``--batch-size 32`` as two repeats of one configuration, not two configurations of one run each."""
+    from conftest import write_run
+    from hvdbench.analysis.collect import collect
+    from hvdbench.analysis.tables.scaling import scaling_table
+
+    two = (("--model", "resnet20", "--batch-size=32"), ("--model=resnet20", "--batch-s", "32"))
+    for repeat, args in enumerate(two):
+        write_run(tmp_path, RunSpec("cifar10", "pytorch", args, repeat=repeat), [[0.1] * 20])
+    collection = collect([tmp_path])
+    assert set(collection.runs["args"]) == {"--model resnet20 --batch-size 32"}
+    (row,) = scaling_table(collection).itertuples()
+    assert row.repeats == 2
+    assert spelled("nccl-tests", ["-b", "8", "--x=1"]) == ("-b", "8", "--x=1")  # no parser here: as written

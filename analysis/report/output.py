@@ -17,6 +17,7 @@ from . import decision_view
 from ..collect import Collection
 from ..document import ROLES, Report, csv_safe, render_markdown, text_table
 from ..tables.comm import TIMED, peak_table
+from ..tables.efficiency import ranks_title
 from ..tables.quality import terminal_rows as quality_terminal
 from ..tables.system import system_json
 from ..verdicts.decision import cost_verdict_lines, decision_lines
@@ -101,7 +102,8 @@ def terminal_text(report: Report, collection: Collection) -> str:
         texts.append("Time to a quality target\n" + text_table(*quality_terminal(report.tables["quality"])))
     if "collectives" in report.tables:
         peaks = peak_table(report.tables["collectives"])
-        texts.append(text_table(["GPUs", "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
+        sized = ranks_title(report.tables["collectives"].attrs.get("devices", []))
+        texts.append(text_table([sized, "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
                                 [[str(r.np), r.op, r.path, r.dtype, TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
                                   f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
     decision = next((s for s in report.sections if s.role == "decision"), None)

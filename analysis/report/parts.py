@@ -147,11 +147,12 @@ def _collectives(a: Assembly) -> list[Section]:
     if not len(a.comm):
         return []
     a.tables["collectives"] = a.comm
-    out = [Section("Collectives", COMM_TEXT, *peak_rows(peak_table(a.comm), a.inputs.table))]
+    devices = a.comm.attrs.get("devices", [])
+    out = [Section("Collectives", COMM_TEXT, *peak_rows(peak_table(a.comm), a.inputs.table, devices))]
     ratio = horovod_over_mpi(a.comm)
     if len(ratio):
         out.append(Section("Horovod against raw MPI", "busbw through Horovod / through mpi4py, near 64 MiB.",
-                           *ratio_rows(ratio)))
+                           *ratio_rows(ratio, devices)))
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -14,7 +14,7 @@ from hvdbench.core.nccl_tests import BACKEND as IMPORTED
 
 from ..keys import COLLECTIVE_RUN
 from ..collect import Collection
-from .efficiency import link_rate
+from .efficiency import link_rate, ranks_title
 from ..formatting import Rows, fmt, missing
 
 RUN_KEYS = COLLECTIVE_RUN
@@ -63,7 +63,11 @@ def comm_table(collection: Collection) -> pd.DataFrame:
                      "time_mean_us": s["time_mean_s"] * 1e6, "time_min_us": s["time_min_s"] * 1e6,
                      "algbw_gbs": s["algbw_gbs"], "busbw_gbs": s["busbw_gbs"], "busbw_peak_gbs": s["busbw_peak_gbs"],
                      "link_gbs": link[0], "link": link[1], "pattern": pattern, "run_id": run_id, "timing": timing})
-    return pd.DataFrame(rows, columns=list(COMM_TABLE_SCHEMA)).astype(COMM_TABLE_SCHEMA)
+    out = pd.DataFrame(rows, columns=list(COMM_TABLE_SCHEMA)).astype(COMM_TABLE_SCHEMA)
+    # the devices its runs ran on, beside the table (not a column): its sizes read CPU ranks where all were CPUs
+    out.attrs["devices"] = [runs.loc[r, "device_name"] for r in dict.fromkeys(out["run_id"])] \
+        if "device_name" in runs else []
+    return out
 
 
 def peak_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -130,7 +134,9 @@ COMM_TEXT = ("Timed calls back to back (nccl-tests' way: after a barrier and a d
              "or for mixed placements) and the training efficiency measured on the same placement and GPU count.")
 
 
-def peak_rows(peaks: pd.DataFrame, scaling: pd.DataFrame) -> Rows:
+def peak_rows(peaks: pd.DataFrame, scaling: pd.DataFrame, devices: Sequence[Any] = ()) -> Rows:
+    """The peaks, each beside the training efficiency measured at its size; its sizes CPU ranks where ``devices``
+    (those its runs ran on) are all CPUs."""
     rows = []
     for r in peaks.itertuples():
         same = scaling[(scaling["system"] == r.system) & (scaling["placement"] == r.placement)
@@ -140,15 +146,16 @@ def peak_rows(peaks: pd.DataFrame, scaling: pd.DataFrame) -> Rows:
                 else "unknown link rate")
         rows.append([r.system, r.placement or "-", str(r.np), r.op, r.path, r.dtype, TIMED[r.timing],
                      f"{r.peak_busbw_gbs:.3f}", f"{r.at_bytes:,}", link, fmt(r.path_cost_us, 1), training or "-"])
-    return (["system", "placement", "GPUs", "op", "through", "dtype", "timed", "peak busbw (GB/s)", "at bytes",
+    return (["system", "placement", ranks_title(devices), "op", "through", "dtype", "timed", "peak busbw (GB/s)",
+             "at bytes",
              "of the link's nominal rate", "a call's own cost (µs)", "training efficiency here"], rows)
 
 
 TIMED = {"batch": "back to back", "each": "each call", "steps": "training steps"}
 
 
-def ratio_rows(ratio: pd.DataFrame) -> Rows:
-    return (["system", "placement", "GPUs", "op", "dtype", "timed", "Horovod over", "bytes", "Horovod GB/s", "MPI GB/s",
-             "ratio"],
+def ratio_rows(ratio: pd.DataFrame, devices: Sequence[Any] = ()) -> Rows:
+    return (["system", "placement", ranks_title(devices), "op", "dtype", "timed", "Horovod over", "bytes",
+             "Horovod GB/s", "MPI GB/s", "ratio"],
             [[r.system, r.placement or "-", str(r.np), r.op, r.dtype, TIMED[r.timing], r.path, f"{r.bytes:,}",
               f"{r.horovod_gbs:.3f}", f"{r.mpi_gbs:.3f}", f"{r.ratio:.2f}"] for r in ratio.itertuples()])
