@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-
-from hvdbench.core.errors import UsageError
-from hvdbench.core.flags import Parser
-from hvdbench.core.flags import positive_int
 from pathlib import Path
 from typing import Any
+
+from hvdbench.core.errors import UsageError
+from hvdbench.core.flags import Parser, positive_int
 
 
 def cmd_data(args: argparse.Namespace) -> int:

@@ -9,13 +9,12 @@ import shlex
 from pathlib import Path
 from typing import Any, Sequence
 
+from hvdbench.core.containers import container_flags as generated_container_flags
 from hvdbench.core.containers import from_flags
 from hvdbench.core.errors import UsageError
-from hvdbench.core.validate import inert, text_problem
+from hvdbench.core.flags import positive_float, positive_int
 from hvdbench.core.hostlist import hosts_of
-from hvdbench.core.containers import container_flags as generated_container_flags
-from hvdbench.core.flags import positive_float
-from hvdbench.core.flags import positive_int
+from hvdbench.core.validate import inert, text_problem
 
 
 def _fabric_pairs(args: argparse.Namespace) -> int:

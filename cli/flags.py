@@ -3,19 +3,16 @@ the history store, run tags."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
 from typing import Any
 
-from hvdbench.core.flags import int_list
-from hvdbench.core.options import flag_type
-from hvdbench.launchers.sweep import LABEL
 from hvdbench.core.containers import container_flags as generated_container_flags
-from hvdbench.core.flags import positive_float
-from hvdbench.core.flags import positive_int
+from hvdbench.core.flags import int_list, positive_float, positive_int
 from hvdbench.core.metrics import MIN_RUNS
-from hvdbench.core.options import add_flags
+from hvdbench.core.options import add_flags, flag_type
 from hvdbench.launchers.schedulers import default_scheduler
-from pathlib import Path
-import argparse
+from hvdbench.launchers.sweep import LABEL
 
 label = flag_type(LABEL)  # argparse type: a label (a system) without control characters, not empty
 

@@ -18,7 +18,7 @@ from hvdbench.core.tags import tags_of, write_tags
 from hvdbench.core.validate import inert
 from hvdbench.launchers.executor import Executor as BaseExecutor
 from hvdbench.launchers.plan import Plan
-from hvdbench.launchers.runs import Executor, Prepared, describe_plan, fits_allocation, prepare_here, local_executor
+from hvdbench.launchers.runs import Executor, Prepared, describe_plan, fits_allocation, local_executor, prepare_here
 from hvdbench.launchers.sweep import NOT_DECIDED, Sweep
 from .judging import report
 

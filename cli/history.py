@@ -9,10 +9,10 @@ import argparse
 import json
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
 from hvdbench.analysis.document import csv_safe, text_table
 from hvdbench.analysis.history.check import check_table, exit_status, summary
 from hvdbench.analysis.history.compare import compare_table, side
@@ -20,15 +20,12 @@ from hvdbench.analysis.history.query import Selection, aggregate, moment, select
 from hvdbench.analysis.history.recording import record_roots
 from hvdbench.analysis.history.store import location, open_store, redacted
 from hvdbench.core.errors import UsageError
+from hvdbench.core.flags import percent, positive_int
+from hvdbench.core.metrics import MARGIN_PCT, MIN_RUNS
 from hvdbench.core.tags import tag_pair, tags_of
 from hvdbench.core.validate import inert
-from .flags import label
-from .flags import store_flag
-from hvdbench.core.flags import percent
-from hvdbench.core.flags import positive_int
-from hvdbench.core.metrics import MARGIN_PCT
-from hvdbench.core.metrics import MIN_RUNS
-from pathlib import Path
+
+from .flags import label, store_flag
 
 SHOWN = ("started", "system", "benchmark", "model", "np", "status", "throughput", "interval", "unit", "host", "run_id")
 

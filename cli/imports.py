@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from pathlib import Path
+from typing import Any
 
 from hvdbench.analysis.history.recording import record_after
 from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import inert, text_problem
+
 from .flags import store_flag
-from pathlib import Path
-from typing import Any
 
 
 def cmd_import(args: argparse.Namespace) -> int:

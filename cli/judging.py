@@ -10,14 +10,12 @@ from typing import Any, Sequence
 
 from hvdbench.analysis.history.verdicts import OUTCOMES, REGRESSION_OUTCOMES, record_verdict, sides, verdict_of
 from hvdbench.core.errors import HvdbenchError, UsageError
+from hvdbench.core.flags import non_negative_int, percent
 from hvdbench.core.metrics import MARGIN_PCT
 from hvdbench.core.spec import RUN_FILE, RunSpec
 from hvdbench.core.validate import inert
-from .flags import judging_flags
-from .flags import label
-from .flags import store_flag
-from hvdbench.core.flags import non_negative_int
-from hvdbench.core.flags import percent
+
+from .flags import judging_flags, label, store_flag
 
 
 def judging_of(args: argparse.Namespace, dirs: Sequence[Path], systems: bool = False) -> Any:
@@ -106,10 +104,10 @@ def cmd_accept(args: argparse.Namespace) -> int:
     """Judge the criteria; print the table, write the report with its Acceptance section; 0, 1 or 2."""
     import time
 
-    from hvdbench.analysis.verdicts import acceptance
-    from hvdbench.analysis.verdicts.criteria import load_criteria
     from hvdbench.analysis.document import Section, text_table
     from hvdbench.analysis.report.build import build_report
+    from hvdbench.analysis.verdicts import acceptance
+    from hvdbench.analysis.verdicts.criteria import load_criteria
 
     criteria = load_criteria(args.criteria)  # a bad criteria file is one line before any results
     judging = judging_of(args, args.dirs)

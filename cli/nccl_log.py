@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
-from hvdbench.core.validate import inert
 from pathlib import Path
 from typing import Any
+
+from hvdbench.core.validate import inert
 
 
 def cmd_nccl_log(args: argparse.Namespace) -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from .flags import rank_counts
-from hvdbench.core.flags import non_negative_int
-from hvdbench.core.flags import positive_int
 from typing import Any
 
+from hvdbench.core.flags import non_negative_int, positive_int
+
+from .flags import rank_counts
 
 
 def cmd_project(args: argparse.Namespace) -> int:

@@ -8,31 +8,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from hvdbench.core.errors import UsageError
-from hvdbench.core.options import options_of
-from hvdbench.launchers.plan import Plan, plan
-from hvdbench.launchers.runs import benchmark_sweep, here_gpus, local_executor, sweep_topology
-from hvdbench.launchers.sweep import Sweep, with_decision
-from .here import checked_here, run_here, with_container
-from .flags import FIT_PREFIX
-from .flags import container_flags
-from .flags import device_ids
-from .flags import estimate_flags
-from .flags import rank_counts
-from .flags import store_flag
-from .flags import tag_flag
 from hvdbench.core.catalog import BENCHMARKS
-from hvdbench.core.options import add_flags
+from hvdbench.core.errors import UsageError
+from hvdbench.core.options import add_flags, options_of
 from hvdbench.core.spec import CONTROLLERS
 from hvdbench.launchers.base import launcher_names
 from hvdbench.launchers.fit import FitOptions
-from hvdbench.launchers.sweep import DECISION
-from hvdbench.launchers.sweep import sweep_flags
+from hvdbench.launchers.plan import Plan, plan
+from hvdbench.launchers.runs import benchmark_sweep, here_gpus, local_executor, sweep_topology
+from hvdbench.launchers.sweep import DECISION, Sweep, sweep_flags, with_decision
+
+from .flags import FIT_PREFIX, container_flags, device_ids, estimate_flags, rank_counts, store_flag, tag_flag
+from .here import checked_here, run_here, with_container
 
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
     """One benchmark at several rank counts: an in-memory sweep through the same plan and executor."""
-    from hvdbench.cli.flags import FIT_PREFIX
     from hvdbench.launchers.fit import FitOptions
 
     given = [str(o.flag) for name, o in options_of(FitOptions).items() if getattr(args, FIT_PREFIX + name) is not None]
@@ -62,7 +53,6 @@ def _cpu_ranks_fit(args: argparse.Namespace, bench_args: Sequence[str]) -> None:
 def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
     """The largest model that trains at one rank count: short real runs of growing shapes (launchers/fit.py);
     a dry run prints the first trial and how the search goes on."""
-    from hvdbench.cli.flags import FIT_PREFIX
     from hvdbench.launchers.fit import FitOptions, grown_flag
 
     if len(args.np) != 1:

@@ -5,23 +5,19 @@ from __future__ import annotations
 import argparse
 import shlex
 from dataclasses import replace
-
-from hvdbench.core.errors import UsageError
-from hvdbench.core.hostlist import hosts_of
-from hvdbench.launchers.runs import pin_to_hosts, screen_plan, screen_sweep, sweep_topology
-from .here import given, print_plan, run_here, tag, with_container
-from .flags import container_flags
-from .flags import estimate_flags
-from .flags import job_flags
-from .flags import store_flag
-from .flags import tag_flag
-from hvdbench.core.flags import positive_int
-from hvdbench.core.options import add_flags
-from hvdbench.launchers.base import launcher_names
-from hvdbench.launchers.runs import SCREEN_MODES
-from hvdbench.launchers.sweep import Sweep
 from pathlib import Path
 from typing import Any
+
+from hvdbench.core.errors import UsageError
+from hvdbench.core.flags import positive_int
+from hvdbench.core.hostlist import hosts_of
+from hvdbench.core.options import add_flags
+from hvdbench.launchers.base import launcher_names
+from hvdbench.launchers.runs import SCREEN_MODES, pin_to_hosts, screen_plan, screen_sweep, sweep_topology
+from hvdbench.launchers.sweep import Sweep
+
+from .flags import JOB_FLAGS, container_flags, estimate_flags, job_flags, store_flag, tag_flag
+from .here import given, print_plan, run_here, tag, with_container
 
 
 def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
@@ -39,9 +35,7 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
     hosts = hosts_of(args.hosts)
     planned = pin_to_hosts(screen_plan(sweep, topo, args.mode), hosts)
     if args.submit:
-        from hvdbench.cli.flags import JOB_FLAGS
-        from hvdbench.launchers.schedulers import default_scheduler
-        from hvdbench.launchers.schedulers import job_minutes
+        from hvdbench.launchers.schedulers import default_scheduler, job_minutes
 
         scheduler = default_scheduler()().with_options(**{"time_min": job_minutes(args.timeout),
                                                           **given(args, JOB_FLAGS)}, gpus=not args.cpu_slots,

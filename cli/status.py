@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 from hvdbench.analysis.history.recording import record_after
 from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import inert
+
 from .flags import store_flag
-from pathlib import Path
-from typing import Any
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -6,20 +6,17 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
+from typing import Any
 
 from hvdbench.core.containers import from_flags
 from hvdbench.core.errors import UsageError
 from hvdbench.core.tags import tags_of
 from hvdbench.launchers.plan import Plan
 from hvdbench.launchers.runs import check_launchers, load
-from hvdbench.launchers.sweep import Sweep
+from hvdbench.launchers.sweep import Sweep, sweep_flags
+
+from .flags import JOB_FLAGS, container_flags, estimate_flags, job_flags, tag_flag
 from .here import given, print_plan, tag, with_container
-from .flags import container_flags
-from .flags import estimate_flags
-from .flags import job_flags
-from .flags import tag_flag
-from hvdbench.launchers.sweep import sweep_flags
-from typing import Any
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -27,7 +24,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
     the job ids (or, with --dry-run, each job)."""
     from hvdbench.launchers.schedulers import run_dirs, scheduler_of, submitter, with_job_flags
 
-    from hvdbench.cli.flags import JOB_FLAGS
 
     def adjusted(sweep: Sweep) -> Sweep:
         return with_container(with_job_flags(sweep, given(args, JOB_FLAGS)), args)

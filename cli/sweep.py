@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-
-from hvdbench.core.errors import UsageError
-from hvdbench.launchers.runs import load
-from hvdbench.launchers.sweep import with_decision
-from .run import fit_here
-from .here import run_here, with_container
-from .flags import container_flags
-from .flags import estimate_flags
-from .flags import store_flag
-from .flags import tag_flag
-from hvdbench.launchers.runs import DEFAULT_SWEEP
-from hvdbench.launchers.sweep import DECISION
-from hvdbench.launchers.sweep import sweep_flags
 from pathlib import Path
 from typing import Any
+
+from hvdbench.core.errors import UsageError
+from hvdbench.launchers.runs import DEFAULT_SWEEP, load
+from hvdbench.launchers.sweep import DECISION, sweep_flags, with_decision
+
+from .flags import container_flags, estimate_flags, store_flag, tag_flag
+from .here import run_here, with_container
+from .run import fit_here
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

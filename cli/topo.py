@@ -5,17 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
-from .flags import rank_counts
 from pathlib import Path
 from typing import Any
 
+from .flags import rank_counts
 
 
 def cmd_topo(args: argparse.Namespace) -> int:
     """Print the topology and its placements."""
     from hvdbench.core.node_topology import NodeTopology, node_topology
-    from hvdbench.launchers.placement import by_link_class, default_counts, exhaustive
     from hvdbench.core.topology import link_rank, read_topology_file
+    from hvdbench.launchers.placement import by_link_class, default_counts, exhaustive
 
     node = NodeTopology(read_topology_file(args.file)) if args.file else node_topology()
     topo = node.topology
