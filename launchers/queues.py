@@ -1,6 +1,7 @@
 """What every scheduler's submission shares: the executor base of their submitters (what resume leaves out:
 complete, or still queued or running) and ``refresh``: each run's state from its own record and, while under way,
-its scheduler's queue's word (launchers/schedulers.py: the queue a job id's form names)."""
+its scheduler's queue's word (launchers/schedulers.queue_of: the scheduler its status names, else the one whose
+job ids have its id's form)."""
 
 from __future__ import annotations
 
