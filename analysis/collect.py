@@ -187,7 +187,8 @@ class _Run:
     def check_steps(self, path: Path, log: RankLog) -> None:
         """Steps that cannot be true make the run inconsistent, said with the rank: a step index repeated (a
         log written twice or copied into itself), a step shorter than any real one, or a timed step counting
-        other than its batch where the unit is one sample per batch item (images, samples, utterances)."""
+        other than its batch where the unit is one sample per batch item (images, samples, utterances; not an imported
+        run's, whose steps are its logged epochs)."""
         if log.repeated:
             self.foreign.append(f"{path.name} repeats step numbers ({log.repeated} record(s)): a log written twice")
         if log.too_short:
@@ -200,7 +201,7 @@ class _Run:
         self.timed_steps += int(timed.sum())
         env = self.env or {}
         batch = (env.get("flags") or {}).get("batch_size") if isinstance(env.get("flags"), dict) else None
-        if env.get("unit") in PER_ITEM_UNITS and isinstance(batch, int) and not isinstance(batch, bool):
+        if env.get("unit") in PER_ITEM_UNITS and type(batch) is int and not env.get("imported"):
             wrong = np.flatnonzero(timed & (log.steps["samples"] != batch))
             if len(wrong):
                 i = wrong[0]

@@ -10,6 +10,7 @@ from typing import Any
 
 from hvdbench.analysis.history.recording import record_after
 from hvdbench.core.errors import UsageError
+from hvdbench.core.time_to_train import LATEST, ROUNDS
 from hvdbench.core.validate import inert, text_problem
 
 from .flags import store_flag
@@ -40,19 +41,30 @@ def _nccl_tests(args: argparse.Namespace) -> None:
 
 
 def _mlperf(args: argparse.Namespace) -> None:
-    """Each result file a line; each system's benchmark scored as MLPerf scores it."""
+    """Each result file a line (its time, converged or why not, its logged throughput); each system's benchmark
+    scored as MLCommons scores it."""
     from hvdbench.launchers.imported_mlperf import import_results
 
-    taken = import_results(args.files, args.output, args.system)
+    taken = import_results(args.files, args.output, args.system, args.round)
     for done in taken:
-        said = "converged" if done.run.converged else "did not converge"
-        print(f"{done.spec.id}: {inert(done.spec.system)} {inert(done.result.benchmark)}, "
-              f"{inert(done.run.path.rsplit('/', 1)[-1])}: {done.run.seconds:,.1f} s to train ({said})")
+        run = done.run
+        said = "converged" if run.converged else f"did not converge: {inert(run.why)}"
+        rate = run.throughput()
+        speed = f"; {rate:,.0f} samples/s logged" if rate and not done.left_out else \
+            f"; throughput left out: {done.left_out}" if done.left_out else ""
+        print(f"{done.spec.id}: {inert(done.spec.system)} {inert(done.result.benchmark)} on {done.spec.np} "
+              f"accelerator(s), {inert(run.path.rsplit('/', 1)[-1])}: {run.seconds:,.1f} s to train ({said}){speed}")
+    labels = {id(done.result): done.spec.system for done in taken}
     for result in {id(done.result): done.result for done in taken}.values():
         score = result.score()
-        said = (f"{score.score_s:,.1f} s ({score.score_s / 60:.2f} min), olympic mean of {len(score.used)} run(s)"
-                if score.score_s is not None else f"no score: {score.why}")
-        print(f"{inert(result.system)} {inert(result.benchmark)}: {said}")
+        mean = f"the olympic mean of {len(score.used)} run(s)"
+        scaled = f" ({score.raw:,.1f} s) × {score.factor:.4f} (scaling.json)" if score.factor != 1 and score.raw else ""
+        said = (f"{score.seconds:,.1f} s ({score.seconds / 60:.2f} min): MLCommons' score, {mean}{scaled}; "
+                f"{score.share()}" if score.seconds is not None and score.raw is not None else f"no score: {score.why}")
+        described = f" on {result.described.nodes} node(s)" if result.described else \
+            " (no system description: its nodes and accelerators unknown, taken as one)"
+        print(f"{inert(labels[id(result)])} {inert(result.benchmark)} ({inert(result.system)}){described}: {said}")
+    print(f"judged by MLPerf Training v{args.round}'s quality targets (--round for another round's)")
 
 
 def declare(sub: Any) -> None:
@@ -60,17 +72,24 @@ def declare(sub: Any) -> None:
     imp = sub.add_parser(
         "import", help="take nccl-tests' output or MLPerf Training results into a results root, as runs",
         description="nccl-tests: each test in its output (all_reduce_perf, all_gather_perf, broadcast_perf, "
-                    "alltoall_perf) becomes a run of backend nccl-tests under the results root: its sizes stand in "
-                    "the report's collectives table beside hvdbench's own and accept criteria judge them (backend = "
-                    "'nccl-tests'). Its time is nccl-tests' own (each rank's mean over its iterations, averaged over "
-                    "ranks); import each run of a test (an interval needs several). mlperf: every result file of a "
-                    "published MLPerf Training folder (results/<system>/<benchmark>/result_N.txt, with "
-                    "systems/<system>.json) becomes a run to its quality target, scored in the report's time-to-train "
-                    "section by MLPerf's rule (the olympic mean). The same output or result twice is refused.")
+                    "alltoall_perf) becomes a run of backend nccl-tests under the results root: its sizes stand in the "
+                    "report's collectives table beside hvdbench's own and accept criteria judge them (backend = 'nccl-"
+                    "tests'). Its time is nccl-tests' own (each rank's mean over its iterations, averaged over ranks); "
+                    "import each run of a test (an interval needs several). mlperf: every result file of a published "
+                    "MLPerf Training folder (results/<system>/<benchmark>/result_N.txt, with systems/<system>.json) "
+                    "becomes a run to its quality target, converged or not by MLPerf's rule, scored in the report's "
+                    "time-to-train section as MLCommons scores it (the olympic mean times scaling.json's factor; void "
+                    "where too many runs did not converge or the folder lacks runs), with its logged throughput, batch "
+                    "and system (nodes, accelerators, network): a vendor's systems that differ only in node count read "
+                    "as one system scaled over nodes. The same output or result twice is refused.")
     imp.add_argument("source", choices=["nccl-tests", "mlperf"], help="what wrote the files")
     imp.add_argument("files", nargs="+", type=Path, help="nccl-tests: its output, one or more tests a file; mlperf: "
                                                          "a submitter's folder, its results folder or a benchmark's")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the results root")
     store_flag(imp)
     imp.add_argument("--system", default=None, help="the system's label in the report (default: nccl-tests local; "
-                                                    "mlperf the submitter and system name its description gives)")
+                                                    "mlperf the submitter and system name its description gives, or "
+                                                    "for systems that differ only in node count their shared name)")
+    imp.add_argument("--round", default=LATEST, choices=ROUNDS, metavar="ROUND",
+                     help=f"mlperf: the MLPerf Training round whose quality targets judge the runs (default {LATEST}; "
+                          f"{', '.join(ROUNDS)})")

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from .axes import read_axes
 from .hca import named_down
 from .spec import RunSpec
+from .time_to_train import counts_as_run
 
 
 def is_number(value: Any) -> bool:
@@ -197,3 +198,44 @@ PLUMBING = re.compile(r"HOROVOD_(HOSTNAME|RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS_
                        r"plm_rsh_args)$|MPIR_CVAR_CH3_INTERFACE_HOSTNAME$|"
                        r"I_MPI_(INFO_\w+|PIN_INFO|PIN_MAPPING|HYDRA_TOPOLIB|BIND_WIN_ALLOCATE|INTERNAL_MEM_POLICY|"
                        r"RETURN_WIN_MEM_NUMA)$")
+
+
+def _quality(facts: RunFacts) -> dict[str, Any]:
+    """The run's summary ``quality`` (its lowest rank's), {} where it wrote none."""
+    found = facts.first("summary").get("quality")
+    return found if isinstance(found, dict) else {}
+
+
+def target_asked(facts: RunFacts) -> tuple[str, float] | None:
+    """The metric and target a run to a quality target recorded, else what its flags asked (a run that wrote no
+    summary: killed, failed, lost with its node); None for a run to no target."""
+    quality = _quality(facts)
+    if is_number(quality.get("target")):
+        return str(quality.get("metric") or ""), float(quality["target"])
+    flags = facts.spec.flags
+    for metric in ("accuracy", "loss"):
+        if is_number(flags.get(f"target_{metric}")):
+            return metric, float(flags[f"target_{metric}"])
+    return None
+
+
+def converged_of(facts: RunFacts) -> bool | None:
+    """Whether a run to a quality target reached it (core/time_to_train.py): as its summary says, and no where it
+    ended without one (a timeout, a failure, a lost node); None for runs to no target and runs still under way."""
+    said = _quality(facts).get("converged")
+    if isinstance(said, bool):
+        return said
+    return False if target_asked(facts) is not None and counts_as_run(facts.judged.get("status")) else None
+
+
+def not_converged_why(facts: RunFacts) -> str | None:
+    """Why a run to a quality target did not converge: its record's rule, the cap it reached, or how it ended."""
+    if converged_of(facts) is not False:
+        return None
+    quality = _quality(facts)
+    if isinstance(quality.get("why"), str):
+        return quality["why"]
+    if quality:
+        cap = quality.get("max_epochs")
+        return f"the epoch cap ({cap:g} epochs) came first" if is_number(cap) else "it ended before its target"
+    return str(facts.judged.get("reason") or facts.judged.get("status") or "it ended before its target")

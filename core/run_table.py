@@ -21,8 +21,9 @@ from .run_flags import spelled, without
 from .exchanges import listed, without_horovod
 from .hca import active_rdma
 from .loaders import loader_named
-from .run_facts import (RunFacts, device_name, fabric_software, forward_share, hca_named_down, is_number, model_of,
-                        mpi_text, params_agree, power_source, tf32_of, tuning_text, variable_number)
+from .run_facts import (RunFacts, converged_of, device_name, fabric_software, forward_share, hca_named_down, is_number,
+                        model_of, mpi_text, not_converged_why, params_agree, power_source, target_asked, tf32_of,
+                        tuning_text, variable_number)
 from .spec import RunSpec
 
 COMBINE = ("first", "min", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
@@ -299,12 +300,21 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
             "min"),
     _nested("data_fits", ("data", "fits_in_memory"), "boolean", "--data files: whether the dataset is smaller than "
             "the node's available memory (every rank's node)", "all_equal"),
-    _nested("quality_metric", ("quality", "metric"), "string", "a run to a quality target: what is measured "
-            "(accuracy)"),
-    _nested("quality_target", ("quality", "target"), "float64", "a run to a quality target: the value to reach"),
+    _derived("quality_metric", "string", "a run to a quality target: what is measured (accuracy)",
+             "summary.quality.metric, else its flags", lambda f: (target_asked(f) or (None,))[0]),
+    _derived("quality_target", "float64", "a run to a quality target: the value to reach",
+             "summary.quality.target, else its flags", lambda f: (target_asked(f) or (None, None))[1]),
     _nested("time_to_target_s", ("quality", "seconds"), "float64", "a run to a quality target: seconds from its start "
             "to the evaluation that reached it, evaluation on the clock (to its last evaluation where it did not)"),
-    _nested("converged", ("quality", "converged"), "boolean", "a run to a quality target: whether it reached it"),
+    _derived("converged", "boolean", "a run to a quality target: whether it reached it (no where it ended without: "
+             "the cap, a timeout, a failure; core/time_to_train.py)", "summary.quality.converged, run status",
+             converged_of),
+    _derived("target_missed", "string", "a run to a quality target that did not reach it: why (the rule its "
+             "result broke, the cap, how it ended)", "summary.quality, run status", not_converged_why),
+    _nested("scaling_factor", ("quality", "scaling_factor"), "float64", "an MLPerf result: its folder's scaling.json "
+            "factor, by which MLCommons multiplies the olympic mean"),
+    _nested("required_runs", ("quality", "required_runs"), "Int64", "an MLPerf result: the runs its benchmark's "
+            "result must hold (MLPerf Training's rules)"),
     _nested("epochs_to_target", ("quality", "epochs"), "float64", "a run to a quality target: epochs trained by "
             "then"),
     _nested("quality_best", ("quality", "best"), "float64", "a run to a quality target: the best value it reached"),
@@ -314,6 +324,10 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
             "every rank"),
     _nested("quality_source", ("quality", "source"), "string", "a run to a quality target: hvdbench, or the MLPerf "
             "result file it was taken from"),
+    _env("left_out", ("imported", "left_out"), "string", "a run taken in whose throughput is left out (it does not "
+         "fit its siblings'), and why: kept for its time to train"),
+    _env("host_network", ("imported", "network"), "string", "a run taken in: the host network its system's "
+         "description names"),
 )
 BY_NAME: dict[str, RunColumn] = {column.name: column for column in RUN_COLUMNS}
 RUNS_SCHEMA: dict[str, str] = {column.name: column.dtype for column in RUN_COLUMNS}

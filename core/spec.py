@@ -22,6 +22,7 @@ SMALL_FILE = 1 << 20  # run.json and status.json are a few kB; nothing larger is
 
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
+UNDER_WAY = ("submitted", "pending", "running", "requeued")  # a run's states while its job is under way
 LAUNCHER_LOG = "launcher.log"  # the launcher's (or, under a scheduler, the first task's) output
 COMMAND_FILE = "command.sh"  # the attempt's command, shell-quoted
 TASK_LOG = "task-{task}.log"  # a scheduler task's output where each task starts one rank

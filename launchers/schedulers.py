@@ -16,12 +16,12 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
 from hvdbench.core.errors import LaunchError, UsageError
 from hvdbench.core.job_env import job_env
 from hvdbench.core.options import Kind, OptionError
-from hvdbench.core.spec import RUN_FILE
+from hvdbench.core.spec import RUN_FILE, UNDER_WAY
 
 from .executor import Executor
 
 BUILTIN = ("slurm", "pbs")  # the modules of launchers/ whose classes register themselves
-ACTIVE = ("submitted", "pending", "running", "requeued")  # a run's states while its job is under way
+ACTIVE = UNDER_WAY  # a run's states while its job is under way (core/spec.py)
 UNKNOWN = "unknown"  # a queue's state hvdbench has no word for: never taken for an end
 FINAL_OK = ("ok",)
 

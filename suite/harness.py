@@ -337,6 +337,7 @@ def _repeat(log_dir: Path) -> int:
 
 def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequence[str] | None = None) -> int:
     """Run one training benchmark on this rank: parse, start, build, record, time. Returns the exit status."""
+    begun = time.time()  # the rank's initialisation starts (a run to target's MLLOG init_start)
     start = invocation(name, argv)
     info, flags = start.info, start.flags
     with rank_session(backend, info, flags, start.argv, start.label) as session:
@@ -356,8 +357,10 @@ def main(name: str, backend: Backend, build: Callable[[Any], Any], argv: Sequenc
         final = lambda: {**backend.peak_memory(session.device), "param_checksum": trainer.checksum(),  # noqa: E731
                          **getattr(trainer, "data_facts", dict)()}
         if to_target(flags):
+            device = backend.device_info(session.device).get("name") or "CPU"
             return measure_to_target(runtime, session.writer, trainer, backend.loss_value, flags=flags, unit=unit,
-                                     label=start.label, sampler=session.sampler(), final=final)
+                                     label=start.label, sampler=session.sampler(), final=final, init_start=begun,
+                                     platform=f"{runtime.size}x {device}")
         step = (lambda: trainer.breakdown_step(runtime.sync)) if flags.breakdown else \
             trainer.data_step if getattr(flags, "data_only", False) else trainer.step
         try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hvdbench.core.errors import HvdbenchError
-from hvdbench.core.mlperf import mllog_lines
+from hvdbench.core.mllog import Evaluation, RunLog, result_lines
 from hvdbench.core.records import RecordWriter
 from .timing import Runtime, Sampler, StepOutcome, _Steps
 
@@ -59,6 +59,8 @@ class Plan:
     warmup_steps: int = 0
     seed: int = 0
     name: str = ""  # the workload, as the MLLOG file's submission_benchmark says
+    platform: str = ""  # the ranks and their device, as its submission_platform says (4x CPU)
+    init_start: float = math.nan  # when the rank started (wall clock): the MLLOG file's init_start
 
     @property
     def lr(self) -> float:
@@ -90,7 +92,9 @@ class _State:
 
     start: float = 0.0
     wall: float = 0.0  # the run's start on the wall clock (MLLOG's time)
-    curve: list[tuple[float, float, float]] = field(default_factory=list)  # epoch, accuracy, wall time
+    curve: list[Evaluation] = field(default_factory=list)  # each evaluation, its block's and its own times
+    block_start: float = 0.0  # when the block of training before the next evaluation began (wall clock)
+    eval_samples: int = 0  # the held-out set's samples, every rank's
     evals: int = 0
     eval_s: float = 0.0
     best: float = math.nan
@@ -109,15 +113,16 @@ def plan_of(flags: argparse.Namespace, steps_per_epoch: int, size: int) -> Plan:
                 flags.warmup_steps, flags.seed)
 
 
-def _evaluate(runtime: Runtime, evaluate: Callable[[], Held]) -> tuple[float, float, float]:
-    """The held-out set's accuracy and mean loss over every rank's share, and the seconds it took (all ranks)."""
+def _evaluate(runtime: Runtime, evaluate: Callable[[], Held]) -> tuple[float, float, float, float]:
+    """The held-out set's accuracy and mean loss over every rank's share, the seconds it took (all ranks) and the
+    samples it evaluated."""
     start = time.perf_counter()
     mine = evaluate()
     sums = [sum(values) for values in zip(*((h.correct, h.seen, h.loss_sum)
                                              for h in runtime.allgather_object(mine)))]
     runtime.sync()
     seen = max(sums[1], 1.0)
-    return sums[0] / seen, sums[2] / seen, time.perf_counter() - start
+    return sums[0] / seen, sums[2] / seen, time.perf_counter() - start, sums[1]
 
 
 def _check_finite(runtime: Runtime, ran: _Steps, first_bad: list[int]) -> None:
@@ -142,6 +147,7 @@ def train_to_target(runtime: Runtime, writer: RecordWriter, step: Callable[[], S
     runtime.sync()
     writer.write("phase", phase="run_start", steps=plan.last_step)
     state.start, state.wall = time.perf_counter(), time.time()
+    state.block_start = state.wall
     index = 0
     while index < plan.last_step and not state.converged:
         set_lr(plan.lr_at(index))
@@ -167,9 +173,13 @@ def train_to_target(runtime: Runtime, writer: RecordWriter, step: Callable[[], S
 
 
 def _write_mllog(path: Path, plan: Plan, state: _State, quality: dict[str, Any]) -> None:
-    """The run as MLPerf's result file beside its log (``hvdbench import mlperf`` reads it back), written aside."""
-    lines = mllog_lines(plan.name, plan.global_batch, state.wall, state.wall + quality["seconds"],
-                        state.converged, state.curve, plan.seed, plan.target)
+    """The run as MLPerf's result file beside its log (``hvdbench import mlperf`` reads it back; mlperf-logging's
+    checker passes it but for its benchmark's name: core/mllog.py), written aside."""
+    started = plan.init_start if math.isfinite(plan.init_start) else state.wall
+    log = RunLog(plan.name, plan.platform or "hvdbench", plan.global_batch, plan.seed, plan.metric, plan.target,
+                 plan.steps_per_epoch * plan.global_batch, state.eval_samples, min(started, state.wall), state.wall,
+                 state.wall + quality["seconds"], state.converged)
+    lines = result_lines(log, state.curve)
     aside = path.with_name(f".{path.name}.part")
     aside.write_text("\n".join(lines) + "\n", encoding="utf-8")
     aside.rename(path)
@@ -178,8 +188,9 @@ def _write_mllog(path: Path, plan: Plan, state: _State, quality: dict[str, Any])
 def _one_eval(runtime: Runtime, writer: RecordWriter, evaluate: Callable[[], Held], plan: Plan, state: _State,
               index: int) -> None:
     """Evaluate (on the clock), record it and judge the target."""
-    accuracy, loss, took = _evaluate(runtime, evaluate)
+    accuracy, loss, took, seen = _evaluate(runtime, evaluate)
     elapsed = time.perf_counter() - state.start
+    state.eval_samples = state.eval_samples or int(seen)
     state.evals += 1
     state.eval_s += took
     value = accuracy if plan.metric == "accuracy" else loss
@@ -188,7 +199,8 @@ def _one_eval(runtime: Runtime, writer: RecordWriter, evaluate: Callable[[], Hel
     epoch = index / plan.steps_per_epoch
     writer.write("eval", epoch=epoch, samples=float(index * plan.global_batch), elapsed_s=elapsed,
                  accuracy=accuracy, loss=loss, eval_s=took)
-    state.curve.append((epoch, accuracy, state.wall + elapsed))
+    state.curve.append(Evaluation(epoch, value, state.block_start, state.wall + elapsed - took, state.wall + elapsed))
+    state.block_start = state.wall + elapsed
     state.last = {"epoch": epoch, "samples": float(index * plan.global_batch), "steps": float(index)}
     if plan.reached(accuracy, loss):
         state.converged, state.seconds = True, elapsed
@@ -217,11 +229,13 @@ def result_line(label: str, quality: dict[str, Any]) -> str:
 
 def measure_to_target(runtime: Runtime, writer: RecordWriter, trainer: Any, loss_value: Callable[[Any], float], *,
                       flags: argparse.Namespace, unit: str, label: str, sampler: Sampler,
-                      final: Callable[[], dict[str, Any]]) -> int:
+                      final: Callable[[], dict[str, Any]], init_start: float = math.nan, platform: str = "") -> int:
     """Train to the flags' target with the sampler running, write this rank's summary (its ``quality`` with the
-    run's seed) and print rank 0's line. Returns the exit status: 0 whether or not the run converged (a run that
-    did not is a result); NotFinite raises."""
-    plan = replace(plan_of(flags, trainer.steps_per_epoch, runtime.size), name=label)
+    run's seed) and print rank 0's line (``init_start``: when the rank started; ``platform``: its ranks and device,
+    both for the MLLOG file). Returns the exit status: 0 whether or not the run converged (a run that did not is a
+    result); NotFinite raises."""
+    plan = replace(plan_of(flags, trainer.steps_per_epoch, runtime.size), name=label, init_start=init_start,
+                   platform=platform)
     sampler.start()
     try:
         summary = train_to_target(runtime, writer, trainer.step, loss_value, trainer.evaluate, trainer.set_lr, plan)

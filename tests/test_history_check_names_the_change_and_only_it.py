@@ -162,7 +162,8 @@ def test_runs_to_a_target_are_checked_on_their_time_to_it(tmp_path: Path, capsys
         opened.record(rows, now=1.0)
     assert main(["history", "check", "--store", store, "--format", "json"]) == 1
     (row,) = json.loads(capsys.readouterr().out)
-    assert row["metric"] == "time to target (2 run(s) not converged, left out)" and row["runs"] == 28
+    assert row["metric"] == "time to target (2 run(s) not converged: out of the pace, in the converged share)"
+    assert row["runs"] == 28
     assert row["finding"] == "regression" and row["change_run"] == "tt-day20"
     assert 1 / 1.12 < row["ratio"] < 1 / 1.04 and row["unit"] == "1/s"
     site = tmp_path / "site"

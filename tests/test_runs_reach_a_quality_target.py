@@ -6,6 +6,7 @@ reports a time, and a loss that is not finite stops the run naming its step."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,7 +19,7 @@ from mlperf_logging.compliance_checker import mlp_parser
 from conftest import hvdbench_exe
 from hvdbench.core.catalog import FASHION_SAMPLE
 from hvdbench.core.idx import SPLITS, read_idx, write_idx
-from hvdbench.core.mlperf import read_result
+from hvdbench.readers.mlperf import read_result
 from hvdbench.core.records import read_records
 from hvdbench.core.spec import RunFolder
 
@@ -44,6 +45,19 @@ def _records(out: Path) -> dict[int, list[list[dict]]]:
     return found
 
 
+def _passes_mlperfs_checker_but_for_its_name(path: Path, tmp_path: Path) -> None:
+    """A real run's MLLOG file: mlperf-logging's compliance checker (4.0.0) fails it on its benchmark's name alone;
+    the same file under an MLPerf name (resnet, open division) passes every rule."""
+    from test_mlperf_rules_agree_with_mlperf_logging import _compliance
+
+    valid, said, _ = _compliance(path)
+    assert not valid and said[0].startswith("CHECK for 'submission_benchmark' failed"), said
+    assert all(m.startswith("Could not find config file") for m in said[1:]), said
+    named = tmp_path / "named-mllog.txt"
+    named.write_text(re.sub(r'("key": "submission_benchmark", "value": )"[^"]*"', r'\1"resnet"', path.read_text()))
+    assert named.read_text() != path.read_text() and _compliance(named) == (True, [], "")
+
+
 def test_runs_reach_the_target_with_evaluation_on_the_clock_and_the_report_splits_the_speedup(
         tmp_path: Path, hvd_env: dict) -> None:
     out = tmp_path / "r"
@@ -63,6 +77,7 @@ def test_runs_reach_the_target_with_evaluation_on_the_clock_and_the_report_split
         seeds.add((records[0]["size"], quality["seed"]))
         logged = read_result(Path(records[0]["_dir"]) / "mllog.txt")  # MLPerf's own lines, read back
         assert mlp_parser.parse_file(str(Path(records[0]["_dir"]) / "mllog.txt"), ruleset="4.0.0")[1] == []
+        _passes_mlperfs_checker_but_for_its_name(Path(records[0]["_dir"]) / "mllog.txt", tmp_path)
         assert logged.converged and logged.seconds == pytest.approx(quality["seconds"], abs=2e-3)
         assert [a for _, a, _ in logged.evals] == [e["accuracy"] for e in evals]
     assert len(seeds) == 6  # each repeat trained from its own seed
@@ -98,7 +113,8 @@ def test_labels_without_signal_never_give_a_time_and_a_diverging_loss_names_its_
     subprocess.run([hvdbench_exe(), "report", str(out), "-o", str(report)], check=True, env=hvd_env, timeout=300,
                    capture_output=True)
     [row] = pd.read_csv(report / "quality.csv").to_dict("records")
-    assert row["converged"] == 0 and pd.isna(row["seconds"]) and "three at least" in row["olympic_why"]
+    assert row["converged"] == 0 and pd.isna(row["seconds"]) and "3 at least" in row["olympic_why"]
+    assert row["not_converged"] == "1 the epoch cap (2 epochs) came first"
     diverged = tmp_path / "nan"
     proc = _run(diverged, hvd_env, "--", "--idx-dir", str(FASHION_SAMPLE), "--target-accuracy", "0.7", "--lr", "1e9",
                 *QUICK, check=False)
@@ -107,6 +123,10 @@ def test_labels_without_signal_never_give_a_time_and_a_diverging_loss_names_its_
     [error] = [r for r in read_records(folder / "rank-0.jsonl") if r["kind"] == "error"]
     assert error["error"] == "NotFinite" and "the loss was not finite at step" in error["message"]
     assert RunFolder(folder).status.status == "failed"
+    subprocess.run([hvdbench_exe(), "report", str(diverged), "-o", str(tmp_path / "nan-report")], check=True,
+                   env=hvd_env, timeout=300, capture_output=True)
+    [row] = pd.read_csv(tmp_path / "nan-report" / "quality.csv").to_dict("records")  # a failed run still counts
+    assert (row["runs"], row["converged"]) == (1, 0) and "the loss was not finite" in row["not_converged"]
 
 
 def test_a_speedup_on_one_run_a_side_says_its_interval_is_within_run_only() -> None:

@@ -1,7 +1,9 @@
 """``history check``: each configuration's runs judged against its own history (analysis/history/changes.py), with
 the first run after its latest change and what changed in the environment then; and the environment's changes
 along a history, which the trend pages mark. Runs to a quality target are judged on their pace to it (1 / time to
-target: a regression is a slower time to train), throughput runs on throughput."""
+target: a regression is a slower time to train) and on whether they still converge (MLPerf's rule, core/time_to_train:
+the latest WINDOW runs with no valid score where the runs before had one is a regression, said), throughput runs on
+throughput."""
 
 from __future__ import annotations
 
@@ -9,11 +11,14 @@ from typing import Any
 
 import pandas as pd
 
-from ..findings import CHANGE, NOT_JUDGED, UNDECIDED
-from .changes import NO_CHANGE, judge_history
+from hvdbench.core.time_to_train import counts_as_run, score
+
+from ..findings import CHANGE, NOT_JUDGED, UNDECIDED, Finding
+from .changes import NO_CHANGE, History, judge_history
 
 REGRESSION = CHANGE[1]
 NEAR = 2  # runs from a change point within which an environment change is said with it
+WINDOW = 5  # the latest runs to a target whose converged share is judged: as many as an MLPerf ResNet-50 result
 NOT_TRACKED = ("host", "hvdbench_version")  # environment keys that change without changing the system measured
 CHECK_COLUMNS = ["system", "benchmark", "model", "np", "unit", "metric", "runs", "finding", "verdict", "change_run",
                  "change_started", "ratio", "ratio_low", "ratio_high", "runs_before", "runs_after", "changed",
@@ -55,11 +60,12 @@ TO_TARGET = "time to target"
 
 
 def configurations(runs: pd.DataFrame) -> list[pd.DataFrame]:
-    """Each system's configurations' complete runs with a throughput, or to a quality target with a time to it,
-    oldest first."""
+    """Each system's configurations' complete runs with a throughput, and its runs to a quality target that ended
+    (converged or not: a timeout is a run that did not converge), oldest first."""
     to_target = runs["converged"].notna() if "converged" in runs else pd.Series(False, index=runs.index)
     measured = (runs["throughput"].notna() & (runs["throughput"] > 0)) | to_target
-    ok = runs[(runs["status"] == "ok") & measured]
+    ended = (runs["status"] == "ok") | (to_target & runs["status"].map(counts_as_run).astype(bool))
+    ok = runs[ended & measured]
     return [group.sort_values(["started", "run_id"]) for _, group in ok.groupby(["system", "config"], sort=True)]
 
 
@@ -72,6 +78,20 @@ def paced(group: pd.DataFrame) -> tuple[str, pd.DataFrame, pd.Series]:
     return "throughput", group, group["throughput"].astype(float)
 
 
+def stopped_converging(group: pd.DataFrame) -> str:
+    """Why a configuration's runs to a target stopped converging: its latest WINDOW runs have no valid score by
+    MLPerf's rule while the runs before them had one ("" where not so)."""
+    if "converged" not in group or not group["converged"].notna().any() or len(group) < 2 * WINDOW:
+        return ""
+    ok = group["converged"].fillna(False).astype(bool).tolist()
+    times = group["time_to_target_s"].astype(float).tolist()
+    latest, before = score(times[-WINDOW:], ok[-WINDOW:]), score(times[:-WINDOW], ok[:-WINDOW])
+    if not latest.void or before.void:
+        return ""
+    return (f"stopped converging: {latest.share()} of the latest {WINDOW} ({latest.why}); {before.share()} of the "
+            f"{before.runs} before")
+
+
 def check_table(runs: pd.DataFrame, margin: float) -> pd.DataFrame:
     """One row a configuration: its finding at its latest change (regression, improvement, equivalent, undecided),
     no change, or not judged (too short a history); the first run after the change and the environment's change
@@ -79,13 +99,15 @@ def check_table(runs: pd.DataFrame, margin: float) -> pd.DataFrame:
     rows = []
     for every in configurations(runs):
         metric, group, pace = paced(every)
-        judged = judge_history(pace.to_numpy(), margin)
+        stopped = stopped_converging(every)
+        judged = History(len(every), finding=Finding(REGRESSION, f"{REGRESSION}: {stopped}")) if stopped else \
+            judge_history(pace.to_numpy(), margin)
         first = every.iloc[0]
         unconverged = len(every) - len(group)
         row: dict[str, Any] = {"system": first["system"], "benchmark": first["benchmark"], "model": first["model"],
                                "np": first["np"], "unit": first["unit"] if metric == "throughput" else "1/s",
-                               "metric": metric + (f" ({unconverged} run(s) not converged, left out)"
-                                                   if unconverged else ""), "runs": judged.runs,
+                               "metric": metric + (f" ({unconverged} run(s) not converged: out of the pace, in the "
+                                                   "converged share)" if unconverged else ""), "runs": judged.runs,
                                "finding": judged.finding.finding, "verdict": judged.finding.sentence(),
                                "ratio": judged.ratio, "ratio_low": judged.low, "ratio_high": judged.high,
                                "runs_before": judged.before, "runs_after": judged.after,

@@ -1,7 +1,9 @@
 """``history compare --a … --b …``: two selections of the store (two systems, last month and this one, before and
 after an image) set against each other configuration by configuration, on whole runs, with the findings every
 verdict speaks (analysis/findings.py: faster, slower, equivalent within ±m, undecided with what the runs could have
-caught, not judged under --min-runs a side), and what differs in the environment between them."""
+caught, not judged under --min-runs a side), and what differs in the environment between them. Runs to a quality
+target are judged on their time to train by MLPerf's rule (core/time_to_train.py): every run that ended counts,
+converged or not, and a side with no valid score is never called faster (not judged, each side's share said)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from hvdbench.core.errors import UsageError
-from ..findings import SPEED, judge
+from hvdbench.core.time_to_train import counts_as_run, not_comparable, score
+from ..findings import SPEED, judge, not_judged
 from ..ratios import combined, too_few_runs
 from .changes import runs_of
 from .check import NOT_TRACKED
@@ -69,28 +72,63 @@ def _differs(a: pd.DataFrame, b: pd.DataFrame) -> str:
     return "; ".join(out)
 
 
+def _throughput(a: pd.DataFrame, b: pd.DataFrame, margin: float, min_runs: int) -> dict[str, Any]:
+    """B's throughput over A's on whole runs (Student's t, Welch)."""
+    logs_a = np.log(a["throughput"].astype(float).to_numpy())
+    logs_b = np.log(b["throughput"].astype(float).to_numpy())
+    few = too_few_runs({"A": len(logs_a), "B": len(logs_b)}, min_runs, "hvdbench run … --repeats")
+    # B over A, its parts in the order the finding names them (each side's spread said with its name)
+    ratio = combined([(-1.0, runs_of(logs_a)), (1.0, runs_of(logs_b))]) if min(len(logs_a), len(logs_b)) > 1 \
+        else None
+    finding = judge(ratio, margin, SPEED, ("A", "B"), few=few)
+    low, high = ratio.interval if ratio is not None else (np.nan, np.nan)
+    return {"unit": a["unit"].iloc[0], "runs_a": len(logs_a), "runs_b": len(logs_b),
+            "throughput_a": float(np.exp(logs_a.mean())), "throughput_b": float(np.exp(logs_b.mean())),
+            "ratio": float(np.exp(logs_b.mean() - logs_a.mean())), "ratio_low": low, "ratio_high": high,
+            "finding": finding.finding, "verdict": finding.sentence()}
+
+
+def _to_target(a: pd.DataFrame, b: pd.DataFrame, margin: float, min_runs: int) -> dict[str, Any]:
+    """B's time to train over A's (above 1: slower), judged only where both sides have a valid score by MLPerf's
+    rule, on the runs that converged."""
+    scores = [score(t["time_to_target_s"].astype(float).tolist(), t["converged"].fillna(False).astype(bool).tolist())
+              for t in (a, b)]
+    void = not_comparable(scores[0], scores[1], ("A", "B"))
+    done = [t[t["converged"].fillna(False).astype(bool)] for t in (a, b)]
+    logs = [np.log(t["time_to_target_s"].astype(float).to_numpy()) for t in done]
+    few = too_few_runs({"A": len(logs[0]), "B": len(logs[1])}, min_runs, "hvdbench run … --repeats")
+    ratio = combined([(-1.0, runs_of(logs[0])), (1.0, runs_of(logs[1]))]) \
+        if min(map(len, logs)) > 1 and not void else None
+    finding = not_judged(void) if void else judge(ratio, margin, ("slower", "faster"), ("A", "B"), few=few)
+    low, high = ratio.interval if ratio is not None else (np.nan, np.nan)
+    means = [float(np.exp(x.mean())) if len(x) else np.nan for x in logs]
+    shares = "" if void or all(s.converged == s.runs for s in scores) else \
+        f" (A: {scores[0].share()}; B: {scores[1].share()})"
+    return {"unit": "s to target", "runs_a": len(a), "runs_b": len(b), "throughput_a": means[0],
+            "throughput_b": means[1], "ratio": means[1] / means[0] if len(logs[0]) and len(logs[1]) else np.nan,
+            "ratio_low": low, "ratio_high": high, "finding": finding.finding, "verdict": finding.sentence() + shares}
+
+
+def _kept(t: pd.DataFrame) -> pd.DataFrame:
+    """A side's runs that count: complete runs with a throughput, and runs to a target that ended."""
+    to_target = t["converged"].notna() if "converged" in t else pd.Series(False, index=t.index)
+    measured = (t["status"] == "ok") & t["throughput"].notna() & (t["throughput"] > 0)
+    kept = t[measured | (to_target & t["status"].map(counts_as_run).astype(bool))]
+    return kept.assign(work=kept["config"].map(_work))
+
+
 def compare_table(a: pd.DataFrame, b: pd.DataFrame, margin: float, min_runs: int) -> pd.DataFrame:
-    """One row a configuration with complete runs on both sides: B's throughput over A's, its interval on whole runs
-    (Student's t, Welch), the finding, each side's systems and what differs in their environment."""
+    """One row a configuration with runs on both sides: B's throughput over A's (or, for runs to a quality target,
+    its time to train over A's), its interval on whole runs (Student's t, Welch), the finding, each side's systems
+    and what differs in their environment."""
     rows = []
-    ok_a, ok_b = (t[(t["status"] == "ok") & t["throughput"].notna() & (t["throughput"] > 0)] for t in (a, b))
-    ok_a, ok_b = ok_a.assign(work=ok_a["config"].map(_work)), ok_b.assign(work=ok_b["config"].map(_work))
+    ok_a, ok_b = _kept(a), _kept(b)
     for work in sorted(set(ok_a["work"]) & set(ok_b["work"])):
         runs_a, runs_b = ok_a[ok_a["work"] == work], ok_b[ok_b["work"] == work]
-        logs_a = np.log(runs_a["throughput"].astype(float).to_numpy())
-        logs_b = np.log(runs_b["throughput"].astype(float).to_numpy())
-        few = too_few_runs({"A": len(logs_a), "B": len(logs_b)}, min_runs, "hvdbench run … --repeats")
-        # B over A, its parts in the order the finding names them (each side's spread said with its name)
-        ratio = combined([(-1.0, runs_of(logs_a)), (1.0, runs_of(logs_b))]) if min(len(logs_a), len(logs_b)) > 1 \
-            else None
-        finding = judge(ratio, margin, SPEED, ("A", "B"), few=few)
-        low, high = ratio.interval if ratio is not None else (np.nan, np.nan)
+        to_target = bool(runs_a["converged"].notna().any() or runs_b["converged"].notna().any())
+        judged = (_to_target if to_target else _throughput)(runs_a, runs_b, margin, min_runs)
         first = runs_a.iloc[0]
-        rows.append({"benchmark": first["benchmark"], "model": first["model"], "np": first["np"],
-                     "unit": first["unit"], "runs_a": len(logs_a), "runs_b": len(logs_b),
-                     "throughput_a": float(np.exp(logs_a.mean())), "throughput_b": float(np.exp(logs_b.mean())),
-                     "ratio": float(np.exp(logs_b.mean() - logs_a.mean())), "ratio_low": low, "ratio_high": high,
-                     "finding": finding.finding, "verdict": finding.sentence(),
+        rows.append({"benchmark": first["benchmark"], "model": first["model"], "np": first["np"], **judged,
                      "systems": f"{'/'.join(sorted(set(runs_a['system'])))} | "
                                 f"{'/'.join(sorted(set(runs_b['system'])))}",
                      "differs": _differs(runs_a, runs_b), "work": work})

@@ -142,7 +142,7 @@ def build(collection: Collection, *, warmup: int | None = None, threshold: float
     comm = comm_table(collection)
     inputs = Inputs(collection, stats, table, scaling_table(collection, stats, pipelines=True), judging.margin,
                     judging.min_runs, judging.baseline or judging.first_given)
-    timed = collection.runs["time_to_target_s"].notna().any() if len(collection.runs) else False
+    timed = collection.runs["converged"].notna().any() if len(collection.runs) else False  # ran to a target, ended
     if table.empty and comm.empty and collection.p2p.empty and inputs.pipelines.empty and not timed:
         _nothing_to_report(collection, warmup)
     slow = straggler_table(collection, stats, threshold)

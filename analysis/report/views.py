@@ -152,12 +152,20 @@ def axis_views(table: pd.DataFrame) -> list[tuple[str, str, Rows]]:
 def problems(collection: Collection) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """Runs left out with their reasons, unreadable run descriptions, malformed log lines."""
     out = []
-    excluded = collection.runs[collection.runs["status"] != "ok"]
-    if len(excluded) or collection.spec_errors:
+    runs = collection.runs
+    excluded = runs[runs["status"] != "ok"]
+    throughput = runs[(runs["status"] == "ok") & runs["left_out"].notna()] if "left_out" in runs else runs.iloc[0:0]
+    if len(excluded) or len(throughput) or collection.spec_errors:
         rows = [[r.run_id, r.status, r.reason] for r in excluded.itertuples()]
+        rows += [[r.run_id, "throughput left out", r.left_out] for r in throughput.itertuples()]
         rows += [["-", "unreadable", error] for error in collection.spec_errors]
-        out.append(("Runs left out", "Failed, timed-out, cancelled or incomplete runs are listed, not counted.",
-                    ["run", "status", "reason"], rows))
+        text = "Failed, timed-out, cancelled or incomplete runs are listed, not counted."
+        if excluded["quality_target"].notna().any():
+            text += (" A run to a quality target among them counts in its time-to-target row as a run that did not "
+                     "converge (MLPerf's rule).")
+        if len(throughput):
+            text += " A run taken in whose throughput does not fit its siblings' counts for its time to train alone."
+        out.append(("Runs left out", text, ["run", "status", "reason"], rows))
     retried = collection.runs[collection.runs["attempts"] > 1]
     if len(retried):
         out.append(("Retried runs", "Runs started more than once (retries, resubmissions, requeues): each earlier "

@@ -29,7 +29,7 @@ from hvdbench.core.validate import inert
 
 from ..collect import Collection
 from ..findings import POWER, UNDECIDED
-from .criteria import COLLECTIVE_KEYS, METRICS, SCREENING_KEYS, TRAINING_KEYS, Criterion
+from .criteria import COLLECTIVE_KEYS, METRICS, QUALITY_KEYS, SCREENING_KEYS, TRAINING_KEYS, Criterion
 from .judging import Judging
 from ..ratios import MIN_RUNS, config_draws, pooled_spread, t_quantile, too_few_runs
 from ..tables.system import system_table
@@ -57,6 +57,7 @@ class Measured:
     runs: str
     how: str = ""  # how it was measured, where a verdict depends on it (a bandwidth curve's timing)
     complete: int = 0  # complete runs behind it (0: not counted: a screen's units, judged against their fleet)
+    refused: str = ""  # why no verdict may be reached on it (a time to train with no valid score by MLPerf's rule)
 
 
 def judge(criteria: list[Criterion], tables: dict[str, pd.DataFrame], collection: Collection,
@@ -82,6 +83,8 @@ def verdict(criterion: Criterion, m: Measured, min_runs: int = MIN_RUNS) -> dict
     ``min_runs`` complete runs."""
     row = {"criterion": criterion.name, "metric": criterion.metric, "bound": criterion.bound,
            "threshold": criterion.threshold, "value": m.value, "low": m.low, "high": m.high, "runs": m.runs}
+    if m.refused:
+        return {"verdict": NOT_JUDGED_VERDICT, "why": m.refused} | row
     few = too_few_runs({"the criterion's configuration": m.complete}, min_runs) if m.complete else ""
     if few:
         why = few.replace("of the criterion's configuration", "behind it")
@@ -320,8 +323,26 @@ def _screening(criterion: Criterion, tables: dict[str, pd.DataFrame], collection
                     f"worst: {worst['host']} {worst['unit']}")
 
 
+def _time_to_train(criterion: Criterion, tables: dict[str, pd.DataFrame], collection: Collection) -> Measured | str:
+    """A time-to-train criterion on the one configuration of runs to a target it names: the geometric mean of the
+    runs that converged with Student's interval over them, MLCommons' score said beside it; not judged where MLPerf's
+    rule leaves no valid score (too many runs that did not converge), whatever the converged runs' times."""
+    table = tables.get("quality", pd.DataFrame())
+    if table.empty:
+        return "no run to a quality target in the results"
+    row = _one(_select(table, criterion, QUALITY_KEYS), table, criterion, QUALITY_KEYS)
+    if isinstance(row, str):
+        return row
+    share = f"{int(row['converged'])} of {int(row['runs'])} runs converged"
+    refused = f"no valid score by MLPerf's rule: {row['olympic_why']}" if bool(row["void"]) else ""
+    score = f"MLCommons' score {float(row['score_s']):,.1f} s; " if bool(row["valid"]) else ""
+    return Measured(float(row["seconds"]), float(row["low"]), float(row["high"]), int(row["converged"]), "repeats",
+                    str(row["run_ids"]), f"{score}{share}", int(row["converged"]), refused)
+
+
 MEASURE: dict[str, Callable[[Criterion, dict[str, pd.DataFrame], Collection], Measured | str]] = {
     "scaling": _training, "details": _training, "collectives": _collective, "screening": _screening,
+    "quality": _time_to_train,
 }
 
 

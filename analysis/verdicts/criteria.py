@@ -30,6 +30,8 @@ METRICS: dict[str, tuple[str, str, bool]] = {
     "busbw": ("collectives", "bus bandwidth, GB/s", True),
     "algbw": ("collectives", "algorithm bandwidth, GB/s", True),
     "screen_relative": ("screening", "each GPU or node against the fleet's median", True),
+    "time_to_train": ("quality", "seconds to the quality target, evaluation on the clock (MLPerf's rule: every run "
+                                 "that ended counts; no valid score, not judged)", False),
 }
 # Each selector a criterion may give, with the type of its value (bool and int exact: 32.0 is no batch size) and
 # the metrics' tables it applies to. A selector that does not apply to its criterion's metric is refused.
@@ -42,8 +44,9 @@ COLLECTIVE_KEYS: dict[str, type] = {"system": _TEXT, "placement": _TEXT, "launch
                                     "pattern": _TEXT, "timing": _TEXT}
 SCREENING_KEYS: dict[str, type] = {"system": _TEXT, "framework": _TEXT, "benchmark": _TEXT, "model": _TEXT,
                                    "level": _TEXT}
+QUALITY_KEYS: dict[str, type] = {"system": _TEXT, "framework": _TEXT, "benchmark": _TEXT, "model": _TEXT}
 SELECTORS = {"scaling": TRAINING_KEYS, "details": TRAINING_KEYS, "collectives": COLLECTIVE_KEYS,
-             "screening": SCREENING_KEYS}
+             "screening": SCREENING_KEYS, "quality": QUALITY_KEYS}
 SIZES = ("gpus", "nodes")  # of every table but screening's (each GPU or node of a screen is one unit)
 CHOICES = {"op": tuple(OPS), "dtype": ("fp32", "fp16", "bf16"), "level": ("gpu", "node"),
            "pattern": ("isolated", "training"), "timing": TIMINGS}
