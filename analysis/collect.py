@@ -12,16 +12,16 @@ import pandas as pd
 
 from hvdbench.core.catalog import BENCHMARKS
 from hvdbench.core.collective_ops import TIMINGS
-from hvdbench.core.errors import ReportError, SpecError
 from hvdbench.core.metrics import Outcome, run_outcome
-from hvdbench.core.records import RANK_LOGS, rank_of_log
+from hvdbench.core.records import rank_of_log
 from hvdbench.core.run_table import RUNS_SCHEMA, RunFacts, mpi_text, run_row
 from hvdbench.core.schema import HEADER, KINDS
 from hvdbench.core.hca import active_rdma
 from hvdbench.core.nccl_log import read_nccl_log, run_fabric
-from hvdbench.core.spec import ATTEMPT_PREFIX, RUN_FILE, RunFolder, RunSpec
+from hvdbench.core.spec import RunFolder, RunSpec
 
-from .copies import copied_runs, one_copy_each
+from .copies import copied_runs
+from .found import read_specs
 from .rank_logs import MIN_STEP_S, PHASES, RankLog, read_all
 
 PER_ITEM_UNITS = ("images", "samples", "utterances")  # units a step counts one of per batch item
@@ -106,24 +106,6 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> pd.DataFrame:
     return data.astype(schema)
 
 
-def find_runs(roots: Iterable[Path]) -> list[tuple[Path, Path]]:
-    """(root, run directory) for every run.json below the roots, each run once however many roots reach
-    it (the same root given twice, or a root inside another); a bad root is a ReportError."""
-    found: dict[Path, tuple[Path, Path]] = {}
-    for root in roots:
-        if not root.exists():
-            raise ReportError(f"results directory {root} does not exist")
-        if not root.is_dir():
-            raise ReportError(f"{root} is not a directory")
-        try:
-            for path in sorted(root.rglob(RUN_FILE)):
-                if not any(part.startswith(ATTEMPT_PREFIX) for part in path.relative_to(root).parts[:-1]):
-                    found.setdefault(path.parent.resolve(), (root, path.parent))
-        except PermissionError as exc:
-            raise ReportError(f"cannot read {exc.filename}: permission denied") from None
-    return list(found.values())
-
-
 def _trains(benchmark: str) -> bool:
     """Whether a run of that benchmark times training steps (collectives and p2p time other things)."""
     info = BENCHMARKS.get(benchmark)
@@ -144,6 +126,15 @@ def _env_row(run_id: str, rec: dict[str, Any]) -> dict[str, Any]:
 
 
 
+def _timings(others: list[dict[str, Any]]) -> list[np.ndarray]:
+    """A log's measurements besides its steps: every collective's and copy's times, and when each evaluation of a
+    run to a target came (what tells a copy of a run, and what the history knows a run by)."""
+    return [np.asarray(rec["times"], dtype=float) for rec in others
+            if rec["kind"] in ("comm", "p2p") and isinstance(rec.get("times"), list)
+            and all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in rec["times"])] + \
+        [np.asarray([_number(rec.get("elapsed_s")) for rec in others if rec["kind"] == "eval"], dtype=float)]
+
+
 def _cell(value: Any) -> Any:
     """A record value as a table cell: a list (clock events) as its items joined by commas."""
     return ",".join(map(str, value)) if isinstance(value, list) else value
@@ -158,8 +149,10 @@ def _number(value: Any) -> float:
 class _Run:
     """What one run's rank logs add to the tables, and what its outcome is judged from."""
 
-    def __init__(self, spec: RunSpec, tables: dict[str, list[dict[str, Any]]], skipped: set[str]) -> None:
+    def __init__(self, spec: RunSpec, tables: dict[str, list[dict[str, Any]]], skipped: set[str],
+                 row_id: str | None = None) -> None:
         self.spec, self.tables, self.skipped = spec, tables, skipped
+        self.id = row_id or spec.id  # the run's row: its spec's id, or that id and its root where roots share it
         self.env: dict[str, Any] | None = None
         self.summary_ranks: set[int] = set()
         self.errors: list[str] = []
@@ -212,17 +205,17 @@ class _Run:
         if rec.get("run_id") not in (None, self.spec.id):
             self.foreign.append(f"rank {rec['rank']}'s log was written by run {rec['run_id']}")
         self.env = self.env or rec
-        self.tables["env"].append(_env_row(self.spec.id, rec))
+        self.tables["env"].append(_env_row(self.id, rec))
 
     def on_telemetry(self, rec: dict[str, Any]) -> None:
-        self.tables["telemetry"].append({"run_id": self.spec.id, "rank": rec["rank"], "t_s": self._t(rec),
+        self.tables["telemetry"].append({"run_id": self.id, "rank": rec["rank"], "t_s": self._t(rec),
                                          **{f: _cell(rec.get(f)) for f in TELEMETRY_FIELDS}})
 
     def on_summary(self, rec: dict[str, Any]) -> None:
         self.summary_ranks.add(rec["rank"])
         end, start = self._t(rec), self.timed.get(rec["rank"])
         if end is not None and start is not None:
-            self.tables["windows"].append({"run_id": self.spec.id, "rank": rec["rank"], "start_s": start, "end_s": end,
+            self.tables["windows"].append({"run_id": self.id, "rank": rec["rank"], "start_s": start, "end_s": end,
                                            "samples": rec.get("samples")})
 
     def on_comm(self, rec: dict[str, Any]) -> None:
@@ -239,21 +232,21 @@ class _Run:
         pattern = "training" if trained else "isolated"
         # how the times were taken: a training pattern's steps back to back; batches of calls; calls one by one
         timing = "steps" if trained else rec.get("timing") if rec.get("timing") in TIMINGS else "each"
-        self.tables["comm"] += [{"run_id": self.spec.id, "rank": rec["rank"], "op": rec.get("op"),
+        self.tables["comm"] += [{"run_id": self.id, "rank": rec["rank"], "op": rec.get("op"),
                                  "backend": rec.get("backend"), "dtype": rec.get("dtype"), "bytes": rec.get("bytes"),
                                  "pattern": pattern, "like_workload": rec.get("like_workload") if trained else None,
                                  "iteration": i, "time": t, "timing": timing}
                                 for i, t in enumerate(rec.get("times") or [])]
 
     def on_p2p(self, rec: dict[str, Any]) -> None:
-        self.tables["p2p"] += [{"run_id": self.spec.id,
+        self.tables["p2p"] += [{"run_id": self.id,
                                 **{k: rec.get(k) for k in ("src", "dst", "mode", "bytes", "link",
                                                                                  "peer_access")},
                                 "iteration": i, "time": t} for i, t in enumerate(rec.get("times") or [])]
 
     def on_eval(self, rec: dict[str, Any]) -> None:
         if rec["rank"] == 0:  # every rank evaluates its shard; rank 0 records the gathered figure
-            self.tables["evals"].append({"run_id": self.spec.id, "rank": rec["rank"],
+            self.tables["evals"].append({"run_id": self.id, "rank": rec["rank"],
                                          **{name: _number(rec.get(name)) for name in KINDS["eval"].columns()}})
 
     def on_error(self, rec: dict[str, Any]) -> None:
@@ -261,7 +254,7 @@ class _Run:
 
     def on_profile(self, rec: dict[str, Any]) -> None:
         self.tables["profile"] += [
-            {"run_id": self.spec.id, "rank": rec["rank"], "operator": op.get("name"), "calls": op.get("calls"),
+            {"run_id": self.id, "rank": rec["rank"], "operator": op.get("name"), "calls": op.get("calls"),
              "self_cpu_us": op.get("self_cpu_us"), "self_device_us": op.get("self_device_us"),
              "cpu_total_us": op.get("cpu_total_us"), "trace": rec.get("trace")}
             for op in rec.get("top") or [] if isinstance(op, dict)]
@@ -335,27 +328,6 @@ def _attempts(folder: RunFolder) -> dict[str, Any]:
     return {"attempts": len(earlier) + 1, "earlier_attempts": "; ".join(said)}
 
 
-def _read_specs(roots: list[Path]) -> tuple[list[tuple[Path, Path, RunSpec]], list[str]]:
-    """Every run directory's RunSpec under the roots, and one line for each rank-log folder without a readable
-    run.json (left out)."""
-    found = find_runs(roots)
-    described = {run_dir.resolve() for _, run_dir in found}
-    errors: list[str] = []
-    for root in roots:
-        orphans = sorted({log.parent for log in root.rglob(RANK_LOGS)
-                          if log.parent.resolve() not in described
-                          and not any(part.startswith(ATTEMPT_PREFIX) for part in log.relative_to(root).parts)})
-        errors += [f"{orphan}: rank logs without a {RUN_FILE} (not a run hvdbench or its scripts wrote "
-                   "completely); left out" for orphan in orphans]
-    specs: list[tuple[Path, Path, RunSpec]] = []
-    for root, run_dir in found:
-        try:
-            specs.append((root, run_dir, RunSpec.read(run_dir / RUN_FILE)))
-        except SpecError as exc:
-            errors.append(str(exc))
-    return one_copy_each(specs, errors)
-
-
 def _fabric(folder: RunFolder, nodes: int, env: dict[str, Any]) -> dict[str, Any] | None:
     """What the run's NCCL logs (a GPU run's nccl-rank-N.log) say NCCL used, beside what rank 0's record says of
     its node (active RDMA ports, the NICs its GPU shares a PCIe switch with); None where it has none. A log that
@@ -382,7 +354,8 @@ def _run_row(root: Path, folder: RunFolder, run: _Run, logged: int) -> dict[str,
         outcome = Outcome("incomplete", "incomplete: no valid timed step in its logs (see Malformed log lines)")
     wall = recorded.seconds if recorded is not None and recorded.seconds else (run.last or None)
     fabric = _fabric(folder, spec.nodes, run.env or {})
-    judged = {"root": str(root), "status": outcome.status, "reason": outcome.reason, "ranks_logged": logged,
+    judged = {"root": str(root), "folder": str(folder.path), "row_id": run.id, "status": outcome.status,
+              "reason": outcome.reason, "ranks_logged": logged,
               "wall_s": wall, "setup_s": run.timed.get(0), "fabric": fabric, "position": folder.order() or None,
               **_attempts(folder)}
     return run_row(RunFacts(spec, run.records, judged))
@@ -397,13 +370,14 @@ def collect(roots: Iterable[Path]) -> Collection:
                                                "windows": [], "evals": []}
     skipped: set[str] = set()
     issues: list[FileIssue] = []
-    specs, spec_errors = _read_specs(roots)
-    folders = {run_dir: RunFolder(run_dir) for _, run_dir, _ in specs}
+    specs, spec_errors = read_specs(roots)
+    folders = {found.run_dir: RunFolder(found.run_dir) for found in specs}
     logs_of = {run_dir: folders[run_dir].rank_logs() for run_dir in folders}
-    read = iter(read_all([log for _, run_dir, _ in specs for log in logs_of[run_dir]]))
+    read = iter(read_all([log for found in specs for log in logs_of[found.run_dir]]))
     measured: list[np.ndarray] = []  # each run's step and collective times: a copy of another run is told
-    for root, run_dir, spec in specs:
-        run = _Run(spec, tables, skipped)
+    for found in specs:
+        run_dir, spec = found.run_dir, found.spec
+        run = _Run(spec, tables, skipped, found.row_id)
         logged = 0
         seen: list[np.ndarray] = []
         for path in logs_of[run_dir]:
@@ -414,15 +388,11 @@ def collect(roots: Iterable[Path]) -> Collection:
                 continue
             logged += 1
             if len(log.steps.get("step", ())):
-                step_parts.append((spec.id, log.steps))
+                step_parts.append((run.id, log.steps))
                 timed = ~np.asarray(log.steps["warmup"], dtype=bool)  # warm-up steps say nothing of a run's own
                 seen.append(np.asarray(log.steps["duration"], dtype=float)[timed])
             run.start = log.start
-            seen += [np.asarray(rec["times"], dtype=float) for rec in log.others
-                     if rec["kind"] in ("comm", "p2p") and isinstance(rec.get("times"), list)
-                     and all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in rec["times"])]
-            seen.append(np.asarray([_number(rec.get("elapsed_s")) for rec in log.others if rec["kind"] == "eval"],
-                                   dtype=float))  # a run to a target: when each evaluation came
+            seen += _timings(log.others)
             for rec in log.others:
                 run.records.setdefault(rec["kind"], {}).setdefault(rec["rank"], rec)
                 PARSERS[rec["kind"]](run, rec)
@@ -435,7 +405,7 @@ def collect(roots: Iterable[Path]) -> Collection:
         if folder.status is None and folder.status_file.exists():
             issues.append(FileIssue(str(folder.status_file), 1, ["unreadable status.json: the run is judged by "
                                                                   "its rank logs"]))
-        runs.append(_run_row(root, folder, run, logged))
+        runs.append(_run_row(found.root, folder, run, logged))
         values = np.concatenate(seen) if seen else np.empty(0)
         measured.append(values[np.isfinite(values)])
     copied_runs(runs, measured)

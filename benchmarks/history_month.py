@@ -1,10 +1,13 @@
 """A month of planted history for ``hvdbench history check``, and how often the check calls a change that is not there.
 
-The month: one run a day for 30 days of three configurations on one system (ResNet-50 at 8 GPUs, BERT-large at 8, a
-2-node ResNet-50 at 16), each with a log-normal spread between runs (SPREAD); the driver moves from 535.104.05 to
-550.54.15 on day 12 for all three, which changes nothing; from day 20 on the BERT configuration runs 7% slower.
+The month: one run a night for 30 nights of three configurations on one system (ResNet-50 at 8 GPUs, BERT-large at
+8, a 2-node ResNet-50 at 16), each with a log-normal spread between runs (SPREAD); the driver moves from 535.104.05
+to 550.54.15 on night 12 for all three, which changes nothing; from night 20 on the BERT configuration runs 7%
+slower. ``--nights DIR`` writes it as a cron job leaves it: each night its own results root (night01 … night30) with
+the same three runs in it (one run id a configuration, made again every night: each night's rank logs planted to
+that night's throughput), and ``--store`` imports every night at once (``hvdbench history import``'s road).
 
-    python benchmarks/history_month.py --store /tmp/month.sqlite     # write the month, then: hvdbench history check
+    python benchmarks/history_month.py --nights /tmp/nights --store /tmp/month.sqlite   # then: history check
     python benchmarks/history_month.py --months 1000                 # false alarms and detections over many months
     python benchmarks/history_month.py --months 1000 --spread 0.05   # on a noisier machine
 
@@ -18,14 +21,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import tempfile
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hvdbench.analysis.history.changes import judge_history
-from hvdbench.analysis.history.store import open_store
+from hvdbench.analysis.history.recording import record_roots
+from hvdbench.core.records import RecordWriter
+from hvdbench.core.spec import RunSpec, RunStatus
 
 SPREAD = 0.025  # run-to-run spread of a GPU node's training throughput: 2.5% (log-normal)
 DAYS = 30
@@ -61,10 +68,43 @@ def month_rows(seed: int = 0, system: str = "dgx-h100", spread: float = SPREAD) 
     return rows
 
 
-def write_month(store: str, seed: int = 0) -> int:
-    """The month into the store at ``store``; the runs added."""
-    with open_store(store) as opened:
-        return opened.record(month_rows(seed), now=time.time()).added
+def write_nights(folder: Path, seed: int = 0) -> list[Path]:
+    """The month as nightly results roots under ``folder``: each night the same three runs (their run.json alike every
+    night), each rank's timed steps planted to that night's throughput; the roots, first night first."""
+    roots = []
+    for row in month_rows(seed):
+        night = (int(row["started"] - START) // 86400) + 1
+        root = folder / f"night{night:02d}"
+        spec = RunSpec(benchmark="imagenet" if row["benchmark"] == "imagenet" else "bert", framework="pytorch",
+                       args=("--model", row["model"]), np=row["np"], nodes=row["nodes"], system=row["system"])
+        run_dir = root / spec.id
+        spec.write(run_dir)
+        rng = np.random.default_rng(int(row["started"]))
+        batch = 64
+        for rank in range(spec.np):
+            step = batch / (row["throughput"] / spec.np)  # each rank's share of the night's throughput
+            with RecordWriter(run_dir / f"rank-{rank}.jsonl", rank=rank, local_rank=rank % spec.ranks_per_node,
+                              size=spec.np) as writer:
+                writer.write("env", benchmark=spec.benchmark, model=row["model"], unit=row["unit"],
+                             host=row["environment"]["host"], time=row["started"],
+                             nvml={"driver": row["environment"]["driver"]},
+                             device={"type": "cuda", "cuda": "12.4", "nccl": "2.21.5"})
+                for i in range(40):
+                    writer.write("step", step=i, warmup=i < 5, duration=step * (5.0 if i < 5 else float(
+                        np.exp(rng.normal(0.0, 0.002)))), samples=batch, loss=1.0)
+                writer.write("summary", steps=35)
+        RunStatus("ok", 0, 600.0).write(run_dir)
+        roots += [root] if root not in roots else []
+    return roots
+
+
+def write_month(store: str, seed: int = 0, folder: Path | None = None) -> int:
+    """The month as nightly roots (under ``folder``, else a temporary folder), imported into the store at ``store``
+    in one call; the runs added."""
+    if folder is None:
+        with tempfile.TemporaryDirectory() as scratch:
+            return write_month(store, seed, Path(scratch))
+    return record_roots(write_nights(folder, seed), store).added
 
 
 def many_months(months: int, margin: float = 0.02, spread: float = SPREAD) -> dict[str, float]:
@@ -95,11 +135,13 @@ def many_months(months: int, margin: float = 0.02, spread: float = SPREAD) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", default=None, help="write one month (seed 0) into this store")
+    parser.add_argument("--nights", type=Path, default=None, help="the nightly results roots go here (default: a "
+                                                                  "temporary folder)")
     parser.add_argument("--months", type=int, default=0, help="simulate this many months")
     parser.add_argument("--spread", type=float, default=SPREAD, help=f"spread between runs (default {SPREAD})")
     args = parser.parse_args()
     if args.store:
-        print(f"{write_month(args.store)} runs written to {args.store}")
+        print(f"{write_month(args.store, folder=args.nights)} runs written to {args.store}")
     if args.months:
         start = time.perf_counter()
         figures = many_months(args.months, spread=args.spread)

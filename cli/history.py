@@ -19,6 +19,7 @@ from hvdbench.analysis.history.compare import compare_table, side
 from hvdbench.analysis.history.query import Selection, aggregate, moment, select
 from hvdbench.analysis.history.recording import record_roots
 from hvdbench.analysis.history.store import location, open_store, redacted
+from hvdbench.analysis.history.verdicts import accepted_keys
 from hvdbench.core.errors import UsageError
 from hvdbench.core.flags import percent, positive_int
 from hvdbench.core.metrics import MARGIN_PCT, MIN_RUNS
@@ -56,8 +57,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         return _compare(url, args)
     if args.action == "verdicts":
         return _verdicts(url, args)
-    with open_store(url) as store:
+    with open_store(url, create=False) as store:
         runs = select(store, _selection(args))
+        accepted = accepted_keys(store) if args.action == "check" else set()
     if args.action == "publish":
         from hvdbench.analysis.history.publish import publish
 
@@ -65,7 +67,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"history: {len(pages) - 1} configuration page(s) and the index in {inert(str(args.roots[0]))}: "
               f"{inert(str(pages[0]))}")
         return 0
-    table = aggregate(runs) if args.action == "aggregate" else check_table(runs, args.margin / 100) \
+    table = aggregate(runs) if args.action == "aggregate" else check_table(runs, args.margin / 100, accepted) \
         if args.action == "check" else runs
     if not len(table):
         print(f"history: no run in {inert(redacted(url))} matches", file=sys.stderr)
@@ -85,8 +87,17 @@ def _compare(url: str, args: argparse.Namespace) -> int:
         raise UsageError("history compare: give both sides, e.g. --a system=dgx-a --b system=dgx-b, or --a "
                          "since=60d,until=30d --b since=30d")
     base = _selection(args)
-    with open_store(url) as store:
+    with open_store(url, create=False) as store:
         a, b = select(store, side(args.a, base)), select(store, side(args.b, base))
+    shared = set(a["run_key"]) & set(b["run_key"])
+    if shared:
+        a, b = a[~a["run_key"].isin(shared)], b[~b["run_key"].isin(shared)]
+        if not len(a) or not len(b):
+            raise UsageError(f"history compare: every run of side {'A' if not len(a) else 'B'} is also on the other "
+                             f"side ({len(shared)} shared): a selection is not judged against itself; give sides "
+                             "that do not overlap (--a until=… --b since=…)")
+        print(f"history compare: {len(shared)} run(s) on both sides are left out of both: each side is judged on "
+              "the runs it alone holds", file=sys.stderr)
     table = compare_table(a, b, args.margin / 100, args.min_runs)
     if not len(table):
         print(f"history compare: no configuration has complete runs on both sides ({len(a)} run(s) on A, {len(b)} "
@@ -109,7 +120,7 @@ def _verdicts(url: str, args: argparse.Namespace) -> int:
     """The verdicts kept (accept, compare, compare --regressions), newest first, with the runs behind each."""
     from hvdbench.analysis.history.verdicts import list_verdicts
 
-    with open_store(url) as store:
+    with open_store(url, create=False) as store:
         table = list_verdicts(store, args.kind, args.run, args.since)
     if not len(table):
         print(f"history: no verdict in {inert(redacted(url))} matches", file=sys.stderr)

@@ -27,7 +27,8 @@ from .run_facts import (RunFacts, converged_of, device_name, fabric_software, fo
 from .spec import RunSpec
 
 COMBINE = ("first", "min", "max", "sum", "all_equal")  # how a record field's values over ranks become one value
-JUDGED = ("root", "status", "reason", "ranks_logged", "attempts", "earlier_attempts", "wall_s", "setup_s", "position")
+JUDGED = ("root", "status", "reason", "ranks_logged", "attempts", "earlier_attempts", "wall_s", "setup_s", "position",
+          "folder")
 _LIMIT = float(2 ** 63)  # beyond a 64-bit column: no recorded count is that large
 
 
@@ -159,7 +160,9 @@ def _derived(name: str, dtype: str, meaning: str, source: str, derive: Callable[
 
 
 RUN_COLUMNS: tuple[RunColumn, ...] = (
-    _spec("run_id", "string", "the run's id (benchmark, ranks, repeat and a hash of its spec)", lambda s: s.id),
+    RunColumn("run_id", "string", "the run's id (benchmark, ranks, repeat and a hash of its spec; where two results "
+              "roots hold runs of one id, every root's but the first's with @ and its root's name)", "run.json",
+              derive=lambda facts: facts.judged.get("row_id") or facts.spec.id),
     _judged("root", "string", "the results folder the run was found under"),
     _spec("system", "string", "the system label its sweep gave", lambda s: s.system),
     _spec("framework", "string", "pytorch or tensorflow", lambda s: s.framework),
@@ -328,6 +331,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          "fit its siblings'), and why: kept for its time to train"),
     _env("host_network", ("imported", "network"), "string", "a run taken in: the host network its system's "
          "description names"),
+    _judged("folder", "string", "the run's folder as it was read (the history store tells a retried attempt of one "
+                                "execution, in its folder again, from a new run)"),
 )
 BY_NAME: dict[str, RunColumn] = {column.name: column for column in RUN_COLUMNS}
 RUNS_SCHEMA: dict[str, str] = {column.name: column.dtype for column in RUN_COLUMNS}

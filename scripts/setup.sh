@@ -148,7 +148,8 @@ build_settings() {
         "horovod wheel: ${HVDBENCH_HOROVOD_WHEEL:-build}" "horovod debug build: ${HOROVOD_DEBUG:-0}"
 }
 compute_stamp() {
-    { cat "$ROOT/setup.cfg" "$ROOT/scripts/setup.sh" "$ROOT/scripts/horovod-requirements.txt"; echo "$constraints"
+    { cat "$ROOT/setup.cfg" "$ROOT/scripts/setup.sh" "$ROOT/scripts/horovod-requirements.txt" \
+          "$ROOT/scripts/test-peers.txt"; echo "$constraints"
       build_settings; } | sha256sum | cut -c1-16
 }
 if [[ "$mode" == --stamp ]]; then
@@ -486,6 +487,12 @@ install_all() {
     # offline, hvdbench is built with the environment's setuptools (scripts/horovod-requirements.txt)
     isolation=(); [[ -n "${HVDBENCH_WHEELS:-}" ]] && isolation=(--no-build-isolation)
     pip_install "${isolation[@]}" -e "$ROOT[$extras]"
+    # --- 6. the peers the tests hold hvdbench to that cannot be an extra (their pins conflict with the lock's)
+    if [[ -z "${HVDBENCH_WHEELS:-}" ]]; then
+        pip_install --no-deps -r "$ROOT/scripts/test-peers.txt"
+    else
+        log "test peers (scripts/test-peers.txt) not installed offline: the tests that use them skip"
+    fi
 }
 
 # mpi4py's binary wheel loads the MPI on PATH at run time (Open MPI, MPICH, Intel MPI, MVAPICH, Cray

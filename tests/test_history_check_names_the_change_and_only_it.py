@@ -45,7 +45,7 @@ def test_the_planted_month_names_day_20_and_that_configuration_only(tmp_path: Pa
     assert main(["history", "check", "--store", store]) == 1
     out = capsys.readouterr().out
     lines = {line.split()[1]: line for line in out.splitlines() if line.startswith("dgx-h100")}
-    assert "bert-np8-day20-0" in lines["bert"] and "regression" in lines["bert"]
+    assert "@night20" in lines["bert"] and "regression" in lines["bert"]  # the run made again on night 20
     imagenet = [line for line in out.splitlines() if line.startswith("dgx-h100") and " imagenet " in line]
     assert len(imagenet) == 2 and all("no change in 30 runs" in line for line in imagenet)
     assert "3 configuration(s): 1 regression, 2 no change" in out
@@ -138,10 +138,16 @@ def test_two_selections_compare_on_whole_runs_with_what_differs(tmp_path: Path,
     rows = {r["benchmark"] + str(r["np"]): r for r in json.loads(capsys.readouterr().out)}
     assert rows["bert8"]["finding"] == "slower" and rows["bert8"]["ratio_high"] < 1 / 1.02
     assert (rows["bert8"]["runs_a"], rows["bert8"]["runs_b"]) == (18, 10)
-    assert rows["bert8"]["differs"] == "driver 535.104.05/550.54.15 | 550.54.15"
+    assert rows["bert8"]["differs"] == "driver 535.104.05/550.54.15 -> 550.54.15"
     assert {rows["imagenet8"]["finding"], rows["imagenet16"]["finding"]} <= {"equivalent", "undecided"}
-    assert main(["history", "compare", "--store", store, "--a", "since=2026-10-29", "--b", "since=2026-10-30"]) == 4
-    assert capsys.readouterr().out.count("not judged") == 3  # 2 runs and 1: the spread between runs unknown
+    assert main(["history", "compare", "--store", store, "--a", "since=2026-10-29,until=2026-10-30", "--b",
+                 "since=2026-10-30"]) == 4
+    assert capsys.readouterr().out.count("not judged") == 3  # 1 run and 2: the spread between runs unknown
+    assert main(["history", "compare", "--store", store, "--a", "system=dgx-h100", "--b", "system=dgx-h100"]) == 2
+    assert "every run of side A is also on the other side (90 shared)" in capsys.readouterr().err
+    assert main(["history", "compare", "--store", store, "--a", "since=2026-10-20,until=2026-10-28", "--b",
+                 "since=2026-10-25"]) in (0, 4)  # overlapping windows: days 25-27 on both sides
+    assert "9 run(s) on both sides are left out of both" in capsys.readouterr().err
     assert main(["history", "compare", "--store", store, "--a", "colour=red", "--b", "np=8"]) == 2
     assert "'colour' is not one of" in capsys.readouterr().err
 

@@ -98,11 +98,11 @@ def test_a_store_that_cannot_take_a_verdict_costs_the_verdict_nothing(tmp_path: 
 def test_a_second_schema_store_migrates_to_the_verdicts_with_its_runs(tmp_path: Path) -> None:
     path = str(tmp_path / "h.sqlite")
     root = _root(tmp_path / "a", "dgx-a", 0.1, 1)
-    with open_store(path, version=2) as second:
-        second.record(store_rows(collect([root])), now=1.0)
-        assert not second.has_table("verdicts")
+    from test_history_store_keeps_every_run_once import _old_store
+
+    _old_store(path, 2, store_rows(collect([root])))
     with open_store(path) as current:
-        assert current.version() == SCHEMA_VERSION == 3 and current.has_table("verdict_runs")
+        assert current.version() == SCHEMA_VERSION == 4 and current.has_table("verdict_runs")
         assert len(current.query("SELECT run_id FROM runs")) == 3 and list_verdicts(current).empty
 
 

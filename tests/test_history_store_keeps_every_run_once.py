@@ -1,6 +1,7 @@
-"""The history store keeps each run once across roots and months: a root recorded twice, a copy relabelled as
-another system or shifted by a picosecond, add nothing; a run whose folder changed is replaced; a store made by the
-first schema migrates with its runs; a later schema, a corrupt file, a folder or an unwritable place is one line
+"""The history store keeps every execution once across roots and months: a root recorded twice or moved, a copy
+relabelled as another system or shifted by a picosecond, add nothing; the same configuration run again (into its
+cleared folder, or a new root) adds a run; a retried attempt of the same execution replaces it; a store made by an
+earlier schema migrates with every row; a later schema, a corrupt file, a folder or an unwritable place is one line
 and the file untouched; two writers at once lose nothing; a password is never printed. The same tests run on the
 embedded default (SQLite) and on a real PostgreSQL server the tests start (its outage one line, caught up after)."""
 
@@ -64,18 +65,26 @@ def test_a_root_recorded_twice_and_its_copies_count_each_run_once(tmp_path: Path
     assert all(env["host"] == "node1" for env in runs["environment"])
 
 
-def test_a_run_whose_folder_changed_is_replaced_not_added(tmp_path: Path, store_url: str) -> None:
+def test_a_run_made_again_adds_a_run_and_only_a_retried_attempt_replaces(tmp_path: Path, store_url: str) -> None:
     store = store_url
     root = _root(tmp_path / "a", repeats=1)
     record_roots([root], store)
     spec = RunSpec.read(next(root.glob("*/run.json")))
     shutil.rmtree(root / spec.id)
-    write_run(root, spec, [[0.2] * 10 + [0.25] * 20] * 2, host="node1")  # a retried attempt measured again
+    write_run(root, spec, [[0.2] * 10 + [0.25] * 20] * 2, host="node1")  # its folder cleared, run again
     done = record_roots([root], store)
-    assert (done.added, done.replaced) == (0, 1)
+    assert (done.added, done.replaced) == (1, 0)
+    folder = root / spec.id
+    (folder / "attempt-1").mkdir()  # the executor moves an attempt aside and starts the next: a requeue
+    for log in folder.glob("rank-*.jsonl*"):
+        log.rename(folder / "attempt-1" / log.name)
+    write_run(root, spec, [[0.3] * 10 + [0.35] * 20] * 2, host="node1")
+    done = record_roots([root], store)
+    assert (done.added, done.replaced) == (0, 1) and "a later attempt of the same execution" in done.text()
     with open_store(store) as opened:
         runs = select(opened, Selection())
-    assert len(runs) == 1 and runs["throughput"].iloc[0] < 2 * 32 / 0.2
+    assert len(runs) == 2 and list(runs["run_id"]) == [spec.id] * 2 and runs["run_key"].nunique() == 2
+    assert runs["throughput"].max() > 2 * 32 / 0.12 and 2 * 32 / 0.35 <= runs["throughput"].min() <= 2 * 32 / 0.3
 
 
 def test_runs_are_selected_by_system_size_time_and_tags(tmp_path: Path, store_url: str) -> None:
@@ -115,19 +124,53 @@ def test_the_command_lists_aggregates_and_writes_csv_and_json(tmp_path: Path, st
     assert "no run" in capsys.readouterr().err
 
 
-def test_a_first_version_store_migrates_with_its_runs(tmp_path: Path, store_url: str) -> None:
-    path = store_url
-    root = _root(tmp_path / "a")
-    from hvdbench.analysis.history.rows import store_rows
-    from hvdbench.analysis.collect import collect
+V1_FIELDS = ("run_id", "digest", "system", "host", "framework", "benchmark", "model", "config", "np", "nodes",
+             "status", "started", "ended", "root", "unit", "throughput", "ci_low", "ci_high", "steps",
+             "time_to_target_s", "converged", "environment", "row_json", "recorded")
 
-    with open_store(str(path), version=1) as first:
-        first.record(store_rows(collect([root])), now=1.0)
-        assert first.version() == 1 and not first.has_table("tags")
-    with open_store(str(path)) as current:
+
+def _old_store(url: str, version: int, rows: list[dict[str, Any]]) -> None:
+    """A store as an earlier hvdbench wrote it: its schema's statements, its rows in that schema's columns."""
+    from hvdbench.analysis.history.store import MIGRATIONS, _sql_value
+
+    with open_store(url, version=0) as empty, empty.transaction():
+        for step in range(1, version + 1):
+            for statement in MIGRATIONS[step]:
+                empty.execute(statement)
+        empty.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(version),))
+        for row in rows:
+            empty.execute(f"INSERT INTO runs ({', '.join(V1_FIELDS)}) VALUES ({', '.join('?' * len(V1_FIELDS))})",
+                          [_sql_value(row.get(n)) for n in V1_FIELDS[:-1]] + [1.0])
+        if version >= 2:
+            empty.execute("INSERT INTO tags (run_id, key, value) VALUES (?, 'image', 'ngc')", (rows[0]["run_id"],))
+        if version >= 3:
+            empty.execute("INSERT INTO verdicts (verdict_id, kind, made, outcome, roots, detail) VALUES ('v1', "
+                          "'compare', 1.0, 'pass', '[]', '[]')")
+            empty.execute("INSERT INTO verdict_runs (verdict_id, side, run_id) VALUES ('v1', 'a', ?)",
+                          (rows[1]["run_id"],))
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_an_earlier_store_migrates_with_every_row(tmp_path: Path, store_url: str, version: int) -> None:
+    root = _root(tmp_path / "a")
+    from hvdbench.analysis.collect import collect
+    from hvdbench.analysis.history.rows import store_rows
+    from hvdbench.analysis.history.verdicts import list_verdicts
+
+    rows = store_rows(collect([root]))
+    _old_store(store_url, version, rows)
+    with open_store(store_url) as current:
         assert current.version() == SCHEMA_VERSION and current.has_table("tags")
-        assert len(select(current, Selection())) == 3
-    assert record_roots([root], str(path), tags={"k": "v"}).same == 3
+        runs = select(current, Selection())
+        assert len(runs) == 3 and sorted(runs["run_id"]) == sorted(r["run_id"] for r in rows)
+        if version >= 2:
+            assert len(select(current, Selection(tags=(("image", "ngc"),)))) == 1
+        if version >= 3:
+            [kept] = list_verdicts(current).to_dict("records")
+            assert kept["run_ids"] == [f"a:{rows[1]['run_id']}"]
+            assert current.query("SELECT run_key FROM verdict_runs")[0][0] == \
+                runs.set_index("run_id").loc[rows[1]["run_id"], "run_key"]
+    assert record_roots([root], store_url, tags={"k": "v"}).same == 3
 
 
 @pytest.mark.bad_input

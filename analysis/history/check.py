@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hvdbench.core.time_to_train import counts_as_run, score
@@ -92,16 +93,21 @@ def stopped_converging(group: pd.DataFrame) -> str:
             f"{before.runs} before")
 
 
-def check_table(runs: pd.DataFrame, margin: float) -> pd.DataFrame:
-    """One row a configuration: its finding at its latest change (regression, improvement, equivalent, undecided),
-    no change, or not judged (too short a history); the first run after the change and the environment's change
-    between the run before it and that run."""
+def check_table(runs: pd.DataFrame, margin: float, accepted: set[str] | frozenset[str] = frozenset()) -> pd.DataFrame:
+    """One row a configuration: the finding of its latest stretch (against the stretch before it, and against its
+    first stretch or its accepted baseline: the runs of it an accept verdict passed, ``accepted`` by run key), no
+    change, or not judged (too short a history); the first run after the change and the environment's change between
+    the run before it and that run."""
     rows = []
     for every in configurations(runs):
         metric, group, pace = paced(every)
         stopped = stopped_converging(every)
+        kept = group["run_key"].isin(accepted).to_numpy() if "run_key" in group else np.zeros(len(group), bool)
+        spans = (group["ci_low"].astype(float).to_numpy(), group["ci_high"].astype(float).to_numpy()) \
+            if metric == "throughput" and {"ci_low", "ci_high"} <= set(group) else None
+        keys = [str(k) for k in group["run_key"]] if "run_key" in group else None
         judged = History(len(every), finding=Finding(REGRESSION, f"{REGRESSION}: {stopped}")) if stopped else \
-            judge_history(pace.to_numpy(), margin)
+            judge_history(pace.to_numpy(), margin, pace.to_numpy()[kept] if kept.sum() >= 2 else None, spans, keys)
         first = every.iloc[0]
         unconverged = len(every) - len(group)
         row: dict[str, Any] = {"system": first["system"], "benchmark": first["benchmark"], "model": first["model"],

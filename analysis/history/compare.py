@@ -16,9 +16,9 @@ import pandas as pd
 
 from hvdbench.core.errors import UsageError
 from hvdbench.core.time_to_train import counts_as_run, not_comparable, score
-from ..findings import SPEED, judge, not_judged
-from ..ratios import combined, too_few_runs
-from .changes import runs_of
+from ..findings import SPEED, not_judged
+from ..ratios import Resampled, too_few_runs
+from ..verdicts.versus import differences, side as side_figure, verdict_draws, versus
 from .check import NOT_TRACKED
 from hvdbench.core.tags import tag_pair
 from .query import Selection, moment
@@ -61,30 +61,32 @@ def _work(config: str) -> str:
 
 
 def _differs(a: pd.DataFrame, b: pd.DataFrame) -> str:
-    """Environment values every run of one side shares and the other side's runs do not (``driver 535 | 550``)."""
-    out = []
+    """What differs in the environment between the two sides' runs (versus.differences: ``driver 535 -> 550``)."""
     keys = sorted({k for env in [*a["environment"], *b["environment"]] for k in env} - set(NOT_TRACKED))
-    for key in keys:
-        left = sorted({str(env.get(key)) for env in a["environment"]})
-        right = sorted({str(env.get(key)) for env in b["environment"]})
-        if left != right:
-            out.append(f"{key} {'/'.join(left)} | {'/'.join(right)}")
-    return "; ".join(out)
+    return differences({k: [env.get(k) for env in a["environment"]] for k in keys},
+                       {k: [env.get(k) for env in b["environment"]] for k in keys})
+
+
+def _side(t: pd.DataFrame, column: str, intervals: bool) -> Resampled | None:
+    """A side's runs as every B against A judges them (versus.py): by their execution keys, each run's figure with
+    its within-run interval where kept (``intervals``), else the figure alone."""
+    keys = [str(k) for k in t["run_key"]]
+    values = t[column].astype(float).tolist()
+    lows = t["ci_low"].astype(float).tolist() if intervals else values
+    highs = t["ci_high"].astype(float).tolist() if intervals else values
+    figures = {k: (v, lo, hi) for k, v, lo, hi in zip(keys, values, lows, highs)}
+    return side_figure(keys, verdict_draws(figures), {k: v for k, (v, _, _) in figures.items()})
 
 
 def _throughput(a: pd.DataFrame, b: pd.DataFrame, margin: float, min_runs: int) -> dict[str, Any]:
-    """B's throughput over A's on whole runs (Student's t, Welch)."""
-    logs_a = np.log(a["throughput"].astype(float).to_numpy())
-    logs_b = np.log(b["throughput"].astype(float).to_numpy())
-    few = too_few_runs({"A": len(logs_a), "B": len(logs_b)}, min_runs, "hvdbench run … --repeats")
-    # B over A, its parts in the order the finding names them (each side's spread said with its name)
-    ratio = combined([(-1.0, runs_of(logs_a)), (1.0, runs_of(logs_b))]) if min(len(logs_a), len(logs_b)) > 1 \
-        else None
-    finding = judge(ratio, margin, SPEED, ("A", "B"), few=few)
+    """B's throughput over A's on whole runs, judged as every B against A is (versus.py)."""
+    few = too_few_runs({"A": len(a), "B": len(b)}, min_runs, "hvdbench run … --repeats")
+    ratio, finding = versus(_side(b, "throughput", True), _side(a, "throughput", True), margin, SPEED, ("A", "B"),
+                            few)
     low, high = ratio.interval if ratio is not None else (np.nan, np.nan)
-    return {"unit": a["unit"].iloc[0], "runs_a": len(logs_a), "runs_b": len(logs_b),
-            "throughput_a": float(np.exp(logs_a.mean())), "throughput_b": float(np.exp(logs_b.mean())),
-            "ratio": float(np.exp(logs_b.mean() - logs_a.mean())), "ratio_low": low, "ratio_high": high,
+    means = [float(np.exp(np.log(t["throughput"].astype(float)).mean())) for t in (a, b)]
+    return {"unit": a["unit"].iloc[0], "runs_a": len(a), "runs_b": len(b), "throughput_a": means[0],
+            "throughput_b": means[1], "ratio": means[1] / means[0], "ratio_low": low, "ratio_high": high,
             "finding": finding.finding, "verdict": finding.sentence()}
 
 
@@ -95,17 +97,17 @@ def _to_target(a: pd.DataFrame, b: pd.DataFrame, margin: float, min_runs: int) -
               for t in (a, b)]
     void = not_comparable(scores[0], scores[1], ("A", "B"))
     done = [t[t["converged"].fillna(False).astype(bool)] for t in (a, b)]
-    logs = [np.log(t["time_to_target_s"].astype(float).to_numpy()) for t in done]
-    few = too_few_runs({"A": len(logs[0]), "B": len(logs[1])}, min_runs, "hvdbench run … --repeats")
-    ratio = combined([(-1.0, runs_of(logs[0])), (1.0, runs_of(logs[1]))]) \
-        if min(map(len, logs)) > 1 and not void else None
-    finding = not_judged(void) if void else judge(ratio, margin, ("slower", "faster"), ("A", "B"), few=few)
+    few = too_few_runs({"A": len(done[0]), "B": len(done[1])}, min_runs, "hvdbench run … --repeats")
+    ratio, finding = (None, not_judged(void)) if void else versus(
+        _side(done[1], "time_to_target_s", False) if len(done[1]) else None,
+        _side(done[0], "time_to_target_s", False) if len(done[0]) else None, margin, ("slower", "faster"),
+        ("A", "B"), few)
     low, high = ratio.interval if ratio is not None else (np.nan, np.nan)
-    means = [float(np.exp(x.mean())) if len(x) else np.nan for x in logs]
+    means = [float(np.exp(np.log(t["time_to_target_s"].astype(float)).mean())) if len(t) else np.nan for t in done]
     shares = "" if void or all(s.converged == s.runs for s in scores) else \
         f" (A: {scores[0].share()}; B: {scores[1].share()})"
     return {"unit": "s to target", "runs_a": len(a), "runs_b": len(b), "throughput_a": means[0],
-            "throughput_b": means[1], "ratio": means[1] / means[0] if len(logs[0]) and len(logs[1]) else np.nan,
+            "throughput_b": means[1], "ratio": means[1] / means[0] if len(done[0]) and len(done[1]) else np.nan,
             "ratio_low": low, "ratio_high": high, "finding": finding.finding, "verdict": finding.sentence() + shares}
 
 

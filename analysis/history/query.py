@@ -18,7 +18,8 @@ from .store import Store
 
 UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 SELECTED: dict[str, str] = {
-    "run_id": "string", "started": "float64", "system": "string", "host": "string", "framework": "string",
+    "run_key": "string", "run_id": "string", "started": "float64", "system": "string", "host": "string",
+    "framework": "string",
     "benchmark": "string", "model": "string", "np": "Int64", "nodes": "Int64", "status": "string", "unit": "string",
     "throughput": "float64", "ci_low": "float64", "ci_high": "float64", "steps": "Int64",
     "time_to_target_s": "float64", "converged": "boolean", "root": "string", "config": "string",
@@ -69,7 +70,7 @@ class Selection:
             parts.append("runs.started < ?")
             values.append(self.until)
         for key, value in self.tags:
-            parts.append("EXISTS (SELECT 1 FROM tags WHERE tags.run_id = runs.run_id AND tags.key = ? "
+            parts.append("EXISTS (SELECT 1 FROM tags WHERE tags.run_key = runs.run_key AND tags.key = ? "
                          "AND tags.value = ?)")
             values += [key, value]
         return (" AND ".join(parts) or "1 = 1"), values
@@ -80,14 +81,14 @@ def select(store: Store, selection: Selection) -> pd.DataFrame:
     where, values = selection.where()
     names = [name for name in SELECTED if name != "tags"]
     rows = store.query(f"SELECT {', '.join('runs.' + n for n in names)} FROM runs WHERE {where} "
-                       "ORDER BY runs.started, runs.run_id", values)
+                       "ORDER BY runs.started, runs.run_id, runs.run_key", values)
     table = pd.DataFrame(rows, columns=names)
     table["environment"] = [json.loads(text) if text else {} for text in table["environment"]]
     tags: dict[str, dict[str, str]] = {}
     if len(table):
-        for run_id, key, value in store.query("SELECT run_id, key, value FROM tags ORDER BY run_id, key"):
-            tags.setdefault(run_id, {})[key] = value
-    table["tags"] = [tags.get(run_id, {}) for run_id in table["run_id"]]
+        for run_key, key, value in store.query("SELECT run_key, key, value FROM tags ORDER BY run_key, key"):
+            tags.setdefault(run_key, {})[key] = value
+    table["tags"] = [tags.get(run_key, {}) for run_key in table["run_key"]]
     return table.astype(SELECTED)
 
 

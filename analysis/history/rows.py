@@ -1,18 +1,19 @@
-"""What the history store keeps of each run, made from a collection of results roots: the run table's row whole,
-its configuration (the key ``compare`` pairs runs by), its throughput with the within-run interval, its time to a
-target where it ran to one, its environment, and a digest of its measurements that a copy shares."""
+"""What the history store keeps of each execution, made from a collection of results roots: the run table's row
+whole, its configuration (the key ``compare`` pairs runs by), its throughput with the within-run interval, its time
+to a target where it ran to one, its environment, its folder and attempts (what tells a retried attempt from a new
+run), a digest of its measurements (what it is known by, wherever its root moves) and their fingerprint (the one
+copy rule, analysis/copies.py), and the key it is kept under."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..collect import Collection
+from ..copies import execution_key, fingerprint, measurement_digest
 from ..keys import CONFIG, SHARED, SIZE
 from ..tables.scaling import run_stats_table
 
@@ -20,7 +21,6 @@ from ..tables.scaling import run_stats_table
 ENVIRONMENT = ("host", "device_name", "driver", "cuda", "cudnn", "nccl", "torch", "tensorflow", "horovod_version",
                "mpi", "tuning", "cpu_model", "container_image", "container_image_id", "container_runtime",
                "nccl_network", "nccl_plugin", "fabric_software", "node_power_source", "hvdbench_version")
-DIGITS = 6  # significant digits a measurement is hashed at: a copy shifted by less than 1 part in a million matches
 
 
 def plain(value: Any) -> Any:
@@ -40,15 +40,6 @@ def config_key(row: dict[str, Any]) -> str:
                       sort_keys=True, default=str)
 
 
-def digest(run_id: str, status: str, values: np.ndarray | None) -> str:
-    """A run's measurements (every rank's step times, collectives' times, evaluations' times, in order) at DIGITS
-    significant digits, hashed; a run with no measurement of its own is told by its id and status."""
-    if values is None or len(values) == 0:
-        return "id:" + hashlib.sha256(f"{run_id}\0{status}".encode()).hexdigest()
-    text = np.char.mod(f"%.{DIGITS - 1}e", np.asarray(values, dtype=float))
-    return "m:" + hashlib.sha256("\n".join(text.tolist()).encode()).hexdigest()
-
-
 def store_rows(collection: Collection) -> list[dict[str, Any]]:
     """One row a run of the collection (every status: a failed run is history too), as Store.record takes it."""
     stats = run_stats_table(collection).set_index("run_id")
@@ -58,8 +49,13 @@ def store_rows(collection: Collection) -> list[dict[str, Any]]:
         run_id, status = str(row["run_id"]), str(row["status"])
         facts = stats.loc[run_id] if run_id in stats.index else None
         started, wall = plain(row.get("started")), plain(row.get("wall_s"))
+        values = measured.get(run_id)
+        found = measurement_digest(run_id, status, values, started)
+        print_ = fingerprint(values) if values is not None else None
         out.append({
-            "run_id": run_id, "digest": digest(run_id, status, measured.get(run_id)),
+            "run_key": execution_key(run_id, found), "run_id": run_id, "digest": found,
+            "folder": plain(row.get("folder")), "attempts": plain(row.get("attempts")),
+            "n_values": print_.count if print_ else None, "fingerprint": print_.text() if print_ else None,
             **{name: plain(row.get(name)) for name in ("system", "host", "framework", "benchmark", "model", "np",
                                                          "nodes", "root", "unit", "time_to_target_s")},
             "config": config_key(row), "status": status, "started": started,

@@ -1,35 +1,49 @@
-"""The history store: every recorded run in one database that outlives results roots. SQLite from the standard
-library by default (one file, no server; its rollback journal rather than WAL, which needs memory shared between
-the processes and so fails on the network filesystems clusters share), at ``default_location()`` or where
-``--store`` or ``HVDBENCH_STORE`` says (``off`` records nothing); a team's PostgreSQL by its URL
-(``postgresql://user@host/db``, through psycopg), with the same schema and statements. A write waits its turn
-rather than failing while another sweep records (SQLite's BEGIN IMMEDIATE, PostgreSQL's transaction-scoped advisory
-lock). The run folders stay the source of truth: ``history import`` rebuilds the store from them, each run once.
-The schema carries its version; each newer version is a migration from the one before, so a store made by any
-earlier version opens, and one made by a later version is refused untouched."""
+"""The history store: every execution of a run in one database that outlives results roots, in the backend its
+location names (analysis/history/backends.py: SQLite by default, a team's PostgreSQL by URL), at
+``default_location()`` or where ``--store`` or ``HVDBENCH_STORE`` says (``off`` records nothing).
+
+An execution is a run: each one that finishes is a row of its own (``run_key``), kept unless deleted on purpose; its
+configuration (``config``, the key compare pairs runs by) and its run id (configuration and repeat) are columns, not
+its identity. The same configuration run again (into a new root, into the same root after its folder was cleared,
+another night) adds a row; only a retried attempt of the same execution (its folder again, with more attempts: what
+SLURM requeued, or an execution recorded while under way) replaces what was kept. An execution is known by what it
+measured: the same measurements again (the root moved, imported twice) add nothing, and a copy of another's (the
+same measurements within 1 part in a million, analysis/copies.py's one rule, under another label) is not added.
+
+A write waits its turn, bounded (the backend's); the run folders stay the source of truth: ``history import`` rebuilds
+the store from them. The schema carries its version; each newer version is a migration from the one before, so a
+store made by any earlier version opens with every row, and one made by a later version is refused untouched."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
-from hvdbench.core.errors import HvdbenchError
-from hvdbench.core.validate import inert
+from hvdbench.core.spec import UNDER_WAY
 
-STORE_VARIABLE = "HVDBENCH_STORE"
-OFF = ("off", "none", "no")  # a store location that turns recording off
-WAIT_S = 120.0  # how long a write waits for another process's write to the same store
+from ..copies import Fingerprint, same_measurement
+from .backends import Backend, backend_of, wait_s
+from .locations import Location, StoreError, default_location, location, parse_location, redacted, said
 
+__all__ = ["Recorded", "SCHEMA_VERSION", "Store", "StoreError", "default_location", "location", "open_store",
+           "redacted"]
+
+_RUNS4 = ("run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, digest TEXT NOT NULL UNIQUE, system TEXT, host TEXT, "
+          "framework TEXT, benchmark TEXT, model TEXT, config TEXT NOT NULL, np INTEGER, nodes INTEGER, "
+          "status TEXT NOT NULL, started DOUBLE PRECISION, ended DOUBLE PRECISION, root TEXT, unit TEXT, "
+          "throughput DOUBLE PRECISION, ci_low DOUBLE PRECISION, ci_high DOUBLE PRECISION, steps INTEGER, "
+          "time_to_target_s DOUBLE PRECISION, converged INTEGER, environment TEXT NOT NULL, row_json TEXT NOT NULL, "
+          "recorded DOUBLE PRECISION NOT NULL, folder TEXT, attempts INTEGER, n_values INTEGER, fingerprint TEXT")
+_V3_FIELDS = ("run_id, digest, system, host, framework, benchmark, model, config, np, nodes, status, started, ended, "
+              "root, unit, throughput, ci_low, ci_high, steps, time_to_target_s, converged, environment, row_json, "
+              "recorded")
 # Each version's statements, applied in order from the store's version to SCHEMA_VERSION (never edited once
-# released: a change is a new version). 1: runs; 2: tags; 3: verdicts and the runs behind each.
+# released: a change is a new version). 1: runs; 2: tags; 3: verdicts and the runs behind each; 4: executions as
+# runs (run_key the identity, run_id a column), their folder, attempts and fingerprint; tags and verdicts by run_key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE runs (run_id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, system TEXT, host TEXT, "
@@ -48,103 +62,48 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "side TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (verdict_id, side, run_id))",
         "CREATE INDEX verdict_runs_by_run ON verdict_runs (run_id)",
         "CREATE INDEX verdicts_by_time ON verdicts (kind, made)"),
+    4: (f"CREATE TABLE runs4 ({_RUNS4})",
+        f"INSERT INTO runs4 (run_key, {_V3_FIELDS}) SELECT run_id || '~' || substr(digest, 3, 12), {_V3_FIELDS} "
+        "FROM runs",
+        "CREATE TABLE tags4 (run_key TEXT NOT NULL REFERENCES runs4 (run_key) ON DELETE CASCADE, key TEXT NOT NULL, "
+        "value TEXT NOT NULL, PRIMARY KEY (run_key, key))",
+        "INSERT INTO tags4 (run_key, key, value) SELECT r.run_key, t.key, t.value FROM tags t JOIN runs4 r ON "
+        "r.run_id = t.run_id",
+        "DROP TABLE tags", "DROP TABLE runs", "ALTER TABLE runs4 RENAME TO runs", "ALTER TABLE tags4 RENAME TO tags",
+        "CREATE INDEX runs_by_workload ON runs (benchmark, system, started)",
+        "CREATE INDEX runs_by_config ON runs (config, started)", "CREATE INDEX runs_by_id ON runs (run_id)",
+        "CREATE INDEX runs_by_folder ON runs (folder)", "CREATE INDEX runs_by_values ON runs (n_values)",
+        "ALTER TABLE verdict_runs ADD COLUMN run_key TEXT",
+        "UPDATE verdict_runs SET run_key = (SELECT r.run_key FROM runs r WHERE r.run_id = verdict_runs.run_id)"),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
-RUN_FIELDS = ("run_id", "digest", "system", "host", "framework", "benchmark", "model", "config", "np", "nodes",
-              "status", "started", "ended", "root", "unit", "throughput", "ci_low", "ci_high", "steps",
-              "time_to_target_s", "converged", "environment", "row_json", "recorded")
-
-
-class StoreError(HvdbenchError):
-    """A store that cannot be opened, read or written: one line naming it (its password never shown)."""
-
-
-def default_location() -> Path:
-    """Where the store lives unless told otherwise: ``$XDG_DATA_HOME/hvdbench/history.sqlite`` (the XDG default
-    ``~/.local/share``)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "hvdbench" / "history.sqlite"
-
-
-def redacted(url: str) -> str:
-    """A store location as it may be printed: a URL's password replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<a location that is not a URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{netloc}"))
-
-
-def location(given: str | None) -> str | None:
-    """The store to use: ``given`` (``--store``), else ``HVDBENCH_STORE``, else the default file; None where
-    recording is off."""
-    chosen = given if given is not None else os.environ.get(STORE_VARIABLE) or str(default_location())
-    return None if chosen.strip().lower() in OFF else chosen
-
-
-def _sqlite_path(url: str) -> Path:
-    """The file of ``sqlite:///abs``, ``sqlite:rel`` or a plain path; another scheme is refused."""
-    if re.match(r"^[a-z][a-z0-9+.-]*://", url, re.I) and not url.lower().startswith("sqlite:"):
-        scheme = url.split(":", 1)[0]
-        raise StoreError(f"store {redacted(url)}: {inert(scheme)} stores are not supported: give a file path, "
-                         "sqlite:///path or postgresql://user@host/database")
-    if url.lower().startswith("sqlite:"):
-        url = re.sub(r"^sqlite:(//)?", "", url, flags=re.I)
-    if not url:
-        raise StoreError("store: an empty location")
-    return Path(url).expanduser()
-
-
-PG_LOCK = 0x68766462  # the advisory lock every PostgreSQL writer of a store takes first ("hvdb")
-UPSERT_RUN = (f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) "
-              f"ON CONFLICT (run_id) DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in RUN_FIELDS[1:])}")
-UPSERT_TAG = ("INSERT INTO tags (run_id, key, value) VALUES (?, ?, ?) ON CONFLICT (run_id, key) DO UPDATE SET "
+RUN_FIELDS = ("run_key", "run_id", "digest", "system", "host", "framework", "benchmark", "model", "config", "np",
+              "nodes", "status", "started", "ended", "root", "unit", "throughput", "ci_low", "ci_high", "steps",
+              "time_to_target_s", "converged", "environment", "row_json", "folder", "attempts", "n_values",
+              "fingerprint", "recorded")
+INSERT_RUN = f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))})"
+REPLACE_RUN = f"UPDATE runs SET {', '.join(f'{n} = ?' for n in RUN_FIELDS[1:])} WHERE run_key = ?"
+UPSERT_TAG = ("INSERT INTO tags (run_key, key, value) VALUES (?, ?, ?) ON CONFLICT (run_key, key) DO UPDATE SET "
               "value = excluded.value")
 UPSERT_VERSION = ("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET "
                   "value = excluded.value")
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """What differs between the two databases: parameters' mark, how a writer takes its turn, how a table is
-    found, and the driver's errors."""
-
-    name: str
-    begin: tuple[str, ...]
-    has_table: str  # a query of one parameter, the table's name, returning a row where it exists
-    errors: tuple[type[BaseException], ...]
-    mark: str = "?"
-
-    def sql(self, text: str) -> str:
-        """A statement written with ``?`` marks in this database's own."""
-        return text if self.mark == "?" else text.replace("?", self.mark)
-
-
-SQLITE = Dialect("sqlite", ("BEGIN IMMEDIATE",), "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?",
-                 (sqlite3.Error,))
-
-
-def _postgres() -> Dialect:
-    import psycopg
-
-    # pg_tables read with the statement's own snapshot: to_regclass looks the name up in the catalog caches, which a
-    # writer that waited on the advisory lock (no relation lock) has not refreshed, and would miss tables the writer
-    # before it made (it then migrated again: "relation meta already exists")
-    return Dialect("postgresql", ("BEGIN", f"SELECT pg_advisory_xact_lock({PG_LOCK})"),
-                   "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = ?",
-                   (psycopg.Error,), "%s")
 
 
 @dataclass
 class Store:
     """An open store at the current schema version."""
 
-    url: str
-    connection: Any  # sqlite3.Connection or psycopg.Connection, in autocommit: transactions are explicit
-    dialect: Dialect = SQLITE
+    where: Location
+    connection: Any  # the backend's connection, in autocommit: transactions are explicit
+    backend: Backend
+
+    @property
+    def url(self) -> str:
+        return self.where.target
+
+    @property
+    def shown(self) -> str:
+        return self.where.shown
 
     def close(self) -> None:
         """Release the store."""
@@ -158,30 +117,48 @@ class Store:
 
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
         """One statement written with ``?`` marks; its cursor."""
-        return self.connection.execute(self.dialect.sql(sql), tuple(parameters))
+        return self.connection.execute(self.backend.sql(sql), tuple(parameters))
 
     def query(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of one read, a database's failure as StoreError."""
         try:
             return list(self.execute(sql, parameters).fetchall())
-        except self.dialect.errors as exc:
-            raise StoreError(f"store {redacted(self.url)}: {_said(exc, self.url)}") from None
+        except self.backend.errors as exc:
+            raise StoreError(f"store {self.shown}: {self.failure(exc)}") from None
+
+    def failure(self, exc: BaseException) -> str:
+        """A driver's error in one line: busy (another writer held the store past the wait), or what it said."""
+        if self.backend.busy(exc):
+            holder = self.backend.holder(self.connection)
+            return (f"busy: another process kept writing to it for {wait_s():g} s (HVDBENCH_STORE_WAIT_S)"
+                    + (f"; {holder}" if holder else "") + "; nothing of this write was kept, try again")
+        return said(exc, self.where)
 
     @contextmanager
     def transaction(self) -> Iterator["Store"]:
-        """One write transaction, this writer's turn taken at its start (another waits for it), committed whole
-        or rolled back."""
-        for statement in self.dialect.begin:
-            self.execute(statement)
+        """One write transaction, this writer's turn taken at its start (another waits for it, bounded), committed
+        whole or rolled back."""
+        try:
+            for statement in self.backend.begin():
+                self.execute(statement)
+        except self.backend.errors as exc:
+            self._rollback()
+            raise StoreError(f"store {self.shown}: not written ({self.failure(exc)})") from None
         try:
             yield self
         except BaseException:
-            self.execute("ROLLBACK")
+            self._rollback()
             raise
         self.execute("COMMIT")
 
+    def _rollback(self) -> None:
+        try:
+            self.execute("ROLLBACK")
+        except self.backend.errors:
+            pass
+
     def has_table(self, name: str) -> bool:
-        query = self.dialect.has_table
+        query = self.backend.has_table
         return self.execute(query, (name,) * query.count("?")).fetchone() is not None
 
     def version(self) -> int:
@@ -196,8 +173,8 @@ class Store:
         with self.transaction():
             start = self.version()
             if start < 0:
-                raise StoreError(f"store {redacted(self.url)}: a meta table without a schema version: not an "
-                                 "hvdbench store; left untouched")
+                raise StoreError(f"store {self.shown}: a meta table without a schema version: not an hvdbench "
+                                 "store; left untouched")
             for version in range(start + 1, to + 1):
                 for statement in MIGRATIONS[version]:
                     self.execute(statement)
@@ -206,27 +183,57 @@ class Store:
 
     def record(self, runs: Sequence[Mapping[str, Any]], tags: Mapping[str, Mapping[str, str]] | None = None,
                now: float = 0.0) -> "Recorded":
-        """Add each run once, in one transaction: a run id already there with the same digest is left, with
-        another digest (the folder changed: a retried attempt) is replaced; a digest already there under another
-        run id is a copy and is not added."""
+        """Add each execution once, in one transaction (module docstring: what adds, replaces or is left); ``tags``
+        by each row's run id."""
         done = Recorded()
         tags = tags or {}
         try:
             with self.transaction():
                 for run in runs:
-                    what = self._one(run, now)
+                    what, key = self._one(run, now)
                     done.count(what)
                     if what != "copies":
-                        for key, value in tags.get(str(run["run_id"]), {}).items():
-                            self.execute(UPSERT_TAG, (run["run_id"], key, value))
-        except self.dialect.errors as exc:
-            raise StoreError(f"store {redacted(self.url)}: not written ({_said(exc, self.url)})") from None
+                        for name, value in tags.get(str(run["run_id"]), {}).items():
+                            self.execute(UPSERT_TAG, (key, name, value))
+        except self.backend.errors as exc:
+            raise StoreError(f"store {self.shown}: not written ({self.failure(exc)})") from None
         return done
+
+    def _measured_before(self, run: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The run kept whose measurements these are (by digest, else within the copy rule): its key and run id."""
+        row = self.execute("SELECT run_key, run_id FROM runs WHERE digest = ?", (run["digest"],)).fetchone()
+        if row is not None:
+            return str(row[0]), str(row[1])
+        mine = Fingerprint.from_text(run.get("fingerprint"))
+        if mine is None:
+            return None
+        for key, run_id, text in self.execute("SELECT run_key, run_id, fingerprint FROM runs WHERE n_values = ?",
+                                              (mine.count,)).fetchall():
+            theirs = Fingerprint.from_text(text)
+            if theirs is not None and same_measurement(mine, theirs):
+                return str(key), str(run_id)
+        return None
+
+    def _one(self, run: Mapping[str, Any], now: float) -> tuple[str, str]:
+        """Add, replace or leave one execution; what happened (a Recorded field) and the key it is kept under."""
+        before = self._measured_before(run)
+        if before is not None:  # the same run (its root moved, imported again), or a copy sold under another label
+            return ("same" if _spec_id(before[1]) == _spec_id(str(run["run_id"])) else "copies"), before[0]
+        key = str(run.get("run_key") or f"{run['run_id']}~{str(run['digest']).split(':', 1)[-1][:12]}")
+        values = [key] + [_sql_value(run.get(name)) for name in RUN_FIELDS[1:-1]] + [now]
+        held = self.execute("SELECT run_key, attempts, status FROM runs WHERE folder = ? ORDER BY recorded DESC",
+                            (run.get("folder"),)).fetchone() if run.get("folder") else None
+        if held is not None and ((run.get("attempts") or 1) > (held[1] or 1) or held[2] in UNDER_WAY):
+            self.execute(REPLACE_RUN, values[1:] + [held[0]])  # a later attempt of the same execution
+            return "replaced", str(held[0])
+        self.execute(INSERT_RUN, values)
+        return "added", key
 
     def record_verdict(self, verdict_id: str, kind: str, outcome: str, roots: Sequence[str], detail: Any,
                        runs: Sequence[tuple[str, str]], now: float) -> bool:
-        """Add one verdict with the (side, run id) pairs behind it, once: the same verdict again (same id) is left as
-        it was first made. Whether it was added."""
+        """Add one verdict with the (side, run id) pairs behind it, once, each pointing at the execution it judged
+        (the one kept under that run id from the verdict's roots, else the latest of that run id); the same verdict
+        again (same id) is left as it was first made. Whether it was added."""
         try:
             with self.transaction():
                 if self.execute("SELECT 1 FROM verdicts WHERE verdict_id = ?", (verdict_id,)).fetchone() is not None:
@@ -235,28 +242,24 @@ class Store:
                              "(?, ?, ?, ?, ?, ?)", (verdict_id, kind, now, outcome, _sql_value(list(roots)),
                                                     _sql_value(detail)))
                 for side, run_id in dict.fromkeys(runs):
-                    self.execute("INSERT INTO verdict_runs (verdict_id, side, run_id) VALUES (?, ?, ?)",
-                                 (verdict_id, side, run_id))
-        except self.dialect.errors as exc:
-            raise StoreError(f"store {redacted(self.url)}: not written ({_said(exc, self.url)})") from None
+                    self.execute("INSERT INTO verdict_runs (verdict_id, side, run_id, run_key) VALUES (?, ?, ?, ?)",
+                                 (verdict_id, side, run_id, self._key_of(run_id, roots)))
+        except self.backend.errors as exc:
+            raise StoreError(f"store {self.shown}: not written ({self.failure(exc)})") from None
         return True
 
-    def _one(self, run: Mapping[str, Any], now: float) -> str:
-        """Add or replace one run; what happened (a Recorded field)."""
-        held = self.execute("SELECT digest FROM runs WHERE run_id = ?", (run["run_id"],)).fetchone()
-        if held is not None and held[0] == run["digest"]:
-            return "same"
-        twin = self.execute("SELECT run_id FROM runs WHERE digest = ? AND run_id != ?",
-                            (run["digest"], run["run_id"])).fetchone()
-        if twin is not None:
-            return "copies"
-        self.execute(UPSERT_RUN, [_sql_value(run.get(name)) for name in RUN_FIELDS[:-1]] + [now])
-        return "added" if held is None else "replaced"
+    def _key_of(self, run_id: str, roots: Sequence[str]) -> str | None:
+        found = self.execute("SELECT run_key, root FROM runs WHERE run_id = ? ORDER BY recorded DESC",
+                             (run_id,)).fetchall()
+        resolved = {str(Path(r).resolve()) for r in roots}
+        mine = [key for key, root in found if root is not None and str(Path(root).resolve()) in resolved]
+        return (mine or [key for key, _ in found] or [None])[0]
 
 
 @dataclass
 class Recorded:
-    """What one recording did: runs added, replaced (their folder changed), already there, copies refused."""
+    """What one recording did: runs added, replaced (a later attempt of the same execution), already there, copies
+    refused."""
 
     added: int = 0
     replaced: int = 0
@@ -268,9 +271,14 @@ class Recorded:
 
     def text(self) -> str:
         parts = [f"{self.added} added"] + [f"{n} {said}" for n, said in (
-            (self.replaced, "replaced (their folder changed)"), (self.same, "already recorded"),
+            (self.replaced, "replaced (a later attempt of the same execution)"), (self.same, "already recorded"),
             (self.copies, "copies of recorded runs, left out")) if n]
         return ", ".join(parts)
+
+
+def _spec_id(run_id: str) -> str:
+    """A row's run id without the root a collection told it apart by (analysis/found.py): its spec's id."""
+    return run_id.split("@", 1)[0]
 
 
 def _sql_value(value: Any) -> Any:
@@ -286,56 +294,28 @@ def _sql_value(value: Any) -> Any:
     return value
 
 
-def _said(exc: BaseException, url: str) -> str:
-    """A driver's error as one inert line, the URL's password never in it."""
-    text = inert(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-    password = urlsplit(url).password if "://" in url else None
-    return text.replace(password, "***") if password else text
-
-
-def _open_sqlite(url: str) -> Store:
-    path = _sqlite_path(url)
-    shown = redacted(url)
-    if path.exists() and not path.is_file():
-        raise StoreError(f"store {shown}: not a regular file")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(path, timeout=WAIT_S, isolation_level=None)
-        connection.execute("PRAGMA foreign_keys = ON")
-    except (OSError, sqlite3.Error) as exc:
-        raise StoreError(f"store {shown}: cannot be opened ({inert(exc)})") from None
-    return Store(url, connection, SQLITE)
-
-
-def _open_postgres(url: str) -> Store:
-    shown = redacted(url)
-    try:
-        import psycopg
-    except ImportError:
-        raise StoreError(f"store {shown}: a PostgreSQL store needs the psycopg driver: "
-                         "pip install 'hvdbench[store]'") from None
-    try:
-        connection = psycopg.connect(url, autocommit=True, connect_timeout=10)
-    except (psycopg.Error, ValueError) as exc:
-        raise StoreError(f"store {shown}: cannot be reached ({_said(exc, url)})") from None
-    return Store(url, connection, _postgres())
-
-
-def open_store(url: str, *, version: int = SCHEMA_VERSION) -> Store:
-    """Open (and make or migrate) the store at ``url``. A file that is not an SQLite database, a store a later
-    hvdbench made, a folder, a server that cannot be reached: StoreError, the store untouched."""
-    store = _open_postgres(url) if re.match(r"^postgres(ql)?://", url, re.I) else _open_sqlite(url)
-    shown = redacted(url)
+def open_store(url: str, *, version: int = SCHEMA_VERSION, create: bool = True) -> Store:
+    """Open (and make or migrate) the store at ``url``; ``create`` False (a read) makes none where there is none. A
+    file that is not a store, a store a later hvdbench made, a folder, a server that cannot be reached, a location
+    no backend knows: StoreError in one line, the store untouched."""
+    where = parse_location(url)
+    backend = backend_of(where)
+    store = Store(where, backend.connect(where, create), backend)
     try:
         held = store.version()
         if held > version:
-            raise StoreError(f"store {shown}: schema version {held} was written by a later hvdbench (this one "
+            raise StoreError(f"store {where.shown}: schema version {held} was written by a later hvdbench (this one "
                              f"knows up to {version}); left untouched")
+        if held == 0 and not create:
+            raise StoreError(f"store {where.shown}: no hvdbench store there (nothing was recorded in it yet)")
         if held < version:
             store.migrate(version)
-    except store.dialect.errors as exc:
+    except backend.errors as exc:
         store.close()
-        raise StoreError(f"store {shown}: not a readable hvdbench store ({_said(exc, url)}); left untouched") from None
+        if backend.busy(exc):
+            raise StoreError(f"store {where.shown}: {store.failure(exc)}") from None
+        raise StoreError(f"store {where.shown}: not a readable hvdbench store ({said(exc, where)}); left "
+                         "untouched") from None
     except StoreError:
         store.close()
         raise

@@ -81,7 +81,8 @@ def record_verdict(verdict: Verdict, store: str | None = None) -> None:
 
 def list_verdicts(store: Store, kind: str | None = None, run_id: str | None = None,
                   since: str | None = None) -> pd.DataFrame:
-    """The store's verdicts, newest first: of one kind, behind which one run stands, made since a time."""
+    """The store's verdicts, newest first: of one kind, behind which one run stands (by its run id or the key of
+    the execution it judged), made since a time."""
     parts: list[str] = []
     values: list[Any] = []
     if kind is not None:
@@ -91,8 +92,8 @@ def list_verdicts(store: Store, kind: str | None = None, run_id: str | None = No
         parts.append("v.made >= ?")
         values.append(moment(since))
     if run_id is not None:
-        parts.append("v.verdict_id IN (SELECT verdict_id FROM verdict_runs WHERE run_id = ?)")
-        values.append(run_id)
+        parts.append("v.verdict_id IN (SELECT verdict_id FROM verdict_runs WHERE run_id = ? OR run_key = ?)")
+        values += [run_id, run_id]
     where = f" WHERE {' AND '.join(parts)}" if parts else ""
     found = store.query(f"SELECT v.verdict_id, v.kind, v.made, v.outcome, v.roots, v.detail FROM verdicts v{where} "
                         "ORDER BY v.made DESC, v.verdict_id", values)
@@ -107,3 +108,11 @@ def list_verdicts(store: Store, kind: str | None = None, run_id: str | None = No
              "detail": json.loads(d), "runs": len(behind.get(v, [])),
              "run_ids": [f"{side}:{run}" for side, run in behind.get(v, [])]} for v, k, m, o, r, d in found]
     return pd.DataFrame(rows, columns=list(LISTED)).astype({k: t for k, t in LISTED.items() if t != "object"})
+
+
+def accepted_keys(store: Store) -> set[str]:
+    """The executions an accept verdict passed: a configuration's accepted baseline, which history check judges its
+    latest stretch against."""
+    return {str(key) for (key,) in store.query(
+        "SELECT vr.run_key FROM verdict_runs vr JOIN verdicts v ON v.verdict_id = vr.verdict_id WHERE v.kind = "
+        "'accept' AND v.outcome = 'pass' AND vr.run_key IS NOT NULL")}

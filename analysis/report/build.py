@@ -23,6 +23,7 @@ from ..tables.system import (
 )
 from ..verdicts.costs import cost_columns
 from ..verdicts.judging import Judging
+from ..verdicts.versus import verdict_inputs
 from ..verdicts.decision import (decision_table, unpaired_table, weighted_figures)
 from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
@@ -124,8 +125,9 @@ def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
     given = _given(table, judging.baseline, judging.first_given)
     spreads = pooled_spread(table, dict(zip(stats["run_id"], stats["throughput"])), judging.min_runs) \
         if judging.borrow_spread else None
-    compared = compare_table(table, judging.prices, stats.attrs.get("draws"), judging.baseline or given, spreads,
-                             judging.min_runs, stats.attrs.get("points"))
+    keys, draws, points = verdict_inputs(collection, stats)
+    compared = compare_table(table, judging.prices, draws, judging.baseline or given, spreads, judging.min_runs,
+                             points, keys)
     if judging.costs:
         compared = cost_columns(compared, table, judging.costs)
     return compared, _decision(collection, table, compared, judging.baseline, judging.margin, judging.weights,

@@ -48,12 +48,15 @@ def measured_best(scaling: pd.DataFrame) -> pd.DataFrame:
 
 def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[str, np.ndarray] | None = None,
                   baseline: str | None = None, spreads: dict[str, Spread] | None = None,
-                  min_runs: int = 1, points: dict[str, float] | None = None) -> pd.DataFrame:
+                  min_runs: int = 1, points: dict[str, float] | None = None,
+                  executions: dict[str, str] | None = None) -> pd.DataFrame:
     """Rows of workloads (same framework, benchmark, model, arguments but run length, GPUs) measured on two or
     more systems; ``relative`` is throughput over the baseline system's (given, else the first by name), with its
     95% interval from both systems' hierarchically resampled runs (``draws``: each run's block-bootstrap resamples;
     ratios.py). ``spreads`` (--borrow-spread): a system's spread between runs, lent to its configurations of fewer
-    than ``min_runs`` runs. ``repeats`` and ``baseline_repeats`` count the runs each side rests on."""
+    than ``min_runs`` runs. ``repeats`` and ``baseline_repeats`` count the runs each side rests on. ``executions``:
+    each run row's execution key, by which ``draws`` and ``points`` are kept (analysis/verdicts/versus.py: every B
+    against A judged alike)."""
     systems = sorted(set(scaling["system"]))
     unknown = sorted(set(prices) - set(systems))
     if unknown:
@@ -86,7 +89,7 @@ def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[s
 
     def side(runs: str, system: str) -> Resampled | None:
         lent = (spreads or {}).get(system) if len(runs.split(",")) < min_runs else None
-        return config_draws(runs.split(","), draws or {}, lent, points)
+        return config_draws([(executions or {}).get(r, r) for r in runs.split(",")], draws or {}, lent, points)
 
     spread: list[str] = []
     out["relative_low"], out["relative_high"] = math.nan, math.nan

@@ -25,7 +25,8 @@ from hvdbench.core.validate import inert
 from ..collect import Collection
 from ..keys import CONFIG, SIZE
 from ..findings import CHANGE, NOT_JUDGED, UNDECIDED, judge
-from ..ratios import MIN_RUNS, Spread, config_draws, pooled_spread, ratio_draws, too_few_runs
+from ..ratios import MIN_RUNS, Spread, pooled_spread, ratio_draws, too_few_runs
+from .versus import differences, side as side_of, verdict_inputs
 
 PAIR = [k for k in CONFIG if k != "system"] + SIZE + ["independent"]  # what two runs of one configuration share
 FACTS = ("device_name", "host", "cpu_model", "cpu_count", "driver", "cuda", "nccl", "horovod_nccl", "cudnn", "torch",
@@ -42,10 +43,12 @@ def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, 
                      new_draws: dict[str, np.ndarray], old_runs: pd.DataFrame, new_runs: pd.DataFrame,
                      old_clocks: dict[str, float], new_clocks: dict[str, float], margin: float,
                      min_runs: int = MIN_RUNS, spreads: tuple[dict[str, Spread], dict[str, Spread]] | None = None,
-                     points: tuple[dict[str, float], dict[str, float]] = ({}, {})) -> pd.DataFrame:
+                     points: tuple[dict[str, float], dict[str, float]] = ({}, {}),
+                     executions: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> pd.DataFrame:
     """One row per configuration of either side: the ratio new / old with its interval and the verdict; a side of
     fewer than ``min_runs`` complete runs is not judged unless ``spreads`` (old's and new's, per system) lends it
-    the spread between runs of its system's other configurations."""
+    the spread between runs of its system's other configurations. ``executions``: each side's run rows' execution
+    keys, by which its ``draws`` and ``points`` are kept (analysis/verdicts/versus.py)."""
     rows = []
     pair = pairing(old, new)
     keyed_old = {tuple(str(r[k]) for k in pair): r for _, r in old.iterrows()}
@@ -66,9 +69,9 @@ def regression_table(old: pd.DataFrame, new: pd.DataFrame, old_draws: dict[str, 
                          "finding": NOT_JUDGED, "why": "", "detectable": math.nan, "runs_to_decide": None,
                          "what_else_changed": ""})
             continue
-        sides = [_side(row, draws, lent, min_runs, mine) for row, draws, lent, mine in
-                 ((b, new_draws, spreads[1] if spreads else {}, points[1]),
-                  (a, old_draws, spreads[0] if spreads else {}, points[0]))]
+        sides = [_side(row, draws, lent, min_runs, mine, keyed) for row, draws, lent, mine, keyed in
+                 ((b, new_draws, spreads[1] if spreads else {}, points[1], executions[1]),
+                  (a, old_draws, spreads[0] if spreads else {}, points[0], executions[0]))]
         resampled = ratio_draws(*sides)
         low, high = resampled.interval if resampled is not None else (math.nan, math.nan)
         borrowed = resampled.borrowed if resampled is not None else ""
@@ -103,35 +106,29 @@ def pairing(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
 
 
 def _side(row: pd.Series, draws: dict[str, np.ndarray], spreads: dict[str, Spread], min_runs: int,
-          points: dict[str, float] | None) -> Any:
+          points: dict[str, float] | None, executions: dict[str, str]) -> Any:
     """A configuration's hierarchical resamples, with its system's spread between runs lent where it has fewer than
     ``min_runs`` runs and one is given (``points``: each of its side's runs' own throughput)."""
     lent = spreads.get(str(row["system"])) if int(row["repeats"]) < min_runs else None
-    return config_draws(str(row["runs"]).split(","), draws, lent, points)
+    return side_of([executions.get(r, r) for r in str(row["runs"]).split(",")], draws, points, lent)
 
 
-def _facts(runs: pd.DataFrame, ids: str, clocks: dict[str, float]) -> dict[str, str]:
-    """The facts of a configuration's runs: each recorded fact's values, and the mean SM clock in the window."""
+def _facts(runs: pd.DataFrame, ids: str, clocks: dict[str, float]) -> tuple[dict[str, list[Any]], list[float]]:
+    """The facts of a configuration's runs (each recorded fact's values), and their SM clocks in the window."""
     mine = runs[runs["run_id"].isin(ids.split(","))]
-    out = {name: ", ".join(sorted({str(v) for v in mine[name].dropna() if str(v)})) for name in FACTS}
     sm = [clocks[r] for r in ids.split(",") if r in clocks and not math.isnan(clocks[r])]
-    out["SM clock (MHz)"] = f"{np.mean(sm):.0f}" if sm else ""
-    return out
+    return {name: list(mine[name].dropna()) for name in FACTS}, sm
 
 
 def _differences(a: pd.Series, b: pd.Series, old_runs: pd.DataFrame, new_runs: pd.DataFrame,
                  old_clocks: dict[str, float], new_clocks: dict[str, float]) -> str:
-    """What differs between the two sides besides the code: versions, tuning variables, clocks (> 2%)."""
-    before, after = _facts(old_runs, str(a["runs"]), old_clocks), _facts(new_runs, str(b["runs"]), new_clocks)
-    changed = []
-    for name in before:
-        x, y = before[name], after[name]
-        if name == "SM clock (MHz)":
-            if x and y and abs(float(y) / float(x) - 1.0) > 0.02:
-                changed.append(f"SM clock {x} -> {y} MHz")
-        elif x != y:
-            changed.append(f"{name} {x or '-'} -> {y or '-'}")
-    return "; ".join(changed)
+    """What differs between the two sides besides the code (versus.differences: versions, tuning variables), and
+    their mean SM clock where it moved more than 2%."""
+    (before, x), (after, y) = _facts(old_runs, str(a["runs"]), old_clocks), _facts(new_runs, str(b["runs"]), new_clocks)
+    said = [differences(before, after)]
+    if x and y and abs(np.mean(y) / np.mean(x) - 1.0) > 0.02:
+        said.append(f"SM clock {np.mean(x):.0f} -> {np.mean(y):.0f} MHz")
+    return "; ".join(filter(None, said))
 
 
 def clocks_of(collection: Collection, window: pd.DataFrame) -> dict[str, float]:
@@ -179,10 +176,11 @@ def compare_results(old_dir: Any, new_dir: Any, out: Any, margin: float, warmup:
     (old_c, old_s, old_t), (new_c, new_s, new_t) = sides
     spreads = tuple(pooled_spread(t, dict(zip(s["run_id"], s["throughput"])), min_runs)
                     for _, s, t in sides) if borrow_spread else None
-    table = regression_table(old_t, new_t, old_s.attrs["draws"], new_s.attrs["draws"], old_c.runs, new_c.runs,
+    (old_keys, old_draws, old_points), (new_keys, new_draws, new_points) = (verdict_inputs(c, s) for c, s, _ in sides)
+    table = regression_table(old_t, new_t, old_draws, new_draws, old_c.runs, new_c.runs,
                              clocks_of(old_c, window_telemetry(old_c)), clocks_of(new_c, window_telemetry(new_c)),
                              margin, min_runs, spreads,  # type: ignore[arg-type]
-                             (old_s.attrs["points"], new_s.attrs["points"]))
+                             (old_points, new_points), (old_keys, new_keys))
     table.attrs["runs"] = [(side, str(run_id)) for side, (collection, _, _) in zip(("old", "new"), sides)
                            for run_id in collection.runs["run_id"]]
     header, body = rows(table)
