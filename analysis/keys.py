@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 
 from hvdbench.core.axes import AXES
+from hvdbench.core.run_flags import RUN_LENGTH
 from hvdbench.core.run_table import RUNS_SCHEMA
 
 PLOT_LAYOUT = "layout"  # the column plots.py adds: the image layout a plotted line was measured in
@@ -42,7 +43,14 @@ AXIS_VIEW = [*WORKLOAD, *columns("np", "launcher", "controller", "placement")]  
 BATCH_LINES = [*WORKLOAD, *columns("precision", "launcher", "controller", "placement", "np")]  # a batch plot's line
 
 # Flags that set how long a run measures, not what it measures: runs differing only in these are paired.
-RUN_LENGTH_FLAGS = ("--steps", "--warmup-steps", "--target-ci", "--max-steps")
+RUN_LENGTH_FLAGS = tuple(RUN_LENGTH)
+
+
+def identity(names: list[str], measured_only: bool = False) -> list[str]:
+    """The columns a grouping keys on for the columns it shows: the arguments by their configuration key (its typed
+    values in one order; ``measured_only``: without the run-length flags), every other column as itself."""
+    key = "work_key" if measured_only else "args_key"
+    return [key if name == "args" else name for name in names]
 
 
 def measured_args(args: str) -> str:

@@ -51,7 +51,7 @@ def _prewhitened() -> None:
     found = changes.change_points
 
     def whitened(x: np.ndarray, *args: object, **kwargs: object) -> list[int]:
-        rho = changes.residual_rho(x)
+        rho = changes.shown_rho(x, found(x, *args, **kwargs))  # type: ignore[arg-type]
         return [c + 1 for c in found(x[1:] - rho * x[:-1], *args, **kwargs)]  # type: ignore[arg-type]
     changes.block_length = lambda x, cuts=(): 1  # type: ignore[assignment]
     changes.change_points = whitened  # type: ignore[assignment]

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from hvdbench.core.containers import container_flags as generated_container_flags
 from hvdbench.core.containers import from_flags
 from hvdbench.core.errors import UsageError
-from hvdbench.core.flags import positive_float, positive_int
+from hvdbench.core.flags import MOST_BUSBW, MOST_SECONDS, bounded, positive_int
 from hvdbench.core.hostlist import hosts_of
 from hvdbench.core.validate import inert, text_problem
 
@@ -130,7 +130,7 @@ def declare(sub: Any) -> None:
     pairs.add_argument("--nccl-tests", metavar="PROGRAM", default=None, help="the nccl-tests program to run")
     pairs.add_argument("--nccl-tests-flags", default="-b 1M -e 1G -f 2 -g 1", metavar="FLAGS",
                        help="its flags, one string (default: -b 1M -e 1G -f 2 -g 1)")
-    pairs.add_argument("--expect-busbw", type=positive_float, default=None, metavar="GBS",
+    pairs.add_argument("--expect-busbw", type=bounded(MOST_BUSBW, "GB/s"), default=None, metavar="GBS",
                        help="the bus bandwidth the link should give at the largest size (nominal, or the vendor's "
                             "figure): every set below 90%% of it is flagged")
     pairs.add_argument("--gpus-per-node", type=positive_int, default=None,
@@ -139,7 +139,8 @@ def declare(sub: Any) -> None:
     pairs.add_argument("--mpi", default="pmix", help="srun's --mpi (default pmix)")
     pairs.add_argument("-o", "--output", type=Path, default=Path("results/fabric"), help="results root")
     pairs.add_argument("--system", default="local", help="the system's label in the report")
-    pairs.add_argument("--timeout", type=float, default=600.0, help="seconds a step may take (default 600)")
+    pairs.add_argument("--timeout", type=bounded(MOST_SECONDS, "seconds"), default=600.0,
+                       help="seconds a step may take (default 600)")
     pairs.add_argument("--dry-run", action="store_true", help="print each step's srun command; run nothing")
     pairs.add_argument("--serial", action="store_true",
                        help="one pair at a time (default: disjoint pairs side by side, n-1 rounds for n nodes; one "

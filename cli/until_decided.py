@@ -77,6 +77,8 @@ def run_until_decided(sweep: Sweep, specs: Sequence[RunSpec], root: Path, execut
     executor of the reference's root, for its runs made alongside); every run's status, and how many configurations
     ended undecided or not judged."""
     first = min(max(sweep.repeats, MIN_RUNS), sweep.budget)
+    _same_rule(root, sweep)
+    design(first, sweep.budget, 0)  # the rule's looks planned before the first run: a budget it cannot take fails here
     against = _reference(sweep.against, root)
     todo = configurations(specs)
     print(f"until decided: a look after each round from {first} to {sweep.budget} runs of each of {len(todo)} "
@@ -110,6 +112,30 @@ def run_until_decided(sweep: Sweep, specs: Sequence[RunSpec], root: Path, execut
           + (f"; {len(undecided)} undecided at the budget of {sweep.budget} run(s) or not judged (the last look of "
              f"each above; {RECORD} keeps every look)" if undecided else ""))
     return statuses, len(undecided)
+
+
+def _same_rule(root: Path, sweep: Sweep) -> None:
+    """Refuse to go on under another rule where the results root's looks were made under one (a larger budget,
+    another margin or reference): the looks already made spent the first rule's error, and starting the rule again on
+    the same runs would raise the error rate past what it promises; going on under the same rule (a stopped command
+    resumed) looks at the same runs as it did."""
+    path = root / RECORD
+    if not path.exists():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        earlier = (data["budget"], float(data["margin_pct"]), str(data["against"]))
+        looked = any(c.get("looks") for c in data["configurations"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UsageError(f"{path}: not a record of the looks hvdbench made (damaged or not its own): the runs under "
+                         f"{root} cannot be judged until decided again without it; give a new results root") from None
+    now = (sweep.budget, float(sweep.margin), str(sweep.against or ""))
+    if looked and earlier != now:
+        said = ", ".join(f"{name} {a} (now {b})" for name, a, b in zip(("budget", "margin", "against"), earlier, now)
+                         if a != b)
+        raise UsageError(f"{root}: its runs were looked at under another rule ({inert(said)}): those looks spent that "
+                         "rule's error, and a new rule on the same runs would raise the error rate past its promise; "
+                         "go on with the same budget, margin and reference, or give a new results root")
 
 
 def _reference(against: Path | None, root: Path) -> Side | None:

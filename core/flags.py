@@ -75,6 +75,24 @@ def positive_float(text: str) -> float:
     return value
 
 
+MOST_SECONDS = 366 * 86400.0  # a limit of more than a year is a typo, not a limit
+MOST_EPOCHS = 1e6  # epochs a run to a target may train: more is a typo (and would overflow a step count)
+MOST_BUSBW = 1e5  # GB/s: no link moves more
+
+
+def bounded(most: float, unit: str, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number above 0 (at least 0 where ``zero``), at most ``most`` ``unit``; beyond it
+    one line saying so (``inf``, ``1e300`` are no limits)."""
+    def parse(text: str) -> float:
+        value = finite_float(text)
+        if (value < 0 if zero else value <= 0) or value > most:
+            raise argparse.ArgumentTypeError(f"must be {'at least 0' if zero else 'above 0'} and at most {most:,g} "
+                                             f"{unit}, got {text}")
+        return value
+    parse.__name__ = f"number of {unit}"
+    return parse
+
+
 def byte_size(text: str) -> int:
     """argparse type: ``8``, ``64K``, ``1M``, ``1G`` (powers of 1024)."""
     units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}

@@ -214,7 +214,10 @@ def _channel_name(seen: _Seen, network: str | None) -> str | None:
 
 def _gdr(seen: _Seen, network: str | None) -> bool | None:
     """True where every network channel used GPUDirect RDMA, False where one did not or NCCL said it is
-    disabled (and never enabled), None where the log shows neither."""
+    disabled (and never enabled), or where the network is TCP sockets (no GPUDirect RDMA is possible over TCP), None
+    where the log shows neither."""
+    if network == "Socket":
+        return False
     flags = seen.channels.get(_channel_name(seen, network) or "", [])
     if flags:
         return all(flags)
@@ -225,11 +228,14 @@ def _gdr(seen: _Seen, network: str | None) -> bool | None:
 
 def _warnings(seen: _Seen, fabric: Fabric) -> list[str]:
     said = []
-    if fabric.network == "Socket" and (seen.ib_devices or seen.no_ib):
-        found = ", ".join(sorted({d for d in seen.no_ib if d} | {n for n, _ in seen.ib_devices.values()}))
-        said.append(f"NCCL moved data over TCP sockets ({', '.join(seen.socket_devices) or 'an interface'}) "
-                    f"though an RDMA device is there{f' ({found})' if found else ''}: "
-                    "the InfiniBand/RoCE path was not used")
+    named = sorted({d for d in seen.no_ib if d} | {n for n, _ in seen.ib_devices.values()})
+    over = f"NCCL moved data over TCP sockets ({', '.join(seen.socket_devices) or 'an interface'})"
+    if fabric.network == "Socket" and named:
+        said.append(f"{over} though an RDMA device is there ({', '.join(named)}): the InfiniBand/RoCE path was not "
+                    "used")
+    elif fabric.network == "Socket" and seen.no_ib:
+        said.append(f"{over}: NCCL found no InfiniBand/RoCE device it could use (NCCL's own line: \"NET/IB : No "
+                    "device found\"): no RDMA driver or device on the node, or none NCCL may see")
     if len(seen.channels) > 1:
         counts = sorted(((len(v), k) for k, v in seen.channels.items()), reverse=True)
         said.append("channels disagree: " + ", ".join(f"{n} over {name}" for n, name in counts)
@@ -253,29 +259,33 @@ def parse_nccl_runs(lines: Iterable[str]) -> list[Fabric]:
     """What each run in NCCL's INFO output says it used, in order, so a job's output of two runs, or a log appended
     to, is read run by run, never one run's version beside another's network and NICs. A run starts where a process
     prints NCCL's version a second time (a line without NCCL's prefix names no process: there, any second version
-    line), at a second nccl-tests header (``# nThread``), and at a process not seen before once the run's
-    communicators said "Init COMPLETE"; every rank's own version line belongs to the one run."""
+    line), where a version other than the run's is printed (one job runs one NCCL), at a second nccl-tests header
+    (``# nThread``), and at a process not seen before once the run's communicators said "Init COMPLETE"; every
+    rank's own version line of the same version belongs to the one run."""
     runs: list[_Seen] = [_Seen()]
     pids: set[str] = set()
     versioned: set[str | None] = set()  # the processes that printed the version in this run (None: unprefixed)
     complete = header = False
+    said: str | None = None  # the version this run's processes printed
     for line in lines:
         message, warn = _message(line)
         pid = _pid(line)
         if not message:
             continue
         starts = message.startswith("# nThread ")
-        version = _VERSION.search(message) is not None
-        if ((version and pid in versioned) or (starts and header)
+        found = _VERSION.search(message)
+        version = found is not None
+        if ((version and pid in versioned) or (starts and header) or (found and said and found[1] != said)
                 or (complete and pid is not None and pid not in pids)):
             runs.append(_Seen())
-            pids, versioned, complete, header = set(), set(), False, False
+            pids, versioned, complete, header, said = set(), set(), False, False, None
         header = header or starts
         complete = complete or "Init COMPLETE" in message
         if pid is not None:
             pids.add(pid)
-        if version:
+        if found:
             versioned.add(pid)
+            said = said or found[1]
         _see(runs[-1], message, warn)
     return [_fabric(seen) for seen in runs]
 

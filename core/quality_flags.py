@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from .errors import UsageError
-from .flags import Parser, non_negative_float, positive_float, positive_int
+from .flags import MOST_EPOCHS, Parser, bounded, positive_float, positive_int
 
 LR_SCALINGS = ("none", "linear", "sqrt")
 DEFAULT_EVAL_EVERY = 1.0  # epochs
@@ -29,10 +29,10 @@ def quality_flags(group: Parser) -> None:
                             "records its time to target, or 'not converged' with its best at the cap")
     group.add_argument("--target-loss", type=positive_float, default=None, metavar="LOSS",
                        help="train until the held-out mean loss falls to it (instead of --target-accuracy)")
-    group.add_argument("--eval-every", type=positive_float, default=None, metavar="EPOCHS",
+    group.add_argument("--eval-every", type=bounded(MOST_EPOCHS, "epochs"), default=None, metavar="EPOCHS",
                        help=f"epochs between evaluations of the whole held-out set (default {DEFAULT_EVAL_EVERY:g}; "
                             "0.5: twice an epoch)")
-    group.add_argument("--max-epochs", type=positive_float, default=None, metavar="EPOCHS",
+    group.add_argument("--max-epochs", type=bounded(MOST_EPOCHS, "epochs"), default=None, metavar="EPOCHS",
                        help=f"the cap: a run that has not reached its target by then did not converge (default "
                             f"{DEFAULT_MAX_EPOCHS:g})")
     group.add_argument("--lr-scaling", choices=LR_SCALINGS, default=None,
@@ -40,7 +40,8 @@ def quality_flags(group: Parser) -> None:
                             "linearly (Goyal et al. 2017), by its square root, or not (default)")
     group.add_argument("--base-batch", type=positive_int, default=None, metavar="N",
                        help="the global batch --lr is set for (default: --batch-size, one rank's)")
-    group.add_argument("--warmup-epochs", type=non_negative_float, default=None, metavar="EPOCHS",
+    group.add_argument("--warmup-epochs", type=bounded(MOST_EPOCHS, "epochs", zero=True), default=None,
+                       metavar="EPOCHS",
                        help="ramp the learning rate linearly up to its value over these epochs (default 0)")
 
 

@@ -77,15 +77,38 @@ def given_flags(benchmark: str, args: Sequence[str]) -> Flags | None:
 
 
 def flags_key(benchmark: str, args: Sequence[str], leave_out: Mapping[str, int] | None = None) -> str:
-    """What the run's given flags are, less those in ``leave_out`` (flag -> how many values it takes), as one text
-    in which two spellings of the same flags agree; for arguments no parser here reads, the arguments themselves
-    less those flags in either spelling."""
+    """What the run's given flags are, less those in ``leave_out`` (flag -> how many values it takes) and those given
+    at their default's value, as one text in which two spellings of the same flags and values agree; for arguments no
+    parser here reads, the arguments themselves less those flags in either spelling."""
     dropped = dict(leave_out or {})
     given = given_flags(benchmark, args)
     if given is None:
         return " ".join(without(args, dropped))
     fields = {flag.lstrip("-").replace("-", "_") for flag in dropped}
-    return " ".join(f"{name}={given[name]!r}" for name in sorted(given) if name not in fields)
+    defaults = run_flags(benchmark, ())
+    return " ".join(f"{name}={given[name]!r}" for name in sorted(given)
+                    if name not in fields and not (name in defaults and _same(defaults[name], given[name])))
+
+
+def _same(default: Any, value: Any) -> bool:
+    """A flag given at its default's value (0.01 and 1e-2 alike; a bool and a number never alike)."""
+    return type(default) is type(value) and default == value
+
+
+RUN_LENGTH = {"--steps": 1, "--warmup-steps": 1, "--target-ci": 1, "--max-steps": 1}  # how long, not what, it measures
+
+
+def configuration(benchmark: str, args: Sequence[str]) -> str:
+    """A run's arguments as the one key of its configuration: every flag given, typed, at a value other than its
+    default, in one fixed order (``--lr 0.01``, ``--lr=1e-2`` and no --lr where 0.01 is the default agree; so do
+    ``--model=x`` first or last); the arguments as written where no parser here reads them."""
+    return flags_key(benchmark, args)
+
+
+def measured(benchmark: str, args: Sequence[str]) -> str:
+    """The configuration key without the flags that set how long a run measures (RUN_LENGTH): runs that differ only
+    in those are the same measurement."""
+    return flags_key(benchmark, args, RUN_LENGTH)
 
 
 def without(args: Sequence[str], flags: Mapping[str, int]) -> tuple[str, ...]:

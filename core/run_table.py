@@ -17,7 +17,7 @@ from . import schema
 from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
 from .containers import RUNTIMES
 from .axes import AXES, BASE_FLAGS
-from .run_flags import spelled, without
+from .run_flags import configuration, measured, spelled, without
 from .exchanges import listed, without_horovod
 from .hca import active_rdma
 from .loaders import loader_named
@@ -333,6 +333,12 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          "description names"),
     _judged("folder", "string", "the run's folder as it was read (the history store tells a retried attempt of one "
                                 "execution, in its folder again, from a new run)"),
+    _spec("args_key", "string", "what the report groups a configuration's runs by: every flag given, typed, at a "
+                                "value other than its default, in one order (two spellings of the same flags and "
+                                "values agree)", lambda s: configuration(s.benchmark, s.args)),
+    _spec("work_key", "string", "args_key without the flags that set how long a run measures (--steps, --warmup-steps, "
+                                "--target-ci, --max-steps): what compare pairs systems by",
+          lambda s: measured(s.benchmark, s.args)),
 )
 BY_NAME: dict[str, RunColumn] = {column.name: column for column in RUN_COLUMNS}
 RUNS_SCHEMA: dict[str, str] = {column.name: column.dtype for column in RUN_COLUMNS}

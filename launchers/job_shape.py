@@ -5,6 +5,7 @@ the scheduler's node query says."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from hvdbench.core.spec import RunSpec
 
@@ -41,15 +42,47 @@ class NodeShape:
         return max(1, self.cpus // max(1, over))
 
 
-def cpus_a_rank(spec: RunSpec, shape: NodeShape | None, *, fixed: int | None, gpus: bool, asked: str, key: str,
-                where: str) -> tuple[int, str]:
+@dataclass(frozen=True)
+class NodeShapes:
+    """Every node shape a scheduler's node query says (sinfo, pbsnodes), so that a run is sized from the nodes that
+    can hold it, never from one that cannot (a GPU-less login node in the partition, a 2-GPU node beside 8-GPU ones)."""
+
+    nodes: tuple[NodeShape, ...]
+
+    def fitting(self, spec: RunSpec, gpus: bool) -> list[NodeShape]:
+        """The nodes that can hold a node's share of ``spec``: as many GPUs as it needs where the job asks GPUs (a
+        node that does not say its GPUs counted in)."""
+        need = gpus_needed(spec)
+        return [n for n in self.nodes if not gpus or n.gpus is None or n.gpus >= need]
+
+    def for_spec(self, spec: RunSpec, gpus: bool) -> NodeShape | None:
+        """The node, of those that can hold the run, whose share of CPUs a rank is the least (what the job may ask
+        wherever it lands); None where none can hold it."""
+        fit = self.fitting(spec, gpus)
+        return min(fit, key=lambda n: (n.share(spec, gpus), n.cpus)) if fit else None
+
+    def least_cpus(self, spec: RunSpec, gpus: bool) -> int | None:
+        """The fewest CPUs a node that can hold the run has."""
+        fit = self.fitting(spec, gpus)
+        return min(n.cpus for n in fit) if fit else None
+
+
+def shapes_of(nodes: Sequence[NodeShape]) -> NodeShapes | None:
+    return NodeShapes(tuple(nodes)) if nodes else None
+
+
+def cpus_a_rank(spec: RunSpec, shape: NodeShape | NodeShapes | None, *, fixed: int | None, gpus: bool, asked: str,
+                key: str, where: str) -> tuple[int, str]:
     """CPUs a rank is given, and why: the scheduler block's own figure (``fixed``, its ``key``); else the node's
-    share (its CPUs over its GPUs, or over the ranks where the job asks no GPUs), or what the rank's loader needs
-    where that is more; else (the scheduler's node query, ``asked``, could not say what ``where`` hold) what the
-    loader needs."""
+    share (its CPUs over its GPUs, or over the ranks where the job asks no GPUs; of every node shape, the least share
+    among the nodes that can hold the run), or what the rank's loader needs where that is more; else (the scheduler's
+    node query, ``asked``, could not say what ``where`` hold) what the loader needs."""
     need = cpus_per_rank(spec)
     if fixed is not None:
         return fixed, key
+    if isinstance(shape, NodeShapes):
+        shape = shape.for_spec(spec, gpus)
+        where += f" that hold {gpus_needed(spec)} GPU(s)" if gpus else ""
     loader = f"; a rank and its loader's workers need {need}" if need > 1 else ""
     if shape is None:
         return need, (f"what a rank{' and its loader' if need > 1 else ''} needs: {asked} could not say what "

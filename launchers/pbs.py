@@ -24,7 +24,7 @@ from hvdbench.core.validate import QUEUE_WORD
 from .base import launcher_class
 from .queues import Submitter
 from .pbs_queue import pbs_node_shape, qstat_states
-from .job_shape import NodeShape, cpus_a_rank, gpus_needed
+from .job_shape import NodeShape, NodeShapes, cpus_a_rank, gpus_needed
 from .schedulers import Minutes, Queue, Scheduler, register_scheduler, setup_problem
 
 JOBS_DIR = "pbs-jobs"
@@ -102,7 +102,7 @@ def walltime(minutes: int) -> str:
 
 
 def pbs_script(spec: RunSpec, options: PbsOptions, name: str, run_dir: Path, python: str, retries: int = 0,
-               shape: NodeShape | None = None) -> str:
+               shape: NodeShape | NodeShapes | None = None) -> str:
     """The job script of one run: one chunk a node (its ranks as mpiprocs, their CPUs and the GPUs the run needs),
     scattered over distinct nodes, the walltime, queue, account, and the task that starts every rank. CPUs a rank:
     pbs.ncpus over the ranks of a node where given, else the nodes' share (``shape``, from pbsnodes) or what the
@@ -175,7 +175,7 @@ class PbsExecutor(Submitter):
         return float(self.options.time_min) * 60
 
     @cached_property
-    def shape(self) -> NodeShape | None:
+    def shape(self) -> NodeShapes | None:
         """PBS's smallest node as pbsnodes says it (asked once), for the CPUs a rank gets."""
         return pbs_node_shape(gpus=self.options.gpus) if shutil.which("pbsnodes") else None
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 from hvdbench.core.errors import LaunchError
 
-from .job_shape import NodeShape
+from .job_shape import NodeShape, NodeShapes, shapes_of
 from .schedulers import UNKNOWN
 
 # qstat's job states -> how the run ended (or that it is under way)
@@ -49,9 +49,9 @@ def qstat_states(job_ids: Sequence[str], run: Callable[..., Any] = subprocess.ru
     return found
 
 
-def pbs_node_shape(run: Callable[..., Any] = subprocess.run, gpus: bool = True) -> NodeShape | None:
-    """The smallest node PBS offers (``pbsnodes -a -F json``: resources_available.ncpus and ngpus; nodes with GPUs
-    only where the jobs ask for them), for the CPUs a rank gets; None where pbsnodes cannot say."""
+def pbs_node_shape(run: Callable[..., Any] = subprocess.run, gpus: bool = True) -> NodeShapes | None:
+    """The node shapes PBS offers (``pbsnodes -a -F json``: resources_available.ncpus and ngpus; nodes with GPUs
+    only where the jobs ask for them), a run sized from those that can hold it; None where pbsnodes cannot say."""
     try:
         out = run(["pbsnodes", "-a", "-F", "json"], capture_output=True, text=True, timeout=60)
         nodes = json.loads(out.stdout or "{}").get("nodes") if out.returncode == 0 else None
@@ -63,5 +63,5 @@ def pbs_node_shape(run: Callable[..., Any] = subprocess.run, gpus: bool = True) 
         cpus = have.get("ncpus") if isinstance(have, dict) else None
         count = have.get("ngpus", 0) if isinstance(have, dict) else 0
         if isinstance(cpus, int) and cpus > 0 and isinstance(count, int) and (count > 0 or not gpus):
-            shapes.append(NodeShape(cpus, count or None))
-    return min(shapes, key=lambda n: (n.cpus, n.gpus or 0)) if shapes else None
+            shapes.append(NodeShape(cpus, count))  # a node that lists no ngpus has none
+    return shapes_of(sorted(set(shapes), key=lambda n: (n.cpus, n.gpus or 0)))

@@ -24,7 +24,7 @@ from .local import LocalExecutor
 from .plan import Plan, plan
 from .schedulers import scheduler_of
 from .job_shape import gpus_needed
-from .sweep import Sweep, Workload, load_sweep, sweep_warnings
+from .sweep import Sweep, Workload, load_sweep, sweep_warnings, until_decided_problem
 from hvdbench.core.node_topology import local_topology
 from hvdbench.core.topology import Topology, read_topology_file
 
@@ -145,6 +145,9 @@ def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None, he
     ``adjust``: what the command line changes in the file's sweep (its container) before it is planned;
     ``scheduled``: each run becomes a job whose first task starts every rank over the job's own hosts."""
     sweep = adjust(load_sweep(file))
+    stray = until_decided_problem(sweep)
+    if stray:
+        raise UsageError(f"{file}: {stray}")
     if scheduled and sweep.until_decided:
         raise UsageError(f"{file}: until_decided: each round's verdict is looked at where the runs are started "
                          "(hvdbench sweep, or run); hvdbench submit runs a fixed plan: leave until_decided out, or "

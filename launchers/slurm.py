@@ -5,6 +5,7 @@ what the queue says ``slurm_queue``, a shape's allocation job ``slurm_allocation
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import re
@@ -14,7 +15,7 @@ import sys
 from functools import cached_property
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from hvdbench.core.containers import runtime
 from hvdbench.core.errors import LaunchError, UsageError
@@ -22,7 +23,7 @@ from hvdbench.core.spec import RunSpec, RunStatus
 
 from .base import LaunchContext, get_launcher, rank_command
 from .slurm_allocation import submit_shapes
-from .slurm_jobs import NodeShape, job_parameters, node_shape, partition_problem, rank_cpus
+from .slurm_jobs import NodeShapes, job_parameters, node_shape, partition_problem, rank_cpus
 from .queues import Submitter
 from .schedulers import Queue, Scheduler, register_scheduler
 from .slurm_queue import squeue_states
@@ -103,7 +104,7 @@ class SlurmExecutor(Submitter):
         return float(self.options.time_min) * 60 if self.options.time_min else None
 
     @cached_property
-    def shape(self) -> NodeShape | None:
+    def shape(self) -> NodeShapes | None:
         """The partition's nodes as sinfo says them (asked once), for the CPUs a rank gets."""
         return node_shape(self.options.partition) if shutil.which("sinfo") else None
 
@@ -190,13 +191,32 @@ def submitit_executor(params: dict[str, Any], folder: Path) -> Any:
     return executor
 
 
+@contextlib.contextmanager
+def _planning() -> Iterator[None]:
+    """While a job script is only written out (a dry run, on a laptop or a login node without srun): submitit's SLURM
+    executor, which refuses to exist where it finds no srun, is told the affinity a cluster would give it."""
+    import submitit
+
+    held = submitit.SlurmExecutor.__dict__.get("affinity")
+    if submitit.SlurmExecutor.affinity() > 0 or held is None:
+        yield
+        return
+    submitit.SlurmExecutor.affinity = classmethod(lambda cls: 1)  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        submitit.SlurmExecutor.affinity = held  # type: ignore[method-assign]
+
+
 def job_script(params: dict[str, Any], folder: Path) -> str:
     """The job script sbatch would get for these parameters, as submitit writes it (its ``srun ... -m
-    submitit.core._submit`` line starts the tasks); the parameters alone where this submitit cannot say."""
+    submitit.core._submit`` line starts the tasks), here or on a machine without SLURM; the parameters alone where
+    this submitit cannot say."""
     try:
-        inner = submitit_executor(params, folder)._executor
-        return str(inner._make_submission_file_text(inner._submitit_command_str, "dry-run"))
-    except (ImportError, AttributeError, TypeError, ValueError):
+        with _planning():
+            inner = submitit_executor(params, folder)._executor
+            return str(inner._make_submission_file_text(inner._submitit_command_str, "dry-run"))
+    except (ImportError, AttributeError, TypeError, ValueError, RuntimeError):
         return " ".join(f"{k}={v}" for k, v in params.items() if v not in ([], {}, None))
 
 

@@ -22,7 +22,7 @@ from hvdbench.core.spec import RunSpec, RunStatus
 from hvdbench.core.tags import write_tags
 from hvdbench.core.validate import inert
 
-from .slurm_jobs import NodeShape, job_parameters, node_shape, partition_problem, rank_cpus
+from .slurm_jobs import NodeShapes, job_parameters, node_shape, partition_problem, rank_cpus
 from .slurm_options import SlurmOptions
 
 SCRIPTS = "slurm-jobs"  # where the scripts go, under the results root (beside submitit's folders)
@@ -42,6 +42,7 @@ class AllocationJob:
     per_node: int
     runs: tuple[str, ...]
     script: str
+    step: str = ""  # what its sweep starts for its first run, as the allocation's step (node1 … for its nodes)
 
     @property
     def shape(self) -> str:
@@ -85,7 +86,7 @@ def container_argv(container: Container | None) -> list[str]:
 
 def allocation_jobs(specs: Sequence[RunSpec], options: SlurmOptions, *, name: str, sweep_file: Path, root: Path,
                     command: Sequence[str], container: Container | None,
-                    shape_of_nodes: NodeShape | None = None) -> list[AllocationJob]:
+                    shape_of_nodes: NodeShapes | None = None) -> list[AllocationJob]:
     """One job per shape of ``specs``: the allocation its largest runs need, time for all its runs in turn (each
     its own limit, ``options.time_min``), its batch step ``command sweep FILE --in-allocation --shape NxG``; CPUs a
     rank from the partition's nodes where sinfo said them (``shape_of_nodes``, slurm_jobs.rank_cpus)."""
@@ -114,8 +115,20 @@ def allocation_jobs(specs: Sequence[RunSpec], options: SlurmOptions, *, name: st
             "set -euo pipefail",
             *options.setup,
             f"exec {shlex.join(step)}", ""])
-        jobs.append(AllocationJob(widest.nodes, widest.ranks_per_node, tuple(s.id for s in group), script))
+        jobs.append(AllocationJob(widest.nodes, widest.ranks_per_node, tuple(s.id for s in group), script,
+                                  first_step(group[0], options, root)))
     return jobs
+
+
+def first_step(spec: RunSpec, options: SlurmOptions, root: Path) -> str:
+    """The step the allocation's sweep starts for ``spec``: its launcher's whole line over the allocation's nodes
+    (node1, node2 … standing for the names SLURM gives them), the image's flags in it (pyxis: srun's own)."""
+    from .base import LaunchContext, get_launcher
+
+    hosts = tuple(f"node{i}" for i in range(1, spec.nodes + 1))
+    ctx = LaunchContext(python=sys.executable, run_dir=(root / spec.id).resolve(), pmi=options.mpi, hosts=hosts,
+                        scheduler="slurm")
+    return shlex.join(get_launcher(spec.launcher).command(spec, ctx))
 
 
 def submit(jobs: Iterable[AllocationJob], root: Path, specs: Sequence[RunSpec],
@@ -183,7 +196,10 @@ def submit_shapes(specs: Sequence[RunSpec], options: SlurmOptions, *, name: str,
     hours = job_hours(jobs, options)
     if dry_run:
         for job in jobs:
-            say(f"# {root / SCRIPTS / (job.shape + '.sbatch')}: {len(job.runs)} run(s)\n{job.script}")
+            names = ", ".join(f"node{i}" for i in range(1, job.nodes + 1))
+            say(f"# {root / SCRIPTS / (job.shape + '.sbatch')}: {len(job.runs)} run(s)\n{job.script}"
+                + (f"# the allocation's step runs, for its first run ({names}: its nodes as SLURM names them): "
+                   f"{job.step}\n" if job.step else ""))
         gpus = job_gpu_hours(jobs, options)
         say(f"{len(jobs)} job(s), one per shape, {len(specs)} run(s); node-hours: at most {hours:.1f}"
             + (f", GPU-hours: at most {gpus:.1f}" if gpus else ""))

@@ -10,13 +10,13 @@ from typing import Any, Callable, Sequence
 from hvdbench.core.spec import RunSpec
 
 from .base import launcher_class
-from .job_shape import NodeShape, cpus_a_rank, cpus_per_rank, gpus_needed
+from .job_shape import NodeShape, NodeShapes, cpus_a_rank, cpus_per_rank, gpus_needed, shapes_of
 from .slurm_options import SlurmOptions
 
 SIGNAL_AHEAD_S = 90  # the most seconds before its time limit that a job is told it will be stopped
 
 
-def rank_cpus(options: SlurmOptions, spec: RunSpec, shape: NodeShape | None) -> tuple[int, str]:
+def rank_cpus(options: SlurmOptions, spec: RunSpec, shape: NodeShape | NodeShapes | None) -> tuple[int, str]:
     """CPUs a rank of a SLURM job is given, and why (launchers/job_shape.py): slurm.cpus_per_task, else the
     partition's nodes' share as sinfo says it, or what its loader needs."""
     return cpus_a_rank(spec, shape, fixed=options.cpus_per_task, gpus=options.gpus, asked="sinfo",
@@ -24,7 +24,7 @@ def rank_cpus(options: SlurmOptions, spec: RunSpec, shape: NodeShape | None) -> 
 
 
 def job_parameters(options: SlurmOptions, spec: RunSpec, name: str, retries: int = 0,
-                   shape: NodeShape | None = None) -> dict[str, Any]:
+                   shape: NodeShape | NodeShapes | None = None) -> dict[str, Any]:
     """submitit's parameters for one run: nodes, one task per GPU (one task per node where the launcher
     starts every rank from the first task), GPUs per node, CPUs a task (rank_cpus: the partition's nodes'
     ``shape`` where sinfo said it), partition, account and the rest."""
@@ -112,14 +112,11 @@ def _partition(partition: str | None, run: Callable[..., Any]) -> list[tuple[str
     return [(node, gpus, cpus) for node, (gpus, cpus) in nodes.items()]
 
 
-def node_shape(partition: str | None, run: Callable[..., Any] = subprocess.run) -> NodeShape | None:
-    """The partition's smallest node (fewest CPUs, then fewest GPUs) as sinfo says it; None where sinfo cannot
-    say, or says no node's CPUs."""
-    known = [(cpus, gpus) for _, gpus, cpus in _partition(partition, run) if cpus]
-    if not known:
-        return None
-    cpus, gpus = min(known, key=lambda c: (c[0], c[1] or 0))
-    return NodeShape(cpus, gpus)
+def node_shape(partition: str | None, run: Callable[..., Any] = subprocess.run) -> NodeShapes | None:
+    """The partition's node shapes (CPUs and GPUs) as sinfo says them, each once; a run is sized from those that can
+    hold it (job_shape.NodeShapes); None where sinfo cannot say, or says no node's CPUs."""
+    return shapes_of(sorted({NodeShape(cpus, gpus) for _, gpus, cpus in _partition(partition, run) if cpus},
+                            key=lambda n: (n.cpus, n.gpus or 0)))
 
 
 def no_default_partition(run: Callable[..., Any] = subprocess.run) -> str | None:
@@ -148,15 +145,15 @@ def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
     most = max(specs, key=lambda s: s.nodes)
     if most.nodes > len(nodes):
         return f"run {most.id} needs {most.nodes} nodes but {where} has {len(nodes)}"
-    shape = node_shape(options.partition, run)
+    shapes = node_shape(options.partition, run)
     asked = [(s, options.cpus_per_task or cpus_per_rank(s)) for s in specs]
-    cpus = shape.cpus if shape is not None else None
-    over = [(s, n) for s, n in asked if cpus is not None and n * s.ranks_per_node > cpus]
+    least = {s.id: shapes.least_cpus(s, options.gpus) if shapes is not None else None for s in specs}
+    over = [(s, n) for s, n in asked if least[s.id] is not None and n * s.ranks_per_node > (least[s.id] or 0)]
     if over:
         spec, each = over[0]
         return (f"run {spec.id} asks {each} CPU(s) for each of its {spec.ranks_per_node} rank(s) a node (a rank and "
-                f"its loader's workers) but {where}'s smallest nodes have {cpus}: fewer --loader-workers, or fewer "
-                "ranks a node")
+                f"its loader's workers) but {where}'s smallest nodes that hold it have {least[spec.id]}: fewer "
+                "--loader-workers, or fewer ranks a node")
     gpus = [g for _, g in nodes if g is not None]
     if options.gpus and len(gpus) == len(nodes):  # every node says what it has
         widest = max(specs, key=gpus_needed)

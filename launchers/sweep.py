@@ -239,10 +239,7 @@ def _check_sweep(sweep: Sweep, top: Block, axes: Block) -> None:
         top.fail("container.runtime", refused)
     if sweep.max_steps is not None and sweep.target_ci is None:
         top.fail("max_steps", "applies with target_ci (a fixed-length run takes its --steps)")
-    for key in ("budget", "against", "margin"):
-        if key in top.data and not sweep.until_decided:
-            top.fail(key, "applies with until_decided: true (a fixed plan runs its repeats)")
-    problem = until_decided_problem(sweep)
+    problem = until_decided_problem(sweep, strays=False)  # the command line's --until-decided may yet turn it on
     if problem:
         top.fail(*problem.split(": ", 1))
     if not (sweep.np or sweep.nodes or sweep.gpus_per_node):
@@ -252,12 +249,20 @@ def _check_sweep(sweep: Sweep, top: Block, axes: Block) -> None:
                   "nodes and gpus_per_node go together (ranks = nodes x gpus_per_node)")
 
 
-def until_decided_problem(sweep: Sweep) -> str | None:
+MOST_BUDGET = 200  # runs a configuration the sequential rule plans for (a look every round: 200 looks take seconds)
+
+
+def until_decided_problem(sweep: Sweep, strays: bool = True) -> str | None:
     """What keeps a sweep from running until decided (``key: why``), or None: a budget below the first look
-    (MIN_RUNS runs, or the sweep's repeats where more), a fit (it measures no throughput), a results root to judge
-    against that is not a folder."""
+    (MIN_RUNS runs, or the sweep's repeats where more) or beyond any practical number, a fit (it measures no
+    throughput), a results root to judge against that is not a folder; budget, against or margin given to a sweep
+    that does not run until decided (``strays``: a file's own, read before the command line may turn it on)."""
     if not sweep.until_decided:
-        return None
+        stray = [name for name in DECISION[1:] if strays and getattr(sweep, name) != options_of(Sweep)[name].default]
+        return f"{stray[0]}: applies with until_decided (a fixed plan runs its repeats)" if stray else None
+    if sweep.budget > MOST_BUDGET:
+        return (f"budget: {sweep.budget:,} runs a configuration: more than a sequential rule with a look every round "
+                f"is planned for ({MOST_BUDGET} at most, checked before the first run)")
     if sweep.budget < max(MIN_RUNS, sweep.repeats):
         return (f"budget: {sweep.budget} runs a configuration is fewer than the first look needs "
                 f"({max(MIN_RUNS, sweep.repeats)}: the spread between runs needs {MIN_RUNS}, or the repeats asked)")
@@ -278,17 +283,13 @@ def with_decision(sweep: Sweep, args: Any) -> Sweep:
     first look's (MIN_RUNS runs, or more where the sweep asks more)."""
     given = {name: value for name in DECISION if (value := getattr(args, name, None)) not in (None, False)}
     sweep = replace(sweep, **given)
-    if not sweep.until_decided:
-        stray = [f"--{name}" for name in DECISION[1:]
-                 if name in given and given[name] != options_of(Sweep)[name].default]
-        if stray:
-            raise UsageError(f"{', '.join(stray)}: apply with --until-decided (a fixed plan runs its --repeats)")
-        return sweep
     problem = until_decided_problem(sweep)
     if problem:
         key, why = problem.split(": ", 1)
-        raise UsageError(f"--{key.replace('_', '-')}: {why}")
-    return replace(sweep, repeats=max(sweep.repeats, MIN_RUNS))
+        if key in given:
+            raise UsageError(f"--{key.replace('_', '-')}: {why.replace('until_decided', '--until-decided')}")
+        raise UsageError(f"{sweep.path or 'the sweep file'}: {key}: {why}")
+    return replace(sweep, repeats=max(sweep.repeats, MIN_RUNS)) if sweep.until_decided else sweep
 
 
 def sweep_flags(group: Any, names: tuple[str, ...], **defaults: Any) -> None:

@@ -251,7 +251,7 @@ axes: {np: [1]}
 
 
 @pytest.mark.parametrize("extra, message", [
-    ("budget: 5\n", "budget: applies with until_decided: true"),
+    ("budget: 5\n", "budget: applies with until_decided (a fixed plan runs its repeats)"),
     ("until_decided: true\nbudget: 2\n", "budget: 2 runs a configuration is fewer than the first look needs (3"),
     ("until_decided: true\nagainst: nowhere\n", "against: "),
     ("until_decided: true\nmargin: 100\n", "margin: expected a percentage above 0 and below 100"),
@@ -259,11 +259,11 @@ axes: {np: [1]}
 def test_run_until_decided_is_refused_in_one_line_where_it_cannot_hold(tmp_path: Path, extra: str,
                                                                         message: str) -> None:
     from hvdbench.core.errors import UsageError
-    from hvdbench.launchers.sweep import load_sweep
+    from hvdbench.launchers.runs import load
 
     (tmp_path / "s.yaml").write_text(SWEEP + extra)
     with pytest.raises(UsageError) as caught:
-        load_sweep(tmp_path / "s.yaml")
+        load(tmp_path / "s.yaml", tmp_path / "r")
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -272,7 +272,7 @@ def test_the_command_lines_refuse_what_until_decided_cannot_do(tmp_path: Path, c
 
     bench = ["--", "--steps", "10", "--device", "cpu"]
     assert main(["run", "mlp", "--np", "1", "--budget", "5", "--dry-run", *bench]) == 2
-    assert "--budget: apply with --until-decided" in capsys.readouterr().err
+    assert "--budget: applies with --until-decided" in capsys.readouterr().err
     assert main(["run", "mlp", "--np", "1", "--until-decided", "--budget", "2", "--dry-run", *bench]) == 2
     assert "--budget: 2 runs a configuration is fewer than the first look needs" in capsys.readouterr().err
     (tmp_path / "s.yaml").write_text(SWEEP + "until_decided: true\n")

@@ -186,3 +186,29 @@ def test_the_latest_stretch_is_judged_against_the_accepted_baseline_where_one_is
     [row] = table.to_dict("records")
     assert row["finding"] == "regression" and row["verdict"].startswith("regression against the accepted baseline")
     assert 0.93 < row["ratio"] < 0.97
+
+
+def test_the_same_runs_give_the_same_interval_whichever_command_asks(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """compare (B against the baseline A), compare --regressions (new over old) and history compare (B over A) on the
+    same two roots of three runs each: one interval."""
+    rng = np.random.default_rng(9)
+    for system, speed in (("dgx-a", 1.0), ("dgx-b", 1.06)):
+        for repeat in range(3):
+            spec = RunSpec(benchmark="cifar10", args=("--model", "resnet20"), np=2, repeat=repeat, system=system)
+            write_run(tmp_path / system, spec, [list(rng.uniform(0.1, 0.12, 40) / speed * rng.uniform(0.97, 1.03))
+                                                for _ in range(2)], host="node1")
+    a, b = str(tmp_path / "dgx-a"), str(tmp_path / "dgx-b")
+    assert main(["compare", a, b, "-o", str(tmp_path / "c"), "--store", "off"]) == 0
+    row = pd.read_csv(tmp_path / "c" / "compare.csv").query("system == 'dgx-b'").iloc[0]
+    main(["compare", a, b, "--regressions", "-o", str(tmp_path / "r"), "--store", "off"])
+    regression = pd.read_csv(tmp_path / "r" / "regressions.csv").iloc[0]
+    store = str(tmp_path / "h.sqlite")
+    assert main(["history", "import", a, b, "--store", store]) == 0
+    capsys.readouterr()
+    main(["history", "compare", "--store", store, "--a", "system=dgx-a", "--b", "system=dgx-b", "--format", "json"])
+    [history] = json.loads(capsys.readouterr().out)
+    intervals = [(row["relative_low"], row["relative_high"]), (regression["ratio_low"], regression["ratio_high"]),
+                 (history["ratio_low"], history["ratio_high"])]
+    assert all(other == pytest.approx(intervals[0], abs=1e-9) for other in intervals[1:]), intervals
+    assert intervals[0][0] > 1.0  # and it is a real one: B faster

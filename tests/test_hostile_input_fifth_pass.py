@@ -100,7 +100,8 @@ def test_class_2_two_roots_with_the_same_run_ids_are_refused_never_dropped(tmp_p
         write_run(tmp_path / root, RunSpec(benchmark="cifar10", args=("--model", "resnet20")), [[step] * 12])
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "both hold run cifar10-np1-r0-" in err and "give each root its own --system" in err
+    # both roots are kept (the second's rows named <id>@b), so what is refused is comparing one system with itself
+    assert "the results hold one system (local): nothing to compare" in err and "their own --system" in err
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "-o", str(tmp_path / "out")]) == 2
     assert "a results root is given twice" in capsys.readouterr().err

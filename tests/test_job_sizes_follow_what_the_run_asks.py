@@ -81,13 +81,14 @@ def test_a_rank_gets_its_nodes_share_of_cpus_and_the_dry_run_shows_the_job_as_su
     import sys
 
     from conftest import hvdbench_exe
+    from hvdbench.launchers.job_shape import NodeShapes
     from hvdbench.launchers.slurm_jobs import NodeShape, node_shape, rank_cpus
 
     def sinfo(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
         assert argv[:5] == ["sinfo", "-h", "-N", "-o", "%N|%G|%P|%c"]
         return subprocess.CompletedProcess(argv, 0, SINFO, "")
 
-    assert node_shape("gpu", sinfo) == NodeShape(112, 8) and node_shape(None, sinfo) == NodeShape(112, 8)
+    assert node_shape("gpu", sinfo) == NodeShapes((NodeShape(112, 8),)) == node_shape(None, sinfo)
     spec = RunSpec(benchmark="imagenet", np=16, nodes=2, launcher="mpirun", controller="mpi",
                    args=("--data", "loader", "--loader-workers", "4"))
     assert rank_cpus(SlurmOptions(), spec, NodeShape(112, 8))[0] == 14
@@ -101,7 +102,7 @@ def test_a_rank_gets_its_nodes_share_of_cpus_and_the_dry_run_shows_the_job_as_su
                      args=("--data", "loader", "--loader-workers", "4"))
     assert partition_problem([greedy], SlurmOptions(partition="gpu"), small) == (
         f"run {greedy.id} asks 5 CPU(s) for each of its 8 rank(s) a node (a rank and its loader's workers) but "
-        "partition gpu's smallest nodes have 32: fewer --loader-workers, or fewer ranks a node")
+        "partition gpu's smallest nodes that hold it have 32: fewer --loader-workers, or fewer ranks a node")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sinfo").write_text("#!/bin/sh\ncat <<'EOF'\n" + SINFO + "EOF\n")
@@ -117,6 +118,39 @@ def test_a_rank_gets_its_nodes_share_of_cpus_and_the_dry_run_shows_the_job_as_su
     assert "        #SBATCH --cpus-per-task=112\n" in job and "        #SBATCH --gres=gpu:h100:8\n" in job
     assert "        #SBATCH --nodes=2\n" in job and "        #SBATCH --ntasks-per-node=1\n" in job
     assert "wckey" not in out and sys.executable not in job.split("srun", 1)[0]
-    assert "    CPUs a rank: 14 (the partition's nodes: 112 CPUs / 8 GPUs; a rank and its loader's workers need 5)" \
-        in job
+    assert ("    CPUs a rank: 14 (the partition's nodes that hold 8 GPU(s): 112 CPUs / 8 GPUs; a rank and its loader's "
+            "workers need 5)") in job
     assert "mpirun -np 16 -H node1:8,node2:8 " in job and "GPU-hours: at most 8.5" in out
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("nodes, gpus, want", [
+    ("gpu01|gpu:h100:8|gpu*|128\ngpu02|gpu:h100:8|gpu*|128\nsvc|(null)|gpu*|16\n", 8, 16),  # a GPU-less node beside
+    ("big1|gpu:a100:8|gpu*|64\nbig2|gpu:a100:8|gpu*|64\nsmall|gpu:a100:2|gpu*|48\n", 8, 8),  # a 2-GPU node beside
+    ("big1|gpu:a100:8|gpu*|64\nbig2|gpu:a100:8|gpu*|64\nsmall|gpu:a100:2|gpu*|48\n", 2, 8),  # fits either: the least
+])
+def test_cpus_a_rank_come_from_the_nodes_that_can_hold_the_run(nodes: str, gpus: int, want: int) -> None:
+    """One GPU-less 16-CPU node in the partition gave 8-GPU jobs on 128-CPU nodes 3 CPUs a rank; a 48-CPU 2-GPU node
+    beside 64-CPU 8-GPU ones asked 24 a rank x 8 = 192 a node that no node has. Sized from the nodes that can hold
+    the run (and, of those, the least share), on SLURM and PBS alike."""
+    import json
+    import subprocess
+    from types import SimpleNamespace
+
+    from hvdbench.launchers.pbs import PbsOptions, pbs_script
+    from hvdbench.launchers.pbs_queue import pbs_node_shape
+    from hvdbench.launchers.slurm_jobs import node_shape, partition_problem, rank_cpus
+
+    sinfo = lambda argv, **_: subprocess.CompletedProcess(argv, 0, nodes, "")  # noqa: E731
+    spec = RunSpec(benchmark="imagenet", np=2 * gpus, nodes=2, launcher="srun", controller="mpi")
+    cpus, why = rank_cpus(SlurmOptions(), spec, node_shape(None, sinfo))
+    assert cpus == want and f"the partition's nodes that hold {gpus} GPU(s)" in why
+    assert cpus * spec.ranks_per_node <= 64 or want == 16
+    assert partition_problem([spec], SlurmOptions(), sinfo) is None
+    pbs = {"nodes": {line.split("|")[0]: {"resources_available": {
+        "ncpus": int(line.split("|")[3]), **({"ngpus": int(line.split("|")[1].rsplit(":", 1)[1])} if "gpu:" in
+                                            line else {})}} for line in nodes.splitlines()}}
+    shapes = pbs_node_shape(lambda argv, **_: SimpleNamespace(returncode=0, stdout=json.dumps(pbs), stderr=""),
+                            gpus=False)
+    script = pbs_script(spec, PbsOptions(), "t", Path("/r") / spec.id, "py", 0, shapes)
+    assert f"# CPUs a rank: {want} (PBS's nodes that hold {gpus} GPU(s)" in script

@@ -27,7 +27,7 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
     "roce-dgxh100-nccl2.19.3-2hca.txt": ("2.19.3+cuda12.3", "RoCE", N, N, ["mlx5_10", "mlx5_11"], [], N, None),
     "ib-nogdr-no-peermem-2node.txt": (N, "IB", N, False, ["0"], [], N, "no GPUDirect RDMA"),
     "ib-nogdr-a100-2node-p2p-direct.txt": (N, "IB", N, False, ["3"], ["P2P/direct pointer"], N, "no GPUDirect RDMA"),
-    "socket-fallback-with-roce-device.txt": (N, "Socket", N, N, ["bond0"], [], N, "over TCP sockets (bond0)"),
+    "socket-fallback-with-roce-device.txt": (N, "Socket", N, False, ["bond0"], [], N, "over TCP sockets (bond0)"),
     "single-node-nvls-8gpu-nccl2.24.3-ibext-loaded.txt": ("2.24.3+cuda12.2", "IBext_v8", "NCCL RDMA Plugin v8", N,
                                                           [f"ibp{i}" for i in range(8)], [], N, None),
     "horovod-ib-nogdr-2node.txt": (N, "IB", N, False, ["0"], [], N, "no GPUDirect RDMA"),
@@ -243,11 +243,11 @@ def test_every_ranks_own_version_banner_is_one_run_and_a_process_starting_again_
     from hvdbench.core.nccl_log import parse_nccl_runs
 
     lines = (FIXTURES / "roce-dgxh100-nccl2.19.3-2hca.txt").read_text().splitlines()
-    banners = [f"dgxh100-{3 + r % 2}:{5000 + r}:{5000 + r} [{r % 8}] NCCL INFO NCCL version 2.27.3+cuda12.9"
-               for r in range(16)]
-    banners.append("dgxh100-4:5000:5000 [0] NCCL INFO NCCL version 2.27.3+cuda12.9")  # host 4's 5000 is its own
+    banners = [f"dgxh100-{3 + r % 2}:{5000 + r}:{5000 + r} [{r % 8}] NCCL INFO NCCL version 2.19.3+cuda12.3"
+               for r in range(16)]  # the log's own version, as every rank of its job prints it
+    banners.append("dgxh100-4:5000:5000 [0] NCCL INFO NCCL version 2.19.3+cuda12.3")  # host 4's 5000 is its own
     runs = parse_nccl_runs([*banners, *lines])
-    assert len(runs) == 1 and runs[0].network == "RoCE" and runs[0].nccl_version == "2.27.3+cuda12.9"
+    assert len(runs) == 1 and runs[0].network == "RoCE" and runs[0].nccl_version == "2.19.3+cuda12.3"
     again = parse_nccl_runs([*banners, *lines, banners[0], *lines])
     assert len(again) == 2 and [r.network for r in again] == ["RoCE", "RoCE"]
 
@@ -297,3 +297,19 @@ def test_an_nccl_ib_hca_naming_a_down_port_is_flagged_where_the_engineer_looks(
     said = json.loads(capsys.readouterr().out)
     assert said["gpudirect_rdma"] is None and "mlx5_10 port 1 is down (Disabled)" in said["sources"][0]["flagged"]
     assert len(said["sources"][0]["ports"]) == len(ports)
+
+
+@pytest.mark.bad_input
+def test_two_jobs_in_one_log_are_two_runs_however_their_banners_are_prefixed() -> None:
+    """A run of host gpu6 (NCCL 2.4.2, its banner behind a process's prefix) and then one of host kolyoz1 (2.21.5,
+    its banner bare): two runs, each with its own version, network and devices; the one job of 16 ranks printing
+    one version each stays one run."""
+    from hvdbench.core.nccl_log import parse_nccl_runs
+
+    first = [line.replace("[1,0]<stdout>:NCCL version", "[1,0]<stdout>:gpu6:1407:1595 [0] NCCL INFO NCCL version")
+             for line in (FIXTURES / "horovod-roce-34hca-nccl2.4.2.txt").read_text().splitlines()]
+    second = [line for line in (FIXTURES / "plugin-ibext-v8-gdrdma-h100-nccl2.21.5.txt").read_text().splitlines()
+              if not line.startswith("#")]
+    runs = parse_nccl_runs([*first, *second])
+    assert [(r.nccl_version, r.network) for r in runs] == [("2.4.2+cuda10.0", "RoCE"), ("2.21.5+cuda12.4", "IBext_v8")]
+    assert all("mlx5" in " ".join(runs[0].devices) for _ in (0,)) and runs[1].devices != runs[0].devices

@@ -129,7 +129,7 @@ def test_every_pair_of_nodes_and_all_of_them_are_run_and_a_slow_pair_is_flagged(
 
     judged, failed = check_pairs(plan, tmp_path / "r", "cluster", 60, srun)
     said = {where: line for where, _, line in judged}
-    assert said["hosts node02,node03"].startswith("flagged low: 50% of the best its nodes reach (75.1 GB/s)")
+    assert said["hosts node02,node03"].startswith("flagged low: 50% of the best any pair reaches (75.1 GB/s)")
     assert not said["hosts node01,node02"].startswith("flagged")
     assert failed == ["all: exit 1: srun: error: Unable to allocate resources"]
     assert len(list((tmp_path / "r" / "nccl-tests").glob("*.txt"))) == 4
@@ -212,27 +212,50 @@ GOOD, HALF, DOUBLE = "21456   50.04   75.06", "42912   25.02   37.53", "10728  1
 
 def test_one_bad_node_of_three_is_flagged_though_it_sets_the_pairs_median(tmp_path: Path) -> None:
     """node03 at half speed with both others: its two pairs are the majority of three (their median is the bad
-    figure, which flagged nothing); against what each node reaches with another, both its pairs are low, node03 named,
-    and the good pair is not flagged high."""
+    figure, which flagged nothing); against the best any pair reaches, both its pairs are low, node03 named, and the
+    good pair is not flagged high."""
     said = _pairs(tmp_path, {("node01", "node02"): GOOD, ("node01", "node03"): HALF, ("node02", "node03"): HALF})
-    assert said["node01,node02"] == "100% of the best its nodes reach (75.1 GB/s)"
+    assert said["node01,node02"].startswith("100% of the best any pair reaches (75.1 GB/s)")
     for pair in ("node01,node03", "node02,node03"):
-        assert said[pair].startswith("flagged low: 50% of the best its nodes reach (75.1 GB/s)") and said[
+        assert said[pair].startswith("flagged low: 50% of the best any pair reaches (75.1 GB/s)") and said[
             pair].endswith("; node03 low with every other node")
 
 
-def test_a_pair_faster_than_its_nodes_reach_elsewhere_is_flagged_too(tmp_path: Path) -> None:
-    """Four nodes, one pair at twice the others: flagged high; it moves no other pair's reference (its nodes' best
-    is taken without it), so the rest stand unflagged; a bad node of four is still told from a fast pair."""
-    said = _pairs(tmp_path, {("node01", "node02"): DOUBLE, ("node01", "node03"): GOOD, ("node02", "node03"): GOOD,
-                             ("node01", "node04"): GOOD, ("node02", "node04"): GOOD, ("node03", "node04"): GOOD})
-    assert said["node01,node02"].startswith("flagged high: 200% of the best any other pair reaches (75.1 GB/s)")
-    assert not any(line.startswith("flagged") for pair, line in said.items() if pair != "node01,node02")
-    bad = _pairs(tmp_path / "bad", {("node01", "node02"): GOOD, ("node01", "node03"): GOOD,
-                                    ("node02", "node03"): GOOD, ("node01", "node04"): HALF,
-                                    ("node02", "node04"): HALF, ("node03", "node04"): HALF})
-    assert {pair for pair, line in bad.items() if line.startswith("flagged")} == {
-        "node01,node04", "node02,node04", "node03,node04"}
+def _nodes(count: int, bad: set[int], fast: str = GOOD, slow: str = HALF) -> dict[tuple[str, str], str]:
+    names = [f"node{i:02d}" for i in range(1, count + 1)]
+    return {(a, b): slow if i + 1 in bad or j + 1 in bad else fast
+            for i, a in enumerate(names) for j, b in enumerate(names) if i < j}
+
+
+@pytest.mark.parametrize("count, bad", [(4, {3, 4}), (5, {3, 4, 5}), (4, {4})])
+def test_a_lone_fast_pair_among_slow_ones_means_the_others_are_slow(tmp_path: Path, count: int, bad: set[int]) -> None:
+    """Two bad nodes of four, three of five: the one healthy pair is no "high" outlier, every pair of a bad node is
+    flagged low and each bad node named; with the link's expected figure the healthy pair meets it and is never high."""
+    said = _pairs(tmp_path / "a", _nodes(count, bad))
+    named = {f"node{i:02d}" for i in bad}
+    for pair, line in said.items():
+        of_bad = bool(set(pair.split(",")) & named)
+        assert line.startswith("flagged low: 50% of the best any pair reaches") == of_bad, (pair, line)
+        assert not line.startswith("flagged high")
+        assert all(f"{n} low with every other node" in line for n in set(pair.split(",")) & named)
+    if len(bad) > 1:
+        assert "the only pair at this pace: the others are judged slow against it" in said["node01,node02"]
+    expected = _pairs(tmp_path / "b", _nodes(count, bad), expected=75.0)
+    assert expected["node01,node02"].startswith("100% of the 75.0 GB/s expected")
+    assert all(expected[p].startswith("flagged low: 50% of the 75.0 GB/s expected") for p in expected
+               if set(p.split(",")) & named)
+
+
+def test_only_a_pair_faster_than_the_link_can_be_is_flagged_high(tmp_path: Path) -> None:
+    """Four nodes, one pair at twice the others: without the link's figure, the others are the slow ones (said so);
+    with it (75 GB/s), the double pair is faster than the link can be and flagged high, the rest stand."""
+    figures = {**_nodes(4, set()), ("node01", "node02"): DOUBLE}
+    said = _pairs(tmp_path / "a", figures)
+    assert said["node01,node02"].endswith("the others are judged slow against it (--expect-busbw, the link's nominal "
+                                          "figure, tells a slow fabric from one fast path)")
+    expected = _pairs(tmp_path / "b", figures, expected=75.0)
+    assert expected["node01,node02"].startswith("flagged high: 200% of the 75.0 GB/s expected")
+    assert not any(line.startswith("flagged") for pair, line in expected.items() if pair != "node01,node02")
 
 
 def test_two_nodes_are_too_few_to_compare_unless_the_link_is_named(tmp_path: Path) -> None:

@@ -85,10 +85,12 @@ def test_the_job_script_asks_for_one_chunk_a_node_with_its_ranks_cpus_and_gpus()
                        "gpu02": {"resources_available": {"ncpus": 112, "ngpus": 8}},
                        "login": {"resources_available": {"ncpus": 16}}}}
     shape = pbs_node_shape(lambda argv, **_: SimpleNamespace(returncode=0, stdout=json.dumps(nodes), stderr=""))
-    assert shape == NodeShape(96, 8)  # the smallest node with GPUs: 12 CPUs a rank, its loader's 4 within
+    assert shape is not None and shape.nodes == (NodeShape(96, 8), NodeShape(112, 8))  # the nodes with GPUs
+    assert shape.for_spec(spec, True) == NodeShape(96, 8)  # the least share: 12 CPUs a rank, its loader's 4 within
     shared = pbs_script(spec, options, "scale", Path("/r") / spec.id, "/venv/bin/python", 1, shape)
     assert "#PBS -l select=2:ncpus=96:mpiprocs=8:ngpus=8:model=h100\n" in shared
-    assert "# CPUs a rank: 12 (PBS's nodes: 96 CPUs / 8 GPUs; a rank and its loader's workers need 4)\n" in shared
+    assert ("# CPUs a rank: 12 (PBS's nodes that hold 8 GPU(s): 96 CPUs / 8 GPUs; a rank and its loader's workers need "
+            "4)\n") in shared
     assert "ncpus=64:" in pbs_script(spec, replace(options, ncpus=64), "scale", Path("/r") / spec.id, "py", 1, shape)
 
 

@@ -83,12 +83,27 @@ def best_split(x: np.ndarray, min_segment: int = MIN_SEGMENT) -> tuple[int, floa
     return tau, float(allowed[tau - 1])
 
 
-def residual_rho(x: np.ndarray, shown: bool = False) -> float:
-    """How much one run resembles the one before beyond any change: the lag-1 autocorrelation ρ of the runs, read
-    from their differences (an AR(1) series' differences correlate at -(1 - ρ) / 2, whatever level it holds; a
-    change is one outlying difference, more than 3 robust spreads out, left out with its neighbours' pairs so that it
-    does not pass for autocorrelation), at least 0 and at most MOST_RHO; with ``shown``, 0 where the differences
-    correlate no more than independent runs' would in about 19 histories of 20 (autocorrelation the runs show)."""
+def shown_rho(x: np.ndarray, cuts: list[int] | tuple[int, ...] = ()) -> float:
+    """The lag-1 autocorrelation the runs show about the means of the stretches ``cuts`` make (how much one run
+    resembles the one before beyond any change found): 0 where it is within what independent runs show (about two
+    standard errors, 2 / sqrt(n)), else at most MOST_RHO."""
+    r = np.asarray(x, dtype=float).copy()
+    bounds = [0, *sorted(c for c in cuts if 0 < c < len(r)), len(r)]
+    for a, b in zip(bounds, bounds[1:]):
+        r[a:b] -= r[a:b].mean()
+    energy = float(np.dot(r, r))
+    if len(r) < 8 or energy == 0.0:
+        return 0.0
+    rho = float(np.dot(r[:-1], r[1:]) / energy)
+    return 0.0 if rho <= 2.0 / math.sqrt(len(r)) else min(MOST_RHO, rho)
+
+
+def difference_rho(x: np.ndarray) -> float:
+    """The lag-1 autocorrelation ρ of the runs read from their differences (an AR(1) series' differences correlate at
+    -(1 - ρ) / 2 whatever level it holds; a change is one outlying difference, more than 3 robust spreads out, left
+    out with its neighbours' pairs so that it does not pass for autocorrelation), at least 0 and at most MOST_RHO:
+    what a stretch's variance is inflated by when judged (a noisy estimate on 30 runs, taken as it is: a
+    threshold that spared independent runs let a wandering pace through twice as often)."""
     d = np.diff(np.asarray(x, dtype=float))
     if len(d) < 4:
         return 0.0
@@ -101,27 +116,15 @@ def residual_rho(x: np.ndarray, shown: bool = False) -> float:
     if pairs.sum() < 3 or energy == 0.0:
         return 0.0
     r = float(np.dot(d[:-1][pairs], d[1:][pairs]) / pairs.sum() / (energy / usual.sum()))
-    if shown and r <= -0.5 + 1.4 / math.sqrt(pairs.sum()):  # what independent runs' differences show (~2 sd)
-        return 0.0
     return float(min(MOST_RHO, max(0.0, 1.0 + 2.0 * r)))
 
 
 def block_length(x: np.ndarray, cuts: list[int] | tuple[int, ...] = ()) -> int:
-    """Runs a shuffle moves together: (1 + ρ) / (1 - ρ) of the autocorrelation the runs show about the means of the
-    stretches ``cuts`` make, 1 for runs that show none (independent runs are shuffled one by one, as E-divisive's own
-    test does), at most a quarter of the series."""
-    r = np.asarray(x, dtype=float).copy()
-    bounds = [0, *sorted(c for c in cuts if 0 < c < len(r)), len(r)]
-    for a, b in zip(bounds, bounds[1:]):
-        r[a:b] -= r[a:b].mean()
-    energy = float(np.dot(r, r))
-    if len(r) < 8 or energy == 0.0:
-        return 1
-    rho = float(np.dot(r[:-1], r[1:]) / energy)
-    if rho <= 2.0 / math.sqrt(len(r)):  # within what independent runs show (about 2 standard errors)
-        return 1
-    rho = min(MOST_RHO, rho)
-    return int(max(1, min(len(r) // 4, round((1 + rho) / (1 - rho)))))
+    """Runs a shuffle moves together: (1 + ρ) / (1 - ρ) of the autocorrelation the runs show about the stretches
+    ``cuts`` make, 1 for runs that show none (independent runs are shuffled one by one, as E-divisive's own test
+    does), at most a quarter of the series."""
+    rho = shown_rho(x, cuts)
+    return int(max(1, min(len(x) // 4, round((1 + rho) / (1 - rho)))))
 
 
 def _shuffles(n: int, block: int, permutations: int) -> np.ndarray:
@@ -236,7 +239,7 @@ def judge_history(figures: np.ndarray, margin: float, baseline: np.ndarray | Non
                                            spreads=(spread,)))
     last = changes[-1]
     first = changes[-2] if len(changes) > 1 else 0
-    rho = residual_rho(logs)
+    rho = difference_rho(logs)
     runs = _keyed(values, intervals, keys, "run-")
     judged = _judged(runs, first, last, last, margin, "the stretch before it", rho)
     if baseline is not None and len(baseline) >= 2:

@@ -16,7 +16,7 @@ from ..collect import Collection, collect
 from ..tables.comm import (
     comm_table, plot_bandwidth
 )
-from ..keys import ACROSS_SYSTEMS
+from ..keys import ACROSS_SYSTEMS, identity
 from ..verdicts.compare import compare_table, measured_best
 from ..tables.system import (
     fabric_alerts, params_alerts, system_table
@@ -92,7 +92,7 @@ def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFram
     if len(compared):
         out.append(Section("Systems side by side", decision_view.COMPARE_TEXT,
                            *decision_view.compare_rows(compared, base)))
-    alone = unpaired_table(measured_best(table), list(ACROSS_SYSTEMS))
+    alone = unpaired_table(measured_best(table), identity(list(ACROSS_SYSTEMS), measured_only=True))
     if len(alone):
         out.append(Section("Measured on one system only", decision_view.UNPAIRED_TEXT,
                            *decision_view.unpaired_rows(alone), role="unpaired"))

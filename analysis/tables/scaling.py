@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..collect import Collection, step_rows
 from .details import mean_power
-from ..keys import BASELINE, CONFIG, SHARED, SIZE, TWIN
+from ..keys import BASELINE, CONFIG, SHARED, SIZE, TWIN, identity
 from .evidence import evidence, rank_telemetry
 from ..ratios import Resampled, config_draws, ratio_interval
 from ..stats import STRAGGLER_THRESHOLD, StepMatrix, run_stats, step_matrices, stragglers
@@ -43,6 +43,7 @@ SCALING_SCHEMA: dict[str, str] = {
     "loader": "string", "loader_workers": "Int64", "data_dir": "string", "data_only": "bool",
     "data_cache": "string",  # --data files' axes
     "run_spread": "float64",  # the spread between its runs: the standard deviation of their log throughputs
+    "args_key": "string", "work_key": "string",  # what its runs are grouped by (keys.identity), and paired by
 }
 STRAGGLER_SCHEMA: dict[str, str] = {
     "run_id": "string", "system": "string", "benchmark": "string", "model": "string", "np": "int64",
@@ -168,10 +169,12 @@ def scaling_table(collection: Collection, stats: pd.DataFrame | None = None, pip
     alone = runs["data_only"].fillna(False).astype(bool) if "data_only" in runs else pd.Series(False, index=runs.index)
     runs = runs[alone if pipelines else ~alone]
     rows, draws = [], []
-    for key, group in runs.groupby(CONFIG + SIZE, sort=True, dropna=False):
+    for _, group in runs.groupby(identity(CONFIG) + SIZE, sort=True, dropna=False):
         draws.append(config_draws(list(group["run_id"]), stats.attrs.get("draws", {}),
                                   points=stats.attrs.get("points")))
-        rows.append({**dict(zip(CONFIG + SIZE, key)), **_combine(group, draws[-1])})
+        first = group.iloc[0]  # its arguments as its first run spelled them
+        rows.append({**{name: first[name] for name in CONFIG + SIZE + ["args_key", "work_key"]},
+                     **_combine(group, draws[-1])})
     table = pd.DataFrame(rows, columns=[c for c in SCALING_SCHEMA if c in BASE_COLUMNS])
     derived: dict[str, list[Any]] = {name: [] for name in SCALING_SCHEMA if name not in BASE_COLUMNS}
     for i in range(len(table)):
@@ -251,7 +254,8 @@ def _node_baseline(table: pd.DataFrame, i: int, gpu_base: int | None) -> int | N
     row = table.iloc[i]
     if row["nodes"] <= 1 or row["np"] % row["nodes"]:
         return None
-    base = table[_same(table, row, CONFIG) & (table["nodes"] == 1) & (table["np"] == row["np"] // row["nodes"])]
+    base = table[_same(table, row, identity(CONFIG)) & (table["nodes"] == 1) &
+                 (table["np"] == row["np"] // row["nodes"])]
     if len(base):
         return int(base.index[0])
     return gpu_base if row["np"] == row["nodes"] else None

@@ -10,10 +10,11 @@ import pandas as pd
 from hvdbench.core.errors import UsageError
 
 from ..tables.efficiency import on_gpu_name
-from ..keys import ACROSS_SYSTEMS, measured_args
+from ..keys import ACROSS_SYSTEMS, identity, measured_args
 from ..ratios import Resampled, Spread, config_draws, ratio_draws
 
 WORKLOAD = ACROSS_SYSTEMS
+PAIRED = identity(list(WORKLOAD), measured_only=True)  # what pairs two systems' rows: the work, however spelled
 COMPARE_SCHEMA: dict[str, str] = {
     "framework": "string", "benchmark": "string", "model": "string", "args": "string", "np": "int64",
     "system": "string", "throughput": "float64", "per_gpu": "float64", "per_watt": "float64",
@@ -43,7 +44,19 @@ def measured_best(scaling: pd.DataFrame) -> pd.DataFrame:
     that differ only in how long they measured are the same measurement; keys.measured_args)."""
     best = scaling[~scaling["independent"]].sort_values("throughput", ascending=False).copy()
     best["args"] = best["args"].map(measured_args)
-    return best.drop_duplicates(WORKLOAD + ["system"])
+    return best.drop_duplicates(PAIRED + ["system"])
+
+
+def _systems(scaling: pd.DataFrame, prices: dict[str, float], baseline: str | None) -> list[str]:
+    """The systems the results hold, sorted, after refusing a --price or --baseline naming none of them."""
+    systems = sorted(set(scaling["system"]))
+    unknown = sorted(set(prices) - set(systems))
+    if unknown:
+        raise UsageError(f"--price names system(s) {', '.join(unknown)} that no result has; "
+                         f"systems: {', '.join(systems)}")
+    if baseline is not None and baseline not in systems:
+        raise UsageError(f"--baseline {baseline!r}: no result has that system; systems: {', '.join(systems)}")
+    return systems
 
 
 def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[str, np.ndarray] | None = None,
@@ -57,19 +70,15 @@ def compare_table(scaling: pd.DataFrame, prices: dict[str, float], draws: dict[s
     than ``min_runs`` runs. ``repeats`` and ``baseline_repeats`` count the runs each side rests on. ``executions``:
     each run row's execution key, by which ``draws`` and ``points`` are kept (analysis/verdicts/versus.py: every B
     against A judged alike)."""
-    systems = sorted(set(scaling["system"]))
-    unknown = sorted(set(prices) - set(systems))
-    if unknown:
-        raise UsageError(f"--price names system(s) {', '.join(unknown)} that no result has; "
-                         f"systems: {', '.join(systems)}")
-    if baseline is not None and baseline not in systems:
-        raise UsageError(f"--baseline {baseline!r}: no result has that system; systems: {', '.join(systems)}")
+    systems = _systems(scaling, prices, baseline)
     best = measured_best(scaling)
-    shared = best.groupby(WORKLOAD).filter(lambda g: g["system"].nunique() > 1)
+    shared = best.groupby(PAIRED).filter(lambda g: g["system"].nunique() > 1)
     if shared.empty:
         return pd.DataFrame(columns=list(COMPARE_SCHEMA)).astype(COMPARE_SCHEMA)
     base = baseline or systems[0]
-    out = shared[WORKLOAD + ["system", "throughput", "runs", "repeats", "batch_size", "precision"]].copy()
+    out = shared[WORKLOAD + ["work_key", "system", "throughput", "runs", "repeats", "batch_size", "precision"]].copy()
+    # the rows of one work read alike on every system (its arguments as its first row spelled them)
+    out["args"] = out.groupby(PAIRED, sort=False, dropna=False)["args"].transform("first")
     # CPU ranks only where the runs recorded a device that is not a GPU (older runs without one read as GPUs)
     out["on_gpu"] = (shared["device_name"].map(lambda d: not isinstance(d, str) or not d or on_gpu_name(d)).astype(bool)
                      if "device_name" in shared else True)

@@ -237,7 +237,8 @@ def unpaired_table(measured: pd.DataFrame, key: list[str]) -> pd.DataFrame:
                 return abs(int(other["np"]) - int(row.np)), -len(mine & set(_tokens(other["args"])))
             best = min((o for _, o in others.iterrows()), key=distance)
             nearest = f"{best['system']}: {best['model']} {best['args']} at {best['np']} GPU(s)".strip()
-            differs = "; ".join(f"{name} {getattr(row, name)} vs {best[name]}" for name in key
+            shown = ["args" if name.endswith("_key") else name for name in key]  # the arguments as written
+            differs = "; ".join(f"{name} {getattr(row, name)} vs {best[name]}" for name in shown
                                 if name != "system" and str(getattr(row, name)) != str(best[name]))
         workload = f"{row.framework} {row.benchmark} {row.model} {row.args}".strip()
         rows.append({"system": row.system, "workload": workload, "np": int(row.np), "nearest": nearest,

@@ -1,20 +1,22 @@
-"""Run until decided: repeats of a configuration are added one round at a time, and after every round the question
-is asked again ("is it decided yet?"), so the intervals asked must stay right however often they are looked at. A
+"""Run until decided: repeats of a configuration are added one round at a time, and after every round the question is
+asked again ("is it decided yet?"), so the intervals asked must stay right however often they are looked at. A
 fixed-run interval looked at after every run is not: at a 10% spread between runs, looks after every run from 3 to
 10 called a tie in 7.7% of simulated sequences, where one look at 8 runs does in 2% (docs/results/calibration.md).
 
-The rule is a repeated confidence interval (Jennison and Turnbull, 1989), the group-sequential design's interval with
-a look after every round from the first look (``first`` runs, --min-runs) to the budget: at ``n`` runs the interval
-is the usual one (the figure's log ± t × its standard error, Student's or Welch's degrees of freedom) but with a
-per-look two-sided level of ``level × n / budget`` instead of 5%. Spending little at the first looks and most at the
-last is O'Brien and Fleming's shape: early looks stop only a clear case, and the last look is nearly the fixed
-design's. The constant ``level`` is found by simulating the looks' t statistics under normal noise between runs,
-so that the chance any look's interval misses the truth is 5% (the statistic does not depend on the unknown spread,
-so one simulation serves every configuration). Against a reference whose runs are fixed (``--against ROOT``: another
-system's results), the statistic's law depends on the ratio of the two sides' spreads: the level is the smallest
-over ratios from 1/4 to 4, so the rule holds whichever it is. Every interval found so is valid at every look at once;
-a finding read off it (analysis/findings.py: a direction, equivalent, undecided) keeps its error rate however many
-rounds were looked at. docs/results/calibration.md counts its false calls and its runs against the fixed design's.
+The rule is a repeated confidence interval (Jennison and Turnbull, 1989), the group-sequential design's interval
+with a look after every round from the first look (``first`` runs, --min-runs) to the budget: at ``n`` runs the
+interval is the usual one (the figure's log ± t × its standard error, Student's or Welch's degrees of freedom) but
+with a per-look two-sided level of ``level × n / budget`` instead of 5%: a level in proportion to the runs made
+(linear spending, Lan and DeMets' power family at ρ = 1, between Pocock's and O'Brien and Fleming's), so early looks
+stop only a clear case, and every look pays for the others: the last look's interval at a budget of 10 is about 28%
+wider than a fixed design's at 10 runs. The constant ``level`` is found by simulating the looks' t statistics under
+normal noise between runs, so that the chance any look's interval misses the truth is 5% (the statistic does not
+depend on the unknown spread, so one simulation serves every configuration). Against a reference whose runs are
+fixed (``--against ROOT``: another system's results), the statistic's law depends on the ratio of the two sides'
+spreads: the level is the smallest over ratios from 1/4 to 4, so the rule holds whichever it is. Every interval
+found so is valid at every look at once; a finding read off it (analysis/findings.py: a direction, equivalent,
+undecided) keeps its error rate however many rounds were looked at. docs/results/calibration.md counts its false
+calls and its runs against the fixed design's.
 """
 
 from __future__ import annotations
