@@ -9,7 +9,9 @@ of their steps resampled, Student's t over runs: ratios.py) against the margin Â
   2.5% (the interval shown is the one judged, so a reader can check every finding by eye);
 - undecided: neither. The runs could not tell, and the finding says what they could have caught: the smallest ratio
   they would have called with 80% chance at the spread measured (the minimum detectable effect), each side's spread
-  between runs, and how many runs a side would likely (80%) decide it if the ratio is what was observed;
+  between runs, and how many runs a side would likely (80%) decide it if the ratio and the spread are what was
+  observed: a direction where the ratio lies beyond the margin, equivalence (both one-sided tests) where inside it,
+  the chance simulated with the interval's own width varying as it does over so few runs (decide_chance);
 - not judged: fewer complete runs a side than --min-runs (the spread between runs unknown), or no interval at all.
 
 "Equivalent" and "undecided" used to read alike ("no measurable difference"); a buyer reading the first signs, one
@@ -19,10 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator
 
+import numpy as np
+
 from hvdbench.core.metrics import MARGIN_PCT
-from .ratios import Resampled, direction, t_quantile
+from .ratios import Resampled, direction, t_quantile, t_quantiles
 
 EQUIVALENT = "equivalent"
 UNDECIDED = "undecided"
@@ -104,16 +109,24 @@ def _leaves(ratio: Resampled, weight: float = 1.0) -> Iterator[tuple[float, Resa
         yield from _leaves(part, weight * w)
 
 
-def _at(ratio: Resampled, runs: int | None) -> tuple[float, float]:
-    """The ratio's log standard error and degrees of freedom (Welch and Satterthwaite) with ``runs`` runs a side (None:
-    as measured); each side's variance scales as 1 / runs, a borrowed spread keeps its pooled degrees of freedom."""
-    if runs is None:
-        return math.sqrt(ratio.var), ratio.df
+def _terms(ratio: Resampled, runs: int | None) -> list[tuple[float, float]]:
+    """Each configuration's share of the ratio's log variance with its degrees of freedom, with ``runs`` runs a side
+    (None: as measured); a side's variance scales as 1 / runs, a borrowed spread keeps its pooled degrees of
+    freedom."""
     terms = []
     for w, leaf in _leaves(ratio):
-        count = max(runs, leaf.runs)
-        var = w * w * leaf.var * leaf.runs / count
-        terms.append((var, leaf.df if leaf.borrowed else count - 1.0))
+        count = leaf.runs if runs is None else max(runs, leaf.runs)
+        df = leaf.df if runs is None or leaf.borrowed or not math.isfinite(leaf.df) else count - 1.0
+        terms.append((w * w * leaf.var * leaf.runs / count, df))
+    return terms
+
+
+def _at(ratio: Resampled, runs: int | None) -> tuple[float, float]:
+    """The ratio's log standard error and degrees of freedom (Welch and Satterthwaite) with ``runs`` runs a side (None:
+    as measured)."""
+    if runs is None:
+        return math.sqrt(ratio.var), ratio.df
+    terms = _terms(ratio, runs)
     var = sum(v for v, _ in terms)
     parts = sum(v * v / df for v, df in terms if df > 0 and math.isfinite(df))
     return math.sqrt(var), (var * var / parts if parts > 0 else math.inf)
@@ -130,18 +143,71 @@ def detectable(ratio: Resampled, margin: float) -> float:
     return math.exp(math.log1p(margin) + _reach(se, df))
 
 
+DRAWS = 20_000  # simulated measurements a chance of deciding rests on (fixed seed: the same figure every time)
+
+
+@lru_cache(maxsize=256)
+def _scale(index: int, df: float) -> np.ndarray:
+    """Draws of an estimated variance's share of the true one (chi-square over ``df``; 1 where df is infinite) for
+    the ``index``-th configuration of a ratio, from a fixed seed."""
+    if not math.isfinite(df):
+        return np.ones(DRAWS)
+    return 2.0 * np.random.default_rng((20261201, index)).standard_gamma(df / 2.0, DRAWS) / df
+
+
+@lru_cache(maxsize=1)
+def _normal() -> np.ndarray:
+    return np.random.default_rng(20261201).standard_normal(DRAWS)
+
+
+def _outcomes(center: float, terms: list[tuple[float, float]], margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """For fixed simulated measurements of a ratio whose true log is ``center`` and whose configurations contribute
+    ``terms`` (variance, degrees of freedom) as judge() sees them: each side's variance estimated as a real one
+    varies, the interval Student's at Welch and Satterthwaite's degrees of freedom from those estimates. Which
+    measurements are called (the interval clears the margin either way) and which are equivalent (it lies wholly
+    inside: both one-sided tests pass)."""
+    parts = [var * _scale(i, round(df, 3) if math.isfinite(df) else math.inf) for i, (var, df) in enumerate(terms)]
+    estimated = np.sum(parts, axis=0)
+    finite = [p * p / df for p, (_, df) in zip(parts, terms) if math.isfinite(df) and df > 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = estimated ** 2 / np.sum(finite, axis=0) if finite else np.full(DRAWS, math.inf)
+    half = t_quantiles(0.975, np.where(np.isfinite(df), df, 1e12)) * np.sqrt(estimated)
+    estimate = center + math.sqrt(sum(v for v, _ in terms)) * _normal()
+    edge = math.log1p(margin)
+    called = (estimate - half > edge) | (estimate + half < -edge)
+    return called, (estimate - half >= -edge) & (estimate + half <= edge)
+
+
+def decide_chance(center: float, terms: list[tuple[float, float]], margin: float) -> float:
+    """The chance that a measurement of a ratio whose true log is ``center`` is decided by the rule the findings use:
+    a direction where it is called, equivalence (both one-sided tests) where its interval lies inside the margin."""
+    called, equivalent = _outcomes(center, terms, margin)
+    return float(np.mean(called | equivalent))
+
+
+def tie_call_chance(ratio: Resampled | None, margin: float) -> float:
+    """The chance that these runs (each side's error and degrees of freedom) would call a true tie faster or slower:
+    one row's share of what chance alone calls on a page of many (NaN where there is no interval)."""
+    if ratio is None or not all(map(math.isfinite, ratio.interval)):
+        return math.nan
+    return float(np.mean(_outcomes(0.0, _terms(ratio, None), margin)[0]))
+
+
 def runs_to_decide(ratio: Resampled, margin: float, center: float) -> int | None:
     """The runs a side (each side at least as many as it has) at which a ratio whose log is ``center`` would be
-    decided with 80% chance: called, where it lies beyond the margin, equivalent where within; None where no number up
-    to MOST_RUNS would (the ratio sits on the margin's edge)."""
-    distance = abs(abs(center) - math.log1p(margin))
+    decided with 80% chance (decide_chance: called where it lies beyond the margin, equivalent, by both one-sided
+    tests, where within); None where no number up to MOST_RUNS would (the ratio sits on the margin's edge)."""
     have = max(leaf.runs for _, leaf in _leaves(ratio))
     low, high = have + 1, MOST_RUNS
-    if distance <= 0 or _reach(*_at(ratio, high)) > distance:
+
+    def enough(runs: int) -> bool:
+        return decide_chance(center, _terms(ratio, runs), margin) >= POWER
+
+    if not enough(high):
         return None
-    while low < high:  # the error only shrinks with runs: the first count that reaches the distance
+    while low < high:  # the chance grows with the runs: the first count that reaches it
         middle = (low + high) // 2
-        if _reach(*_at(ratio, middle)) <= distance:
+        if enough(middle):
             high = middle
         else:
             low = middle + 1

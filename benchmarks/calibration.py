@@ -13,6 +13,11 @@ judged through the report's own code (analysis/ratios.py, analysis/verdicts/deci
 (e), (f) The sequential rule of --until-decided (benchmarks/sequential.py): false calls over simulated sequences
     looked at after every run, and the runs it takes against the fixed design of the same power; with the reference
     run alongside (e), and against another machine's five runs, fixed (f).
+(g) Independent A/A: two sides of the same synthetic work that share no run (the splits of (a) overlap: each run
+    sits in many), 3, 5 and 8 runs a side at spreads of 1% to 10%: the share of ties called, what tie_call_chance
+    predicts from the runs' own error, and the chance a decision page of 20 such tied rows calls at least one.
+(h) Runs to decide: "about N runs a side would likely (80%) decide it", named from 3 runs a side at a known ratio
+    and spread, then checked: the share decided at N runs a side (and at N - 1).
 (c) Within a run: the coverage of the 95% interval of a run's throughput on synthetic step times with autocorrelated
     drift (AR(1), known mean), the circular block bootstrap (block length from the run's autocorrelation) beside the
     i.i.d. one.
@@ -20,6 +25,7 @@ judged through the report's own code (analysis/ratios.py, analysis/verdicts/deci
     .venv/bin/python benchmarks/calibration.py --runs 12 --output results/calibration   # about 4 min on 2 cores
     .venv/bin/python benchmarks/calibration.py --only within                              # (c) alone, seconds
     .venv/bin/python benchmarks/calibration.py --only sequential                          # (e) alone, minutes
+    .venv/bin/python benchmarks/calibration.py --only promises                            # (g), (h): a minute
 
 Prints a Markdown page (docs/results/calibration.md holds one)."""
 
@@ -186,6 +192,84 @@ def sizing(trials: int = 200, seed: int = 7) -> list[dict[str, Any]]:
     return rows
 
 
+AA_ROWS = ((0.01, 3), (0.03, 3), (0.05, 3), (0.05, 5), (0.10, 3), (0.10, 5), (0.10, 8))
+PROMISED = ((1.0, 0.01), (1.0, 0.02), (1.008, 0.015), (1.04, 0.03), (1.06, 0.04))  # (true ratio, spread)
+
+
+def independent_aa(trials: int = 2000, seed: int = 11, page_rows: int = 20) -> list[dict[str, Any]]:
+    """(g): independent synthetic A/A pairs judged as compare judges them (2% margin): the share called, the share
+    tie_call_chance predicts (averaged over the pairs' own errors), and a page of ``page_rows`` such rows."""
+    from hvdbench.analysis.findings import SPEED, judge, tie_call_chance
+    from hvdbench.analysis.ratios import ratio_draws
+
+    from sequential import synthetic_side
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for spread, k in AA_ROWS:
+        calls, predicted = 0, []
+        for _ in range(trials):
+            ratio = ratio_draws(synthetic_side(rng, k, spread, 1.0), synthetic_side(rng, k, spread, 1.0))
+            calls += judge(ratio, 0.02, advise=False).finding in SPEED
+            predicted.append(tie_call_chance(ratio, 0.02))
+        rate = calls / trials
+        rows.append({"spread": spread, "runs": k, "called": rate, "predicted": float(np.mean(predicted)),
+                     "page": 1.0 - (1.0 - rate) ** page_rows})
+    return rows
+
+
+def promises(trials: int = 1000, seed: int = 12) -> list[dict[str, Any]]:
+    """(h): the runs a side named from three at a known ratio and spread, and the share decided at them (and one
+    fewer), runs drawn at the true level and spread and judged by the findings' own rule."""
+    import math
+
+    from hvdbench.analysis.findings import UNDECIDED, judge, runs_to_decide
+    from hvdbench.analysis.ratios import Resampled, ratio_draws
+
+    def side(logs: np.ndarray) -> Resampled:
+        n, center = len(logs), float(np.mean(logs))
+        return Resampled(np.exp(np.array([center])), n, center, float(np.var(logs, ddof=1)) / n, n - 1.0)
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for planted, spread in PROMISED:
+        center = math.log(planted)
+        truth = ratio_draws(Resampled(np.exp(np.array([center])), 3, center, spread ** 2 / 3, 2.0),
+                            Resampled(np.ones(1), 3, 0.0, spread ** 2 / 3, 2.0))
+        assert truth is not None
+        named = runs_to_decide(truth, 0.02, center)
+        shares = []
+        for n in ((named - 1, named) if named else ()):
+            decided = sum(judge(ratio_draws(side(rng.normal(center, spread, n)), side(rng.normal(0.0, spread, n))),
+                                0.02, advise=False).finding != UNDECIDED for _ in range(trials))
+            shares.append(decided / trials)
+        rows.append({"planted": planted, "spread": spread, "named": named, "shares": shares})
+    return rows
+
+
+def promises_page(aa: list[dict[str, Any]], promised: list[dict[str, Any]]) -> str:
+    """(g) and (h) as Markdown."""
+    lines = ["## (g) Independent A/A: ties judged on runs that share nothing", "",
+             "Two sides of the same synthetic work (30 steps, 4% noise a step, each run at its own level), no run "
+             "shared, 2,000 pairs a row, judged as `hvdbench compare` judges at a 2% margin. Called: faster or slower "
+             "(a false call); predicted: what `tie_call_chance` says each pair's own runs give, averaged; a page of 20 "
+             "such tied rows: the chance at least one is called (each row is judged on its own, no correction "
+             "across rows; the decision page says this figure for its own rows).", "",
+             "| spread between runs | runs a side | called | predicted | a 20-row page calls one |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r['spread']:.0%} | {r['runs']} | {r['called']:.2%} | {r['predicted']:.2%} | {r['page']:.0%} |"
+              for r in aa]
+    lines += ["", "## (h) Runs to decide: the promise checked", "",
+              "\"About N runs a side would likely (80%) decide it\", named from 3 runs a side at the true ratio and "
+              "spread (a direction where the ratio lies beyond the 2% margin, equivalence, by both one-sided tests, "
+              "where inside), then 1,000 comparisons made at N - 1 and N runs a side:", "",
+              "| true ratio | spread between runs | N named | decided at N - 1 | decided at N |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {r['planted']:.3f} | {r['spread']:.1%} | {r['named']} | "
+              + " | ".join(f"{v:.1%}" for v in r["shares"]) + " |" for r in promised]
+    return "\n".join(lines) + "\n"
+
+
 def page(args: argparse.Namespace, measured: dict[str, Any] | None, within: list[dict[str, Any]],
          sized: list[dict[str, Any]]) -> str:
     """The results as Markdown."""
@@ -257,14 +341,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--load-every", type=int, default=4, help="a busy loop on CPU 0 during every Nth run")
     parser.add_argument("--output", type=Path, default=Path("results/calibration"))
-    parser.add_argument("--only", choices=("runs", "within", "sizing", "sequential"), default=None)
+    parser.add_argument("--only", choices=("runs", "within", "sizing", "sequential", "promises"), default=None)
     parser.add_argument("--per-side", type=lambda text: [int(v) for v in text.split(",")], default=[3, 4, 6],
                         help="runs a side to judge splits of (default 3,4,6)")
     args = parser.parse_args()
     measured = measure(args) if args.only in (None, "runs") else None
     within = within_coverage() if args.only in (None, "within") else []
     sized = sizing() if args.only in (None, "sizing") else []
-    print(page(args, measured, within, sized))
+    if args.only != "promises":
+        print(page(args, measured, within, sized))
+    if args.only in (None, "promises"):
+        print(promises_page(independent_aa(), promises()))
     if args.only in (None, "sequential"):
         from sequential import sequential_page
 

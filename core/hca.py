@@ -162,25 +162,42 @@ def gdr_ready(sys_module: Any = PEERMEM) -> str:
             "DMA-BUF path on a new enough driver and kernel)")
 
 
+def _matching(entry: str, exact: bool, ports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ports one ``NCCL_IB_HCA`` entry (``mlx5_0`` or ``mlx5_0:1``) matches: by exact name or, as NCCL matches
+    without ``=``, by prefix (``mlx5_0`` matches ``mlx5_0`` and ``mlx5_01``)."""
+    device, _, port = entry.partition(":")
+    return [p for p in ports if (str(p.get("device")) == device if exact else str(p.get("device")).startswith(device))
+            and (not port or str(p.get("port")) == port)]
+
+
+def _states(ports: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{p.get('device')} port {p.get('port')} {p.get('state') or 'in no known state'}" for p in ports)
+
+
 def named_down(hca: str, ports: list[dict[str, Any]]) -> list[str]:
     """The ports an ``NCCL_IB_HCA`` value names that the node shows not active, one line each: an exact name
     (``=mlx5_0``) or a prefix (``mlx5_0`` matches ``mlx5_0`` and ``mlx5_01``, as NCCL matches), with ``:PORT`` or
     every port; flagged where every port it matches is down (NCCL then has none of them), or where it matches none.
-    An exclusion (``^mlx5_1``) names no port to use: nothing said."""
+    An exclusion (``^mlx5_1``, ``^=mlx5_1``) is flagged where the ports it leaves are none or none of them active."""
     text = hca.strip()
-    if not text or text.startswith("^") or not ports:
+    if not text or not ports:
         return []
+    excluding = text.startswith("^")
+    text = text.lstrip("^")
     exact = text.startswith("=")
+    entries = list(filter(None, (e.strip() for e in text.lstrip("=").split(","))))
+    if excluding:
+        gone = {id(p) for entry in entries for p in _matching(entry, exact, ports)}
+        left = [p for p in ports if id(p) not in gone]
+        if any(p.get("state") == "active" for p in left):
+            return []
+        return [f"NCCL_IB_HCA {hca.strip()} leaves " + (f"only ports that are not active ({_states(left)})" if left
+                                                         else "no HCA port of this node")]
     found = []
-    for entry in filter(None, (e.strip() for e in text.lstrip("=").split(","))):
-        device, _, port = entry.partition(":")
-        matched = [p for p in ports if (str(p.get("device")) == device if exact else
-                                        str(p.get("device")).startswith(device))
-                   and (not port or str(p.get("port")) == port)]
+    for entry in entries:
+        matched = _matching(entry, exact, ports)
         if not matched:
             found.append(f"NCCL_IB_HCA names {entry}, which is no HCA port of this node")
         elif all(p.get("state") != "active" for p in matched):
-            states = ", ".join(f"{p.get('device')} port {p.get('port')} {p.get('state') or 'in no known state'}"
-                               for p in matched)
-            found.append(f"NCCL_IB_HCA names {entry}, and its port(s) are not active ({states})")
+            found.append(f"NCCL_IB_HCA names {entry}, and its port(s) are not active ({_states(matched)})")
     return found

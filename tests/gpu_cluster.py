@@ -72,6 +72,13 @@ class GpuCluster(SlurmCluster):
                 shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         self.procs.append(_slurmd(self.root, self.conf, self.namespaces[index], node, self.etc_dirs[index]))
 
+    def not_responding(self, node: str) -> bool:
+        """Whether SLURM has found the node not responding or marked it down (sinfo's ``*`` suffix, or ``down``)."""
+        out = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], env={**os.environ, **self.env},
+                             capture_output=True, text=True)
+        states = out.stdout.split()
+        return out.returncode == 0 and any(s.endswith("*") or s.startswith("down") for s in states)
+
     def idle(self) -> bool:
         """Whether every node is up and idle (no job, answering)."""
         out = subprocess.run(["sinfo", "-h", "-N", "-p", "gpu", "-o", "%T"], env={**os.environ, **self.env},

@@ -7,7 +7,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hvdbench.launchers.queues import refresh
 from hvdbench.launchers.schedulers import ACTIVE
@@ -33,6 +33,21 @@ def sweep_file(tmp_path: Path, name: str, body: str) -> Path:
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """hvdbench with these arguments, its output captured."""
     return subprocess.run([hvdbench_exe(), *args], capture_output=True, text=True, timeout=300)
+
+
+EVENT_S = 480.0  # the most a SLURM event (a node found dead, a job requeued) may take on a loaded machine
+
+
+def wait_for(check: Callable[[], Any], what: str, cluster: Any, timeout: float = EVENT_S) -> Any:
+    """Poll ``check`` until it gives something: the next step waits on the event itself, never on a guess of how long
+    it takes (a bound this far beyond SLURM's own timeouts fails naming the event, with the cluster's log tail)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(1.0)
+    raise AssertionError(f"{what}: not seen within {timeout:g} s\n{cluster.log_tail()}")
 
 
 def settled(root: Path, count: int, cluster: Any, timeout: float = 420.0) -> dict[str, str]:

@@ -142,3 +142,62 @@ def test_the_pyxis_dry_run_shows_the_step_the_allocation_starts(tmp_path: Path,
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def test_an_nccl_ib_hca_exclusion_that_leaves_only_down_ports_is_flagged() -> None:
+    """``^`` excludes what follows: flagged where no active port is left (every port gone, or only down ones left);
+    an exclusion that leaves an active port, and an exclusion of the down port itself, say nothing."""
+    from hvdbench.core.hca import named_down, parse_hca_ports
+
+    ports = parse_hca_ports((Path(__file__).parent / "fixtures" / "nccl" / "ibstat-roce200-ethernet-and-down.txt")
+                            .read_text())  # mlx5_0, mlx5_1 active; mlx5_10 down
+    assert named_down("^=mlx5_0,mlx5_1", ports) == [
+        "NCCL_IB_HCA ^=mlx5_0,mlx5_1 leaves only ports that are not active (mlx5_10 port 1 down)"]
+    assert named_down("^mlx5", ports) == ["NCCL_IB_HCA ^mlx5 leaves no HCA port of this node"]
+    assert named_down("^mlx5_0,mlx5_1", ports) == ["NCCL_IB_HCA ^mlx5_0,mlx5_1 leaves no HCA port of this node"]
+    assert named_down("^mlx5_10", ports) == [] and named_down("^=mlx5_0", ports) == []
+
+
+def test_corrupt_files_are_said_for_a_pipeline_alone_and_on_the_terminal() -> None:
+    """A --data-only run that met corrupt files leads its data path row with the damage and stands in the banner; the
+    terminal's closing notes say it for either kind of run, with the first file named, escaped like every note."""
+    import pandas as pd
+
+    from hvdbench.analysis.report.output import _damaged
+    from hvdbench.analysis.tables.datapath import damage_banner, datapath_table
+
+    base = {"system": "s", "framework": "pytorch", "benchmark": "imagenet", "model": "resnet50", "inputs": "",
+            "nodes": 1, "np": 2, "repeats": 3, "unit": "images"}
+    table = pd.DataFrame([{**base, "args": "--model resnet50 --data files --data-dir /d --data-only", "data": "files",
+                           "runs": "p1,p2,p3", "throughput": 400.0}])
+    runs = pd.DataFrame([{"run_id": f"p{i}", "status": "ok", "data_only": True, "loader_workers": 2,
+                          "data_layout": None, "data_loader": None, "data_corrupt": 4, "data_read": 996,
+                          "data_named": "/d/train/n1/\x1b[2J3.JPEG: corrupt"} for i in (1, 2, 3)])
+    [row] = datapath_table(table, runs, {}).itertuples()
+    assert row.verdict.startswith("damaged: 12 of 3,000 samples read were corrupt or vanished") and row.damaged == 12
+    assert "not judged: the pipeline alone gives 200.0/s a rank" in row.verdict
+    assert damage_banner(datapath_table(table, runs, {}))[0].startswith("s imagenet resnet50 at 2 rank(s) met 12")
+    said = _damaged(runs)
+    assert said is not None and said.startswith("12 corrupt or vanished sample(s) met reading files in 3 run(s) "
+                                                "(first: /d/train/n1/")
+    from hvdbench.core.validate import inert
+
+    assert "\x1b" not in inert(said)  # terminal_text passes every note through inert()
+    assert _damaged(runs.assign(data_corrupt=0)) is None and _damaged(runs.drop(columns="data_corrupt")) is None
+
+
+def test_a_socket_run_says_no_gpudirect_and_nccls_own_no_device_line() -> None:
+    """Over TCP no GPUDirect RDMA is possible: gdr is False, never unknown; where NCCL said "NET/IB : No device found"
+    the warning quotes that, never "though an RDMA device is there"."""
+    from hvdbench.core.nccl_log import parse_nccl_log
+
+    fabric = parse_nccl_log([
+        "node1:4242:4242 [0] NCCL INFO NET/IB : No device found.",
+        "node1:4242:4242 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.1.1<0>",
+        "node1:4242:4242 [0] NCCL INFO Using network Socket",
+        "NCCL version 2.21.5+cuda12.4",
+        "node1:4242:4290 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0"])
+    assert fabric.network == "Socket" and fabric.gdr is False
+    [warning] = fabric.warnings
+    assert 'NCCL found no InfiniBand/RoCE device it could use (NCCL\'s own line: "NET/IB : No device found")' in warning
+    assert "RDMA device is there" not in warning

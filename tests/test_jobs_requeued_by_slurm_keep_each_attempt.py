@@ -18,7 +18,7 @@ import pytest
 
 from hvdbench.core.records import rank_log_name
 
-from slurm_runs import cli, envs, mlp_args, rank_host, running_run, settled_ok, status_of, sweep_file
+from slurm_runs import cli, envs, mlp_args, rank_host, running_run, settled_ok, status_of, sweep_file, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(600)]
 
@@ -82,6 +82,7 @@ def test_a_preempted_run_is_requeued_and_counted_once(gpu_cluster: Any, tmp_path
     print(f"\n[two-node cluster] preempted run requeued: {time.monotonic() - started:.0f} s")
 
 
+@pytest.mark.timeout(1500)  # the events' own bounds (slurm_runs.EVENT_S and settled's), never a guess of their pace
 def test_a_hung_rank_at_its_time_limit_and_a_run_that_loses_a_node_are_each_requeued(gpu_cluster: Any,
                                                                                        tmp_path: Path) -> None:
     """Both wait on SLURM's clocks (the time limit's warning, the node timeout), so they run side by side: the hung
@@ -96,9 +97,11 @@ def test_a_hung_rank_at_its_time_limit_and_a_run_that_loses_a_node_are_each_requ
 
     def lose_node2(run_dir: Path, _pid: int) -> None:
         gpu_cluster.kill_node("node2")
-        deadline = time.monotonic() + 120
-        while status_of(run_dir)["status"] != "requeued" and time.monotonic() < deadline:
-            time.sleep(1)
+        # each event waited on, in order, however slow the machine: node2 back before SLURM requeued would leave
+        # the job running on a node that came back (what a wall-clock guess did on a loaded machine)
+        wait_for(lambda: gpu_cluster.not_responding("node2"), "SLURM finding node2 not responding", gpu_cluster)
+        wait_for(lambda: status_of(run_dir)["status"] == "requeued", "the run's job requeued after node2's loss",
+                 gpu_cluster)
         gpu_cluster.start_node("node2")  # the node comes back; the requeued job runs on it again
 
     try:

@@ -266,9 +266,9 @@ def test_a_log_cut_short_still_names_the_network_its_lines_say_served() -> None:
 def test_an_nccl_ib_hca_naming_a_down_port_is_flagged_where_the_engineer_looks(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """NCCL_IB_HCA=mlx5_10 where mlx5_10's port is down (a recorded ibstat): flagged by name as NCCL matches names
-    (exact with '=', else as a prefix; ':PORT'); a prefix that still matches an active port, and an exclusion, are
-    not; a run's env record that says both becomes the run's hca_named_down and a line of the executive summary;
-    fabric --json carries the same findings."""
+    (exact with '=', else as a prefix; ':PORT'); a prefix that still matches an active port, and an exclusion that
+    leaves one, are not; a run's env record that says both becomes the run's hca_named_down and a line of the
+    executive summary; fabric --json carries the same findings."""
     from hvdbench.core.hca import named_down, parse_hca_ports
     from hvdbench.core.run_facts import hca_named_down as _hca_named_down
 

@@ -16,7 +16,7 @@ import pandas as pd
 from hvdbench.core.validate import inert
 
 from ..collect import Collection
-from ..findings import NOT_JUDGED, UNDECIDED, margin_text, spread_text
+from ..findings import NOT_JUDGED, SPEED, UNDECIDED, margin_text, spread_text
 from ..verdicts.decision import Weighted, finding_of, ranks_text
 from ..formatting import Rows, fmt, ratio
 
@@ -165,7 +165,23 @@ def banners(collection: Collection, decided: pd.DataFrame, compared: pd.DataFram
     if undecided:
         out.append(f"{undecided} of {len(decided)} comparison(s) undecided: the runs could not tell; this is not "
                    "\"the same\" (see what each could have caught and the runs that would decide it).")
-    return out
+    chance = page_chance(decided)
+    return out + ([chance] if chance else [])
+
+
+def page_chance(decided: pd.DataFrame) -> str:
+    """What chance alone would call on a page of several judged rows: each row is judged on its own at 95% (no
+    correction across rows), so with every workload a tie the page would still call some rows, by each row's own
+    runs (its tie_call chance); "" for fewer than two judged rows."""
+    chances = decided["tie_call"].dropna() if "tie_call" in decided else pd.Series(dtype=float)
+    if len(chances) < 2:
+        return ""
+    called = int(decided["finding"].isin(SPEED).sum())
+    expected, any_one = float(chances.sum()), 1.0 - float((1.0 - chances).prod())
+    return (f"Each of the {len(chances)} judged rows is judged on its own at 95%, with no correction across rows: "
+            f"were every workload a tie, chance alone would call about {expected:.2g} of them faster or slower "
+            f"(at least one {any_one:.0%} of the time, by each row's own runs); {called} "
+            f"{'is' if called == 1 else 'are'} called here.")
 
 
 def _when(seconds: float) -> str:

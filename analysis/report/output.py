@@ -9,6 +9,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
+
 from hvdbench.core.errors import ReportError
 from hvdbench.core.spec import RUN_FILE
 from hvdbench.core.validate import inert
@@ -127,6 +129,9 @@ def terminal_text(report: Report, collection: Collection) -> str:
     inconsistent = collection.runs[collection.runs["status"] == "inconsistent"]
     if len(inconsistent):
         notes.append(f"{len(inconsistent)} run(s) inconsistent and left out: {inconsistent['reason'].iloc[0][:200]}")
+    damaged = _damaged(collection.runs)
+    if damaged:
+        notes.append(damaged)
     malformed = sum(i.malformed for i in collection.file_issues)
     if malformed:
         notes.append(f"{malformed} malformed log line(s) in {len(collection.file_issues)} file(s)")
@@ -145,3 +150,16 @@ def terminal_text(report: Report, collection: Collection) -> str:
                      "full load" + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples())
                                     if len(flagged) else ""))
     return "\n\n".join(texts) + ("\n" + inert("; ".join(notes)) if notes else "")
+
+
+def _damaged(runs: pd.DataFrame) -> str | None:
+    """The corrupt or vanished samples the runs met reading their files (training or the pipeline alone), in words."""
+    if "data_corrupt" not in runs or runs.empty:
+        return None
+    counts = pd.to_numeric(runs["data_corrupt"], errors="coerce").fillna(0)
+    hit = runs[counts > 0]
+    if hit.empty:
+        return None
+    named = next((str(n).split(";")[0][:160] for n in hit.get("data_named", pd.Series(dtype=str)).dropna() if n), "")
+    return (f"{int(counts.sum()):,} corrupt or vanished sample(s) met reading files in {len(hit)} run(s)"
+            + (f" (first: {named})" if named else "") + ": their figures rest on what could be read (see report.md)")

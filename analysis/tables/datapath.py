@@ -101,10 +101,23 @@ def _alone_row(alone: pd.Series, runs: pd.DataFrame) -> dict[str, Any]:
     """A pipeline measured alone (--data-only) with no training of it to set against: what it gives a rank."""
     mine = runs[runs["run_id"].isin(str(alone["runs"]).split(","))]
     rate = float(alone["throughput"]) / int(alone["np"])
+    damaged, named, said = _damaged(mine, f"not judged: the pipeline alone gives {rate:,.1f}/s a rank; no training "
+                                          "of it was measured to set against")
     return {**{k: alone[k] for k in ("system", "framework", "benchmark", "model", "np", "nodes", "unit", "runs")},
             **_reader(mine, str(alone["framework"])), "cache": page_cache(mine, int(alone["nodes"])),
-            "alone_per_rank": rate, "verdict": f"not judged: the pipeline alone gives {rate:,.1f}/s a rank; no "
-                                              "training of it was measured to set against", "finding": NOT_JUDGED}
+            "damaged": damaged, "damaged_named": named, "alone_per_rank": rate, "verdict": said,
+            "finding": NOT_JUDGED}
+
+
+def _damaged(mine: pd.DataFrame, said: str) -> tuple[int, str, str]:
+    """The corrupt or vanished samples the runs met, the first named, and the verdict led by what was damaged."""
+    damaged, named = _damage(mine)
+    if not damaged:
+        return damaged, named, said
+    read_count = float(mine["data_read"].astype("float64").sum()) if "data_read" in mine else math.nan
+    return damaged, named, (f"damaged: {damaged:,} of {damaged + read_count:,.0f} samples read were corrupt or "
+                            f"vanished (first: {named}); " + said) if math.isfinite(read_count) else \
+        f"damaged: {damaged:,}; {said}"
 
 
 def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None, runs: pd.DataFrame,
@@ -127,12 +140,8 @@ def _row(files: pd.Series, synthetic: pd.Series | None, alone: pd.Series | None,
     per_sample = sums["dataset_bytes"] / sums["dataset_samples"] if sums["dataset_samples"] > 0 else \
         sums["bytes_read"] / read if read > 0 else math.nan
     per_worker = alone_rate / max(int(workers.iloc[0]), 1) if len(workers) and math.isfinite(alone_rate) else math.nan
-    damaged, named = _damage(mine)
-    said = _verdict(found, alone_rate, asked, wait, margin, float(files["throughput"]) / synth if synth else math.nan)
-    if damaged:
-        read_count = float(mine["data_read"].astype("float64").sum()) if "data_read" in mine else math.nan
-        said = (f"damaged: {damaged:,} of {damaged + read_count:,.0f} samples read were corrupt or vanished "
-                f"(first: {named}); " + said) if math.isfinite(read_count) else f"damaged: {damaged:,}; {said}"
+    damaged, named, said = _damaged(mine, _verdict(found, alone_rate, asked, wait, margin,
+                                                   float(files["throughput"]) / synth if synth else math.nan))
     return {"system": files["system"], "framework": files["framework"], "benchmark": files["benchmark"],
             "model": files["model"], "np": np_, "nodes": nodes, **reader, "cache": page_cache(mine, nodes),
             "damaged": damaged, "damaged_named": named,

@@ -21,7 +21,8 @@ from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import read_toml_table, text_problem
 
 from .costs import CAPITAL_ONLY
-from ..findings import COST, EQUIVALENT, NOT_JUDGED, SPEED, UNDECIDED, Finding, judge, margin_text, not_judged
+from ..findings import (COST, EQUIVALENT, NOT_JUDGED, SPEED, UNDECIDED, Finding, judge, margin_text, not_judged,
+                        tie_call_chance)
 from ..ratios import MIN_RUNS, Resampled, combined, direction, too_few_runs
 
 UNPAIRED_SCHEMA: dict[str, str] = {"system": "string", "workload": "string", "np": "int64", "nearest": "string",
@@ -33,6 +34,7 @@ DECISION_SCHEMA: dict[str, str] = {
     "runs_to_decide": "Int64", "runs": "int64", "baseline_runs": "int64", "system_spread": "float64",
     "baseline_spread": "float64", "within_run": "bool", "spread": "string", "cost_ratio": "float64",
     "cost_low": "float64", "cost_high": "float64", "cost_verdict": "string", "cost_finding": "string", "row": "int64",
+    "tie_call": "float64",
 }
 
 
@@ -116,7 +118,8 @@ def decision_table(compared: pd.DataFrame, margin: float, min_runs: int = MIN_RU
                      "cost_low": math.nan if cost is None else cost[1],
                      "cost_high": math.nan if cost is None else cost[2],
                      "cost_verdict": "" if cost_found is None else cost_found.verdict,
-                     "cost_finding": "" if cost_found is None else cost_found.finding, "row": int(str(i))})
+                     "cost_finding": "" if cost_found is None else cost_found.finding, "row": int(str(i)),
+                     "tie_call": tie_call_chance(drawn, margin) if found.judged else math.nan})
     table = pd.DataFrame(rows, columns=list(DECISION_SCHEMA)).astype(DECISION_SCHEMA)
     return _unambiguous(table)
 
