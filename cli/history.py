@@ -59,11 +59,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         return _verdicts(url, args)
     with open_store(url, create=False) as store:
         runs = select(store, _selection(args))
-        accepted = accepted_keys(store) if args.action == "check" else set()
+        accepted = accepted_keys(store) if args.action in ("check", "publish") else set()
     if args.action == "publish":
         from hvdbench.analysis.history.publish import publish
 
-        pages = publish(runs, args.roots[0], args.margin / 100)
+        pages = publish(runs, args.roots[0], args.margin / 100, accepted)
         print(f"history: {len(pages) - 1} configuration page(s) and the index in {inert(str(args.roots[0]))}: "
               f"{inert(str(pages[0]))}")
         return 0

@@ -212,3 +212,20 @@ def test_the_same_runs_give_the_same_interval_whichever_command_asks(tmp_path: P
                  (history["ratio_low"], history["ratio_high"])]
     assert all(other == pytest.approx(intervals[0], abs=1e-9) for other in intervals[1:]), intervals
     assert intervals[0][0] > 1.0  # and it is a real one: B faster
+
+
+def test_the_published_site_says_what_history_check_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A month slower from night 20: the site's page and index carry check's own finding and interval (one judgement
+    of a configuration, with the runs' own intervals and the accepted baseline, for every history command)."""
+    roots = [_night(tmp_path / f"n{d:02d}", d, 1.0 if d < 20 else 0.9) for d in range(1, 31)]
+    store = str(tmp_path / "h.sqlite")
+    assert main(["history", "import", *map(str, roots), "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["history", "check", "--store", store, "--format", "json"]) == 1
+    [checked] = json.loads(capsys.readouterr().out)
+    assert checked["finding"] == "regression"
+    assert main(["history", "publish", str(tmp_path / "site"), "--store", store]) == 0
+    index = (tmp_path / "site" / "index.html").read_text()
+    [page] = [p for p in (tmp_path / "site").glob("config-*.html")]
+    interval = f"{checked['ratio']:.3f} [{checked['ratio_low']:.3f}–{checked['ratio_high']:.3f}]"
+    assert interval in page.read_text() and checked["verdict"] in index.replace("&#x27;", "'"), interval

@@ -93,6 +93,22 @@ def stopped_converging(group: pd.DataFrame) -> str:
             f"{before.runs} before")
 
 
+def judged_configuration(every: pd.DataFrame, margin: float, accepted: set[str] | frozenset[str] = frozenset()
+                         ) -> tuple[str, pd.DataFrame, History]:
+    """One configuration's runs judged as every history command judges them (check, publish): its metric, the runs
+    its pace rests on, and the finding of its latest stretch (a configuration that stopped converging regressed)."""
+    metric, group, pace = paced(every)
+    stopped = stopped_converging(every)
+    if stopped:
+        return metric, group, History(len(every), finding=Finding(REGRESSION, f"{REGRESSION}: {stopped}"))
+    kept = group["run_key"].isin(accepted).to_numpy() if "run_key" in group else np.zeros(len(group), bool)
+    spans = (group["ci_low"].astype(float).to_numpy(), group["ci_high"].astype(float).to_numpy()) \
+        if metric == "throughput" and {"ci_low", "ci_high"} <= set(group) else None
+    keys = [str(k) for k in group["run_key"]] if "run_key" in group else None
+    return metric, group, judge_history(pace.to_numpy(), margin, pace.to_numpy()[kept] if kept.sum() >= 2 else None,
+                                        spans, keys)
+
+
 def check_table(runs: pd.DataFrame, margin: float, accepted: set[str] | frozenset[str] = frozenset()) -> pd.DataFrame:
     """One row a configuration: the finding of its latest stretch (against the stretch before it, and against its
     first stretch or its accepted baseline: the runs of it an accept verdict passed, ``accepted`` by run key), no
@@ -100,14 +116,7 @@ def check_table(runs: pd.DataFrame, margin: float, accepted: set[str] | frozense
     the run before it and that run."""
     rows = []
     for every in configurations(runs):
-        metric, group, pace = paced(every)
-        stopped = stopped_converging(every)
-        kept = group["run_key"].isin(accepted).to_numpy() if "run_key" in group else np.zeros(len(group), bool)
-        spans = (group["ci_low"].astype(float).to_numpy(), group["ci_high"].astype(float).to_numpy()) \
-            if metric == "throughput" and {"ci_low", "ci_high"} <= set(group) else None
-        keys = [str(k) for k in group["run_key"]] if "run_key" in group else None
-        judged = History(len(every), finding=Finding(REGRESSION, f"{REGRESSION}: {stopped}")) if stopped else \
-            judge_history(pace.to_numpy(), margin, pace.to_numpy()[kept] if kept.sum() >= 2 else None, spans, keys)
+        metric, group, judged = judged_configuration(every, margin, accepted)
         first = every.iloc[0]
         unconverged = len(every) - len(group)
         row: dict[str, Any] = {"system": first["system"], "benchmark": first["benchmark"], "model": first["model"],

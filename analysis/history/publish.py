@@ -18,8 +18,8 @@ import pandas as pd
 from hvdbench.core.errors import WriteError
 from hvdbench.core.validate import inert
 from ..drawing import figure, plain, svg_text
-from .changes import History, judge_history
-from .check import TO_TARGET, changed_text, configurations, environment_changes, paced
+from .changes import History
+from .check import TO_TARGET, changed_text, configurations, environment_changes, judged_configuration
 
 CHANGE_COLOUR, ENV_COLOUR = "#c0392b", "#7f8c8d"
 STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em;max-width:72em}table{border-collapse:collapse}"
@@ -107,16 +107,17 @@ def _config_page(group: pd.DataFrame, judged: History, metric: str) -> str:
             f"</table><p><small>configuration: <code>{_e(first['config'])}</code></small></p></body></html>")
 
 
-def publish(runs: pd.DataFrame, folder: Path, margin: float) -> list[Path]:
-    """The site into ``folder`` (made where missing): index.html and a page a configuration; the pages written."""
+def publish(runs: pd.DataFrame, folder: Path, margin: float,
+            accepted: set[str] | frozenset[str] = frozenset()) -> list[Path]:
+    """The site into ``folder`` (made where missing): index.html and a page a configuration, each judged as history
+    check judges it (``accepted``: the run keys an accept verdict passed); the pages written."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         written, rows = [], []
         for every in configurations(runs):
-            metric, group, pace = paced(every)
+            metric, group, judged = judged_configuration(every, margin, accepted)
             if group.empty:
                 continue
-            judged = judge_history(pace.to_numpy(), margin)
             first = group.iloc[0]
             name = page_name(str(first["config"]), str(first["system"]))
             (folder / name).write_text(_config_page(group, judged, metric), encoding="utf-8")
