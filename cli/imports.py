@@ -24,6 +24,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise UsageError(f"--system: {problem}")
     if args.source == "mlperf":
         _mlperf(args)
+    elif args.source == "table":
+        _table(args)
     else:
         _nccl_tests(args)
     record_after([args.output], args.store)
@@ -38,6 +40,18 @@ def _nccl_tests(args: argparse.Namespace) -> None:
         left = f"; {len(done.test.left)} row(s) left out ({inert(done.test.left[0])} ...)" if done.test.left else ""
         print(f"{done.spec.id}: {inert(done.test.program)} over {done.spec.np} rank(s) on {done.spec.nodes} node(s), "
               f"{len(done.test.rows)} size(s){left}")
+
+
+def _table(args: argparse.Namespace) -> None:
+    """Each published figure a line; a --system label is refused (a table names its own systems)."""
+    from hvdbench.launchers.imported_table import import_tables
+
+    if args.system is not None:
+        raise UsageError("--system: a published table names each figure's system (its table or system column)")
+    for done in import_tables(args.files, args.output):
+        point = done.point
+        print(f"{done.spec.id}: {inert(point.system)} {inert(point.model)} on {point.gpus} GPU(s) of {point.nodes} "
+              f"node(s) at {point.batch} a GPU: {point.throughput:,.1f} samples/s published (line {point.line})")
 
 
 def _mlperf(args: argparse.Namespace) -> None:
@@ -68,7 +82,8 @@ def _mlperf(args: argparse.Namespace) -> None:
 
 
 def declare(sub: Any) -> None:
-    """hvdbench import nccl-tests|mlperf: another tool's results as runs beside hvdbench's own."""
+    """hvdbench import nccl-tests|mlperf|table: another tool's results, or a published table, as runs beside
+    hvdbench's own."""
     imp = sub.add_parser(
         "import", help="take nccl-tests' output or MLPerf Training results into a results root, as runs",
         description="nccl-tests: each test in its output (all_reduce_perf, all_gather_perf, broadcast_perf, "
@@ -82,7 +97,9 @@ def declare(sub: Any) -> None:
                     "where too many runs did not converge or the folder lacks runs), with its logged throughput, batch "
                     "and system (nodes, accelerators, network): a vendor's systems that differ only in node count read "
                     "as one system scaled over nodes. The same output or result twice is refused.")
-    imp.add_argument("source", choices=["nccl-tests", "mlperf"], help="what wrote the files")
+    imp.add_argument("source", choices=["nccl-tests", "mlperf", "table"], help="what wrote the files (table: a "
+                     "published scaling table, CSV: system, model, nodes, gpus_per_node, batch_per_gpu, throughput "
+                     "and optionally gpus, interconnect, variable_update, precision, source)")
     imp.add_argument("files", nargs="+", type=Path, help="nccl-tests: its output, one or more tests a file; mlperf: "
                                                          "a submitter's folder, its results folder or a benchmark's")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the results root")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from hvdbench.core.errors import UsageError
 from hvdbench.core.flags import non_negative_int, positive_int
 
 from .flags import rank_counts
@@ -16,12 +17,25 @@ def cmd_project(args: argparse.Namespace) -> int:
     from hvdbench.analysis.projection.shown import write_projection
     from hvdbench.analysis.projection.target import load_target
 
-    target = load_target(args.target) if args.target else None
     out = args.output or (Path(args.dirs[0]) / "report")
+    if args.backtest:
+        from hvdbench.analysis.projection.backtest_shown import write_backtest
+
+        forced = None if args.algorithm == "both" else args.algorithm
+        text, path = write_backtest(args.dirs, out, args.fit_nodes, args.link, forced)
+        print(text)
+        print(f"back-test: {path}")
+        return 0
+    if args.fit_nodes:
+        raise UsageError("--fit-nodes: goes with --backtest")
+    if args.algorithm == "tree":
+        raise UsageError("--algorithm tree: a projection from one's own runs models ring and hierarchical; tree "
+                         "goes with --backtest")
+    target = load_target(args.target) if args.target else None
     algorithms = ("ring", "hierarchical") if args.algorithm == "both" else (args.algorithm,)
     text, paths = write_projection(args.dirs, out, args.nodes, args.gpus_per_node, args.link, algorithms, args.warmup,
                                    target, args.keep_measured_compute)
-    print(text)
+    print(text)  # its inputs end with the projection's track record on published results
     print(f"projection: {paths['markdown']}, {paths['csv']} and {paths['plot']}")
     return 0
 
@@ -49,8 +63,17 @@ def declare(sub: Any) -> None:
     project.add_argument("--link", action="append", default=[], metavar="NAME=GB/s,latency",
                          help="a what-if interconnect: bandwidth per node in GB/s (all its NICs) and latency "
                               "(us by default; e.g. ib400x8=400,2us); repeatable")
-    project.add_argument("--algorithm", choices=("ring", "hierarchical", "both"), default="both",
-                         help="allreduce across nodes: one ring, Horovod's hierarchical allreduce, or both")
+    project.add_argument("--algorithm", choices=("ring", "hierarchical", "tree", "both"), default="both",
+                         help="allreduce across nodes: one ring, Horovod's hierarchical allreduce, or both; with "
+                              "--backtest: ring or tree forced (default: the one NCCL would pick at each size)")
+    project.add_argument("--backtest", action="store_true",
+                         help="fit each workload measured at three sizes or more on one system (one's own runs, "
+                              "MLPerf results or a published table taken in with hvdbench import) on its smallest "
+                              "sizes, predict every larger one at its own per-GPU batch beside what was measured; "
+                              "writes backtest.csv (with --link: the same sizes over another interconnect too)")
+    project.add_argument("--fit-nodes", type=rank_counts, default=None, metavar="N,M",
+                         help="with --backtest: the sizes (node counts; GPUs where all ran on one node) to fit on "
+                              "(default: the two smallest)")
     project.add_argument("-o", "--output", type=Path, default=None, help="where to write (default DIR/report)")
     project.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
                          help="leave out exactly the first N steps of every run (default: detected)")

@@ -15,6 +15,7 @@ from hvdbench.core.validate import inert
 from ..collect import collect
 from ..document import Section, csv_safe, section_markdown, text_table
 from .allreduce_model import parse_link
+from .backtest_shown import track_record_line
 from .project import DEFAULT_NODES, EFFICIENCY_BELOW, ERROR_PER_DOUBLING, Projection, efficiency_holds, project
 from .target import Target
 from .to_target import time_to_target, to_target_section
@@ -178,4 +179,5 @@ def projection_section(result: Projection) -> Section:
                    f"{ERROR_PER_DOUBLING:.0%} per doubling of the node count beyond the most nodes measured (the "
                    "model's measured error at one doubling). A model, not a measurement: check it against a "
                    "measured run where one exists (the error column). Inputs below.",
-                   header, rows, lines=[*onto_other_hardware(result), *inputs_lines(result)])
+                   header, rows, lines=[*onto_other_hardware(result), *inputs_lines(result),
+                                        *filter(None, [track_record_line()])])
