@@ -82,8 +82,11 @@ class Finding:
         return f"×{self.detectable:.2f}" if math.isfinite(self.detectable) else ""
 
     def to_decide(self) -> str:
-        """The runs a side that would likely decide it, as a table's cell: ``~41 a side``, ``-``."""
-        return f"~{self.runs_to_decide:,} a side" if self.runs_to_decide is not None else "-"
+        """The runs a side that would likely decide it, as a table's cell: ``~41 a side``; ``over 1,000 a side``
+        for an undecided one no practical number decides; ``-`` where decided or not judged."""
+        if self.runs_to_decide is not None:
+            return f"~{self.runs_to_decide:,} a side"
+        return f"over {MOST_RUNS:,} a side" if self.finding == UNDECIDED else "-"
 
     def sentence(self) -> str:
         """The verdict with what stands behind it: ``undecided: could not tell: …``, ``faster (could have caught
@@ -135,6 +138,23 @@ def _at(ratio: Resampled, runs: int | None) -> tuple[float, float]:
 def _reach(se: float, df: float) -> float:
     """How far beyond the margin (log scale) a ratio must lie to be called with POWER chance at this error."""
     return (t_quantile(0.975, df) + t_quantile(POWER, df)) * se
+
+
+def interval_advice(value: float, low: float, high: float, bound: float, count: int,
+                    most: int) -> tuple[float, int | None]:
+    """For a positive figure whose 95% interval [low, high] is Student's on the log scale (as every interval here
+    is), judged against a positive ``bound``: the factor either way beyond which it would have shown with 80%
+    chance (``×1.23``: the bound times or over it), and the measurements in all (of ``count``, the error shrinking
+    as 1/sqrt(n)) that would likely (80%) decide it at the value measured; None where more than ``most`` would.
+    Accept's undecided and compare's findings speak one scale: a factor, never a percent of a log-scale spread."""
+    df = count - 1.0 if count > 1 else math.inf
+    se = (math.log(high) - math.log(low)) / (2 * t_quantile(0.975, df))
+    caught = math.exp(_reach(se, df))
+    distance = abs(math.log(value) - math.log(bound))
+    if distance <= 0 or se <= 0:
+        return caught, None
+    total = math.ceil(count * (_reach(se, math.inf) / distance) ** 2)
+    return caught, (total if total <= most else None)
 
 
 def detectable(ratio: Resampled, margin: float) -> float:

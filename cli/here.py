@@ -30,6 +30,10 @@ def print_plan(planned: Plan, executor: Executor, root: Path, args: argparse.Nam
 
     for line in describe_plan(planned, executor, root):
         print(line)
+    check = getattr(executor, "preflight", None)  # a scheduler's own refusals, run as the submit runs them
+    problem = check(planned.specs) if check is not None else None
+    if problem:
+        raise UsageError(f"the submit would refuse this plan: {problem}")
     roots = [*args.estimate_from, *([root] if root.is_dir() else [])]
     try:
         estimate = plan_hours(planned.specs, roots, args.step_time)

@@ -45,6 +45,8 @@ def qstat_states(job_ids: Sequence[str], run: Callable[..., Any] = subprocess.ru
             status = "failed"
         said = str(fields.get("comment", ""))[:300] if status != UNKNOWN else \
             f"state {state[:40]!r}, which hvdbench does not know"
+        if status == "failed":  # PBS's own reason beside its comment (271: killed by a signal, 256 + 15)
+            said = "; ".join(filter(None, [f"Exit_status {str(exit_status)[:20]}", said]))
         found[str(job)] = (status, said)
     return found
 

@@ -74,6 +74,7 @@ def _as_queued(folder: Path, status: RunStatus, known: tuple[str, str] | None) -
     final = "failed" if known[0] == "completed" else known[0]
     return _unless_recorded(folder, status, replace(
         status, status=final, message=f"job {status.job_id} ended {known[0].upper()}"
+        + (f" ({known[1]})" if known[1] and known[1] != "None" else "")  # the scheduler's own reason
         + ("" if final != "failed" else "; the run did not record an end")))
 
 

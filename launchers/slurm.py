@@ -129,6 +129,10 @@ class SlurmExecutor(Submitter):
                 f"{cpus} ({why})\n    the tasks start {self.python} (this host's interpreter, as submitit does): the "
                 f"compute nodes must see it at that path (a filesystem they share)\n    {line}")
 
+    def preflight(self, specs: Sequence[RunSpec]) -> str | None:
+        """What the submit would refuse of these runs (every run the partition cannot hold), for the dry run."""
+        return partition_problem(self.pending(specs), self.options)
+
     def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
         """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""
         return [RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job, scheduler=Slurm.name)

@@ -194,6 +194,7 @@ def submit_shapes(specs: Sequence[RunSpec], options: SlurmOptions, *, name: str,
     jobs = allocation_jobs(specs, options, name=name, sweep_file=sweep_file, root=root,
                            command=[sys.executable, "-m", "hvdbench.cli"], container=container, shape_of_nodes=nodes)
     hours = job_hours(jobs, options)
+    problem = partition_problem(specs, options)  # the dry run refuses what the submit would: every run named
     if dry_run:
         for job in jobs:
             names = ", ".join(f"node{i}" for i in range(1, job.nodes + 1))
@@ -201,12 +202,13 @@ def submit_shapes(specs: Sequence[RunSpec], options: SlurmOptions, *, name: str,
                 + (f"# the allocation's step runs, for its first run ({names}: its nodes as SLURM names them): "
                    f"{job.step}\n" if job.step else ""))
         gpus = job_gpu_hours(jobs, options)
+        if problem:
+            raise UsageError(f"the submit would refuse this plan: {problem}")
         say(f"{len(jobs)} job(s), one per shape, {len(specs)} run(s); node-hours: at most {hours:.1f}"
             + (f", GPU-hours: at most {gpus:.1f}" if gpus else ""))
         return
     if shutil.which("sbatch") is None:
         raise UsageError("SLURM submission needs sbatch on PATH: this machine has no SLURM client")
-    problem = partition_problem(specs, options)
     if problem:
         raise UsageError(problem)
     write_tags(root, [spec.id for spec in specs], tags or {})

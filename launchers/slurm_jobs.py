@@ -130,34 +130,41 @@ def no_default_partition(run: Callable[..., Any] = subprocess.run) -> str | None
             f"--partition) one of {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}")
 
 
-def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
-                      run: Callable[..., Any] = subprocess.run) -> str | None:
-    """Why the partition cannot hold a run (more nodes than it has, more GPUs per node than its nodes
-    declare), in one line, before anything is submitted; None where it can, or sinfo cannot say."""
+def partition_problems(specs: Sequence[RunSpec], options: SlurmOptions,
+                       run: Callable[..., Any] = subprocess.run) -> list[str]:
+    """Every run the partition cannot hold (more nodes than it has, more GPUs a node than its nodes declare, more
+    CPUs a node than the nodes that hold it have), a line each, before anything is submitted; [] where it holds
+    them all, or sinfo cannot say."""
     if not specs:
-        return None
+        return []
     if options.partition is None and (missing := no_default_partition(run)):
-        return missing
+        return [missing]
     nodes = partition_nodes(options.partition, run)
     if not nodes:
-        return None
+        return []
     where = f"partition {options.partition}" if options.partition else "the default partition"
-    most = max(specs, key=lambda s: s.nodes)
-    if most.nodes > len(nodes):
-        return f"run {most.id} needs {most.nodes} nodes but {where} has {len(nodes)}"
     shapes = node_shape(options.partition, run)
-    asked = [(s, options.cpus_per_task or cpus_per_rank(s)) for s in specs]
-    least = {s.id: shapes.least_cpus(s, options.gpus) if shapes is not None else None for s in specs}
-    over = [(s, n) for s, n in asked if least[s.id] is not None and n * s.ranks_per_node > (least[s.id] or 0)]
-    if over:
-        spec, each = over[0]
-        return (f"run {spec.id} asks {each} CPU(s) for each of its {spec.ranks_per_node} rank(s) a node (a rank and "
-                f"its loader's workers) but {where}'s smallest nodes that hold it have {least[spec.id]}: fewer "
-                "--loader-workers, or fewer ranks a node")
     gpus = [g for _, g in nodes if g is not None]
-    if options.gpus and len(gpus) == len(nodes):  # every node says what it has
-        widest = max(specs, key=gpus_needed)
-        if sum(g >= gpus_needed(widest) for g in gpus) < widest.nodes:
-            return (f"run {widest.id} needs {gpus_needed(widest)} GPU(s) on each of {widest.nodes} node(s) "
-                    f"but {where}'s nodes declare {', '.join(map(str, sorted(set(gpus))))}")
-    return None
+    found = []
+    for spec in specs:
+        each = options.cpus_per_task or cpus_per_rank(spec)
+        least = shapes.least_cpus(spec, options.gpus) if shapes is not None else None
+        if spec.nodes > len(nodes):
+            found.append(f"run {spec.id} needs {spec.nodes} nodes but {where} has {len(nodes)}")
+        elif options.gpus and len(gpus) == len(nodes) and sum(g >= gpus_needed(spec) for g in gpus) < spec.nodes:
+            found.append(f"run {spec.id} needs {gpus_needed(spec)} GPU(s) on each of {spec.nodes} node(s) but "
+                         f"{where}'s nodes declare {', '.join(map(str, sorted(set(gpus))))}")
+        elif least is not None and each * spec.ranks_per_node > least:
+            found.append(f"run {spec.id} asks {each} CPU(s) for each of its {spec.ranks_per_node} rank(s) a node (a "
+                         f"rank and its loader's workers) but {where}'s smallest nodes that hold it have {least}: "
+                         "fewer --loader-workers, or fewer ranks a node")
+    return found
+
+
+def partition_problem(specs: Sequence[RunSpec], options: SlurmOptions,
+                      run: Callable[..., Any] = subprocess.run) -> str | None:
+    """Every run the partition cannot hold, in one line (partition_problems); None where it holds them all."""
+    found = partition_problems(specs, options, run)
+    if len(found) <= 1:
+        return found[0] if found else None
+    return f"{len(found)} runs cannot be submitted: " + "; ".join(found)

@@ -140,9 +140,6 @@ def test_the_pyxis_dry_run_shows_the_step_the_allocation_starts(tmp_path: Path,
     assert "srun --mpi=pmix --nodes=2 --ntasks=16 --ntasks-per-node=8" in out
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__]))
-
 
 def test_an_nccl_ib_hca_exclusion_that_leaves_only_down_ports_is_flagged() -> None:
     """``^`` excludes what follows: flagged where no active port is left (every port gone, or only down ones left);
@@ -201,3 +198,7 @@ def test_a_socket_run_says_no_gpudirect_and_nccls_own_no_device_line() -> None:
     [warning] = fabric.warnings
     assert 'NCCL found no InfiniBand/RoCE device it could use (NCCL\'s own line: "NET/IB : No device found")' in warning
     assert "RDMA device is there" not in warning
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))

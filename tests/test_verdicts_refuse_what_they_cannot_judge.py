@@ -300,10 +300,22 @@ def test_copies_of_a_run_under_new_repeat_numbers_are_not_repeats(tmp_path: Path
 
 def test_advice_stays_within_what_can_be_measured() -> None:
     said = more_needed(Measured(1000.0000001, 990.0, 1010.0, 50, "timed steps", ""), 1000.0)
-    assert "no practical amount of measurement decides it" in said and "," not in said.split("within")[0]
-    said = more_needed(Measured(1010.0, 990.0, 1030.0, 50, "timed steps", ""), 1000.0)  # 80% chance: (20 x 1.43 / 10)^2
-    assert said.startswith("could not tell: a value beyond 2.86% of the threshold")
-    assert "about 359 more timed steps" in said
+    assert "no practical amount of measurement decides it" in said and "sits ×1.000 from the threshold" in said
+    said = more_needed(Measured(1010.0, 990.0, 1030.0, 50, "timed steps", ""), 1000.0)  # log scale, as the interval
+    assert said.startswith("could not tell: a value beyond ×1.03 of the threshold either way (above 1,029 or below "
+                           "972.2)")
+    assert "about 335 more timed steps (385 in all)" in said  # 50 x ((1.96 + 0.84) x SE / ln 1.01)^2
+
+
+def test_accepts_advice_on_noisy_runs_lives_on_the_intervals_scale() -> None:
+    """An estimate 2.46x its threshold with a wide interval from 3 runs: a factor either way (never a percent past
+    100 of the threshold, which could read as a negative throughput) and about a dozen runs to decide, not "no
+    practical amount"."""
+    said = more_needed(Measured(2460.0, 123.0, 49200.0, 3, "repeats", ""), 1000.0)
+    assert "×41.86 of the threshold either way" in said and "%" not in said
+    assert "about 12 more repeats (15 in all) would likely decide it" in said
+    assert more_needed(Measured(0.0, -1.0, 1.0, 3, "repeats", ""), 0.0) == \
+        "could not tell: the interval holds the threshold"
 
 
 @pytest.mark.parametrize("directive, problem", [("-N2", "--N is set by hvdbench"), ("-G8", "--G is set by hvdbench"),

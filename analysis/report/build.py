@@ -29,7 +29,7 @@ from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
 from ..sections import Inputs
 from ..tables.datapath import datapath_summary
-from ..tables.quality import decision_lines as quality_decision_lines, quality_table
+from ..tables.quality import decision_lines as quality_decision_lines, quality_summary, quality_table
 from ..tables.efficiency import load_peaks, Peak, with_peaks
 from ..document import Report, Section
 from .output import terminal_text, write
@@ -163,6 +163,8 @@ def build(collection: Collection, *, warmup: int | None = None, threshold: float
     tables = assembly.tables
     if summary and "datapath" in tables:  # the data path's verdicts, once built, in the summary a buyer reads first
         sections[0].lines += datapath_summary(tables["datapath"])
+    if summary and len(tables.get("quality", ())):  # runs made to a target: best is fastest to it
+        sections[0].lines += quality_summary(tables["quality"])
     return Report(_intro(collection, warmup), sections, tables, _plots(collection, table, stats, comm, tables),
                   headline)
 

@@ -55,6 +55,14 @@ def _per_run(runs: pd.DataFrame, column: str) -> Resampled | None:
     return config_draws([ids[i] for i in keep], draws, points={ids[i]: values[i] for i in keep})
 
 
+def _geomean(values: pd.Series) -> float:
+    """The geometric mean of the runs' positive values (what statistical efficiency's ratio is of: the figure shown
+    beside it multiplies out), NaN where none."""
+    logs = np.log(values.astype(float).to_numpy())
+    logs = logs[np.isfinite(logs)]
+    return float(np.exp(logs.mean())) if len(logs) else math.nan
+
+
 def _best(group: pd.DataFrame) -> float:
     """The best value any run reached (the highest accuracy, the lowest loss)."""
     best = group["quality_best"].astype(float).dropna()
@@ -100,7 +108,7 @@ def _row(group: pd.DataFrame) -> dict[str, Any]:
             "valid": scored.valid, "void": scored.void, "olympic_why": scored.why, "not_converged": _missed(group, ok),
             "seconds": figure.value if figure is not None else math.nan, "low": low,
             "high": high, "spread": figure.spread if figure is not None else math.nan,
-            "best": _best(group), "epochs": float(group[ok]["epochs_to_target"].astype(float).median()),
+            "best": _best(group), "epochs": _geomean(group[ok]["epochs_to_target"]),
             "global_batch": int(batch.iloc[0]) if len(batch) else pd.NA,
             "source": "MLPerf result files" if imported else "hvdbench",
             "run_ids": ",".join(group["run_id"]), "_figure": figure, "_score": scored,
@@ -301,3 +309,27 @@ def decision_lines(table: pd.DataFrame) -> list[str]:
                    f" to {r.metric} {r.target:g}: {r.system} "
                    f"{ratio}: {r.verdict}")
     return out
+
+
+def quality_summary(table: pd.DataFrame) -> list[str]:
+    """The executive summary's lines on time to train: per system and workload run to a target at several sizes or
+    batches, the configuration fastest to the target (what "best" means where runs were made to one: the highest
+    throughput may need more epochs), beside the slowest; one line where a single configuration was run."""
+    lines = []
+    timed = table[table["seconds"].notna()] if len(table) else table
+    for (system, model), group in timed.groupby(["system", "model"], sort=True):
+        ordered = group.sort_values("seconds")
+        fast, slow = ordered.iloc[0], ordered.iloc[-1]
+        ranks = "CPU rank(s)" if bool(fast.get("on_cpu")) else "GPU(s)"
+
+        def said(r: Any) -> str:
+            batch = "" if missing(r["global_batch"]) else f" at global batch {int(r['global_batch']):,}"
+            return (f"{int(r['np'])} {ranks}{batch}: {_seconds(r['seconds'], r['low'], r['high'])} to "
+                    f"{r['metric']} {r['target']:g} ({int(r['converged'])} of {int(r['runs'])} converged)")
+
+        if len(ordered) == 1:
+            lines.append(f"Time to target: {system} {model} on {said(fast)}.")
+            continue
+        lines.append(f"Time to target: {system} {model} fastest on {said(fast)}; slowest on {said(slow)} "
+                     "(best here means fastest to the target, not highest throughput).")
+    return lines

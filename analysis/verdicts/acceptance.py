@@ -28,10 +28,10 @@ from hvdbench.core.nccl_tests import BACKEND as IMPORTED
 from hvdbench.core.validate import inert
 
 from ..collect import Collection
-from ..findings import POWER, UNDECIDED
+from ..findings import UNDECIDED, interval_advice
 from .criteria import COLLECTIVE_KEYS, METRICS, QUALITY_KEYS, SCREENING_KEYS, TRAINING_KEYS, Criterion
 from .judging import Judging
-from ..ratios import MIN_RUNS, config_draws, pooled_spread, t_quantile, too_few_runs
+from ..ratios import MIN_RUNS, config_draws, pooled_spread, too_few_runs
 from ..tables.system import system_table
 from ..tables.comm import iteration_times
 from ..tables.efficiency import on_gpu_name
@@ -130,20 +130,23 @@ MAX_ADVISED = 100  # times the measurement taken: beyond it, no practical amount
 
 
 def more_needed(m: Measured, threshold: float) -> str:
-    """What an interval that holds the threshold could not tell: how far from the threshold a value would have had to
-    lie to show with 80% chance at this measurement's spread, and how much more measurement would likely (80%)
-    decide it at the value measured (the half-width shrinks as 1/sqrt(n)); where that is more than MAX_ADVISED times
-    what was measured, the estimate sits too close to the threshold to advise."""
-    distance, half = abs(m.value - threshold), (m.high - m.low) / 2
-    reach = 1.0 + t_quantile(POWER, math.inf) / t_quantile(0.975, math.inf)  # 80% power over the 95% half-width
-    caught = (f"could not tell: a value beyond {half * reach / abs(threshold):.2%} of the threshold either way would "
-              "likely have shown; " if threshold else "could not tell; ")
-    total = math.ceil(m.count * (half * reach / distance) ** 2) if distance > 0 and m.count >= 1 else math.inf
-    if not math.isfinite(total) or total > MAX_ADVISED * max(m.count, 1):
-        return caught + (f"the estimate sits within {distance / abs(threshold):.2%} of the threshold: no practical "
-                         "amount of measurement decides it" if threshold else "the estimate sits on the threshold")
-    return caught + (f"the interval holds the threshold; about {max(total - m.count, 1):,} more {m.unit} "
-                     f"({total:,} in all) would likely decide it")
+    """What an interval that holds the threshold could not tell, on the scale the interval lives on (findings.py's
+    interval_advice: log, as compare's): the factor of the threshold either way beyond which a value would have
+    shown with 80% chance, and how much more measurement would likely (80%) decide it at the value measured; where
+    that is more than MAX_ADVISED times what was measured, the estimate sits too close to the threshold to advise.
+    A figure that is not positive (or a threshold of 0) has no log scale: it is said without advice."""
+    if not (threshold > 0 and m.value > 0 and m.low > 0 and m.high > m.low):
+        return "could not tell: the interval holds the threshold"
+    caught, total = interval_advice(m.value, m.low, m.high, threshold, max(m.count, 1),
+                                    MAX_ADVISED * max(m.count, 1))
+    said = (f"could not tell: a value beyond ×{caught:.2f} of the threshold either way (above "
+            f"{threshold * caught:,.4g} or below {threshold / caught:,.4g}) would likely have shown; ")
+    if total is None:
+        off = math.exp(abs(math.log(m.value / threshold)))
+        return said + (f"the estimate sits ×{off:.3f} from the threshold: no practical amount of measurement "
+                       "decides it")
+    return said + (f"the interval holds the threshold; about {max(total - m.count, 1):,} more {m.unit} "
+                   f"({total:,} in all) would likely decide it")
 
 
 def _select(table: pd.DataFrame, criterion: Criterion, keys: dict[str, type]) -> pd.DataFrame:
