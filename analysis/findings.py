@@ -47,9 +47,15 @@ def margin_text(margin: float) -> str:
     return f"±{margin * 100:.3g}%"
 
 
+LARGE_SPREAD = 0.25  # a log-scale spread from which "±x%" would mislead (±102% reads as "could be negative")
+
+
 def spread_text(sigma: float) -> str:
-    """A spread between runs (the standard deviation of their log figures) as ``±4.1%``; "" where unknown."""
-    return f"±{sigma:.1%}" if math.isfinite(sigma) else ""
+    """A spread between runs (the standard deviation of their log figures) as ``±4.1%`` (what the runs vary, about);
+    from LARGE_SPREAD on as the factor they vary by, ``×2.78`` (either way); "" where unknown."""
+    if not math.isfinite(sigma):
+        return ""
+    return f"±{sigma:.1%}" if sigma < LARGE_SPREAD else f"×{math.exp(sigma):.2f}"
 
 
 @dataclass(frozen=True)
@@ -153,8 +159,16 @@ def interval_advice(value: float, low: float, high: float, bound: float, count: 
     distance = abs(math.log(value) - math.log(bound))
     if distance <= 0 or se <= 0:
         return caught, None
-    total = math.ceil(count * (_reach(se, math.inf) / distance) ** 2)
-    return caught, (total if total <= most else None)
+    low, high = count + 1, most  # the error at n measurements: se * sqrt(count / n), at n - 1 degrees of freedom
+    if _reach(se * math.sqrt(count / high), high - 1.0) > distance:
+        return caught, None
+    while low < high:
+        middle = (low + high) // 2
+        if _reach(se * math.sqrt(count / middle), middle - 1.0) <= distance:
+            high = middle
+        else:
+            low = middle + 1
+    return caught, low
 
 
 def detectable(ratio: Resampled, margin: float) -> float:

@@ -6,6 +6,7 @@ listed; as a table, CSV or JSON."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from datetime import datetime, timezone
@@ -76,8 +77,26 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.action == "check":
         if args.format == "table":
             print(summary(table))
-        return exit_status(table)
+        status = exit_status(table)
+        _keep_check(url, table, runs, status)
+        return status
     return 0
+
+
+CHECK_OUTCOMES = {0: "no regression", 1: "regression", 4: "not judged"}
+
+
+def _keep_check(url: str, table: Any, runs: Any, status: int) -> None:
+    """history check's findings kept in the store beside accept's and compare's, with the runs it judged."""
+    from hvdbench.analysis.history.verdicts import record_verdict, verdict_of
+
+    if not len(table):
+        return
+    kept = table.drop(columns=[c for c in ("change_started",) if c in table], errors="ignore")
+    said = [("history", str(k)) for k in runs["run_key"]] if "run_key" in runs else []
+    with contextlib.redirect_stdout(sys.stderr):  # the check's own output stays the table a script reads
+        record_verdict(verdict_of("check", CHECK_OUTCOMES.get(status, str(status)), [redacted(url)], kept, said),
+                       url)
 
 
 def _compare(url: str, args: argparse.Namespace) -> int:
@@ -225,7 +244,7 @@ def declare(sub: Any) -> None:
                               "tag.KEY)")
     history.add_argument("--b", default=None, metavar="KEY=VALUE,...", help="compare: side B, as --a")
     kept = history.add_argument_group("which verdicts (verdicts; --since too)")
-    kept.add_argument("--kind", choices=["accept", "compare", "regressions"], default=None,
+    kept.add_argument("--kind", choices=["accept", "compare", "regressions", "check"], default=None,
                       help="verdicts of this kind")
     kept.add_argument("--run", type=label, default=None, metavar="RUN_ID", help="verdicts this run stands behind")
     history.add_argument("--min-runs", type=positive_int, default=MIN_RUNS,

@@ -113,3 +113,68 @@ def test_a_pbs_job_that_ended_says_pbs_own_reason() -> None:
                                            "comment": "Job run at Tue; job was killed by signal 15"}}})
     answer = qstat_states(["12.pbs"], lambda argv, **_: subprocess.CompletedProcess(argv, 0, said, ""))
     assert answer == {"12.pbs": ("failed", "Exit_status 271; Job run at Tue; job was killed by signal 15")}
+
+
+def test_a_stalled_baseline_is_called_out_where_its_efficiency_stands(tmp_path: Path) -> None:
+    """The demo's impossible first result: a 1-rank run whose steps stalled (CV far above the 2-rank run's) makes
+    an efficiency above 100%; the headline and the terminal say the baseline was disturbed and to rerun it, and a
+    report of CPU ranks opens with the CPU stand-in banner."""
+    import numpy as np
+
+    from conftest import write_run
+    from hvdbench.analysis.collect import collect
+    from hvdbench.analysis.report.build import build
+    from hvdbench.analysis.report.output import terminal_text
+    from hvdbench.core.spec import RunSpec
+
+    rng = np.random.default_rng(3)
+    stalled = list(rng.uniform(0.09, 0.11, 30))
+    stalled[5:9] = [2.0, 1.5, 1.8, 2.2]  # a busy box stalled four of its steps
+    cpu = {"cpu_model": "Intel(R) Xeon(R) CPU E5-2690"}
+    write_run(tmp_path, RunSpec(benchmark="cifar10", args=("--model", "resnet20"), np=1), [stalled], env=cpu)
+    write_run(tmp_path, RunSpec(benchmark="cifar10", args=("--model", "resnet20"), np=2),
+              [list(rng.uniform(0.1, 0.11, 30)) for _ in range(2)], env=cpu)
+    collection = collect([tmp_path])
+    report = build(collection)
+    said = terminal_text(report, collection)
+    assert "The 1-rank run of resnet20 that these efficiencies rest on was disturbed" in said
+    assert "rerun it (--repeats 3 alternates the runs)" in said
+    headline = report.headline[0]
+    assert "was disturbed" in headline.text
+    assert report.intro.startswith("These results are CPU stand-ins: ranks trained on CPUs, not GPUs.")
+
+
+def test_a_nightly_job_can_fail_when_its_store_is_down_and_checks_are_kept_beside_dashboards_views(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    import numpy as np
+
+    from conftest import write_run
+    from hvdbench.cli import main
+    from hvdbench.core.spec import RunSpec
+
+    rng = np.random.default_rng(5)
+    for repeat in range(6):
+        write_run(tmp_path / "r", RunSpec(benchmark="cifar10", args=("--model", "resnet20"), repeat=repeat),
+                  [list(rng.uniform(0.1, 0.11, 30))], env={"time": 1_790_000_000.0 + repeat * 86400})
+    down = f"sqlite:///{tmp_path}/no-such-folder/h.sqlite"
+    (tmp_path / "no-such-folder").write_text("a file where the store's folder belongs")
+    assert main(["history", "import", str(tmp_path / "r"), "--store", str(tmp_path / "h.sqlite")]) == 0
+    monkeypatch.setenv("HVDBENCH_STORE_REQUIRED", "1")
+    assert main(["import", "table", str(FIXTURES_TABLE), "-o", str(tmp_path / "t"), "--store", down]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "HVDBENCH_STORE_REQUIRED=1: the command fails" in err
+    monkeypatch.delenv("HVDBENCH_STORE_REQUIRED")
+    store = str(tmp_path / "h.sqlite")
+    outcome = {0: "no regression", 4: "not judged"}[main(["history", "check", "--store", store])]
+    assert main(["history", "verdicts", "--store", store, "--kind", "check", "--format", "json"]) == 0
+    assert f'"{outcome}"' in capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        assert db.execute("SELECT runs, ok_runs FROM v_configurations").fetchall() == [(6, 6)]
+        assert len(db.execute("SELECT started, throughput FROM v_trend").fetchall()) == 6
+        assert db.execute("SELECT outcome FROM v_changes").fetchall() == [(outcome,)]
+        assert db.execute("SELECT COUNT(*) FROM v_runs").fetchone() == (6,)
+
+
+FIXTURES_TABLE = Path(__file__).parent / "fixtures" / "published-table-small.csv"

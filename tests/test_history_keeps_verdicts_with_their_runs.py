@@ -102,7 +102,7 @@ def test_a_second_schema_store_migrates_to_the_verdicts_with_its_runs(tmp_path: 
 
     _old_store(path, 2, store_rows(collect([root])))
     with open_store(path) as current:
-        assert current.version() == SCHEMA_VERSION == 4 and current.has_table("verdict_runs")
+        assert current.version() == SCHEMA_VERSION == 5 and current.has_table("verdict_runs")
         assert len(current.query("SELECT run_id FROM runs")) == 3 and list_verdicts(current).empty
 
 

@@ -72,7 +72,7 @@ def test_the_demo_sweep_keeps_its_baseline_on_a_one_gpu_node() -> None:
     from hvdbench.launchers.sweep import load_sweep
 
     planned = plan(load_sweep(DEFAULT_SWEEP), None, here_gpus=1)
-    assert [s.np for s in planned.specs] == [1] and planned.baselines and planned.skipped
+    assert [s.np for s in planned.specs] == [1, 1, 1]  # its three repeats and planned.baselines and planned.skipped
 
 
 def test_the_cli_says_what_it_leaves_out(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],

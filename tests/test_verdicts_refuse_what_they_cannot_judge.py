@@ -304,7 +304,7 @@ def test_advice_stays_within_what_can_be_measured() -> None:
     said = more_needed(Measured(1010.0, 990.0, 1030.0, 50, "timed steps", ""), 1000.0)  # log scale, as the interval
     assert said.startswith("could not tell: a value beyond ×1.03 of the threshold either way (above 1,029 or below "
                            "972.2)")
-    assert "about 335 more timed steps (385 in all)" in said  # 50 x ((1.96 + 0.84) x SE / ln 1.01)^2
+    assert "about 337 more timed steps (387 in all)" in said  # the first n whose (t(.975) + t(.80)) x SE x sqrt(50 / n) at n - 1 df reaches ln 1.01
 
 
 def test_accepts_advice_on_noisy_runs_lives_on_the_intervals_scale() -> None:
@@ -313,7 +313,7 @@ def test_accepts_advice_on_noisy_runs_lives_on_the_intervals_scale() -> None:
     practical amount"."""
     said = more_needed(Measured(2460.0, 123.0, 49200.0, 3, "repeats", ""), 1000.0)
     assert "×41.86 of the threshold either way" in said and "%" not in said
-    assert "about 12 more repeats (15 in all) would likely decide it" in said
+    assert "about 14 more repeats (17 in all) would likely decide it" in said
     assert more_needed(Measured(0.0, -1.0, 1.0, 3, "repeats", ""), 0.0) == \
         "could not tell: the interval holds the threshold"
 

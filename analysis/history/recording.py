@@ -4,6 +4,7 @@ costs a run: the runs stay in their folders, one line says they were not recorde
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import time
@@ -38,6 +39,9 @@ def _root_tags(roots: set[str]) -> dict[str, dict[str, dict[str, str]]]:
     return out
 
 
+REQUIRED = "HVDBENCH_STORE_REQUIRED"  # =1: a store that cannot take the runs fails the command (exit 2)
+
+
 def record_after(roots: Sequence[Path], store: str | None = None, tags: Mapping[str, str] | None = None) -> None:
     """Record the runs under the roots as a command ends: one line saying what was recorded, or why nothing
     was; never an exception (the runs are in their folders whatever happens here)."""
@@ -50,7 +54,10 @@ def record_after(roots: Sequence[Path], store: str | None = None, tags: Mapping[
         what = inert(exc) if isinstance(exc, (StoreError, OSError)) else f"internal error: {type(exc).__name__}: " \
             f"{inert(str(exc))[:200]}"
         where = " ".join(shlex.quote(str(r)) for r in roots)
-        print(f"hvdbench: runs not recorded in the history store ({what}); they are in their folders: "
-              f"hvdbench history import {where} catches up", file=sys.stderr)
+        said = (f"runs not recorded in the history store ({what}); they are in their folders: "
+                f"hvdbench history import {where} catches up")
+        if os.environ.get(REQUIRED) == "1":  # a nightly job that must not lose its record silently
+            raise StoreError(f"{said} ({REQUIRED}=1: the command fails)")
+        print(f"hvdbench: {said}", file=sys.stderr)
         return
     print(f"history: {done.text()} in {inert(redacted(url))}")

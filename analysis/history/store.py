@@ -41,9 +41,23 @@ _RUNS4 = ("run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, digest TEXT NOT NULL 
 _V3_FIELDS = ("run_id, digest, system, host, framework, benchmark, model, config, np, nodes, status, started, ended, "
               "root, unit, throughput, ci_low, ci_high, steps, time_to_target_s, converged, environment, row_json, "
               "recorded")
+# Stable views for a dashboard (Grafana, Metabase, Superset) on the team's store: their names and columns are kept
+# across versions (docs/procurement.md, "The store for a dashboard"); the tables beneath may change.
+VIEWS = (
+    "CREATE VIEW v_runs AS SELECT run_key, run_id, system, host, framework, benchmark, model, config, np, nodes, "
+    "status, started, ended, root, folder, attempts, unit, throughput, ci_low, ci_high, time_to_target_s, converged "
+    "FROM runs",
+    "CREATE VIEW v_configurations AS SELECT config, system, framework, benchmark, model, np, nodes, COUNT(*) AS runs, "
+    "SUM(CASE WHEN status = 'ok' THEN 1 ELSE 0 END) AS ok_runs, MIN(started) AS first_started, MAX(started) AS "
+    "last_started, AVG(throughput) AS mean_throughput FROM runs GROUP BY config, system, framework, benchmark, model, "
+    "np, nodes",
+    "CREATE VIEW v_trend AS SELECT config, system, benchmark, model, np, nodes, started, run_key, unit, throughput, "
+    "ci_low, ci_high, time_to_target_s FROM runs WHERE status = 'ok'",
+    "CREATE VIEW v_changes AS SELECT verdict_id, made, outcome, roots, detail FROM verdicts WHERE kind = 'check'")
 # Each version's statements, applied in order from the store's version to SCHEMA_VERSION (never edited once
 # released: a change is a new version). 1: runs; 2: tags; 3: verdicts and the runs behind each; 4: executions as
-# runs (run_key the identity, run_id a column), their folder, attempts and fingerprint; tags and verdicts by run_key.
+# runs (run_key the identity, run_id a column), their folder, attempts and fingerprint; tags and verdicts by run_key;
+# 5: the dashboard's views.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE runs (run_id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, system TEXT, host TEXT, "
@@ -75,6 +89,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX runs_by_folder ON runs (folder)", "CREATE INDEX runs_by_values ON runs (n_values)",
         "ALTER TABLE verdict_runs ADD COLUMN run_key TEXT",
         "UPDATE verdict_runs SET run_key = (SELECT r.run_key FROM runs r WHERE r.run_id = verdict_runs.run_id)"),
+    5: VIEWS,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 RUN_FIELDS = ("run_key", "run_id", "digest", "system", "host", "framework", "benchmark", "model", "config", "np",

@@ -1,9 +1,9 @@
-"""Verdicts kept in the history store beside the runs behind them. Each ``accept``, ``compare`` and ``compare
---regressions`` records, as it ends, what it judged: its kind, its outcome (the word its exit status stands for),
-its table (each criterion's or configuration's finding, as its CSV holds it), the results roots it read and the id
-of every run it read, by side. A verdict made again on the same runs with the same findings is the same verdict
-(its id is a digest of them) and is kept once, as first made. Like the runs' recording, a store that cannot take
-it costs nothing: one line says so."""
+"""Verdicts kept in the history store beside the runs behind them. Each ``accept``, ``compare``, ``compare
+--regressions`` and ``history check`` records, as it ends, what it judged: its kind, its outcome (the word its exit
+status stands for), its table (each criterion's or configuration's finding, as its CSV holds it), the results roots
+it read and the id of every run it read, by side. A verdict made again on the same runs with the same findings is
+the same verdict (its id is a digest of them) and is kept once, as first made. Like the runs' recording, a store
+that cannot take it costs nothing: one line says so."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from .query import moment
 from .rows import plain
 from .store import Store, StoreError, location, open_store, redacted
 
-KINDS = ("accept", "compare", "regressions")
+KINDS = ("accept", "compare", "regressions", "check")  # check: history check's findings on the store's runs
 OUTCOMES = {0: "pass", 1: "fail", 4: "not judged"}  # accept's and compare --regressions' exit statuses
 REGRESSION_OUTCOMES = {0: "no regression", 1: "regression", 4: "not judged"}
 LISTED: dict[str, str] = {"verdict_id": "string", "kind": "string", "made": "float64", "outcome": "string",

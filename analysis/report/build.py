@@ -30,7 +30,7 @@ from ..ratios import MIN_RUNS, pooled_spread
 from ..sections import Inputs
 from ..tables.datapath import datapath_summary
 from ..tables.quality import decision_lines as quality_decision_lines, quality_summary, quality_table
-from ..tables.efficiency import load_peaks, Peak, with_peaks
+from ..tables.efficiency import load_peaks, on_cpu_ranks, Peak, with_peaks
 from ..document import Report, Section
 from .output import terminal_text, write
 from .parts import PARTS, Assembly, walk
@@ -49,11 +49,14 @@ def _intro(collection: Collection, warmup: int | None) -> str:
     rule = (f"the first {warmup} steps of every run (--warmup {warmup})" if warmup is not None else
             "the steps each benchmark ran as warm-up, or more where the step times show a longer initial "
             "transient (see Warm-up)")
-    return (f"{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete. Throughput is the sum "
+    devices = runs["device_name"].dropna() if "device_name" in runs else pd.Series(dtype=object)
+    stand_in = ("These results are CPU stand-ins: ranks trained on CPUs, not GPUs. They show how hvdbench measures "
+                "and judges, not what any GPU system does. ") if on_cpu_ranks(devices) else ""
+    return (f"{stand_in}{len(runs)} run(s) read, {int((runs['status'] == 'ok').sum())} complete. Throughput is the sum "
             "over ranks of each rank's samples divided by its own steady-state step time (never rank 0 × N); "
             f"left out: {rule}. A configuration of several runs is their geometric mean; its 95% interval resamples "
             "the runs and, within each, blocks of its steps (Student's t over the runs); one run's interval is its "
-            "steps' alone (within-run: the spread between runs unknown). Speedup = throughput(N) / throughput(1 GPU, "
+            "steps' alone (within-run: the spread between runs unknown). Speedup = throughput(N) / throughput(1 rank, "
             "same workload, arguments and system); efficiency = speedup / N.")
 
 

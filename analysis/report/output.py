@@ -19,6 +19,7 @@ from . import decision_view
 from ..collect import Collection
 from ..document import ROLES, Report, csv_safe, render_markdown, text_table
 from ..tables.comm import TIMED, peak_table
+from ..tables.efficiency import disturbed_baselines
 from ..tables.efficiency import ranks_title
 from ..tables.quality import terminal_rows as quality_terminal
 from ..tables.system import system_json
@@ -119,6 +120,8 @@ def terminal_text(report: Report, collection: Collection) -> str:
         texts.append("systems side by side\n"
                      + text_table(*decision_view.compare_rows(compared, compared.attrs["baseline"])))
     notes = []
+    if "scaling" in report.tables:  # a stalled baseline stands beside the figures it spoils, on the terminal too
+        notes += disturbed_baselines(report.tables["scaling"])
     left_out = collection.runs[collection.runs["status"] != "ok"]
     if len(left_out):
         notes.append(f"{len(left_out)} run(s) left out (see report.md)")

@@ -13,6 +13,7 @@ from hvdbench.core.columns import SHOWN_PHASES
 
 from ..drawing import figure, integer_log_axis, plain, svg_text
 from ..keys import BATCH_LINES, PLACEMENTS, SERIES, WORKLOAD
+from ..tables.efficiency import ranks_title
 from ..stats import StepMatrix, column_quantiles
 
 MAX_LINES = 12
@@ -46,10 +47,10 @@ def _lines(table: pd.DataFrame, draw: Callable[[Any, pd.DataFrame, str], None], 
     for _, group in [g for g in groups if len(g[1]) > 1][:MAX_LINES]:
         draw(ax, group.sort_values("np"), _label(group.iloc[0], varying))
     integer_log_axis(ax, sorted(set(table["np"])))
-    ax.set_xlabel("GPUs (ranks)")
+    ax.set_xlabel(ranks_title(table.get("device_name", [])))
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the data
     return svg_text(fig)
 
 
@@ -193,7 +194,8 @@ def all_plots(table: pd.DataFrame, matrices: Mapping[str, StepMatrix], runs: pd.
               telemetry: pd.DataFrame) -> dict[str, str]:
     """Every plot that has data, by title."""
     made = {
-        "Throughput against GPUs (dashed: ideal linear scaling)": throughput_plot(table),
+        f"Throughput against {ranks_title(table.get('device_name', []))} (dashed: ideal linear scaling)":
+            throughput_plot(table),
         "Scaling efficiency": efficiency_plot(table),
         "Placements at equal GPU count": placement_plot(table),
         "Batch size": batch_plot(table),

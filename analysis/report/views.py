@@ -14,7 +14,7 @@ from hvdbench.core.exchanges import DEFAULT as DEFAULT_EXCHANGE
 from ..findings import spread_text
 from ..keys import ARGS, AXIS_VIEW, PLACEMENTS
 from ..collect import Collection
-from ..tables.efficiency import MARK_MEANING, efficiency_cell, on_cpu_ranks
+from ..tables.efficiency import MARK_MEANING, disturbed_baselines, efficiency_cell, on_cpu_ranks
 from ..formatting import Rows, fmt, interval, missing, pct, ratio, tflops
 
 
@@ -70,6 +70,7 @@ def headline_text(table: pd.DataFrame) -> str:
     notes += [meaning for mark, meaning in MARK_MEANING.items() if mark in marks]
     odd = sorted({str(r.baseline) for r in table.itertuples() if "(" in str(r.baseline)})
     notes += [f"Speedup against {label}." for label in odd]
+    notes += disturbed_baselines(table)
     if table["tflops_per_gpu"].notna().any():
         judged = sorted({str(r.peak) for r in table.itertuples() if not missing(r.pct_of_peak)})
         notes.append("TFLOP/s per GPU = throughput per GPU × the FLOPs of one sample's training step (forward + "

@@ -197,3 +197,28 @@ def efficiency_cell(value: Any, low: Any, high: Any) -> str:
     if missing(low) or missing(high) or np.isclose(low, high):
         return f"{value:.0%}{mark}"
     return f"{value:.0%}{mark} [{low:.0%}–{high:.0%}]"
+
+
+DISTURBED_CV = 0.5  # a 1-rank run whose steps vary this much (coefficient of variation), and 3x its peers' or more
+DISTURBED_RATIO = 3.0
+
+
+def disturbed_baselines(table: pd.DataFrame) -> list[str]:
+    """A line for each 1-rank run whose steps varied far more than the runs whose efficiency rests on it (a busy
+    machine stalled it): every efficiency against it is then the disturbance's, not the scaling's."""
+    if table.empty or "cv" not in table:
+        return []
+    lines = []
+    keys = [k for k in ("system", "framework", "benchmark", "model", "args") if k in table]
+    for _, group in table.groupby(keys, sort=True, dropna=False):
+        base = group[group["np"] == 1]
+        others = group[(group["np"] > 1) & group["cv"].notna()]
+        if base.empty or others.empty or pd.isna(base["cv"].iloc[0]):
+            continue
+        cv, peers = float(base["cv"].iloc[0]), float(others["cv"].median())
+        if cv >= DISTURBED_CV and cv >= DISTURBED_RATIO * peers:
+            first = base.iloc[0]
+            lines.append(f"The 1-rank run of {first['model']} that these efficiencies rest on was disturbed: its steps "
+                         f"vary {cv:.0%} (CV) against {peers:.0%} in the runs beside it, so its speedups and "
+                         "efficiencies are the disturbance's: rerun it (--repeats 3 alternates the runs).")
+    return lines

@@ -11,6 +11,7 @@ import pandas as pd
 from ..collect import Collection, step_rows
 from .details import mean_power
 from ..keys import BASELINE, CONFIG, SHARED, SIZE, TWIN, identity
+from .efficiency import ranks_title
 from .evidence import evidence, rank_telemetry
 from ..ratios import Resampled, config_draws, ratio_interval
 from ..stats import STRAGGLER_THRESHOLD, StepMatrix, run_stats, step_matrices, stragglers
@@ -310,7 +311,8 @@ WARMUP_TEXT = ("Steps left out of each run: at least those it ran as warm-up; mo
 
 def warmup_rows(runs: pd.DataFrame, stats: pd.DataFrame) -> Rows:
     merged = runs.merge(stats, on="run_id")
-    return (["run", "system", "GPUs", "warm-up asked", "detected", "left out", "steady steps", "block (steps)"],
+    return (["run", "system", ranks_title(merged.get("device_name", [])), "warm-up asked", "detected", "left out",
+             "steady steps", "block (steps)"],
             [[r.run_id, r.system, str(r.np), str(r.warmup_asked),
               "n/a" if r.warmup_detected < 0 else str(r.warmup_detected), str(r.warmup_used), str(r.steps),
               str(r.block_steps)] for r in merged.itertuples()])
@@ -324,7 +326,8 @@ ADAPTIVE_TEXT = ("Runs with --target-ci ran their --steps, then chunks of steps 
 
 def adaptive_rows(runs: pd.DataFrame, stats: pd.DataFrame) -> Rows:
     merged = runs[runs["target_ci_pct"].notna()].merge(stats, on="run_id")
-    return (["run", "GPUs", "steps timed", "target (±%)", "reached (±%)", "stopped by", "report (±%)"],
+    return (["run", ranks_title(merged.get("device_name", [])), "steps timed", "target (±%)", "reached (±%)",
+             "stopped by", "report (±%)"],
             [[r.run_id, str(r.np), str(r.timed_steps), fmt(r.target_ci_pct, 2),
               fmt(r.ci_reached_pct, 2), str(r.stopped_by), fmt((r.ci_high - r.ci_low) / 2 / r.throughput * 100, 2)]
              for r in merged.itertuples()])

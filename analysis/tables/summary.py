@@ -11,7 +11,7 @@ import pandas as pd
 from hvdbench.core.axes import AXES
 from hvdbench.core.run_flags import flags_key
 
-from .efficiency import MARK_MEANING, efficiency_cell, efficiency_mark, on_gpu_name, ranks_title
+from .efficiency import MARK_MEANING, efficiency_cell, efficiency_mark, on_cpu_ranks, on_gpu_name, ranks_title
 from ..keys import ONE_KNOB, WORKLOAD
 from ..findings import MARGIN, SPEED, judge, spread_text
 from ..ratios import MIN_RUNS, Resampled, config_draws, ratio_draws, too_few_runs
@@ -211,8 +211,9 @@ def executive_lines(table: pd.DataFrame, screen: pd.DataFrame | None, stragglers
         elif len(slow):
             out.append(f"  Stragglers: {len(slow)} rank(s) slower than their run's median (see Stragglers).")
         else:
-            out.append("  No GPU or node flagged" + (" by screening." if screen is not None and len(screen) else
-                                                      "; no screening run (hvdbench screen)."))
+            what = "CPU rank" if on_cpu_ranks(rows.get("device_name", [])) else "GPU"
+            out.append(f"  No {what} or node flagged" + (" by screening." if screen is not None and len(screen)
+                                                         else "; no screening run (hvdbench screen)."))
     return out
 
 

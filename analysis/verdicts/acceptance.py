@@ -398,8 +398,9 @@ def protocol(path: Path, table: pd.DataFrame, collection: Collection, today: str
         lines[-1:-1] = ["These results are CPU stand-ins: ranks trained on CPUs, not GPUs. They show how hvdbench "
                         "judges, not what any GPU system does; no GPU system is accepted on them."]
     for r in table.itertuples():
-        measured = "not measured" if math.isnan(r.value) else \
-            f"{r.value:,.4g} [{r.low:,.4g}, {r.high:,.4g}]" if not math.isnan(r.low) else f"{r.value:,.4g}"
+        measured = "nothing measured" if math.isnan(r.value) else \
+            f"measured {r.value:,.4g} [{r.low:,.4g}, {r.high:,.4g}]" if not math.isnan(r.low) else \
+            f"measured {r.value:,.4g}"
         lines.append(f"- {inert(r.criterion)}: {r.metric} {'≥' if r.bound == 'min' else '≤'} {r.threshold:,.4g}; "
-                     f"measured {measured}: {r.verdict.upper()} ({inert(r.why)})")
+                     f"{measured}: {r.verdict.upper()} ({inert(r.why)})")
     return "\n".join([*lines, "", "System as the runs recorded it:", *[f"- {f}" for f in facts(collection)], ""])
