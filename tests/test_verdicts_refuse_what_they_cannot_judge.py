@@ -304,7 +304,7 @@ def test_advice_stays_within_what_can_be_measured() -> None:
     said = more_needed(Measured(1010.0, 990.0, 1030.0, 50, "timed steps", ""), 1000.0)  # log scale, as the interval
     assert said.startswith("could not tell: a value beyond ×1.03 of the threshold either way (above 1,029 or below "
                            "972.2)")
-    assert "about 337 more timed steps (387 in all)" in said  # the first n whose (t(.975) + t(.80)) x SE x sqrt(50 / n) at n - 1 df reaches ln 1.01
+    assert "about 337 more timed steps (387 in all)" in said  # first n: (t.975 + t.80) x SE x sqrt(50/n) <= ln 1.01
 
 
 def test_accepts_advice_on_noisy_runs_lives_on_the_intervals_scale() -> None:
