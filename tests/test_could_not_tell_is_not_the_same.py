@@ -242,6 +242,19 @@ def test_until_decided_on_the_same_work_stops_at_equivalent_or_at_the_budget(tmp
     assert len(b.made) <= 8 and (said["finding"] == "equivalent" or len(b.made) == 8)
 
 
+def test_an_undecided_look_says_what_its_runs_allow_and_what_would_decide(tmp_path: Path) -> None:
+    """A tie run until decided at a 5% spread with a budget of 4: every undecided look says the tie these runs could
+    support so far (equivalence within the interval's own reach) and about how many runs a side a fixed design
+    would need, beyond the budget where it is; never the sequential interval's "could have caught" (×456 at the
+    first look)."""
+    said, _, _ = _until_decided(tmp_path, 1.0, 0.05, budget=4)
+    undecided = [look["line"] for look in said["looks"] if look["finding"] == "undecided"]
+    assert undecided, said["looks"]
+    for line in undecided:
+        assert "these runs allow equivalence within ±" in line and "could have caught" not in line
+        assert re.search(r"about [\d,]+ runs a side would likely decide it|no practical number of runs", line), line
+
+
 SWEEP = """name: decide
 system: B
 launcher: mpirun

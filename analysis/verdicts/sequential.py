@@ -32,7 +32,7 @@ import pandas as pd
 from hvdbench.core.metrics import CONFIDENCE
 
 from ..collect import collect
-from ..findings import SPEED, judge, margin_text, spread_text
+from ..findings import SPEED, UNDECIDED, judge, margin_text, runs_to_decide, spread_text
 from ..keys import measured_args
 from ..ratios import Resampled, config_draws, ratio_draws, t_quantile, t_quantiles, too_few_runs
 from ..tables.scaling import run_stats_table, scaling_table
@@ -219,13 +219,31 @@ def against_look(label: str, side: Side, row: pd.Series, reference: Side, theirs
     """A configuration judged against the reference's: the finding of their ratio's sequential interval."""
     runs, base = int(row["repeats"]), int(theirs["repeats"])
     few = too_few_runs({names[0]: runs, names[1]: base}, min_runs)
-    ratio = look_ratio(ratio_draws(side.resampled(row), reference.resampled(theirs)), rule, runs)
+    plain = ratio_draws(side.resampled(row), reference.resampled(theirs))
+    ratio = look_ratio(plain, rule, runs)
     found = judge(ratio, margin, SPEED, names, few, advise=False)
     value = float(row["throughput"]) / float(theirs["throughput"])
     low, high = ratio.interval if ratio is not None else (math.nan, math.nan)
+    said = found.verdict if found.finding == UNDECIDED else found.sentence()
     return Look(label, runs, value, low, high, found.decided, found.finding,
                 f"{label}: {runs} run(s) against {base} of {names[1]}: {value:.2f}× [{low:.2f}–{high:.2f}] "
-                f"{names[1]}: {found.sentence()}")
+                f"{names[1]}: {said}{_so_far(found.finding, plain, low, high, margin, rule)}")
+
+
+def _so_far(finding: str, plain: Resampled | None, low: float, high: float, margin: float, rule: Design) -> str:
+    """What an undecided look's runs allow: the tie they could support (equivalence within the interval's own
+    reach, against the margin asked) and about how many runs a side a fixed design would need to decide it."""
+    if finding != UNDECIDED or plain is None or not (math.isfinite(low) and math.isfinite(high)) or low <= 0:
+        return ""
+    reach = max(high, 1.0 / low) - 1.0
+    allow = f"; these runs allow equivalence within ±{reach:.1%} so far, not {margin_text(margin)}" \
+        if low < 1.0 < high else ""
+    more = runs_to_decide(plain, margin, plain.center)
+    budget = rule.budget
+    need = (f"; about {more:,} runs a side would likely decide it (a fixed design's count; the rule's last look asks "
+            f"a little more){' — beyond the budget of ' + str(budget) if more > budget else ''}" if more is not None
+            else "; no practical number of runs decides it (the ratio sits on the margin's edge)")
+    return allow + need
 
 
 def look_ratio(ratio: Resampled | None, rule: Design, runs: int) -> Resampled | None:
