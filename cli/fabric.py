@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import sys
 import shlex
 from pathlib import Path
 from typing import Any, Sequence
@@ -48,9 +50,34 @@ def _fabric_pairs(args: argparse.Namespace) -> int:
         print(f"{inert(where)}: busbw {busbw:,.2f} GB/s at the largest size; {inert(said)}")
     for line in failed:
         print(f"no result: {inert(line)}")
+    for node in drained(judged):  # the command for the engineer to run; hvdbench changes no node's state
+        print("to take it out of service: " + shlex.join(["scontrol", "update", f"NodeName={node}", "State=DRAIN",
+                                                          f"Reason=hvdbench fabric: {node} low with every other node"]))
+    _keep(args.output, judged, failed)
     print(f"outputs in {shlex.quote(str(args.output / 'nccl-tests'))}; report with: hvdbench report "
           f"{shlex.quote(str(args.output))}")
     return 1 if failed or any(said.startswith("flagged") for _, _, said in judged) else 0
+
+FINDINGS = "fabric-findings.json"  # what fabric --nccl-tests found, kept beside its outputs
+
+
+def drained(judged: list[tuple[str, float, str]]) -> list[str]:
+    """The nodes every pair of which was low: those to drain."""
+    found = [m.group(1) for _, _, said in judged for m in re.finditer(r"; (\S+) low with every other node", said)]
+    return sorted(set(found))
+
+
+def _keep(root: Path, judged: list[tuple[str, float, str]], failed: list[str]) -> None:
+    """The findings in the results root, for a script or a later report to read (one line where it cannot be)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / FINDINGS).write_text(json.dumps({"pairs": [{"nodes": w, "busbw_gbs": b, "finding": f}
+                                                           for w, b, f in judged], "no_result": failed,
+                                                 "drain": drained(judged)}, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        print(f"hvdbench: the findings were not kept in {inert(str(root / FINDINGS))} ({exc.strerror})",
+              file=sys.stderr)
+
 
 def cmd_fabric(args: argparse.Namespace) -> int:
     """The node's (or the saved outputs') HCA ports, what is wrong with them, GPUDirect RDMA's module; with

@@ -14,7 +14,7 @@ from hvdbench.core.validate import inert
 def cmd_nccl_log(args: argparse.Namespace) -> int:
     """Print what each NCCL log says NCCL used, run by run where a log holds several; 2 where a file cannot be
     read (the others still printed)."""
-    from hvdbench.core.nccl_log import fabric_lines, read_nccl_runs
+    from hvdbench.core.nccl_log import Fabric, fabric_lines, read_nccl_runs
 
     found: dict[str, object] = {}
     status = 0
@@ -23,6 +23,11 @@ def cmd_nccl_log(args: argparse.Namespace) -> int:
             runs = read_nccl_runs(path)
         except ValueError as exc:
             print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
+            status = 2
+            continue
+        if all(run == Fabric() for run in runs):  # no line of it said anything of NCCL's
+            print(f"hvdbench: error: {inert(path)}: not an NCCL log: no line of it is NCCL's INFO output (run with "
+                  "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)", file=sys.stderr)
             status = 2
             continue
         if args.json:

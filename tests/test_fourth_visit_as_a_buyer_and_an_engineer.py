@@ -178,3 +178,12 @@ def test_a_nightly_job_can_fail_when_its_store_is_down_and_checks_are_kept_besid
 
 
 FIXTURES_TABLE = Path(__file__).parent / "fixtures" / "published-table-small.csv"
+
+
+def test_nccl_log_on_a_file_that_is_no_nccl_log_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from hvdbench.cli import main
+
+    ibstat = Path(__file__).parent / "fixtures" / "nccl" / "ibstat-roce200-ethernet-and-down.txt"
+    assert main(["nccl-log", str(ibstat)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "not an NCCL log" in captured.err

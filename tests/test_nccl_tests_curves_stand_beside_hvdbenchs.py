@@ -219,6 +219,9 @@ def test_one_bad_node_of_three_is_flagged_though_it_sets_the_pairs_median(tmp_pa
     for pair in ("node01,node03", "node02,node03"):
         assert said[pair].startswith("flagged low: 50% of the best any pair reaches (75.1 GB/s)") and said[
             pair].endswith("; node03 low with every other node")
+    from hvdbench.cli.fabric import drained
+
+    assert drained([("", 0.0, line) for line in said.values()]) == ["node03"]  # the one to drain, named once
 
 
 def _nodes(count: int, bad: set[int], fast: str = GOOD, slow: str = HALF) -> dict[tuple[str, str], str]:
