@@ -17,7 +17,7 @@ from hvdbench.core.records import rank_of_log
 from hvdbench.core.run_table import RUNS_SCHEMA, RunFacts, mpi_text, run_row
 from hvdbench.core.schema import HEADER, KINDS
 from hvdbench.core.hca import active_rdma
-from hvdbench.core.nccl_log import read_nccl_log, run_fabric
+from hvdbench.readers.nccl_log import read_nccl_log, run_fabric
 from hvdbench.core.spec import RunFolder, RunSpec
 
 from .copies import copied_runs

@@ -50,7 +50,7 @@ from cluster import NamespaceHost, link_qdiscs, namespace_hosts, rank_cpu_limits
 from hvdbench.analysis.collect import Collection, collect  # noqa: E402
 from hvdbench.analysis.projection.project import project  # noqa: E402
 from hvdbench.analysis.tables.scaling import scaling_table  # noqa: E402
-from hvdbench.launchers.slurm_queue import run_dirs  # noqa: E402
+from hvdbench.launchers.schedulers import run_dirs  # noqa: E402
 from hvdbench.core.spec import RUN_FILE, RunSpec  # noqa: E402
 
 SYSTEM = "cpu-2core"

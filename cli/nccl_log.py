@@ -14,7 +14,7 @@ from hvdbench.core.validate import inert
 def cmd_nccl_log(args: argparse.Namespace) -> int:
     """Print what each NCCL log says NCCL used, run by run where a log holds several; 2 where a file cannot be
     read (the others still printed)."""
-    from hvdbench.core.nccl_log import Fabric, fabric_lines, read_nccl_runs
+    from hvdbench.readers.nccl_log import Fabric, fabric_lines, read_nccl_runs
 
     found: dict[str, object] = {}
     status = 0

@@ -114,13 +114,13 @@ def _env(name: str, path: tuple[str, ...], dtype: str, meaning: str,
 
 
 def _fabric(name: str, key: str, dtype: str, meaning: str) -> RunColumn:
-    """A fact of the network NCCL used, from the run's NCCL logs (core/nccl_log.py), lists as text."""
+    """A fact of the network NCCL used, from the run's NCCL logs (readers/nccl_log.py), lists as text."""
     def derive(facts: RunFacts) -> Any:
         fabric = facts.judged.get("fabric")
         value = fabric.get(key) if isinstance(fabric, dict) else None
         return "; ".join(map(str, value)) if isinstance(value, list) and value else None if isinstance(value, list) \
             else value
-    return RunColumn(name, dtype, meaning, f"nccl-rank-N.log: {key} (core/nccl_log.py)", derive=derive,
+    return RunColumn(name, dtype, meaning, f"nccl-rank-N.log: {key} (readers/nccl_log.py)", derive=derive,
                      tables=("details",))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from hvdbench.core.errors import UsageError
-from hvdbench.core.nccl_tests import BACKEND, PROGRAMS, Test, parse
+from hvdbench.readers.nccl_tests import BACKEND, PROGRAMS, Test, parse
 from hvdbench.core.records import RecordWriter
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
 

@@ -30,5 +30,5 @@ ln -s "$(find "$nccl/lib" -name 'libnccl.so*' | head -n 1)" "$work/nccl/lib/libn
 started=$(date +%s)
 make -C "$src" -j"$(nproc)" MPI=0 NCCL_HOME="$work/nccl" CUDA_HOME="$cuda" ${gencode:+NVCC_GENCODE="$gencode"} \
     > "$work/build.log" 2>&1 || { tail -n 30 "$work/build.log" >&2; die "the build failed (above)"; }
-echo "# nccl-tests built in $(( $(date +%s) - started )) s against $nccl, CUDA $cuda, archs ${archs:-nvcc's default}"
+echo "# nccl-tests built in $(( $(date +%s) - started )) s against $nccl, CUDA $cuda, archs ${archs:-the default of nvcc}"
 LD_LIBRARY_PATH="$nccl/lib:${LD_LIBRARY_PATH:-}" "$src/build/all_reduce_perf" "$@"

@@ -27,7 +27,7 @@ from hvdbench.core.environment import base_environment
 from hvdbench.core.errors import SpecError, UsageError
 from hvdbench.core.gpu import DEVICE_ORDER, Nvml, TelemetrySampler, telemetry_for, visible_device
 from hvdbench.core.gpu_choice import GpuChoice, choice_record, shared_gpu_problem
-from hvdbench.core.nccl_log import info_variables
+from hvdbench.core.nccl_env import info_variables
 from hvdbench.core.node_power import NodePower
 from hvdbench.core.node_topology import gpu_nics
 from hvdbench.core.quality_flags import to_target

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from hvdbench.core.nccl_log import MAX_LINE, parse_nccl_log, parse_nccl_runs, read_nccl_log, read_nccl_runs
+from hvdbench.readers.nccl_log import MAX_LINE, parse_nccl_log, parse_nccl_runs, read_nccl_log, read_nccl_runs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 PREFIX = "h1:101:102 [0] NCCL INFO "

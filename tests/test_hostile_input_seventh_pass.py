@@ -186,7 +186,7 @@ def test_corrupt_files_are_said_for_a_pipeline_alone_and_on_the_terminal() -> No
 def test_a_socket_run_says_no_gpudirect_and_nccls_own_no_device_line() -> None:
     """Over TCP no GPUDirect RDMA is possible: gdr is False, never unknown; where NCCL said "NET/IB : No device found"
     the warning quotes that, never "though an RDMA device is there"."""
-    from hvdbench.core.nccl_log import parse_nccl_log
+    from hvdbench.readers.nccl_log import parse_nccl_log
 
     fabric = parse_nccl_log([
         "node1:4242:4242 [0] NCCL INFO NET/IB : No device found.",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hvdbench import cli
-from hvdbench.core.nccl_log import parse_nccl_log, read_nccl_log
+from hvdbench.readers.nccl_log import parse_nccl_log, read_nccl_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 N = None  # the log does not say
@@ -84,7 +84,7 @@ def test_the_command_prints_each_file_and_json_and_names_a_bad_one(capsys: pytes
 
 
 def test_a_gpu_rank_sends_nccl_info_to_its_own_file_unless_the_user_chose(tmp_path: Path) -> None:
-    from hvdbench.core.nccl_log import info_variables
+    from hvdbench.core.nccl_env import info_variables
 
     path = tmp_path / "nccl-rank-3.log"
     assert info_variables({}, path) == {"NCCL_DEBUG_FILE": str(path), "NCCL_DEBUG": "INFO",
@@ -167,7 +167,7 @@ def test_node_fabric_asks_the_tools_there_and_names_the_modules() -> None:
 
 
 def test_a_socket_fallback_names_the_nodes_active_rdma_ports() -> None:
-    from hvdbench.core.nccl_log import run_fabric
+    from hvdbench.readers.nccl_log import run_fabric
 
     fallback = read_nccl_log(FIXTURES / "socket-fallback-with-roce-device.txt")
     fallback.warnings = []  # a log that does not itself show the RDMA device: the node's record must say it
@@ -178,7 +178,7 @@ def test_a_socket_fallback_names_the_nodes_active_rdma_ports() -> None:
 
 
 def test_no_gpudirect_rdma_beside_a_nic_on_the_gpus_pcie_switch_is_warned() -> None:
-    from hvdbench.core.nccl_log import run_fabric
+    from hvdbench.readers.nccl_log import run_fabric
     from hvdbench.core.topology import read_topology_file
 
     dgx1 = read_topology_file(Path(__file__).parent / "fixtures" / "topology" / "dgx1-v100-nv1-nv2.txt")
@@ -208,7 +208,7 @@ def test_what_was_used_is_told_apart_from_what_was_only_available() -> None:
     assert any("nvidia-peermem module is not loaded" in w for w in peermem.warnings), peermem.warnings
     cut = parse_nccl_log(["h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>"])
     assert cut.network == "IB" and cut.devices == ["mlx5_0", "mlx5_1"]
-    from hvdbench.core.nccl_log import fabric_lines
+    from hvdbench.readers.nccl_log import fabric_lines
 
     assert "no channel line in the log shows data over it" in "\n".join(fabric_lines(cut))
 
@@ -240,7 +240,7 @@ def test_every_ranks_own_version_banner_is_one_run_and_a_process_starting_again_
     """Recent NCCL prints its version from every rank: a job of 16 ranks over two hosts is one run (it was read as
     one run a rank); the same process printing its version again starts the next run; process ids that repeat on
     another host are other processes."""
-    from hvdbench.core.nccl_log import parse_nccl_runs
+    from hvdbench.readers.nccl_log import parse_nccl_runs
 
     lines = (FIXTURES / "roce-dgxh100-nccl2.19.3-2hca.txt").read_text().splitlines()
     banners = [f"dgxh100-{3 + r % 2}:{5000 + r}:{5000 + r} [{r % 8}] NCCL INFO NCCL version 2.19.3+cuda12.3"
@@ -304,7 +304,7 @@ def test_two_jobs_in_one_log_are_two_runs_however_their_banners_are_prefixed() -
     """A run of host gpu6 (NCCL 2.4.2, its banner behind a process's prefix) and then one of host kolyoz1 (2.21.5,
     its banner bare): two runs, each with its own version, network and devices; the one job of 16 ranks printing
     one version each stays one run."""
-    from hvdbench.core.nccl_log import parse_nccl_runs
+    from hvdbench.readers.nccl_log import parse_nccl_runs
 
     first = [line.replace("[1,0]<stdout>:NCCL version", "[1,0]<stdout>:gpu6:1407:1595 [0] NCCL INFO NCCL version")
              for line in (FIXTURES / "horovod-roce-34hca-nccl2.4.2.txt").read_text().splitlines()]

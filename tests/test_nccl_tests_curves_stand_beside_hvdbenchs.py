@@ -13,7 +13,7 @@ import pytest
 
 from hvdbench.cli import main
 from hvdbench.core.errors import UsageError
-from hvdbench.core.nccl_tests import parse
+from hvdbench.readers.nccl_tests import parse
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl-tests" / "all_reduce_perf-2node.txt"
 BACKEND = "[[criterion]]\nname='allreduce 1G'\nmetric='busbw'\nbackend='nccl-tests'\nmin=70\n"

@@ -15,7 +15,7 @@ import pytest
 from hvdbench.core.bounded import run_bounded
 from hvdbench.core.datasets import index
 from hvdbench.core.errors import UsageError
-from hvdbench.core.nccl_tests import parse
+from hvdbench.readers.nccl_tests import parse
 from hvdbench.launchers.sweep import load_sweep
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl-tests" / "all_reduce_perf-2node.txt"

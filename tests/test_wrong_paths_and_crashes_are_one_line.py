@@ -22,7 +22,7 @@ from hvdbench.analysis.collect import collect
 from hvdbench.analysis.report.build import Judging, build
 from hvdbench.cli import main
 from hvdbench.core.hca import parse_hca_ports
-from hvdbench.core.nccl_tests import parse
+from hvdbench.readers.nccl_tests import parse
 from hvdbench.core.spec import RunSpec, RunStatus
 from hvdbench.launchers.knobs import name_problem
 from hvdbench.launchers.pbs import PbsExecutor, PbsOptions

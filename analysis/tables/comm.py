@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hvdbench.core.collective_ops import summarize
-from hvdbench.core.nccl_tests import BACKEND as IMPORTED
+from hvdbench.readers.nccl_tests import BACKEND as IMPORTED
 
 from ..keys import COLLECTIVE_RUN
 from ..collect import Collection

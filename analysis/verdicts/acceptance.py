@@ -24,7 +24,7 @@ import pandas as pd
 from hvdbench.core.collective_ops import bus_factor, figure, slowest_per_iteration
 from hvdbench.core.errors import UsageError
 from hvdbench.core.metrics import percentile_interval
-from hvdbench.core.nccl_tests import BACKEND as IMPORTED
+from hvdbench.readers.nccl_tests import BACKEND as IMPORTED
 from hvdbench.core.validate import inert
 
 from ..collect import Collection

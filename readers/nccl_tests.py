@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .errors import UsageError
+from hvdbench.core.errors import UsageError
 
 BACKEND = "nccl-tests"  # the backend its imported runs' records name
 PROGRAMS = {"all_reduce_perf": "allreduce", "all_gather_perf": "allgather", "broadcast_perf": "broadcast",

@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
-from .validate import regular_file
+from hvdbench.core.validate import regular_file
 
 INTERNAL_NETWORKS = ("IB", "Socket")  # NCCL's own; any other network name is a plugin's
 _LAUNCHER_PREFIX = re.compile(r"^\[\d+(?:,\d+)?\]<std(?:out|err)>:")
@@ -413,18 +413,3 @@ def fabric_lines(fabric: Fabric) -> list[str]:
     if fabric.plugin is None and fabric.network in (*INTERNAL_NETWORKS, "RoCE"):
         facts["plugin"] = "none (NCCL's own network)"
     return [f"{name}: {shown(value)}" for name, value in facts.items()] + [f"warning: {w}" for w in warnings]
-
-
-def info_variables(environ: Mapping[str, str], path: Path) -> dict[str, str]:
-    """The variables that send this process's NCCL INFO output for INIT and NET (where the channels, the
-    network and the plugin are named) to ``path``: none where the user chose where NCCL logs or a level below
-    INFO, or where the path holds a % (NCCL would read it as %h or %p)."""
-    level = environ.get("NCCL_DEBUG", "INFO").upper()
-    if "NCCL_DEBUG_FILE" in environ or level not in ("INFO", "TRACE") or "%" in str(path):
-        return {}
-    chosen = {"NCCL_DEBUG_FILE": str(path)}
-    if "NCCL_DEBUG" not in environ:
-        chosen["NCCL_DEBUG"] = "INFO"
-    if "NCCL_DEBUG_SUBSYS" not in environ:
-        chosen["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
-    return chosen
