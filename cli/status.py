@@ -48,7 +48,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
     under_way = sum(counts[state] for state in ACTIVE)
     if not under_way:  # every job has ended: its runs into the history store
-        record_after([args.dir], args.store)
+        record_after([args.dir], args.store, quiet=True)  # a poll says nothing new
     if counts["ok"] == len(states):
         return 0
     return UNDER_WAY_EXIT if counts["ok"] + under_way == len(states) else 1

@@ -65,9 +65,9 @@ def content_digest(tests: list[Test]) -> str:
     return hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()
 
 
-def _digests(root: Path) -> set[str]:
-    """The digests of the outputs already imported under ``root`` (of their bytes, as earlier imports kept, and of
-    what they measured)."""
+def taken_digests(root: Path) -> set[str]:
+    """The digests of what was already taken in under ``root`` (of an output's bytes, as earlier imports kept, and of
+    what it measured), whatever took it in (nccl-tests, MLPerf results, published tables): one reader for all."""
     found = set()
     for log in root.glob(f"*/{LOG}"):
         try:
@@ -79,7 +79,7 @@ def _digests(root: Path) -> set[str]:
     return found
 
 
-def _repeat(root: Path, spec: RunSpec) -> RunSpec:
+def free_repeat(root: Path, spec: RunSpec) -> RunSpec:
     """The spec with the first repeat no run under ``root`` holds (each file of one test is another run of it)."""
     while (root / spec.id / RUN_FILE).exists():
         spec = replace(spec, repeat=spec.repeat + 1)
@@ -122,7 +122,7 @@ def import_files(paths: Iterable[Path], root: Path, system: str,
     output, one already imported, a test of an operation hvdbench does not tabulate, or (``hosts``: the nodes the
     step that wrote it ran on) an output that names other nodes than its step's."""
     done: list[Imported] = []
-    seen = _digests(root) if root.exists() else set()
+    seen = taken_digests(root) if root.exists() else set()
     for path in paths:
         if not path.is_file():
             raise UsageError(f"{path}: not a regular file")
@@ -150,7 +150,7 @@ def import_files(paths: Iterable[Path], root: Path, system: str,
                 raise UsageError(f"{path}: {test.program or 'a test that names no program'} is not one hvdbench "
                                  f"tabulates ({', '.join(PROGRAMS)}); name the file after its program where the "
                                  "output does not say it")
-            spec = _repeat(root, spec_of(test, system, 0, hosts))
+            spec = free_repeat(root, spec_of(test, system, 0, hosts))
             write_run(root, spec, test, digest, path.name, content)
             done.append(Imported(spec, test, tuple(hosts) if hosts is not None else tuple(test.hosts)))
         seen |= {digest, content}

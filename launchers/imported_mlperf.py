@@ -11,7 +11,6 @@ is refused in one line; each run is written aside and moved in whole."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 from dataclasses import dataclass, replace
@@ -20,10 +19,11 @@ from typing import Iterable
 
 from hvdbench.core.errors import UsageError
 from hvdbench.core.records import RecordWriter
-from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.core.spec import RunSpec, RunStatus
 from hvdbench.core.time_to_train import LATEST, ROUNDS, targets_of
 from hvdbench.readers.mlperf import MlperfResult, MlperfRun, find_results
 from hvdbench.readers.mlperf_system import family_labels
+from .imported import free_repeat, taken_digests
 
 LOG = "rank-0.jsonl"
 SOURCE = "mlperf"
@@ -70,20 +70,6 @@ def misfits(result: MlperfResult) -> dict[int, str]:
             out[i] = (f"its logged throughput ({value:,.0f} samples/s) is {value / middle:.2f}x its {len(others)} "
                       f"siblings' median ({middle:,.0f}): left out of the throughput, kept for its time to train")
     return out
-
-
-def _digests(root: Path) -> set[str]:
-    """What the results already taken in under ``root`` measured."""
-    found = set()
-    for log in root.glob(f"*/{LOG}"):
-        try:
-            first = json.loads(log.read_text(encoding="utf-8").splitlines()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        digest = ((first.get("imported") or {}) if isinstance(first, dict) else {}).get("content_sha256")
-        if isinstance(digest, str):
-            found.add(digest)
-    return found
 
 
 def _per_gpu(run: MlperfRun, spec: RunSpec) -> int | None:
@@ -162,7 +148,7 @@ def import_results(paths: Iterable[Path], root: Path, system: str | None, round_
         raise UsageError(f"--round {round_[:20]!r}: MLPerf Training rounds known here are {', '.join(ROUNDS)}")
     results = [result for path in paths for result in find_results(path, round_)]
     labels = family_labels([r.described for r in results])
-    seen = _digests(root) if root.exists() else set()
+    seen = taken_digests(root) if root.exists() else set()
     planned: list[TakenIn] = []
     for result, family in zip(results, labels):
         left = misfits(result)
@@ -175,9 +161,7 @@ def import_results(paths: Iterable[Path], root: Path, system: str | None, round_
             planned.append(TakenIn(spec_of(result, label, 0), run, result, left.get(index, "")))
     done: list[TakenIn] = []
     for taken in planned:
-        spec = taken.spec
-        while (root / spec.id / RUN_FILE).exists():
-            spec = replace(spec, repeat=spec.repeat + 1)
+        spec = free_repeat(root, taken.spec)
         taken = replace(taken, spec=spec)
         write_run(root, spec, taken, round_)
         done.append(taken)

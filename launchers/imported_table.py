@@ -10,14 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from hvdbench.core.errors import UsageError
 from hvdbench.core.records import RecordWriter
-from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
+from hvdbench.core.spec import RunSpec, RunStatus
 from hvdbench.readers.published_table import TablePoint, read_table
+from .imported import free_repeat, taken_digests
 
 LOG = "rank-0.jsonl"
 SOURCE = "published"
@@ -42,19 +43,6 @@ def spec_of(point: TablePoint, repeat: int = 0) -> RunSpec:
 
 def _digest(point: TablePoint) -> str:
     return hashlib.sha256(json.dumps([*point.key, point.throughput]).encode()).hexdigest()
-
-
-def _taken(root: Path) -> set[str]:
-    found = set()
-    for log in root.glob(f"*/{LOG}"):
-        try:
-            first = json.loads(log.read_text(encoding="utf-8").splitlines()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        digest = ((first.get("imported") or {}) if isinstance(first, dict) else {}).get("content_sha256")
-        if isinstance(digest, str):
-            found.add(digest)
-    return found
 
 
 def write_figure(root: Path, figure: Figure, table: Path) -> None:
@@ -89,7 +77,7 @@ def write_figure(root: Path, figure: Figure, table: Path) -> None:
 def import_tables(paths: Iterable[Path], root: Path) -> list[Figure]:
     """Every figure of each table as a run under ``root``; a UsageError in one line, before anything is written, for
     a bad table or a figure taken in already (here, or twice among ``paths``)."""
-    seen = _taken(root) if root.exists() else set()
+    seen = taken_digests(root) if root.exists() else set()
     planned: list[tuple[Figure, Path]] = []
     for path in paths:
         for point in read_table(path):
@@ -101,10 +89,7 @@ def import_tables(paths: Iterable[Path], root: Path) -> list[Figure]:
             planned.append((Figure(spec_of(point), point, digest), path))
     done = []
     for figure, path in planned:
-        spec = figure.spec
-        while (root / spec.id / RUN_FILE).exists():
-            spec = replace(spec, repeat=spec.repeat + 1)
-        figure = Figure(spec, figure.point, figure.digest)
+        figure = Figure(free_repeat(root, figure.spec), figure.point, figure.digest)
         write_figure(root, figure, path)
         done.append(figure)
     return done

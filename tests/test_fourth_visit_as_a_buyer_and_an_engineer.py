@@ -187,3 +187,20 @@ def test_nccl_log_on_a_file_that_is_no_nccl_log_says_so(capsys: pytest.CaptureFi
     assert main(["nccl-log", str(ibstat)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and "not an NCCL log" in captured.err
+
+
+def test_the_dashboards_views_are_the_ones_the_procurement_guide_lists(tmp_path: Path) -> None:
+    import re
+    import sqlite3
+
+    from hvdbench.analysis.history.store import open_store
+
+    with open_store(str(tmp_path / "h.sqlite")):
+        pass
+    guide = (Path(__file__).parents[1] / "docs" / "procurement.md").read_text()
+    listed = {view: re.findall(r"`(\w+)`", columns)
+              for view, columns in re.findall(r"^\| `(v_\w+)` \|[^|]*\| (.*) \|$", guide, flags=re.M)}
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        views = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name")]
+        built = {view: [row[1] for row in db.execute(f"PRAGMA table_info({view})")] for view in views}
+    assert built == listed and len(built) == 4

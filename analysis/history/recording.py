@@ -42,9 +42,11 @@ def _root_tags(roots: set[str]) -> dict[str, dict[str, dict[str, str]]]:
 REQUIRED = "HVDBENCH_STORE_REQUIRED"  # =1: a store that cannot take the runs fails the command (exit 2)
 
 
-def record_after(roots: Sequence[Path], store: str | None = None, tags: Mapping[str, str] | None = None) -> None:
-    """Record the runs under the roots as a command ends: one line saying what was recorded, or why nothing
-    was; never an exception (the runs are in their folders whatever happens here)."""
+def record_after(roots: Sequence[Path], store: str | None = None, tags: Mapping[str, str] | None = None,
+                 quiet: bool = False) -> None:
+    """Record the runs under the roots as a command ends: one line saying what was recorded (``quiet``: only when
+    something was added or replaced, as a polled ``status`` wants), or why nothing was; never an exception (the runs
+    are in their folders whatever happens here)."""
     try:
         url = location(store)
         if url is None:
@@ -60,4 +62,5 @@ def record_after(roots: Sequence[Path], store: str | None = None, tags: Mapping[
             raise StoreError(f"{said} ({REQUIRED}=1: the command fails)")
         print(f"hvdbench: {said}", file=sys.stderr)
         return
-    print(f"history: {done.text()} in {inert(redacted(url))}")
+    if not quiet or done.added or done.replaced:
+        print(f"history: {done.text()} in {inert(redacted(url))}")
