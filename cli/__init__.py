@@ -1,5 +1,6 @@
-"""The ``hvdbench`` command: a thin layer that parses arguments (``parser``) and calls library functions
-(``commands``); every expected failure is one line on stderr and a non-zero status."""
+"""The ``hvdbench`` command: a thin layer that parses arguments (``parser``: each subcommand declares its parser and,
+by ``set_defaults(func=...)``, the function it calls) and prints what the workflows and the library return; every
+expected failure is one line on stderr and a non-zero status."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from hvdbench.core.errors import HvdbenchError, UsageError
 from hvdbench.core.validate import inert, visible
 
 from hvdbench.launchers.local import Stopped
-from . import commands
 from .parser import build_parser
 
 
@@ -47,11 +47,11 @@ def _main(argv: Sequence[str] | None) -> int:
         args, rest = build_parser().parse_known_args(argv)
         if "--" in rest:  # the usual end of hvdbench's options: what follows goes to the benchmark as it is
             rest.remove("--")
-        if args.command in commands.TAKE_BENCHMARK_ARGS:
-            return commands.TAKE_BENCHMARK_ARGS[args.command](args, rest)
+        if getattr(args, "benchmark_args", False):  # run, screen: what hvdbench does not know goes to the benchmark
+            return int(args.func(args, rest))
         if rest:
             raise UsageError(f"hvdbench {args.command}: unrecognized arguments: {' '.join(rest)}")
-        return commands.COMMANDS[args.command](args)
+        return int(args.func(args))
     except HvdbenchError as exc:  # one line whatever the message holds (a name with a newline forges none)
         print(f"hvdbench: error: {inert(exc)}", file=sys.stderr)
         return 2

@@ -41,6 +41,7 @@ def declare(sub: Any) -> None:
                                       "TensorFlow), with a manifest.")
     verbs = data.add_subparsers(dest="verb", required=True, parser_class=Parser)
     make = verbs.add_parser("make", help="make one", description=data.description)
+    make.set_defaults(func=cmd_data)
     make.add_argument("kind", choices=["imagenet", "speech", "translation"])
     make.add_argument("--to", type=Path, required=True, metavar="DIR", help="a new or empty folder")
     make.add_argument("--format", choices=["folder", "webdataset", "tfrecord"], default="folder",
@@ -52,6 +53,7 @@ def declare(sub: Any) -> None:
                                           "files), checked, written as PNGs under DIR/train and DIR/val (ImageFolder "
                                           "or WebDataset shards), for --data files --data-dir DIR/train --eval-dir "
                                           "DIR/val and a run to a quality target on the imagenet workload.")
+    export.set_defaults(func=cmd_data)
     export.add_argument("kind", choices=["fashion-mnist"])
     export.add_argument("--to", type=Path, required=True, metavar="DIR", help="a new or empty folder")
     export.add_argument("--format", choices=["folder", "webdataset"], default="folder",

@@ -144,6 +144,7 @@ def declare(sub: Any) -> None:
                     "physical state, rate and link layer; a port down, or up at a lower rate than its node's other "
                     "ports, is flagged; whether GPUDirect RDMA's kernel module is loaded. What is absent is said in "
                     "one line each. Exit status: 0 nothing flagged, 1 a port flagged, 4 no port to judge.")
+    fabric.set_defaults(func=cmd_fabric)
     fabric.add_argument("files", nargs="*", type=Path,
                         help="saved ibstat, ibstatus or ibv_devinfo outputs (default: ask this node's tools)")
     fabric.add_argument("--json", action="store_true",

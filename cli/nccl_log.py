@@ -54,6 +54,7 @@ def declare(sub: Any) -> None:
                     "or a plugin's network), the plugin, GPUDirect RDMA, the NICs, the transports within a node, "
                     "the node count where the log shows it, and warnings (sockets beside an RDMA device, no "
                     "GPUDirect RDMA). What the log shows NCCL did, not what the environment asked for.")
+    nccl.set_defaults(func=cmd_nccl_log)
     nccl.add_argument("files", nargs="+", type=Path, help="NCCL log files")
     nccl.add_argument("--json", action="store_true", help="print JSON by file name: one object per file, a list of "
                                                          "them (run by run) where a log holds several runs")

@@ -49,6 +49,7 @@ def declare(sub: Any) -> None:
                     "bandwidth per link class from the collectives benchmark within a node and across nodes, the "
                     "overlap the measured runs show) and project throughput, speedup and efficiency at each node "
                     "count, for the measured interconnect and each --link; writes projection.md, .csv and .svg.")
+    project.set_defaults(func=cmd_project)
     project.add_argument("dirs", nargs="+", type=Path, help="results roots or run directories")
     project.add_argument("--nodes", type=rank_counts, default=None,
                          help="node counts to project, e.g. 1,2,4,16,256 (default: the target's, else 1,2,...,64)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -15,11 +14,12 @@ from hvdbench.core.spec import CONTROLLERS
 from hvdbench.launchers.base import launcher_names
 from hvdbench.launchers.fit import FitOptions
 from hvdbench.launchers.plan import Plan, plan
-from hvdbench.launchers.runs import benchmark_sweep, here_gpus, local_executor, sweep_topology
+from hvdbench.launchers.runs import benchmark_sweep, here_gpus, sweep_topology
 from hvdbench.launchers.sweep import DECISION, Sweep, sweep_flags, with_decision
+from hvdbench.workflows import fit as fitting
 
 from .flags import FIT_PREFIX, container_flags, device_ids, estimate_flags, rank_counts, store_flag, tag_flag
-from .here import checked_here, run_here, with_container
+from .here import run_here, with_container
 
 
 def cmd_run(args: argparse.Namespace, bench_args: list[str]) -> int:
@@ -67,28 +67,12 @@ def cmd_fit(args: argparse.Namespace, bench_args: list[str]) -> int:
     return fit_here(sweep, plan(sweep, sweep_topology(sweep), here_gpus()), args.output, options, args)
 
 def fit_here(sweep: Sweep, planned: Plan, root: Path, options: Any, args: argparse.Namespace) -> int:
-    """Each planned configuration's search for the largest model, here, one trial after another (``hvdbench run
-    --fit``, a sweep file's ``fit:``); a dry run prints each search's first trial."""
-    from hvdbench.launchers import fit
-
-    searches = fit.seeds(planned.specs, planned.baselines, root, options, here_gpus(), need_cap=not args.dry_run)
+    """Each planned configuration's search for the largest model, here (workflows/fit.py); a dry run prints each
+    search's first trial."""
     if args.dry_run:
-        for seed in searches:
-            first = replace(seed.spec, args=fit.trial_args(seed.spec.args, seed.flag, seed.start))
-            print(f"fit: {first.id}: trials from {seed.flag} {seed.start}, doubling while a trial fits (up to "
-                  f"{options.limit}), then halving the gap to the smallest that did not; the first trial: "
-                  + local_executor(sweep, root, resume=True).describe(first))
-        return 0
-    prepared = checked_here(sweep, planned.specs, root)
-    # on CPUs, peak resident sets count live tensors, not what glibc kept
-    allocator = fit.CPU_ALLOCATOR if any(seed.on_cpu for seed in searches) else {}
-    executor = local_executor(sweep, root, resume=args.resume, timeout=getattr(args, "timeout", None),
-                              environment={**prepared.environment, **allocator})
-    for seed in searches:
-        fit.run_seed(seed, options, lambda spec: executor.execute([spec])[0], root)
-    for line in fit.summary_lines(root):
-        print(f"fit: {line}")
-    return 0
+        return fitting.first_trials(sweep, planned, root, options).show()
+    return fitting.search(sweep, planned, root, options, resume=args.resume,
+                      timeout=getattr(args, "timeout", None)).show()
 
 
 def declare(sub: Any) -> None:
@@ -101,6 +85,7 @@ def declare(sub: Any) -> None:
                     "(e.g. --model resnet20 --batch-size 32 --steps 20). Include 1 in --np for speedups.",
         epilog="benchmarks: " + ", ".join(f"{b.name} ({b.framework}: {', '.join(b.models)})"
                                           for b in BENCHMARKS.values()))
+    run.set_defaults(func=cmd_run, benchmark_args=True)
     run.add_argument("benchmark", help="benchmark name: " + ", ".join(sorted(BENCHMARKS)))
     run.add_argument("--np", type=rank_counts, default=[1, 2], help="rank counts, e.g. 1,2 (default 1,2)")
     run.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")

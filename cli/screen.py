@@ -60,6 +60,7 @@ def declare(sub: Any) -> None:
                     "GPU and node against the fleet median with the evidence (clocks, throttle reasons, "
                     "temperature, power, PCIe link, ECC). Without GPUs it refuses unless --cpu-slots N asks to "
                     "screen N CPU slots. Arguments hvdbench does not know go to the benchmark (e.g. --steps 100).")
+    screen.set_defaults(func=cmd_screen, benchmark_args=True)
     store_flag(screen)
     tag_flag(screen)
     screen.add_argument("--benchmark", default=None,

@@ -70,6 +70,7 @@ def declare(sub: Any) -> None:
                                         "batch step runs that shape's runs in its allocation (its script kept under "
                                         "the results' slurm-jobs/, printed by --dry-run). Prints the job ids. Results "
                                         "land in the same layout as local runs.")
+    submit.set_defaults(func=cmd_submit)
     submit.add_argument("file", type=Path, help="sweep file")
     tag_flag(submit)
     submit.add_argument("-o", "--output", type=Path, default=None, help="results root")

@@ -43,6 +43,7 @@ def declare(sub: Any) -> None:
                            description="Expand a sweep file (YAML or TOML) into runs and run them one at a time, "
                                        "each with a timeout; finished runs are kept and skipped next time; "
                                        "then report.")
+    sweep.set_defaults(func=cmd_sweep)
     sweep.add_argument("file", type=Path, nargs="?", default=DEFAULT_SWEEP,
                        help="sweep file (.yaml, .yml or .toml); default: the embedded demo sweep")
     sweep.add_argument("--dry-run", action="store_true", help="print every run with its exact command; run nothing")

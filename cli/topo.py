@@ -53,6 +53,7 @@ def declare(sub: Any) -> None:
     topo = sub.add_parser("topo", help="show this node's GPU topology and named placements",
                           description="Read the GPU/NIC link matrix (NVML, else nvidia-smi, or --file) and list "
                                       "named placements for 2, 4, ... GPUs.")
+    topo.set_defaults(func=cmd_topo)
     topo.add_argument("--file", type=Path, default=None,
                       help="a saved 'nvidia-smi topo -m' output (or 'hvdbench topo --json') instead of this machine")
     topo.add_argument("--gpus", type=rank_counts, default=None, help="GPU counts to plan (default 2,4,...,all)")

@@ -21,10 +21,24 @@ MAX_STEPS_FACTOR = 10    # --max-steps by default: this many times --steps
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and a UsageError, not a usage dump."""
+    """An ArgumentParser whose errors are one line and a UsageError, not a usage dump; with ``default_command`` set,
+    a command line naming none of its subcommands runs that one (``hvdbench history --since 30d`` lists)."""
+
+    default_command: str | None = None
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see --help)")
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        given = list(sys.argv[1:] if args is None else args)
+        if self.default_command is not None and not set(given) & {*self._subcommands(), "-h", "--help"}:
+            given.insert(0, self.default_command)
+        return super().parse_known_args(given, namespace)
+
+    def _subcommands(self) -> set[str]:
+        return {name for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                for name in action.choices}
 
 
 def positive_int(text: str) -> int:

@@ -5,7 +5,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${HVDBENCH_VENV:-$ROOT/.venv}/bin
-FOLDERS=(core readers suite launchers analysis cli)
+FOLDERS=(core readers suite launchers analysis workflows cli)
 packages=${LINT_PACKAGES:-${FOLDERS[*]/#/hvdbench.}}
 "$BIN/ruff" check "${FOLDERS[@]/#/$ROOT/}" "$ROOT/tests" "$ROOT/benchmarks" "$ROOT/scripts"
 scratch=$(mktemp -d)

@@ -208,7 +208,7 @@ def _until_decided(tmp_path: Path, speed_b: float, spread: float, budget: int = 
     """B run until decided against A's three runs (made on this host, so A's grow alongside)."""
     from dataclasses import replace
 
-    from hvdbench.cli.until_decided import RECORD, run_until_decided
+    from hvdbench.workflows.until_decided import RECORD, run_until_decided
     from hvdbench.launchers.runs import benchmark_sweep
 
     a, b = PlantedMachine(tmp_path / "a", {"A": 1.0}, spread), PlantedMachine(tmp_path / "b", {"B": speed_b}, spread)

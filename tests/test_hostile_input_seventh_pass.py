@@ -28,7 +28,7 @@ def _refused(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_until_decided_again_under_another_rule_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hvdbench.cli.until_decided import RECORD, _same_rule
+    from hvdbench.workflows.until_decided import RECORD, _same_rule
     from hvdbench.core.errors import UsageError
     from hvdbench.launchers.sweep import Sweep
 

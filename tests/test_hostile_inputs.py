@@ -343,12 +343,12 @@ def test_a_failing_squeue_is_one_line() -> None:
 
 def test_an_unexpected_error_is_one_line_and_a_traceback_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import hvdbench.cli.commands as commands
+    import hvdbench.cli.status as status
 
     def broken(*_: Any, **__: Any) -> int:
         raise ZeroDivisionError("planted")
 
-    monkeypatch.setitem(commands.COMMANDS, "status", broken)
+    monkeypatch.setattr(status, "cmd_status", broken)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -17,7 +17,8 @@ import pytest
 from hvdbench.core import schema
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = {folder: f"hvdbench.{folder}" for folder in ("core", "readers", "suite", "launchers", "analysis", "cli")}
+PACKAGES = {folder: f"hvdbench.{folder}" for folder in ("core", "readers", "suite", "launchers", "analysis",
+                                                            "workflows", "cli")}
 MAX_LINES = 600
 
 
@@ -78,8 +79,9 @@ def layer(module: str) -> str:
 
 
 ALLOWED = {"core": {"core"}, "readers": {"core", "readers"}, "rank": {"core", "rank"},
-           "launchers": {"core", "readers", "launchers"}, "cli": {"core", "readers", "launchers", "cli", "analysis"},
-           "analysis": {"core", "readers", "analysis"}}
+           "launchers": {"core", "readers", "launchers"}, "analysis": {"core", "readers", "analysis"},
+           "workflows": {"core", "readers", "launchers", "analysis", "workflows"},
+           "cli": {"core", "readers", "launchers", "analysis", "workflows", "cli"}}
 
 
 def test_layers_import_only_what_they_may() -> None:

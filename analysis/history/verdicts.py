@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import pandas as pd
 
 from hvdbench.core.validate import inert
 from .query import moment
+from .recording import Said
 from .rows import plain
 from .store import Store, StoreError, location, open_store, redacted
 
@@ -60,23 +60,27 @@ def sides(runs: pd.DataFrame, side: str | None = None) -> list[tuple[str, str]]:
             for run_id, system in zip(runs["run_id"], runs["system"])]
 
 
-def record_verdict(verdict: Verdict, store: str | None = None) -> None:
-    """Keep the verdict in the store as a command ends: one line saying so, or why not; never an exception."""
+def keep_verdict(verdict: Verdict, store: str | None = None) -> Said:
+    """Keep the verdict in the store as a command ends and say so, or why not; never an exception."""
     try:
         url = location(store)
         if url is None:
-            return
+            return Said()
         with open_store(url) as opened:
             added = opened.record_verdict(verdict.verdict_id, verdict.kind, verdict.outcome, verdict.roots,
                                           list(verdict.detail), verdict.runs, time.time())
     except Exception as exc:  # noqa: BLE001 - the verdict stands in its files whatever happens here
         what = inert(exc) if isinstance(exc, (StoreError, OSError)) else f"internal error: {type(exc).__name__}"
-        print(f"hvdbench: the {verdict.kind} verdict was not recorded in the history store ({what}); it stands in "
-              "its report", file=sys.stderr)
-        return
+        return Said(note=f"the {verdict.kind} verdict was not recorded in the history store ({what}); it stands in "
+                         "its report")
     said = "recorded" if added else "already recorded"
-    print(f"history: {verdict.kind} verdict {verdict.verdict_id[:12]} ({verdict.outcome}, {len(verdict.runs)} "
-          f"run(s)) {said} in {inert(redacted(url))}")
+    return Said(line=f"history: {verdict.kind} verdict {verdict.verdict_id[:12]} ({verdict.outcome}, "
+                     f"{len(verdict.runs)} run(s)) {said} in {inert(redacted(url))}")
+
+
+def record_verdict(verdict: Verdict, store: str | None = None) -> None:
+    """Keep the verdict in the store and print what ``keep_verdict`` says."""
+    keep_verdict(verdict, store).show()
 
 
 def list_verdicts(store: Store, kind: str | None = None, run_id: str | None = None,

@@ -196,13 +196,13 @@ def _plots(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame, com
 
 def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None, peaks: Path | None = None,
                  extend: Callable[[Report, Collection], str] | None = None,
-                 judging: Judging | None = None) -> tuple[str, dict[str, Path]]:
-    """Collect, compute and write the report; return the terminal text and the paths written. ``extend``
-    adds to the report before it is written (``hvdbench accept``: its section and table) and returns what
-    to print besides; ``judging``: how systems are judged (the baseline, the margin, prices, costs, weights, the
-    first root's system)."""
+                 judging: Judging | None = None, collection: Collection | None = None) -> tuple[str, dict[str, Path]]:
+    """Collect (unless given the roots' ``collection``, read already), compute and write the report; return the
+    terminal text and the paths written. ``extend`` adds to the report before it is written (``hvdbench accept``: its
+    section and table) and returns what to print besides; ``judging``: how systems are judged (the baseline, the
+    margin, prices, costs, weights, the first root's system)."""
     peak_list = load_peaks(peaks)  # a bad peak file is named before anything is read
-    collection = collect(roots)
+    collection = collect(roots) if collection is None else collection
     if collection.runs.empty:
         where = ", ".join(map(str, roots))
         raise ReportError(f"no runs found under {where} (no run.json)"
