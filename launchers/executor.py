@@ -23,12 +23,14 @@ from hvdbench.core.job_env import job_env
 from hvdbench.core.spec import RunSpec, RunStatus, keep_earlier_attempt
 
 from .base import Launcher
+from .job_shape import gpus_needed
 
 
 class Executor:
     """Runs or submits RunSpecs under one results root. The verb is ``execute``; hooks: ``describe`` (what running
     one would do), ``finished`` (whether resume leaves a run out). One attempt's body is launchers/attempt.py;
-    ``limit_s`` says how long a run may hold its nodes (the dry run's node-hours)."""
+    ``limit_s`` says how long a run may hold its nodes and ``billed_gpus`` how many GPUs a node (the dry run's node- and
+    GPU-hours)."""
 
     def __init__(self, root: Path, *, python: str = sys.executable, resume: bool = True, retries: int = 0,
                  report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
@@ -53,6 +55,10 @@ class Executor:
     def limit_s(self) -> float | None:
         """The longest a run may hold its nodes (a local timeout, a job's time limit); None where unbounded."""
         return None
+
+    def billed_gpus(self, spec: RunSpec) -> int:
+        """GPUs a run holds on each node, as an allocation is billed (the dry run's GPU-hours): those it needs."""
+        return gpus_needed(spec)
 
     def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
         """Run (here) or submit (a scheduler) every spec; each one's status: how it ended, or its submission."""

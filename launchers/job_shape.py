@@ -67,6 +67,16 @@ class NodeShapes:
         return min(n.cpus for n in fit) if fit else None
 
 
+def billed_gpus(spec: RunSpec, exclusive: bool, shape: NodeShapes | None) -> int:
+    """GPUs a run's job is billed on each node: those it asks (``gpus_needed``), or, where the job has its nodes to
+    itself, every GPU of the largest node that can hold it (a scheduler bills an exclusive node whole); what it asks
+    where the nodes' GPUs are unknown."""
+    need = gpus_needed(spec)
+    if not exclusive or shape is None:
+        return need
+    return max([need, *(n.gpus for n in shape.fitting(spec, True) if n.gpus is not None)])
+
+
 def shapes_of(nodes: Sequence[NodeShape]) -> NodeShapes | None:
     return NodeShapes(tuple(nodes)) if nodes else None
 

@@ -24,7 +24,7 @@ from hvdbench.core.validate import QUEUE_WORD
 from .base import launcher_class
 from .queues import Submitter
 from .pbs_queue import pbs_node_shape, qstat_states
-from .job_shape import NodeShape, NodeShapes, cpus_a_rank, gpus_needed
+from .job_shape import NodeShape, NodeShapes, billed_gpus, cpus_a_rank, gpus_needed
 from .schedulers import Minutes, Queue, Scheduler, register_scheduler, setup_problem
 
 JOBS_DIR = "pbs-jobs"
@@ -173,6 +173,10 @@ class PbsExecutor(Submitter):
 
     def limit_s(self) -> float | None:
         return float(self.options.time_min) * 60
+
+    def billed_gpus(self, spec: RunSpec) -> int:
+        """An exclusive job (a placement's job is placed excl) is billed every GPU of its nodes."""
+        return billed_gpus(spec, self.options.exclusive or spec.devices is not None, self.shape)
 
     @cached_property
     def shape(self) -> NodeShapes | None:

@@ -32,11 +32,14 @@ DEFAULT_SWEEP = Path(__file__).with_name("sweeps") / "demo.yaml"
 
 
 class Executor(Protocol):
-    """What the plan printer needs of an executor: what running one spec would do, how long a run may last."""
+    """What the plan printer needs of an executor: what running one spec would do, how long a run may last, the
+    GPUs a node its job is billed."""
 
     def describe(self, spec: RunSpec) -> str: ...
 
     def limit_s(self) -> float | None: ...
+
+    def billed_gpus(self, spec: RunSpec) -> int: ...
 
 
 def benchmark_sweep(benchmark: str, args: Sequence[str], *, np: Sequence[int], launcher: str,
@@ -168,18 +171,23 @@ def describe_plan(planned: Plan, executor: Executor, root: Path) -> Iterator[str
     for note in planned.skipped:
         yield f"skipped: {note}"
     yield (f"{len(planned.specs)} run(s), {len(planned.baselines)} of them 1-GPU baselines added for speedup; "
-           f"results in {root}{node_hours(planned, executor.limit_s())}")
+           f"results in {root}{node_hours(planned, executor)}")
 
 
-def node_hours(planned: Plan, limit: float | None) -> str:
-    """The most node-hours a plan holds, and GPU-hours (how allocations are granted) where its runs use GPUs, as
-    the dry run's total says them; empty where no run has a limit."""
+def node_hours(planned: Plan, executor: Executor) -> str:
+    """The most node-hours a plan holds, and GPU-hours as allocations are billed (an exclusive job every GPU of its
+    nodes) where its runs use GPUs, as the dry run's total says them; empty where no run has a limit."""
+    limit = executor.limit_s()
     if limit is None or not planned.specs:
         return ""
     hours = sum(spec.nodes for spec in planned.specs) * limit / 3600
-    gpus = sum(spec.nodes * gpus_needed(spec) for spec in planned.specs if not on_cpu(spec)) * limit / 3600
-    return (f"; node-hours: at most {hours:,.1f}{f', GPU-hours: at most {gpus:,.1f}' if gpus else ''} (every run's "
-            f"nodes for its whole {limit / 60:g}-minute limit; a run that ends sooner gives its node back)")
+    on_gpus = [spec for spec in planned.specs if not on_cpu(spec)]
+    billed = {spec.id: executor.billed_gpus(spec) for spec in on_gpus}
+    gpus = sum(spec.nodes * billed[spec.id] for spec in on_gpus) * limit / 3600
+    whole = any(billed[spec.id] > gpus_needed(spec) for spec in on_gpus)
+    said = f", GPU-hours: at most {gpus:,.1f}" + (" (exclusive jobs billed every GPU of their nodes)" if whole else "")
+    return (f"; node-hours: at most {hours:,.1f}{said if gpus else ''} (every run's nodes for its whole "
+            f"{limit / 60:g}-minute limit; a run that ends sooner gives its node back)")
 
 
 def local_executor(sweep: Sweep, root: Path, *, resume: bool, timeout: float | None = None,

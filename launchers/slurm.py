@@ -24,6 +24,7 @@ from hvdbench.core.spec import RunSpec, RunStatus
 from .base import LaunchContext, get_launcher, rank_command
 from .slurm_allocation import submit_shapes
 from .slurm_jobs import NodeShapes, job_parameters, node_shape, partition_problem, rank_cpus
+from .job_shape import billed_gpus
 from .queues import Submitter
 from .schedulers import Queue, Scheduler, register_scheduler
 from .slurm_queue import squeue_states
@@ -102,6 +103,10 @@ class SlurmExecutor(Submitter):
 
     def limit_s(self) -> float | None:
         return float(self.options.time_min) * 60 if self.options.time_min else None
+
+    def billed_gpus(self, spec: RunSpec) -> int:
+        """An exclusive job is billed every GPU of its nodes."""
+        return billed_gpus(spec, self.options.exclusive, self.shape)
 
     @cached_property
     def shape(self) -> NodeShapes | None:

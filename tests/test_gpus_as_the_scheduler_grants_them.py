@@ -185,3 +185,22 @@ def test_submit_and_screen_take_a_jobs_partition_account_qos_and_time(tmp_path: 
     repo = Path(__file__).resolve().parents[1]
     sweep = load_sweep(repo / "launchers" / "sweeps" / "gpu-node-2.yaml")
     assert sweep.scheduler is not None and sweep.scheduler.options.time_min == job_minutes(300) == 12
+
+
+def test_a_dry_runs_gpu_hours_bill_an_exclusive_job_every_gpu_of_its_node(tmp_path: Path) -> None:
+    """A one-GPU screen run in an exclusive job holds its 8-GPU node whole: the dry run's GPU-hours count 8 a job, as
+    the scheduler bills them, and say why; a shared job counts the GPUs it asks (0 up to a placement's id)."""
+    from hvdbench.launchers.job_shape import NodeShape, NodeShapes
+    from hvdbench.launchers.plan import Plan
+    from hvdbench.launchers.runs import node_hours
+    from hvdbench.launchers.slurm import SlurmExecutor
+
+    alone = [RunSpec(benchmark="cifar10", np=1, launcher="srun", controller="mpi", devices=(gpu,)) for gpu in (0, 7)]
+    planned = Plan(specs=tuple(alone), baselines=frozenset(), skipped=())
+    said = {}
+    for exclusive in (True, False):
+        executor = SlurmExecutor(tmp_path, SlurmOptions(exclusive=exclusive, time_min=60), name="screen")
+        executor.__dict__["shape"] = NodeShapes((NodeShape(cpus=128, gpus=8), NodeShape(cpus=16, gpus=None)))
+        said[exclusive] = node_hours(planned, executor)
+    assert said[True].startswith("; node-hours: at most 2.0, GPU-hours: at most 16.0 (exclusive jobs billed every GPU")
+    assert said[False].startswith("; node-hours: at most 2.0, GPU-hours: at most 9.0 (every run's nodes")
