@@ -5,7 +5,7 @@ rows of its own making (the headline, the decision, the matrices) stays a functi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import pandas as pd
@@ -26,6 +26,13 @@ class Inputs:
     margin: float
     min_runs: int
     baseline: str | None = None  # the system others are set against (--baseline, else the first root's)
+    built: dict[str, pd.DataFrame] = field(default_factory=dict, compare=False)  # tables two parts read, built once
+
+    def once(self, name: str, build: Callable[[Inputs], pd.DataFrame]) -> pd.DataFrame:
+        """The table ``name``, built the first time a part asks for it and the same object after."""
+        if name not in self.built:
+            self.built[name] = build(self)
+        return self.built[name]
 
     @property
     def draws(self) -> dict:

@@ -139,3 +139,20 @@ def test_a_configuration_that_stops_converging_is_a_regression_in_its_history(
     assert main(["history", "compare", "--store", other, "--a", f"until={at[0]}", "--b", f"since={at[1]}"]) == 4
     said = capsys.readouterr().out
     assert "not judged: no valid score for B: 4 of 5 runs did not converge" in said
+
+
+def test_the_time_to_target_table_is_built_once_a_report_for_its_section_and_the_decision(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hvdbench.analysis.tables import quality
+
+    built = []
+    real = quality.quality_table
+    counted = lambda *a, **k: built.append(1) or real(*a, **k)  # noqa: E731
+    monkeypatch.setattr(quality, "quality_table", counted)
+    monkeypatch.setattr("hvdbench.analysis.report.build.quality_table", counted, raising=False)  # a second road
+    a = _system(tmp_path / "a", "sysA", SLOW)
+    b = _system(tmp_path / "b", "sysB", FAST)
+    table, page = _quality(tmp_path, a, b)
+    assert len(built) == 1 and table.loc["sysB", "finding"] == "faster"
+    decision = page.split("## Decision", 1)[1].split("\n## ", 1)[0]
+    assert "sysB" in decision and "time to" in decision.lower()

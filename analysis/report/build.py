@@ -29,7 +29,7 @@ from . import decision_view
 from ..ratios import MIN_RUNS, pooled_spread
 from ..sections import Inputs
 from ..tables.datapath import datapath_summary
-from ..tables.quality import decision_lines as quality_decision_lines, quality_summary, quality_table
+from ..tables.quality import decision_lines as quality_decision_lines, quality_summary, report_quality
 from ..tables.efficiency import load_peaks, on_cpu_ranks, Peak, with_peaks
 from ..document import Report, Section
 from .output import terminal_text, write
@@ -61,12 +61,12 @@ def _intro(collection: Collection, warmup: int | None) -> str:
 
 
 def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
-              margin: float, weights: dict[str, float], first_given: str | None = None,
+              margin: float, weights: dict[str, float], quality: pd.DataFrame, first_given: str | None = None,
               min_runs: int = MIN_RUNS) -> list[Section]:
     """The decision between systems, first after the summary: one row per workload and size against the baseline
     (ratio, interval, verdict, runs per side, cost), its forest plot, the weighted figures and costs, what the verdicts
-    rest on; the side-by-side table, and what one system measured alone; nothing for one system."""
-    quality = quality_table(collection.runs, margin, min_runs, baseline or first_given)
+    rest on; the side-by-side table, and what one system measured alone; nothing for one system (``quality``: the
+    report's time-to-target table)."""
     systems = sorted(set(table["system"]) | set(quality["system"])) if len(table) + len(quality) else []
     if len(systems) < 2:
         return []
@@ -122,8 +122,8 @@ def _nothing_to_report(collection: Collection, warmup: int | None) -> None:
     raise ReportError(f"no complete run to report: {reasons or 'no timed steps'}")
 
 
-def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
-              judging: Judging) -> tuple[pd.DataFrame, list[Section]]:
+def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame, judging: Judging,
+              quality: pd.DataFrame) -> tuple[pd.DataFrame, list[Section]]:
     """Systems against the baseline: the comparison table (with costs) and the decision's sections."""
     given = _given(table, judging.baseline, judging.first_given)
     spreads = pooled_spread(table, dict(zip(stats["run_id"], stats["throughput"])), judging.min_runs) \
@@ -134,7 +134,7 @@ def _compared(collection: Collection, table: pd.DataFrame, stats: pd.DataFrame,
     if judging.costs:
         compared = cost_columns(compared, table, judging.costs)
     return compared, _decision(collection, table, compared, judging.baseline, judging.margin, judging.weights,
-                               given if len(table) else judging.first_given, judging.min_runs)
+                               quality, given if len(table) else judging.first_given, judging.min_runs)
 
 
 def build(collection: Collection, *, warmup: int | None = None, threshold: float = STRAGGLER_THRESHOLD,
@@ -153,7 +153,7 @@ def build(collection: Collection, *, warmup: int | None = None, threshold: float
     slow = straggler_table(collection, stats, threshold)
     screen = screening_table(collection, stats)
     full = full_node_table(collection, stats)
-    compared, decided = _compared(collection, table, stats, judging)
+    compared, decided = _compared(collection, table, stats, judging, report_quality(inputs))
     headline = [_headline(f"{system}: {args or '(defaults)'}", group)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
     summary = (_decision_summary(compared, decided) + (executive_lines(table, screen, slow, full) if len(table) else [])
