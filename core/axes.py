@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Callable, Mapping, Sequence
 
-from .exchanges import DEFAULT, EXCHANGES, listed
+from .exchanges import DEFAULT, EXCHANGES, exchange_flags, listed
 from .loaders import loaders_of
 from .pagecache import CACHE_MODES
 from .run_flags import given_flags
@@ -128,10 +128,10 @@ AXES: dict[str, Axis] = {axis.name: axis for axis in (
 )}
 
 
-# The exchange's flags: a run without them is its 1-GPU baseline's and independent twin's configuration (one
-# baseline serves every exchange: at one rank nothing is exchanged).
-EXCHANGE_FLAGS = {"--exchange": 1, "--bucket-mb": 1, "--ps-device": 1}
-BASE_FLAGS = {"--independent": 0, **EXCHANGE_FLAGS}
+def base_flags() -> dict[str, int]:
+    """The flags a run's independent twin and 1-GPU baseline leave out: --independent and the exchange's
+    (core/exchanges.py exchange_flags: one baseline serves every exchange)."""
+    return {"--independent": 0, **exchange_flags()}
 
 
 def axis_flags(framework: str, values: Mapping[str, Value], args: Sequence[str] = (), benchmark: str = "") -> list[str]:

@@ -85,8 +85,25 @@ def without_horovod(framework: str) -> tuple[str, ...]:
 
 
 def own_options() -> dict[str, str]:
-    """Every exchange's own flag (dest) and the exchange that owns it."""
-    return {option.dest: name for name, kind in EXCHANGES.items() for option in kind.options}
+    """Every exchange's own flag (dest) and the exchange that owns it; two exchanges declaring one flag are a
+    mistake in the registry, named (a flag has one owner, or a run's flags could not say which exchange it tunes)."""
+    owners: dict[str, list[str]] = {}
+    for name, kind in EXCHANGES.items():
+        for option in kind.options:
+            owners.setdefault(option.dest, []).append(name)
+    shared = {dest: names for dest, names in owners.items() if len(names) > 1}
+    if shared:
+        dest, names = next(iter(shared.items()))
+        raise ValueError(f"--{dest.replace('_', '-')} is declared by the exchanges {listed(tuple(names), 'and')}: "
+                         "an exchange's own option has one owner (core/exchanges.py)")
+    return {dest: names[0] for dest, names in owners.items()}
+
+
+def exchange_flags() -> dict[str, int]:
+    """The exchange's flags on a run's command line and the values each takes: ``--exchange`` and every exchange's
+    own options, as the registry declares them. A run without them is its 1-GPU baseline's configuration (at one rank
+    nothing is exchanged), so an exchange's new option leaves the baseline by construction."""
+    return {"--exchange": 1, **{Option(dest, None, "").flag: 1 for dest in own_options()}}
 
 
 def listed(names: tuple[str, ...], last: str = "or") -> str:

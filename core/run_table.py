@@ -16,7 +16,7 @@ from typing import Any, Callable
 from . import schema
 from .columns import COLUMNS_FROM, COLUMNS_SUFFIX
 from .containers import RUNTIMES
-from .axes import AXES, BASE_FLAGS
+from .axes import AXES, base_flags
 from .run_flags import configuration, measured, spelled, without
 from .exchanges import listed, without_horovod
 from .hca import active_rdma
@@ -189,7 +189,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
           lambda s: bool(s.flags.get("independent", "--independent" in s.args))),
     _spec("base_args", "string", "the arguments without --independent and the exchange's flags (pairs a run with "
                                  "its independent twin and its 1-GPU baseline, one for every exchange)",
-          lambda s: " ".join(without(spelled(s.benchmark, s.args), BASE_FLAGS))),
+          lambda s: " ".join(without(spelled(s.benchmark, s.args), base_flags()))),
     *_axis_columns(None),
     _derived("parameters", "Int64", "the model's parameters", "env.parameters", lambda f: f.env.get("parameters")),
     _summary("peak_device_bytes", "peak_device_bytes", "float64", "peak device memory of the busiest rank", "max"),

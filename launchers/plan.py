@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from hvdbench.core.axes import AXES, EXCHANGE_FLAGS, axis_flags, data_mode
+from hvdbench.core.axes import AXES, axis_flags, data_mode
+from hvdbench.core.exchanges import exchange_flags
 from hvdbench.core.run_flags import without
 from hvdbench.core.catalog import get_benchmark
 from hvdbench.core.containers import RECIPE_PYTHON, Container
@@ -339,7 +340,7 @@ def _baselines(sweep: Sweep, run: RunSpec, topo: Topology | None) -> list[RunSpe
     (one baseline serves every exchange; under a launcher without Horovod, the exchange's own at one rank) and
     without the variables that only tune the exchange (HOROVOD_*, NCCL_*), one per repeat."""
     compute_env = tuple((k, v) for k, v in run.env if not k.startswith(COMM_PREFIXES))
-    args = without(run.args, EXCHANGE_FLAGS) if launcher_class(run.launcher).starts_horovod else run.args
+    args = without(run.args, exchange_flags()) if launcher_class(run.launcher).starts_horovod else run.args
     return [replace(run, args=args, np=1, nodes=1, env=compute_env,
                     cpus=_cpus(topo, None, 1, sweep.bind_cpus), repeat=repeat) for repeat in range(sweep.repeats)]
 
