@@ -176,3 +176,17 @@ def test_runs_to_a_target_are_checked_on_their_time_to_it(tmp_path: Path, capsys
     assert main(["history", "publish", str(site), "--store", store]) == 0
     page = next(p for p in site.glob("config-*.html"))
     assert "time to target (s)" in page.read_text()
+
+
+def test_an_environment_change_is_a_numbered_mark_on_the_trend_and_its_text_below(tmp_path: Path) -> None:
+    """The trend marks an environment change ``env N`` across the plot's foot, and what changed is listed under the
+    plot by that number: no rotated label as tall as the plot (the y axis's title is the one rotated text)."""
+    store = str(tmp_path / "h.sqlite")
+    write_month(store)
+    site = tmp_path / "site"
+    assert main(["history", "publish", str(site), "--store", store]) == 0
+    index = (site / "index.html").read_text()
+    (bert,) = re.findall(r"href=(config-\w+\.html)>dgx-h100 bert", index)
+    page = (site / bert).read_text()
+    assert "<!-- env 1 -->" in page and page.count("rotate(-90") == 1
+    assert re.search(r"<li>env 1, 2026-10-\d\d \d\d:\d\d: driver \S+ → \S+</li>", page)

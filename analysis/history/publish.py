@@ -50,7 +50,8 @@ def shown(group: pd.DataFrame, metric: str) -> tuple[np.ndarray, str]:
 
 def trend_svg(group: pd.DataFrame, judged: History, metric: str = "throughput") -> str:
     """The trend of one configuration as SVG: runs, each stretch's mean and band (its runs' spread, 95%), change
-    points (ids ``change-N``) and environment changes (ids ``environment-N``) marked."""
+    points (ids ``change-N``) and environment changes (ids ``environment-N``, labelled ``env N``: what changed is
+    listed under the plot by that number, never rotated text as tall as the plot) marked."""
     fig, ax = figure(9.0, 3.6)
     when = [datetime.fromtimestamp(float(t), timezone.utc) for t in group["started"]]
     values, label = shown(group, metric)
@@ -72,8 +73,8 @@ def trend_svg(group: pd.DataFrame, judged: History, metric: str = "throughput") 
     for n, (at, changed) in enumerate(environment_changes(list(group["environment"])), 1):
         line = ax.axvline(when[at], color=ENV_COLOUR, linestyle=":", linewidth=1.2)
         line.set_gid(f"environment-{n}")
-        ax.annotate(plain(changed_text(changed))[:60], (when[at], float(values.min())), color=ENV_COLOUR, fontsize=7,
-                    rotation=90, ha="right", va="bottom")
+        ax.annotate(f"env {n}", (when[at], 0.02), xycoords=("data", "axes fraction"), color=ENV_COLOUR,
+                    fontsize=8, ha="right", va="bottom")  # what changed: listed under the plot by this number
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
@@ -97,7 +98,8 @@ def _config_page(group: pd.DataFrame, judged: History, metric: str) -> str:
     values, label = shown(group, metric)
     rows = "".join(f"<tr><td>{_e(_date(r.started))}</td><td>{_e(r.run_id)}</td><td>{_e(f'{v:,.1f}')}</td>"
                    f"<td>{_e(r.host)}</td></tr>" for r, v in zip(group.itertuples(), values))
-    env = "".join(f"<li>{_e(_date(group.iloc[at]['started']))}: {_e(changed_text(c))}</li>" for at, c in changes)
+    env = "".join(f"<li>env {n}, {_e(_date(group.iloc[at]['started']))}: {_e(changed_text(c))}</li>"
+                  for n, (at, c) in enumerate(changes, 1))
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
             f"<style>{STYLE}</style></head><body><p><a href=index.html>all configurations</a></p>"
             f"<h1>{_e(title)}</h1><p class={_e(judged.finding.finding.replace(' ', '-'))}>"
