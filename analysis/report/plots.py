@@ -17,6 +17,19 @@ from ..tables.efficiency import ranks_title
 from ..stats import StepMatrix, column_quantiles
 
 MAX_LINES = 12
+# a line's colour and marker together, distinct for every one of MAX_LINES lines (matplotlib's own cycle repeats after
+# ten colours and has a grey that a grid hides); no grey, the ideal's dashes kept for the ideal alone
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+           "#000000", "#393b79", "#637939")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+HEADROOM = 1.15  # the y axis ends this far above the highest point or ideal: a wide interval runs off it
+
+
+def _styled(ax: Any) -> None:
+    """Each line its own colour and marker, in order."""
+    from cycler import cycler
+
+    ax.set_prop_cycle(cycler(color=list(PALETTE)) + cycler(marker=list(MARKERS)))
 
 
 def series(table: pd.DataFrame) -> list[tuple[tuple[Any, ...], pd.DataFrame]]:
@@ -43,6 +56,7 @@ def _lines(table: pd.DataFrame, draw: Callable[[Any, pd.DataFrame, str], None], 
     if not any(len(g) > 1 for _, g in groups):
         return None
     fig, ax = figure()
+    _styled(ax)
     varying = _varying(pd.concat([g for _, g in groups]), SERIES)
     for _, group in [g for g in groups if len(g[1]) > 1][:MAX_LINES]:
         draw(ax, group.sort_values("np"), _label(group.iloc[0], varying))
@@ -56,13 +70,18 @@ def _lines(table: pd.DataFrame, draw: Callable[[Any, pd.DataFrame, str], None], 
 
 def throughput_plot(table: pd.DataFrame) -> str | None:
     """Throughput against ranks, with its interval, and each series' ideal line (N x 1 rank)."""
+    top = [0.0]
+
     def draw(ax: Any, g: pd.DataFrame, label: str) -> None:
         yerr = np.clip([g["throughput"] - g["ci_low"], g["ci_high"] - g["throughput"]], 0, None)
-        line = ax.errorbar(g["np"], g["throughput"], yerr=yerr,
-                           marker="o", capsize=3, label=label)
+        line = ax.errorbar(g["np"], g["throughput"], yerr=yerr, capsize=3, label=label)
+        top[0] = max(top[0], float(g["throughput"].max()))
         base = g[g["np"] == 1]["throughput"]
         if len(base):
-            ax.plot(g["np"], g["np"] * float(base.iloc[0]), linestyle="--", color=line[0].get_color(), alpha=0.5)
+            ideal = g["np"] * float(base.iloc[0])
+            ax.plot(g["np"], ideal, linestyle="--", marker="", color=line[0].get_color(), alpha=0.5)
+            top[0] = max(top[0], float(ideal.max()))
+        ax.set_ylim(0, HEADROOM * top[0])  # the points and ideals set the scale; a wide interval runs off the top
     units = sorted(set(table["unit"]))
     return _lines(table, draw, f"{units[0] if len(units) == 1 else 'samples'}/s (dashed: ideal)")
 
@@ -70,7 +89,7 @@ def throughput_plot(table: pd.DataFrame) -> str | None:
 def efficiency_plot(table: pd.DataFrame) -> str | None:
     """Scaling efficiency against ranks."""
     def draw(ax: Any, g: pd.DataFrame, label: str) -> None:
-        ax.plot(g["np"], 100 * g["efficiency"], marker="o", label=label)
+        ax.plot(g["np"], 100 * g["efficiency"], label=label)
     svg = _lines(table.dropna(subset=["efficiency"]), draw, "efficiency (%)")
     return svg
 
@@ -102,15 +121,16 @@ def batch_plot(table: pd.DataFrame) -> str | None:
     if not groups:
         return None
     fig, ax = figure()
+    _styled(ax)
     varying = _varying(sized, BATCH_LINES)
     for _, group in groups[:MAX_LINES]:
         g = group.sort_values("batch_size")
-        ax.plot(g["batch_size"].astype(float), g["throughput"], marker="o", label=_label(g.iloc[0], varying))
+        ax.plot(g["batch_size"].astype(float), g["throughput"], label=_label(g.iloc[0], varying))
     integer_log_axis(ax, sorted({int(b) for _, g in groups[:MAX_LINES] for b in g["batch_size"]}))
     ax.set_xlabel("batch size per rank")
     ax.set_ylabel("throughput")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the data
     return svg_text(fig)
 
 
