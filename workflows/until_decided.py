@@ -44,6 +44,7 @@ class Configuration:
     rule: Design | None = None
     looks: list[Look] = field(default_factory=list)
     note: str = ""  # why it stopped without a look's verdict
+    spread: str = ""  # where its early and late runs spread differently, said so (analysis/spread_change.py)
 
     @property
     def decided(self) -> bool:
@@ -102,6 +103,7 @@ def run_until_decided(sweep: Sweep, specs: Sequence[RunSpec], root: Path, execut
         if round_ + 1 >= first:
             _look(pending, root, against, sweep, first, round_ + 1)
             _record(root, todo, sweep)  # kept at every look: a stopped command loses none of them
+    _spreads(root, todo, sweep.budget)
     _record(root, todo, sweep)
     made = sum(s.message != SKIPPED for s in alongside)
     if alongside:
@@ -222,10 +224,27 @@ def _look(pending: list[Configuration], root: Path, against: Side | None, sweep:
             config.note = f"{sweep.against} holds {int(theirs['repeats'])} run(s) of it: too few to judge against"
 
 
+def _spreads(root: Path, todo: list[Configuration], budget: int) -> None:
+    """Each configuration whose early runs spread differently from its late ones, said and kept: the verdict pools a
+    loaded hour with a quiet one."""
+    from hvdbench.analysis.spread_change import spread_change
+
+    mine = _read(root, "")
+    if mine is None:
+        return
+    for config in todo:
+        made = [mine.points[run_id] for run_id in config.ids(budget) if run_id in mine.points]
+        changed = spread_change(made)
+        if changed is not None:
+            config.spread = changed.line()
+            print(f"until decided: {inert(config.label)}: {config.spread}")
+
+
 def _record(root: Path, todo: list[Configuration], sweep: Sweep) -> None:
     """Every look of every configuration, with its rule, in the results root (replaced whole)."""
     data = {"margin_pct": sweep.margin, "budget": sweep.budget, "against": str(sweep.against or ""),
             "configurations": [{"label": c.label, "rule": c.rule.describe() if c.rule else "", "note": c.note,
+                                "spread": c.spread,
                                 "alongside": c.theirs is not None,
                                 "finding": c.looks[-1].finding if c.looks else "not judged",
                                 "looks": [{"runs": k.runs, "value": k.value, "low": k.low, "high": k.high,
