@@ -46,25 +46,25 @@ def _none_match(url: str, what: str = "run") -> None:
     print(f"history: no {what} in {inert(redacted(url))} matches", file=sys.stderr)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    """history list: one row a run, oldest first (an empty selection is a result, said in one line)."""
-    url, runs = _selected(args)
-    if not len(runs):
+def _shown(url: str, table: pd.DataFrame, form: str, action: str) -> int:
+    """A read action's table printed (an empty selection is a result, said in one line); exit 0."""
+    if not len(table):
         _none_match(url)
     else:
-        print_table(runs, args.format, "list")
+        print_table(table, form, action)
     return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """history list: one row a run, oldest first."""
+    url, runs = _selected(args)
+    return _shown(url, runs, args.format, "list")
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
     """history aggregate: one row a system and configuration."""
     url, runs = _selected(args)
-    table = aggregate(runs)
-    if not len(table):
-        _none_match(url)
-    else:
-        print_table(table, args.format, "aggregate")
-    return 0
+    return _shown(url, aggregate(runs), args.format, "aggregate")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
