@@ -22,6 +22,7 @@ import pytest
 
 from conftest import hvdbench_exe, write_run
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from change_detection import ar1  # noqa: E402 - the wandering pace the benchmark measures, one definition
 from hvdbench.analysis.collect import collect
 from hvdbench.analysis.history.changes import change_points, judge_history
 from hvdbench.analysis.history.recording import record_roots
@@ -118,18 +119,9 @@ def test_change_points_hold_under_a_nudge_and_a_round_trip_through_csv(planted: 
             change_points(np.log(again))
 
 
-def _ar1(n: int, phi: float, sd: float, rng: np.random.Generator) -> np.ndarray:
-    e = rng.normal(0.0, sd * math.sqrt(1 - phi * phi), n)
-    x = np.empty(n)
-    x[0] = rng.normal(0.0, sd)
-    for i in range(1, n):
-        x[i] = phi * x[i - 1] + e[i]
-    return x
-
-
 def test_a_wandering_flat_pace_is_rarely_called_a_change() -> None:
     rng = np.random.default_rng(21)
-    called = [judge_history(np.exp(7.0 + _ar1(30, 0.7, 0.025, rng)), 0.02).finding.finding
+    called = [judge_history(np.exp(7.0 + ar1(30, 0.7, 0.025, rng)), 0.02).finding.finding
               in ("regression", "improvement") for _ in range(300)]
     assert np.mean(called) <= 0.05
     slowed = [judge_history(np.exp(7.0 + rng.normal(0, 0.025, 30) + np.r_[np.zeros(19), np.full(11, math.log(
