@@ -77,9 +77,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print_table(checked.table, args.format, "check")
     if args.format == "table":
         print(summary(checked.table))
-    for text in (checked.said.line, checked.said.note and f"hvdbench: {checked.said.note}"):
-        if text:  # the check's own output stays the table a script reads
-            print(text, file=sys.stderr)
+    checked.said.show(line_to_stderr=True)  # the check's own output stays the table a script reads
     return checked.status
 
 

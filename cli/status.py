@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"{inert(folder.name):<40} {inert(status.status):<10} {inert(job):<14} {inert(status.message)}")
         counts = Counter(status.status for _, status in found.runs)
         print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
-    if args.json:  # stdout holds the JSON alone
-        for text in (found.said.line, found.said.note and f"hvdbench: {found.said.note}"):
-            if text:
-                print(text, file=sys.stderr)
-    else:
-        found.said.show()
+    found.said.show(line_to_stderr=args.json)  # with --json, stdout holds the JSON alone
     return found.status
 
 

@@ -246,16 +246,6 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
     parser.add_argument("--exchange", choices=list(EXCHANGES), default=DEFAULT,
                         help="how gradients are exchanged: "
                              + "; ".join(f"{k}: {v.doc} ({', '.join(v.frameworks)})" for k, v in EXCHANGES.items()))
-    owners = own_options()  # a flag two exchanges declare is named here, before argparse's bare conflict
-    for option in (option for kind in EXCHANGES.values() for option in kind.options):
-        typed = positive_int if option.kind is int else positive_float
-        try:
-            parser.add_argument(option.flag, default=None, help=f"with --exchange {owners[option.dest]}: "
-                                f"{option.help}", **({"choices": list(option.choices)} if option.choices else
-                                                     {"type": typed}))
-        except argparse.ArgumentError:
-            raise ValueError(f"exchange {owners[option.dest]}'s option {option.flag} is already a flag every "
-                             "benchmark has: give it a name of its own (core/exchanges.py)") from None
     parser.add_argument("--no-cudnn-autotune", dest="cudnn_autotune", action="store_false",
                         help="on a GPU, take cuDNN's heuristic convolution algorithms instead of timing them in "
                              "the first steps and keeping the fastest (PyTorch's cudnn.benchmark, TensorFlow's "
@@ -273,7 +263,23 @@ def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit:
                         help="also print every record on stdout (one whole line per record)")
     if extra is not None:
         extra(parser.add_argument_group(f"{prog} model options"))  # type: ignore[arg-type]
+    _exchange_options(parser)
     return parser
+
+
+def _exchange_options(parser: Parser) -> None:
+    """Every exchange's own options, added after every other flag: one that two exchanges declare, or that is
+    already a flag of the benchmark's, is named here instead of argparse's bare conflict."""
+    owners = own_options()
+    for option in (option for kind in EXCHANGES.values() for option in kind.options):
+        typed = positive_int if option.kind is int else positive_float
+        try:
+            parser.add_argument(option.flag, default=None, help=f"with --exchange {owners[option.dest]}: "
+                                f"{option.help}", **({"choices": list(option.choices)} if option.choices else
+                                                     {"type": typed}))
+        except argparse.ArgumentError:
+            raise ValueError(f"exchange {owners[option.dest]}'s option {option.flag} is already a flag of the "
+                             "benchmark's: give it a name of its own (core/exchanges.py)") from None
 
 
 def check_flags(flags: argparse.Namespace, *, cnn: bool, framework: str = "pytorch", reads: str | None = None) -> None:

@@ -54,6 +54,13 @@ def test_two_exchanges_declaring_one_option_are_named(localsgd: Exchange, monkey
         get_benchmark("cifar10").check([])
 
 
+def test_an_exchange_option_named_like_a_benchmark_flag_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(EXCHANGES, "greedy", Exchange("greedy", "a stand-in", ("pytorch",),
+                                                      options=(Option("steps", 4, "its own steps", kind=int),)))
+    with pytest.raises(ValueError, match="exchange greedy's option --steps is already a flag of the benchmark's"):
+        get_benchmark("cifar10").check([])
+
+
 def test_the_registry_as_shipped_gives_every_option_one_owner() -> None:
     owners = exchanges.own_options()
     assert owners == {option.dest: name for name, kind in EXCHANGES.items() for option in kind.options}

@@ -128,8 +128,8 @@ def test_a_store_on_a_read_only_disk_is_one_line_and_costs_no_run(tmp_path: Path
     record_roots([_root(tmp_path / "a", "dgx-a", 0.1, 1)], str(path))
     before = path.read_bytes()
     later = _root(tmp_path / "b", "dgx-b", 0.1, 2)
-    python = (f"from hvdbench.analysis.history.recording import record_after; "
-              f"record_after([{str(later)!r}], {str(path)!r})")
+    python = (f"from hvdbench.analysis.history.recording import record_and_say; "
+              f"record_and_say([{str(later)!r}], {str(path)!r}).show()")
     try:
         done = subprocess.run(_read_only(folder, python), capture_output=True, text=True, timeout=120)
     finally:

@@ -18,7 +18,7 @@ import pytest
 
 from hvdbench.analysis.history.backends import PG_LOCK
 from hvdbench.analysis.history.locations import parse_location, redacted
-from hvdbench.analysis.history.recording import record_after, record_roots
+from hvdbench.analysis.history.recording import record_and_say, record_roots
 from hvdbench.analysis.history.store import StoreError, open_store
 from hvdbench.cli import main
 from test_history_store_keeps_every_run_once import _root
@@ -56,10 +56,10 @@ def test_a_location_no_backend_knows_is_refused_without_its_password(
 def test_the_drivers_words_are_never_edited_to_hide_a_password(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     root = _root(tmp_path / "a", repeats=1)
-    record_after([root], "postgresql://bench:e@127.0.0.1:1/history")  # password "e": nothing listens on port 1
+    record_and_say([root], "postgresql://bench:e@127.0.0.1:1/history").show()  # password "e": nothing listens on port 1
     err = capsys.readouterr().err
     assert "postgresql://bench:***@127.0.0.1:1/history: cannot be reached (connection" in err and "***ction" not in err
-    record_after([root], "host=127.0.0.1 port=1 dbname=history user=bench password=s3cret")
+    record_and_say([root], "host=127.0.0.1 port=1 dbname=history user=bench password=s3cret").show()
     err = capsys.readouterr().err
     assert "password=***" in err and "s3cret" not in err and "cannot be reached" in err
 

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import write_run
 from hvdbench.analysis.history.query import Selection, moment, select
-from hvdbench.analysis.history.recording import record_after, record_roots
+from hvdbench.analysis.history.recording import record_and_say, record_roots
 from hvdbench.analysis.history.store import SCHEMA_VERSION, StoreError, open_store, redacted
 from hvdbench.cli import main
 from hvdbench.core.spec import RunSpec
@@ -197,19 +197,19 @@ def test_a_store_that_cannot_take_the_runs_costs_none(tmp_path: Path, capsys: py
     root = _root(tmp_path / "a", repeats=1)
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    record_after([root], str(blocker / "h.sqlite"))  # a folder that cannot be made
+    record_and_say([root], str(blocker / "h.sqlite")).show()  # a folder that cannot be made
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "runs not recorded in the history store" in err and "history import" in err
     assert (root / next(root.iterdir()).name / "run.json").exists()
     secret = "postgresql://bench:s3cret@127.0.0.1:1/history"  # nothing listens on port 1
     assert "s3cret" not in redacted(secret) and "bench:***@127.0.0.1:1" in redacted(secret)
-    record_after([root], secret)
+    record_and_say([root], secret).show()
     err = capsys.readouterr().err
     assert "s3cret" not in err and "cannot be reached" in err and err.count("\n") == 1
-    record_after([root], "mysql://u:s3cret@h/db")
+    record_and_say([root], "mysql://u:s3cret@h/db").show()
     err = capsys.readouterr().err
     assert "s3cret" not in err and "mysql stores are not supported" in err
-    record_after([root], "off")
+    record_and_say([root], "off").show()
     assert capsys.readouterr() == ("", "")
 
 
@@ -260,12 +260,12 @@ def test_a_postgresql_that_goes_down_costs_no_run_and_import_catches_up(
     store = postgres.database()
     secret = store.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")  # trust: any password does
     first = _root(tmp_path / "first", repeats=2)
-    record_after([first], secret)
+    record_and_say([first], secret).show()
     assert "history: 2 added in postgresql://postgres:***@" in capsys.readouterr().out
     second = _root(tmp_path / "second", system="dgx-b", repeats=2, seed=4)
     postgres.stop()
     try:
-        record_after([second], secret)  # the sweep's end while the server is down
+        record_and_say([second], secret).show()  # the sweep's end while the server is down
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "runs not recorded" in err and "cannot be reached" in err
         assert "s3cret" not in err and "history import" in err
@@ -309,9 +309,9 @@ def test_a_full_disk_costs_no_run_and_leaves_the_store_as_it_was(tmp_path: Path)
     limit = store.stat().st_size + 4096
     code = ("import resource, signal, sys; from pathlib import Path\n"
             "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-            "from hvdbench.analysis.history.recording import record_after\n"
+            "from hvdbench.analysis.history.recording import record_and_say\n"
             f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
-            "record_after([Path(sys.argv[1])], sys.argv[2])\n")
+            "record_and_say([Path(sys.argv[1])], sys.argv[2]).show()\n")
     proc = subprocess.run([sys.executable, "-c", code, str(big), str(store)], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0 and proc.stdout == "", proc.stderr

@@ -16,7 +16,7 @@ from hvdbench.core.spec import RunSpec, RunStatus
 
 REPO = Path(__file__).resolve().parents[1]
 # what only a workflow does: record runs or verdicts, build a report
-WORKFLOWS_ONLY = {"record_after", "record_and_say", "record_roots", "record_verdict", "keep_verdict", "build_report",
+WORKFLOWS_ONLY = {"record_and_say", "record_roots", "record_collection", "keep_verdict", "build_report",
                   "run_until_decided"}
 
 

@@ -55,9 +55,10 @@ class Said:
     line: str = ""
     note: str = ""
 
-    def show(self) -> None:
+    def show(self, line_to_stderr: bool = False) -> None:
+        """Print the line (on stderr where stdout holds what a script reads: JSON, a table) and the note."""
         if self.line:
-            print(self.line)
+            print(self.line, file=sys.stderr if line_to_stderr else sys.stdout)
         if self.note:
             print(f"hvdbench: {self.note}", file=sys.stderr)
 
@@ -84,9 +85,3 @@ def record_and_say(roots: Sequence[Path], store: str | None = None, tags: Mappin
     if quiet and not (done.added or done.replaced):
         return Said()
     return Said(line=f"history: {done.text()} in {inert(redacted(url))}")
-
-
-def record_after(roots: Sequence[Path], store: str | None = None, tags: Mapping[str, str] | None = None,
-                 quiet: bool = False) -> None:
-    """Record the runs under the roots as a command ends and print what ``record_and_say`` says."""
-    record_and_say(roots, store, tags, quiet).show()

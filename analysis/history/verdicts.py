@@ -78,11 +78,6 @@ def keep_verdict(verdict: Verdict, store: str | None = None) -> Said:
                      f"{len(verdict.runs)} run(s)) {said} in {inert(redacted(url))}")
 
 
-def record_verdict(verdict: Verdict, store: str | None = None) -> None:
-    """Keep the verdict in the store and print what ``keep_verdict`` says."""
-    keep_verdict(verdict, store).show()
-
-
 def list_verdicts(store: Store, kind: str | None = None, run_id: str | None = None,
                   since: str | None = None) -> pd.DataFrame:
     """The store's verdicts, newest first: of one kind, behind which one run stands (by its run id or the key of
