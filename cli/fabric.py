@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import shlex
 from pathlib import Path
@@ -16,6 +15,7 @@ from hvdbench.core.containers import from_flags
 from hvdbench.core.errors import UsageError
 from hvdbench.core.flags import MOST_BUSBW, MOST_SECONDS, bounded, positive_int
 from hvdbench.core.hostlist import hosts_of
+from hvdbench.core.pair_judging import drain_command, drained
 from hvdbench.core.validate import inert, text_problem
 
 
@@ -51,20 +51,13 @@ def _fabric_pairs(args: argparse.Namespace) -> int:
     for line in failed:
         print(f"no result: {inert(line)}")
     for node in drained(judged):  # the command for the engineer to run; hvdbench changes no node's state
-        print("to take it out of service: " + shlex.join(["scontrol", "update", f"NodeName={node}", "State=DRAIN",
-                                                          f"Reason=hvdbench fabric: {node} low with every other node"]))
+        print("to take it out of service: " + shlex.join(drain_command(node)))
     _keep(args.output, judged, failed)
     print(f"outputs in {shlex.quote(str(args.output / 'nccl-tests'))}; report with: hvdbench report "
           f"{shlex.quote(str(args.output))}")
     return 1 if failed or any(said.startswith("flagged") for _, _, said in judged) else 0
 
 FINDINGS = "fabric-findings.json"  # what fabric --nccl-tests found, kept beside its outputs
-
-
-def drained(judged: list[tuple[str, float, str]]) -> list[str]:
-    """The nodes every pair of which was low: those to drain."""
-    found = [m.group(1) for _, _, said in judged for m in re.finditer(r"; (\S+) low with every other node", said)]
-    return sorted(set(found))
 
 
 def _keep(root: Path, judged: list[tuple[str, float, str]], failed: list[str]) -> None:
@@ -80,11 +73,37 @@ def _keep(root: Path, judged: list[tuple[str, float, str]], failed: list[str]) -
 
 
 def cmd_fabric(args: argparse.Namespace) -> int:
-    """The node's (or the saved outputs') HCA ports, what is wrong with them, GPUDirect RDMA's module; with
-    --nccl-tests, nccl-tests between the nodes."""
+    """The node's (or the saved outputs', or with --all-nodes every node of the allocation's) HCA ports, what is
+    wrong with them, GPUDirect RDMA's module; with --nccl-tests, nccl-tests between the nodes."""
     if args.nccl_tests:
         return _fabric_pairs(args)
-    from hvdbench.core.hca import gdr_ready, node_fabric, parse_hca_ports, port_findings
+    from hvdbench.core.hca import allocation_findings, gdr_ready
+
+    if args.all_nodes and args.files:
+        raise UsageError("--all-nodes asks every node of the allocation; saved outputs are given without it")
+    sources, silent = _asked_nodes(args) if args.all_nodes else (_given_sources(args), [])
+    across = allocation_findings(dict(sources)) if len(sources) > 1 else []
+    here = not args.files and not args.all_nodes
+    if args.json:
+        return _fabric_json(sources, gdr_ready() if here else None, args.files, across, silent)
+    if here:
+        if not sources:
+            print("no HCA port here: neither ibstat nor ibv_devinfo answered (not installed, or no RDMA device)")
+        print(gdr_ready())
+    flagged = _print_sources(sources, args.files)
+    for node, why in silent:
+        print(f"{inert(node)}: no answer ({inert(why)})")
+    for line in across:
+        print(f"flagged across the nodes: {inert(line)}")
+    for node in sorted({line.split(" ", 1)[0].removesuffix("'s") for line in across}):
+        print("to take it out of service: " + shlex.join(["scontrol", "update", f"NodeName={node}", "State=DRAIN",
+                                                          f"Reason=hvdbench fabric: {node}'s ports differ"]))
+    return 1 if flagged or across or silent else 0 if sources else 4
+
+
+def _given_sources(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The saved outputs' ports, else this node's (none where no tool answered)."""
+    from hvdbench.core.hca import node_fabric, parse_hca_ports
     from hvdbench.core.validate import read_small_text
 
     sources: list[tuple[str, list[dict[str, Any]]]] = []
@@ -98,14 +117,35 @@ def cmd_fabric(args: argparse.Namespace) -> int:
         sources.append((str(path), ports))
     if not args.files:
         facts = node_fabric()
-        if not facts["hca_ports"] and not args.json:
-            print("no HCA port here: neither ibstat nor ibv_devinfo answered (not installed, or no RDMA device)")
-        elif facts["hca_ports"]:
+        if facts["hca_ports"]:
             sources.append((f"this node ({facts['source']})", facts["hca_ports"]))
-        if not args.json:
-            print(gdr_ready())
-    if args.json:
-        return _fabric_json(sources, None if args.files else gdr_ready(), args.files)
+    return sources
+
+
+def _asked_nodes(args: argparse.Namespace) -> tuple[list[tuple[str, list[dict[str, Any]]]], list[tuple[str, str]]]:
+    """Every node's ports (--hosts, else the allocation's), asked by srun: those that answered, and why the others
+    did not (a node that answers with no port is one of them)."""
+    from hvdbench.core.hca import parse_hca_ports
+    from hvdbench.launchers.fabric_ports import ask_nodes
+    from hvdbench.launchers.schedulers import allocation_hosts
+
+    hosts = hosts_of(args.hosts) or allocation_hosts()
+    if not hosts:
+        raise UsageError("--all-nodes: no nodes: run it inside an allocation (salloc, sbatch) or give --hosts")
+    sources, silent = [], []
+    for node, text, why in ask_nodes(hosts, args.timeout):
+        ports = parse_hca_ports(text) if text else []
+        if ports:
+            sources.append((node, ports))
+        else:
+            silent.append((node, why or "its output shows no HCA port"))
+    return sources, silent
+
+
+def _print_sources(sources: list[tuple[str, list[dict[str, Any]]]], files: Sequence[Path]) -> int:
+    """Each source's ports and what is flagged in it; how many lines were flagged."""
+    from hvdbench.core.hca import port_findings
+
     flagged = 0
     for where, ports in sources:
         print(f"{inert(where)}:")
@@ -113,10 +153,11 @@ def cmd_fabric(args: argparse.Namespace) -> int:
             rate = f"{p['rate_gbps']:g} Gb/s" if isinstance(p.get("rate_gbps"), (int, float)) else "rate not shown"
             print(f"  {inert(p['device'])} port {p['port']}: {p['state']}, {inert(p.get('physical_state') or '-')}, "
                   f"{rate}, {inert(p.get('link_layer') or 'link layer not shown')}")
-        for line in port_findings(ports) + _hca_lines(where, ports, args.files):
+        for line in port_findings(ports) + _hca_lines(where, ports, files):
             flagged += 1
             print(f"  flagged: {inert(line)}")
-    return 1 if flagged else 0 if sources else 4
+    return flagged
+
 
 def _hca_lines(where: str, ports: list[dict[str, Any]], files: Sequence[Path]) -> list[str]:
     """This node's ports against the NCCL_IB_HCA set here (what a sweep run from here would pass its ranks)."""
@@ -125,15 +166,18 @@ def _hca_lines(where: str, ports: list[dict[str, Any]], files: Sequence[Path]) -
     hca = os.environ.get("NCCL_IB_HCA")
     return named_down(hca, ports) if hca and not files else []
 
-def _fabric_json(sources: list[tuple[str, list[dict[str, Any]]]], gdr: str | None, files: Sequence[Path]) -> int:
-    """fabric --json: each source's ports and findings, GPUDirect RDMA's line (this node only); the same exit
-    status as the text."""
+def _fabric_json(sources: list[tuple[str, list[dict[str, Any]]]], gdr: str | None, files: Sequence[Path],
+                 across: Sequence[str] = (), silent: Sequence[tuple[str, str]] = ()) -> int:
+    """fabric --json: each source's ports and findings, the nodes set against one another, the nodes that gave no
+    answer, GPUDirect RDMA's line (this node only); the same exit status as the text."""
     from hvdbench.core.hca import port_findings
 
     said = [{"source": where, "ports": ports, "flagged": port_findings(ports) + _hca_lines(where, ports, files)}
             for where, ports in sources]
-    print(json.dumps({"sources": said, "gpudirect_rdma": gdr}, indent=1, default=str))
-    return 1 if any(s["flagged"] for s in said) else 0 if said else 4
+    print(json.dumps({"sources": said, "across_nodes": list(across),
+                      "no_answer": [{"node": n, "why": w} for n, w in silent], "gpudirect_rdma": gdr},
+                     indent=1, default=str))
+    return 1 if any(s["flagged"] for s in said) or across or silent else 0 if said else 4
 
 
 def declare(sub: Any) -> None:
@@ -149,6 +193,11 @@ def declare(sub: Any) -> None:
                         help="saved ibstat, ibstatus or ibv_devinfo outputs (default: ask this node's tools)")
     fabric.add_argument("--json", action="store_true",
                         help="print JSON for other tools: each source's ports and what is flagged, GPUDirect RDMA")
+    fabric.add_argument("--all-nodes", action="store_true",
+                        help="inside an allocation: every node's ports (ibstat, else ibv_devinfo, as a one-task srun "
+                             "step on each node, 16 at a time, each bounded by --timeout), each node judged and the "
+                             "nodes set against one another: fewer active ports or a slower fastest port than the "
+                             "others flagged, with the node's drain command; a node that gives no answer is flagged")
     pairs = fabric.add_argument_group(
         "nccl-tests between nodes", "Inside a SLURM allocation: PROGRAM (nccl-tests' all_reduce_perf, built by "
         "scripts/nccl-tests.sh or the cluster's) as one srun step for every pair of nodes and across all of them; "

@@ -77,6 +77,11 @@ def judging_flags(parser: Any) -> None:
                         help="judge a configuration of fewer than --min-runs runs with the spread between runs pooled "
                              "from the same system's configurations that have that many; every line that used it "
                              "says so")
+    for side, words in (("since", "before"), ("until", "at or after")):
+        parser.add_argument(f"--runs-{side}", default=None, metavar="WHEN",
+                            help=f"leave out the runs that started {words} WHEN (an age: 12h, 2d; or a date: "
+                                 "2026-11-01T08:00, UTC unless it says): a noisy hour left out without deleting a "
+                                 "folder, each run listed under Runs left out with when it started")
 
 
 def job_flags(parser: Any) -> None:

@@ -33,7 +33,22 @@ def judging_of(args: argparse.Namespace, dirs: Sequence[Path], systems: bool = F
     return Judging(baseline, flag("margin", MARGIN_PCT) / 100.0, flag("min_runs", MIN_RUNS),
                    bool(flag("borrow_spread", False)), parse_prices(list(flag("price", ()))),
                    load_costs(costs) if costs is not None else {}, load_weights(weights) if weights is not None else {},
-                   first_system(dirs[0]) if systems and baseline is None else None)
+                   first_system(dirs[0]) if systems and baseline is None else None, window_of(args))
+
+
+def window_of(args: argparse.Namespace) -> Any:
+    """The --runs-since/--runs-until window (open where neither is given); a bad time is one line naming its flag."""
+    from hvdbench.analysis.history.query import moment
+    from hvdbench.analysis.selection import Window
+
+    sides = {}
+    for side in ("since", "until"):
+        text = getattr(args, f"runs_{side}", None)
+        try:
+            sides[side] = moment(text) if text is not None else None
+        except UsageError as exc:
+            raise UsageError(f"--runs-{side} {exc}") from None
+    return Window(**sides)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from .flags import rank_counts
 
 def cmd_project(args: argparse.Namespace) -> int:
     """Project each workload to the node counts; print the inputs and the table, write the section."""
+    from hvdbench.analysis.projection.allreduce_model import Fabric
     from hvdbench.analysis.projection.shown import write_projection
     from hvdbench.analysis.projection.target import load_target
 
@@ -21,18 +22,18 @@ def cmd_project(args: argparse.Namespace) -> int:
     if args.backtest:
         from hvdbench.analysis.projection.backtest_shown import write_backtest
 
-        forced = None if args.algorithm == "both" else args.algorithm
+        forced = None if args.algorithm in (None, "both") else args.algorithm
         text, path = write_backtest(args.dirs, out, args.fit_nodes, args.link, forced)
         print(text)
         print(f"back-test: {path}")
         return 0
     if args.fit_nodes:
         raise UsageError("--fit-nodes: goes with --backtest")
-    if args.algorithm == "tree":
-        raise UsageError("--algorithm tree: a projection from one's own runs models ring and hierarchical; tree "
-                         "goes with --backtest")
     target = load_target(args.target) if args.target else None
-    algorithms = ("ring", "hierarchical") if args.algorithm == "both" else (args.algorithm,)
+    refused = (target.fabric() if target else Fabric()).refuses(args.algorithm or "")
+    if refused:
+        raise UsageError(f"--algorithm {args.algorithm}: {refused}")
+    algorithms = {None: None, "both": ("ring", "hierarchical")}.get(args.algorithm, (args.algorithm,))
     text, paths = write_projection(args.dirs, out, args.nodes, args.gpus_per_node, args.link, algorithms, args.warmup,
                                    target, args.keep_measured_compute)
     print(text)  # its inputs end with the projection's track record on published results
@@ -64,9 +65,13 @@ def declare(sub: Any) -> None:
     project.add_argument("--link", action="append", default=[], metavar="NAME=GB/s,latency",
                          help="a what-if interconnect: bandwidth per node in GB/s (all its NICs) and latency "
                               "(us by default; e.g. ib400x8=400,2us); repeatable")
-    project.add_argument("--algorithm", choices=("ring", "hierarchical", "tree", "both"), default="both",
-                         help="allreduce across nodes: one ring, Horovod's hierarchical allreduce, or both; with "
-                              "--backtest: ring or tree forced (default: the one NCCL would pick at each size)")
+    project.add_argument("--algorithm", choices=("nccl", "ring", "tree", "hierarchical", "nvls", "collnet", "both"),
+                         default=None,
+                         help="allreduce across nodes: nccl (the one NCCL would pick at each size and node count, "
+                              "among ring, tree and what the target's fabric has: nvls, collnet), one forced, "
+                              "Horovod's hierarchical allreduce, or both (ring and hierarchical); default: nccl and "
+                              "hierarchical with a --target or runs NCCL carried, else ring and hierarchical; with "
+                              "--backtest: ring or tree forced (default: NCCL's pick)")
     project.add_argument("--backtest", action="store_true",
                          help="fit each workload measured at three sizes or more on one system (one's own runs, "
                               "MLPerf results or a published table taken in with hvdbench import) on its smallest "

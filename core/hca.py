@@ -154,6 +154,38 @@ def port_findings(ports: list[dict[str, Any]]) -> list[str]:
     return found
 
 
+def allocation_findings(by_node: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+    """What sets a node's ports apart from the other nodes' of an allocation, one line each: fewer active ports of a
+    link layer than most nodes have (a port down that the node alone would not show as missing: ibstat lists only what
+    it sees), or a fastest active port below the fastest other nodes' of that link layer (the whole node trained down,
+    which its own ports cannot show). Fewer than two nodes: nothing to set apart."""
+    if len(by_node) < 2:
+        return []
+    counts: dict[Any, dict[str, int]] = {}
+    fastest: dict[Any, dict[str, float]] = {}
+    for node, ports in by_node.items():
+        for port in ports:
+            if port.get("state") != "active":
+                continue
+            layer = port.get("link_layer")
+            counts.setdefault(layer, {}).setdefault(node, 0)
+            counts[layer][node] += 1
+            if isinstance(port.get("rate_gbps"), (int, float)):
+                fastest.setdefault(layer, {})[node] = max(fastest.get(layer, {}).get(node, 0.0),
+                                                          float(port["rate_gbps"]))
+    found = []
+    for layer, per_node in counts.items():
+        usual = sorted(per_node.get(n, 0) for n in by_node)[len(by_node) // 2]  # the median node's count
+        found += [f"{node} has {per_node.get(node, 0)} active {layer} port(s) where most nodes have {usual}"
+                  for node in by_node if per_node.get(node, 0) < usual]
+    for layer, per_node in fastest.items():
+        best = max(per_node.values())
+        found += [f"{node}'s fastest {layer} port runs {rate:g} Gb/s where other nodes' run {best:g}: the node's "
+                  "links trained down (a switch port, a cable, a NIC setting)" for node, rate in per_node.items()
+                  if rate < best]
+    return found
+
+
 def gdr_ready(sys_module: Any = PEERMEM) -> str:
     """Whether GPUDirect RDMA's kernel module is loaded here, in words."""
     loaded = [Path(p).name for p in sys_module if Path(p).is_dir()]

@@ -218,12 +218,17 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
              "env.variables", variable_number("HOROVOD_FUSION_THRESHOLD")),
     _derived("cycle_s", "float64", "HOROVOD_CYCLE_TIME in seconds (null: Horovod's default)",
              "env.variables", variable_number("HOROVOD_CYCLE_TIME", 1e3)),
+    _derived("nccl_algo", "string", "NCCL_ALGO as the run set it (null: NCCL chose its algorithm by size)",
+             "env.variables", lambda f: f.variables.get("NCCL_ALGO")),
     _env("cudnn_autotune", ("math", "cudnn_autotune"), "boolean",
          "cuDNN timed its convolution algorithms and kept the fastest (a GPU run)"),
     _env("started", ("time",), "float64", "when rank 0 recorded its environment (s since the epoch)"),
     _env("host", ("host",), "string", "rank 0's host"),
     _env("imported_from", ("imported", "from"), "string", "a run measured elsewhere and taken in: its source "
          "(nccl-tests, mlperf)"),
+    _env("imported_hosts", ("imported", "hosts"), "string", "a run taken in: the nodes it ran on (its step's, else "
+         "those its output names), comma-separated", lambda v: ",".join(map(str, v)) if isinstance(v, list) and v
+         else None),
     _env("driver", ("nvml", "driver"), "string", "the NVIDIA driver, as NVML reports it"),
     _env("cuda", ("device", "cuda"), "string", "the CUDA the framework was built with"),
     _env("cudnn", ("device", "cudnn"), "Int64", "the cuDNN version PyTorch loaded"),

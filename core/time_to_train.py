@@ -31,7 +31,8 @@ RESULT_COUNTS: dict[str, int] = {
     "gpt_oss_20b": 10, "deepseekv3_671b": 3,
 }
 DROPPED = {"unet3d": 4}  # runs dropped from each end of the sorted times (result_summarizer); every other: 1
-NOT_RUNS = (*UNDER_WAY, "not run", "inconsistent")  # states that are no ended run (another run's records: no run)
+# states that are no ended run (another run's records, a run left out of the selection by time: no run)
+NOT_RUNS = (*UNDER_WAY, "not run", "inconsistent", "left out")
 ROUNDS = ("0.7", "1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0", "5.1", "6.0", "6.1")
 LATEST = ROUNDS[-1]
 

@@ -86,9 +86,11 @@ def free_repeat(root: Path, spec: RunSpec) -> RunSpec:
     return spec
 
 
-def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str, content: str = "") -> None:
+def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str, content: str = "",
+              hosts: Sequence[str] | None = None) -> None:
     """The run folder, written aside and moved in whole: run.json, rank 0's record (env, a comm record per size,
-    its summary), the other ranks' summaries (nccl-tests' figure is theirs too: averaged over them), status ok."""
+    its summary; ``hosts``: the nodes its step ran on, else those its output names), the other ranks' summaries
+    (nccl-tests' figure is theirs too: averaged over them), status ok."""
     folder = root / f".importing-{spec.id}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -99,7 +101,8 @@ def write_run(root: Path, spec: RunSpec, test: Test, digest: str, name: str, con
                  run_id=spec.id, host=host, flags={"timing": "batch", "iters": test.iters},
                  device={"nccl": test.nccl}, gpu={"name": test.ranks[0][3]} if test.ranks else None,
                  imported={"from": BACKEND, "program": test.program, "version": test.version, "sha256": digest,
-                           "content_sha256": content, "file": name[:200], "hosts": test.hosts,
+                           "content_sha256": content, "file": name[:200],
+                           "hosts": list(hosts) if hosts is not None else test.hosts,
                            "ranks": len(test.ranks),
                            "avg_busbw": test.avg_busbw, "left": test.left[:20]})
     for row in test.rows:
@@ -151,7 +154,7 @@ def import_files(paths: Iterable[Path], root: Path, system: str,
                                  f"tabulates ({', '.join(PROGRAMS)}); name the file after its program where the "
                                  "output does not say it")
             spec = free_repeat(root, spec_of(test, system, 0, hosts))
-            write_run(root, spec, test, digest, path.name, content)
+            write_run(root, spec, test, digest, path.name, content, hosts)
             done.append(Imported(spec, test, tuple(hosts) if hosts is not None else tuple(test.hosts)))
         seen |= {digest, content}
     return done

@@ -219,7 +219,7 @@ def test_one_bad_node_of_three_is_flagged_though_it_sets_the_pairs_median(tmp_pa
     for pair in ("node01,node03", "node02,node03"):
         assert said[pair].startswith("flagged low: 50% of the best any pair reaches (75.1 GB/s)") and said[
             pair].endswith("; node03 low with every other node")
-    from hvdbench.cli.fabric import drained
+    from hvdbench.core.pair_judging import drained
 
     assert drained([("", 0.0, line) for line in said.values()]) == ["node03"]  # the one to drain, named once
 
@@ -267,3 +267,23 @@ def test_two_nodes_are_too_few_to_compare_unless_the_link_is_named(tmp_path: Pat
         "too few to compare: no other pair of these nodes (give --expect-busbw")
     said = _pairs(tmp_path / "b", {("node01", "node02"): HALF}, expected=75.0)["node01,node02"]
     assert said.startswith("flagged low: 50% of the 75.0 GB/s expected")
+
+
+def test_the_report_of_a_pairs_check_judges_them_lists_every_node_and_says_what_to_drain(tmp_path: Path,
+                                                                                         capsys: Any) -> None:
+    """Four nodes, node04 at half speed with every other: the report of the fabric command's results carries the same
+    verdicts, names node04 in its summary with the drain command, and its System under test lists all four nodes
+    (node04 is never first in a pair, and the first is all its record's host names)."""
+    said = _pairs(tmp_path, _nodes(4, {4}))
+    out = tmp_path / "report"
+    assert main(["report", str(tmp_path / "r"), "-o", str(out)]) == 0
+    text = (out / "report.md").read_text(encoding="utf-8")
+    section = text[text.index("## Fabric between nodes"):]
+    for pair, line in said.items():
+        assert f"| {pair} |" in section and line.split(";")[0] in section
+    assert "Fabric: node04 is low with every other node in nccl-tests" in text
+    assert "scontrol update NodeName=node04 State=DRAIN" in text
+    system = text[text.index("## System under test"):]
+    assert "| hosts | 4: node01, node02, node03, node04 |" in system.replace("  ", " ")
+    table = pd.read_csv(out / "fabric_pairs.csv")
+    assert len(table) == 6 and table["verdict"].str.startswith("flagged low").sum() == 3

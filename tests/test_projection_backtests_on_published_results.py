@@ -110,8 +110,8 @@ def test_a_what_if_link_and_a_forced_algorithm(roots: tuple[Path, Path], tmp_pat
     assert set(table["algorithm"]) == {"ring"} and set(table["network"]) == {"as measured", "--link half"}
     bert = table[table["workload"] == "mlperf bert"].set_index(["nodes", "network"])["predicted"]
     assert bert[(96, "--link half")] < bert[(96, "as measured")]  # half the network: a slower BERT
-    assert main(["project", str(roots[0]), "--algorithm", "tree"]) == 2
-    assert "tree goes with --backtest" in capsys.readouterr().err
+    assert main(["project", str(roots[0]), "--algorithm", "nvls"]) == 2  # a fabric no target said has NVLS
+    assert "nvls needs NVLink SHARP within a node" in capsys.readouterr().err
     assert main(["project", str(roots[0]), "--fit-nodes", "1,8"]) == 2
     assert "--fit-nodes: goes with --backtest" in capsys.readouterr().err
     assert main(["project", str(roots[0]), "--backtest", "--fit-nodes", "1,8,64,96", "-o", str(tmp_path)]) == 2

@@ -45,7 +45,10 @@ def test_rounds_until_decided_say_and_keep_a_spread_that_changed(tmp_path: Path)
     for spec in specs:
         scale = 0.2 if spec.repeat < 6 else 0.005  # the first six rounds in a loaded hour
         step = 0.1 * float(np.exp(rng.normal(0, scale)))
-        write_run(tmp_path, spec, [[step] * 20])
+        write_run(tmp_path, spec, [[step] * 20], env={"time": 1_795_000_000.0 + 600 * spec.repeat})
     todo = configurations(specs)
     _spreads(tmp_path, todo, 12)
     assert "the first 6 runs spread" in todo[0].spread and "the early runs were the noisier" in todo[0].spread
+    # and the way to judge the quiet runs alone: from the seventh run's start (repeat 6, 11:06:40 UTC + 1 h)
+    assert todo[0].spread.endswith(f"; to judge the last 6 alone: hvdbench report {tmp_path} --runs-since "
+                                   "2026-11-18T12:06:40")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hvdbench.analysis.collect import Collection
+from hvdbench.analysis.selection import LEFT_OUT
 from hvdbench.analysis.history.verdicts import OUTCOMES, REGRESSION_OUTCOMES, keep_verdict, sides, verdict_of
 from hvdbench.analysis.verdicts.judging import Judging
 from hvdbench.core.errors import HvdbenchError, UsageError
@@ -45,7 +46,8 @@ def report(dirs: Sequence[Path], output: Path | None = None, *, warmup: int | No
 def _two_systems(report: Any, collection: Collection, judged: dict[str, Any]) -> str:
     """compare's check before its report is written: the results hold two systems or more; the decision and the
     runs behind it kept in ``judged``."""
-    judged.update(decision=report.tables.get("decision"), runs=collection.runs)
+    judged.update(decision=report.tables.get("decision"),
+                  runs=collection.runs[collection.runs["status"] != LEFT_OUT])  # a run left out by time: not behind it
     found = sorted(set(collection.runs["system"]))
     if len(found) < 2:
         unread = (f"; {len(collection.spec_errors)} run folder(s) could not be read ({inert(collection.spec_errors[0])}"

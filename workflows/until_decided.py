@@ -16,7 +16,7 @@ import shlex
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -232,12 +232,21 @@ def _spreads(root: Path, todo: list[Configuration], budget: int) -> None:
     mine = _read(root, "")
     if mine is None:
         return
+    started = mine.runs.set_index("run_id")["started"]
     for config in todo:
-        made = [mine.points[run_id] for run_id in config.ids(budget) if run_id in mine.points]
-        changed = spread_change(made)
+        present = [run_id for run_id in config.ids(budget) if run_id in mine.points]
+        changed = spread_change([mine.points[run_id] for run_id in present])
         if changed is not None:
-            config.spread = changed.line()
+            config.spread = changed.line() + _late_alone(root, changed, started.get(present[changed.early]))
             print(f"until decided: {inert(config.label)}: {config.spread}")
+
+
+def _late_alone(root: Path, changed: Any, late_start: Any) -> str:
+    """Where the early runs were the noisier: the command that judges the late ones alone (their start, the window)."""
+    if changed.early_factor <= changed.late_factor or late_start is None or pd.isna(late_start):
+        return ""
+    since = pd.Timestamp(float(late_start), unit="s").strftime("%Y-%m-%dT%H:%M:%S")
+    return f"; to judge the last {changed.late} alone: hvdbench report {shlex.quote(str(root))} --runs-since {since}"
 
 
 def _record(root: Path, todo: list[Configuration], sweep: Sweep) -> None:

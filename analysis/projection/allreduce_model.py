@@ -126,22 +126,116 @@ def hierarchical_allreduce_s(nbytes: float, nodes: int, per_node: int, intra: Li
     return ring_allreduce_s(nbytes, per_node, intra) + ring_allreduce_s(nbytes, nodes, inter)
 
 
+def _anchor(link: Link, nbytes: float) -> float:
+    """How far the link's measured curve sits from its own ring formula at this size (1: no curve): what the
+    software and protocol add at that size, carried to another algorithm's formula over the same link."""
+    if not link.sizes or nbytes <= 0:
+        return 1.0
+    return link.measured_s(nbytes) / link.formula_s(nbytes, link.ranks)
+
+
+def tree_allreduce_s(nbytes: float, nodes: int, per_node: int, intra: Link, inter: Link | None) -> float:
+    """NCCL's double binary tree: a chain through a node's ranks and two trees across nodes (each node a leaf of
+    one), reduce up then broadcast down, pipelined: latency ``2(log2(nodes)·alpha_inter + (g-1)·alpha_intra)``,
+    every byte twice over the slower of the two links. Within one node NCCL rings."""
+    if nodes <= 1:
+        return ring_allreduce_s(nbytes, per_node, intra)
+    if nbytes <= 0:
+        return 0.0
+    assert inter is not None
+    latency = 2 * (math.log2(nodes) * inter.alpha_s + (per_node - 1) * intra.alpha_s)
+    per_byte = max(inter.beta_s, intra.beta_s if per_node > 1 else 0.0)
+    return (latency + 2 * nbytes * per_byte) * _anchor(inter, nbytes)
+
+
+# NVLink SHARP's gain on a ring's bus bandwidth within an 8-GPU H100 board: ~480 against ~370 GB/s (NCCL's
+# maintainers, NVIDIA/nccl#1442 and nccl-tests#212: "a 30% improvement")
+NVLS_GAIN = 1.3
+COLLNET_RADIX = 32  # nodes a SHARP aggregation switch level gathers (a 64-port switch: 32 down, 32 up)
+
+
+def nvls_allreduce_s(nbytes: float, nodes: int, per_node: int, intra: Link, inter: Link | None) -> float:
+    """NCCL's NVLS: the NVSwitch reduces (a ring's bandwidth term over NVLS_GAIN, two latencies); across nodes
+    NVLS_TREE, a tree of the whole buffer pipelined with the switch's reduction (latencies add, the slower
+    bandwidth term rules)."""
+    if nbytes <= 0 or per_node * nodes <= 1:
+        return 0.0
+    within = 2 * (per_node - 1) / per_node * nbytes * intra.beta_s / NVLS_GAIN if per_node > 1 else 0.0
+    latency = 2 * intra.alpha_s if per_node > 1 else 0.0
+    if nodes <= 1:
+        return (latency + within) * _anchor(intra, nbytes)
+    assert inter is not None
+    across = 2 * nbytes * inter.beta_s
+    return (latency + 2 * math.log2(nodes) * inter.alpha_s + max(within, across)) * _anchor(inter, nbytes)
+
+
+def collnet_allreduce_s(nbytes: float, nodes: int, per_node: int, intra: Link, inter: Link | None) -> float:
+    """NCCL's CollNet (SHARP in the InfiniBand switches), as its ideal: within the node a ring's reduce-scatter
+    and all-gather; across nodes each node's bytes go once up an aggregation tree of COLLNET_RADIX-wide switch
+    levels and the sum once down (a latency a level each way, not a step per node), pipelined with the node's
+    part. Measure it (NCCL_ALGO=CollNet) where the figure matters."""
+    if nodes <= 1:
+        return ring_allreduce_s(nbytes, per_node, intra)
+    if nbytes <= 0:
+        return 0.0
+    assert inter is not None
+    levels = max(1, math.ceil(math.log(nodes) / math.log(COLLNET_RADIX)))
+    within = 2 * (per_node - 1) / per_node * nbytes * intra.beta_s if per_node > 1 else 0.0
+    latency = 2 * levels * inter.alpha_s + (2 * (per_node - 1) * intra.alpha_s if per_node > 1 else 0.0)
+    return (latency + max(within, nbytes * inter.beta_s)) * _anchor(inter, nbytes)
+
+
 ALGORITHMS: dict[str, Callable[[float, int, int, Link, Link | None], float]] = {
-    "ring": flat_allreduce_s, "hierarchical": hierarchical_allreduce_s}
+    "ring": flat_allreduce_s, "hierarchical": hierarchical_allreduce_s, "tree": tree_allreduce_s,
+    "nvls": nvls_allreduce_s, "collnet": collnet_allreduce_s}
+CHOSEN = "nccl"  # the algorithm NCCL would pick at each buffer's size and node count, among the fabric's
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """What a cluster's fabric offers NCCL beyond ring and tree: NVLink SHARP in the node's NVSwitch (NVLS) and
+    SHARP aggregation in the switches between nodes (CollNet)."""
+
+    nvls: bool = False
+    collnet: bool = False
+
+    def algorithms(self) -> tuple[str, ...]:
+        """The algorithms NCCL chooses among on this fabric."""
+        return ("ring", "tree", *(("nvls",) if self.nvls else ()), *(("collnet",) if self.collnet else ()))
+
+    def refuses(self, algorithm: str) -> str | None:
+        """Why ``algorithm`` cannot be forced on this fabric (None: it can)."""
+        if algorithm == "nvls" and not self.nvls:
+            return "nvls needs NVLink SHARP within a node: a target whose intra_node says nvls = true"
+        if algorithm == "collnet" and not self.collnet:
+            return "collnet needs SHARP switches between nodes: a target whose inter_node says collnet = true"
+        return None
+
+
+def nccl_pick(nbytes: float, nodes: int, per_node: int, intra: Link | None, inter: Link | None,
+              fabric: Fabric = Fabric()) -> str:
+    """The algorithm NCCL would run a buffer of ``nbytes`` with: the fastest of the fabric's by their cost (NCCL's
+    tuning model: latency plus bytes over bandwidth, the least taken); ring where only one link is known."""
+    link = intra or inter
+    if link is None or nbytes <= 0:
+        return "ring"
+    times = {name: ALGORITHMS[name](nbytes, nodes, per_node, link, inter) for name in fabric.algorithms()
+             if nodes > 1 or name in ("ring", "nvls")}
+    return min(times, key=lambda name: (times[name], name != "ring"))
 
 
 def step_allreduce(algorithm: str, nodes: int, per_node: int, intra: Link | None, inter: Link | None,
-                   step_bytes: float) -> Callable[[float], float]:
+                   step_bytes: float, fabric: Fabric = Fabric()) -> Callable[[float], float]:
     """The cost of one fused buffer in a step that exchanges ``step_bytes`` in all. Over a link fitted from
     isolated calls, each buffer costs what a call of its size costs. Over a link fitted from a training
     pattern (``Link.stream``) the step's buffers follow each other through the link as that pattern's did,
     so each costs its share of the whole step's exchange at that total: a small buffer in the stream waits
     behind the others and passes at the stream's rate, not at the rate a lone message of its size gets."""
-    fn = ALGORITHMS[algorithm]
     used = inter if nodes > 1 else (intra or inter)
 
     def one(nbytes: float) -> float:
-        return fn(nbytes, nodes, per_node, intra or inter, inter)  # type: ignore[arg-type]
+        name = nccl_pick(nbytes, nodes, per_node, intra, inter, fabric) if algorithm == CHOSEN else algorithm
+        return ALGORITHMS[name](nbytes, nodes, per_node, intra or inter, inter)  # type: ignore[arg-type]
 
     if used is None or not used.stream or step_bytes <= 0:
         return one

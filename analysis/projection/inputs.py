@@ -44,6 +44,13 @@ class Curve:
     times: tuple[ndarray, ...]
     cycle_s: float = DEFAULT_CYCLE_S
     like: str = ""  # a training pattern's: the workload (benchmark model batch N) whose gradients it issued
+    nccl: bool = False  # NCCL carried it (the run's NCCL log, or Horovod built with NCCL on a GPU)
+    nccl_algo: str = ""  # NCCL_ALGO as the run set it ("": NCCL chose by size)
+
+    def tree_best_case(self) -> bool:
+        """An NCCL curve across exactly two nodes with NCCL free to choose: tree's best case (a two-node tree is one
+        hop, which no larger tree has), so a link fitted from it flatters every larger node count."""
+        return self.nccl and self.nodes == 2 and self.nccl_algo.strip().lower() != "ring"
 
     @property
     def training(self) -> bool:
@@ -107,17 +114,20 @@ def allreduce_curves(collection: Collection) -> list[Curve]:
         if len(sizes) >= 2 and (dtype == "fp32" or not any(c.run_id == run_id for c in curves)):
             run = runs.loc[run_id]
             cycle = float(run["cycle_s"]) if pd.notna(run["cycle_s"]) else DEFAULT_CYCLE_S
+            nccl = pd.notna(run["nccl_network"]) or (pd.notna(run["horovod_nccl"]) and pd.notna(run["driver"]))
+            algo = str(run["nccl_algo"]) if pd.notna(run["nccl_algo"]) else ""
             curves.append(Curve(str(run_id), str(run["system"]), str(run["controller"]), int(run["nodes"]),
-                                int(run["np"]), np.asarray(sizes), tuple(times), cycle, like))
+                                int(run["np"]), np.asarray(sizes), tuple(times), cycle, like, bool(nccl), algo))
     return curves
 
 
 def pick_curve(curves: list[Curve], system: str, controller: str, kind: str, label: str = "") -> Curve | None:
     """The system's curve of a link class: measured the way training exchanges (the training pattern of the
-    workload ``label`` itself first), then the same controller as the training runs, the most ranks (the
-    most links in the ring) and the widest size range."""
+    workload ``label`` itself first), then across the most nodes (a two-node NCCL curve is tree's best case),
+    the same controller as the training runs, the most ranks (the most links in the ring) and the widest size
+    range."""
     mine = [c for c in curves if c.system == system and c.kind == kind]
-    return max(mine, key=lambda c: (c.training and label.startswith(c.like + " "), c.training,
+    return max(mine, key=lambda c: (c.training and label.startswith(c.like + " "), c.training, c.nodes,
                                     c.controller == controller, c.np, len(c.sizes)), default=None)
 
 

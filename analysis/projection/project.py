@@ -13,7 +13,7 @@ import pandas as pd
 
 from hvdbench.core.errors import ReportError
 
-from .allreduce_model import Link, parse_link, step_allreduce
+from .allreduce_model import CHOSEN, Fabric, Link, nccl_pick, parse_link, step_allreduce
 from ..collect import Collection
 
 from .inputs import (DRAWS, Measured, FittedWorkload, allreduce_curves, other_curve, pick_curve,
@@ -33,6 +33,7 @@ PROJECTION_SCHEMA: dict[str, str] = {
                              for end in ("", "_low", "_high")},
     "measured_step_ms": "float64", "measured_throughput": "float64", "error_pct": "float64",
     "extrapolated_x": "float64", "compute_on": "string", "measured_gpus_per_node": "int64",
+    "runs_as": "string", "link_note": "string",
 }
 # Beyond 65,536 nodes no system exists to check a projection against; asked for more is refused.
 MAX_NODES = 65536
@@ -139,15 +140,18 @@ def _check_request(scaling: pd.DataFrame, nodes: Sequence[int], gpus_per_node: i
 
 
 def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | None = None,
-            links: Sequence[str] = (), algorithms: Sequence[str] = ("ring", "hierarchical"),
+            links: Sequence[str] = (), algorithms: Sequence[str] | None = ("ring", "hierarchical"),
             warmup: int | None = None, intra_link: str | None = None,
             stats: pd.DataFrame | None = None,
-            overlaps: Mapping[str, tuple[float, np.ndarray, str]] | None = None) -> Projection:
+            overlaps: Mapping[str, tuple[float, np.ndarray, str]] | None = None,
+            fabric: Fabric = Fabric()) -> Projection:
     """The projection of every exchanging workload in the collection at each node count; ``intra_link`` (a
     target's bus, as a link spec) replaces the measured link within a node once the overlap is fitted;
     ``stats``: the collection's run statistics where the caller has them already (the report); ``overlaps``:
     per workload label, an overlap fitted elsewhere (another projection's ``fitted_overlap()``: runs at one
-    link rate projecting another) used instead of fitting one from this collection."""
+    link rate projecting another) used instead of fitting one from this collection; ``fabric``: what the
+    target's fabric offers NCCL beyond ring and tree (the ``nccl`` algorithm chooses among them); ``algorithms``
+    None: NCCL's pick and hierarchical where NCCL carried the measured curves, else ring and hierarchical."""
     stats = run_stats_table(collection, warmup) if stats is None else stats
     scaling = scaling_table(collection, stats)
     if scaling.empty:
@@ -155,6 +159,8 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
     _check_request(scaling, nodes, gpus_per_node, links)
     workloads = workload_inputs(collection, scaling, stats.attrs.get("draws", {}), gpus_per_node)
     curves = allreduce_curves(collection)
+    if algorithms is None:  # NCCL's pick where NCCL carried the measured exchange, else the ring Gloo and MPI run
+        algorithms = (CHOSEN if any(c.nccl for c in curves) else "ring", "hierarchical")
     rows: list[dict[str, Any]] = []
     link_rows: list[dict[str, Any]] = []
     overlap: dict[str, tuple[float, float, float, str]] = {}
@@ -169,22 +175,23 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
         overlap[w.label], overlap_draws[w.label] = (phi, low, high, how), phi_draws
         between = _between(w, fitted, inter_curve is not None, links, link_rows)
         intra, intra_draws = _within(w, fitted, intra_link, link_rows)
+        note = _link_note(inter_curve)
         for count in nodes:
-            if count == 1:
-                rows.append(_row(w, f"{intra.name} ({WITHIN})" if intra_link and intra else WITHIN, "ring", 1,
-                                 per_node, phi, phi_draws,
-                                 step_allreduce("ring", 1, per_node, intra, None, w.model.grad_bytes),
-                                 [step_allreduce("ring", 1, per_node, a, None, w.model.grad_bytes)
-                                  for a in intra_draws]))
-                continue
-            for name, link, link_draws in between:
-                for algorithm in algorithms:
+            within = count == 1
+            for name, link, link_draws in [(f"{intra.name} ({WITHIN})" if intra_link and intra else WITHIN, None,
+                                            [None] * DRAWS)] if within else between:
+                for algorithm in ([CHOSEN if CHOSEN in algorithms else "ring"] if within else algorithms):
                     if algorithm == "hierarchical" and per_node == 1:
                         continue  # the same as a ring with one rank per node
-                    rows.append(_row(w, name, algorithm, count, per_node, phi, phi_draws,
-                                     step_allreduce(algorithm, count, per_node, intra, link, w.model.grad_bytes),
-                                     [step_allreduce(algorithm, count, per_node, a, e, w.model.grad_bytes)
-                                      for a, e in zip(intra_draws, link_draws)]))
+                    largest = min(w.model.grad_bytes, w.model.fusion_bytes)
+                    rows.append({**_row(w, name, algorithm, count, per_node, phi, phi_draws,
+                                        step_allreduce(algorithm, count, per_node, intra, link, w.model.grad_bytes,
+                                                       fabric),
+                                        [step_allreduce(algorithm, count, per_node, a, e, w.model.grad_bytes, fabric)
+                                         for a, e in zip(intra_draws, link_draws)]),
+                                 "runs_as": nccl_pick(largest, count, per_node, intra, link, fabric)
+                                 if algorithm == CHOSEN else algorithm,
+                                 "link_note": "" if within or name != "measured" else note})
     table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
     table = widened(table, {w.label: max(m.nodes for m in w.measured) if w.measured else 1 for w in workloads})
     links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
@@ -192,6 +199,15 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
 
 
 Fitted = dict[str, tuple[Link | None, list[Link | None]]]
+
+
+def _link_note(curve: Any) -> str:
+    """What a row over the measured link between nodes must say of where that link was fitted: from NCCL across two
+    nodes with its algorithm free (tree's best case, which flatters every larger node count)."""
+    if curve is None or not curve.tree_best_case():
+        return ""
+    return (f"link fitted on 2 nodes ({curve.run_id}) without NCCL_ALGO=Ring: tree's best case, which no larger node "
+            "count has; measure across more nodes, or with NCCL_ALGO=Ring")
 
 
 def check_nodes(nodes: Sequence[int]) -> None:

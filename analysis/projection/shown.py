@@ -14,7 +14,7 @@ from hvdbench.core.validate import inert
 
 from ..collect import collect
 from ..document import Section, csv_safe, section_markdown, text_table
-from .allreduce_model import parse_link
+from .allreduce_model import CHOSEN, Fabric, parse_link
 from .backtest_shown import track_record_line
 from .project import DEFAULT_NODES, EFFICIENCY_BELOW, ERROR_PER_DOUBLING, Projection, efficiency_holds, project
 from .target import Target
@@ -32,7 +32,14 @@ def _beyond(r: Any) -> str:
     said = [] if pd.isna(r.extrapolated_x) else [f"extrapolated ×{r.extrapolated_x:g}"]
     if r.gpus_per_node > r.measured_gpus_per_node:
         said.append(f"{r.gpus_per_node} GPUs per node (measured {r.measured_gpus_per_node})")
+    if isinstance(r.link_note, str) and r.link_note:
+        said.append("link from 2 nodes: tree's best case")
     return "; ".join(said)
+
+
+def algorithm_cell(algorithm: str, runs_as: Any) -> str:
+    """The algorithm a row assumes: forced, or NCCL's choice with what it chose (``nccl: tree``)."""
+    return f"{algorithm}: {runs_as}" if algorithm == CHOSEN and isinstance(runs_as, str) and runs_as else algorithm
 
 
 def table_rows(table: pd.DataFrame, other_hardware: bool = False) -> tuple[list[str], list[list[str]]]:
@@ -41,7 +48,7 @@ def table_rows(table: pd.DataFrame, other_hardware: bool = False) -> tuple[list[
     header = ["workload", "link", "algorithm", "nodes", "GPUs", "throughput [95%]", "speedup", "efficiency [95%]",
               "step ms (overlapped-serial)", "measured step ms", "error", "beyond measured"]
     rows = [[f"{r.workload} (compute measured on {r.compute_on})" if other_hardware else r.workload, r.link,
-             r.algorithm, str(r.nodes), str(r.np),
+             algorithm_cell(r.algorithm, r.runs_as), str(r.nodes), str(r.np),
              _interval(r.throughput, r.throughput_low, r.throughput_high, ",.1f"), f"{r.speedup:.2f}",
              _interval(r.efficiency * 100, r.efficiency_low * 100, r.efficiency_high * 100, ".0f") + "%",
              f"{r.step_ms:.1f} ({r.step_overlapped_ms:.1f}-{r.step_serial_ms:.1f})",
@@ -61,6 +68,13 @@ def inputs_lines(p: Projection) -> list[str]:
     for link in p.links.itertuples():
         lines.append(f"{link.link} ({link.system}): alpha {link.alpha_us:.1f} µs, {link.gbs:.3g} GB/s "
                      f"({link.source})")
+    notes = [n for n in dict.fromkeys(p.table["link_note"].dropna()) if n]
+    lines += [f"measured link between nodes: {n}" for n in notes]
+    if CHOSEN in set(p.table["algorithm"]):
+        lines.append(f"{CHOSEN}: the algorithm NCCL would pick for the step's largest fused buffer at each node count, "
+                     "the fastest by its cost (ring, tree" + "".join(
+                         f", {a}" for a in (p.target.fabric().algorithms()[2:] if p.target else ())) + "); each "
+                     "buffer of the step is costed by its own pick")
     if p.target is not None:
         lines.append(p.target.describe())
     below = p.target.efficiency_below if p.target else EFFICIENCY_BELOW
@@ -101,7 +115,7 @@ def plot_projection(table: pd.DataFrame) -> str | None:
 
 def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | None = None,
                      gpus_per_node: int | None = None, links: Sequence[str] = (),
-                     algorithms: Sequence[str] = ("ring", "hierarchical"), warmup: int | None = None,
+                     algorithms: Sequence[str] | None = None, warmup: int | None = None,
                      target: Target | None = None, keep_measured_compute: bool = False) -> tuple[str, dict[str, Path]]:
     """Project, then write projection.md (a report section), projection.csv, links.csv and projection.svg;
     returns the text printed and the paths. A ``target`` gives the node counts, GPUs per node, the bus
@@ -110,12 +124,13 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | Non
     if target is not None:
         nodes, gpus_per_node = nodes or target.nodes, gpus_per_node or target.gpus_per_node
         links = [target.inter_link(), *links]
+        algorithms = algorithms or (CHOSEN, "hierarchical")
     nodes = nodes or DEFAULT_NODES
     for text in links:
         parse_link(text)  # a bad spec is one line before any results are read
     collection = collect(dirs)
     result = project(collection, nodes, gpus_per_node, links, algorithms, warmup,
-                     target.intra_link() if target else None)
+                     target.intra_link() if target else None, fabric=target.fabric() if target else Fabric())
     result.target = target
     if target is not None:
         check_target_compute(result, target, keep_measured_compute)

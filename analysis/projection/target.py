@@ -14,6 +14,8 @@ from typing import Any
 from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import MAX_TOML, read_small_text
 
+from .allreduce_model import Fabric
+
 SHIPPED = Path(__file__).parent / "targets"
 
 # key -> (type, required, what it is); nested tables as their own dicts
@@ -31,11 +33,14 @@ _INTRA: dict[str, tuple[type, bool, str]] = {
     "bus": (str, True, "NVLink/NVSwitch or PCIe, in words"),
     "gbs": (float, True, "bus bandwidth per GPU an allreduce reaches, GB/s"),
     "latency_us": (float, True, "latency per ring step, µs"),
+    "nvls": (bool, False, "NVLink SHARP in the node's NVSwitch (NCCL's NVLS: H100/H200 HGX and DGX), default false"),
 }
 _INTER: dict[str, tuple[type, bool, str]] = {
     "nics": (int, True, "NICs per node"),
     "nic_gbit": (float, True, "each NIC's rate, Gbit/s"),
     "latency_us": (float, True, "latency per ring step, µs"),
+    "collnet": (bool, False, "SHARP aggregation in the switches between nodes (NCCL's CollNet, with its SHARP "
+                             "plugin), default false"),
 }
 
 
@@ -62,6 +67,8 @@ class Target:
     nic_gbit: float
     inter_latency_us: float
     source: str
+    nvls: bool = False
+    collnet: bool = False
 
     @property
     def inter_gbs(self) -> float:
@@ -80,10 +87,16 @@ class Target:
         """Whether a measured device is the target's GPU model (its name holds the target's, case aside)."""
         return bool(device) and self.gpu.lower() in str(device).lower()
 
+    def fabric(self) -> Fabric:
+        """What its fabric offers NCCL beyond ring and tree."""
+        return Fabric(nvls=self.nvls, collnet=self.collnet)
+
     def describe(self) -> str:
+        offers = [name for name, has in (("NVLS", self.nvls), ("CollNet/SHARP", self.collnet)) if has]
         return (f"target {self.name} ({self.source}): {self.gpus_per_node} × {self.gpu} per node on {self.bus} "
                 f"({self.intra_gbs:g} GB/s, {self.intra_latency_us:g} µs), {self.nics} × {self.nic_gbit:g} Gbit/s "
-                f"NICs per node ({self.inter_gbs:g} GB/s, {self.inter_latency_us:g} µs)")
+                f"NICs per node ({self.inter_gbs:g} GB/s, {self.inter_latency_us:g} µs); NCCL's algorithms: ring, "
+                f"tree{''.join(', ' + o for o in offers)}")
 
 
 def _slug(text: str) -> str:
@@ -104,7 +117,7 @@ def _checked(table: Any, keys: dict[str, tuple[type, bool, str]], where: str, so
     out = {}
     for key, value in table.items():
         kind, _, what = keys[key]
-        ok = isinstance(value, kind) and not isinstance(value, bool)
+        ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
         if kind is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
         elif kind is int:
@@ -117,7 +130,8 @@ def _checked(table: Any, keys: dict[str, tuple[type, bool, str]], where: str, so
     return out
 
 
-_KIND = {str: "text", int: "a whole number > 0", float: "a number > 0", list: "a list", dict: "a table"}
+_KIND = {str: "text", int: "a whole number > 0", float: "a number > 0", list: "a list", dict: "a table",
+         bool: "true or false"}
 
 
 def parse_target(text: str, source: str) -> Target:
@@ -139,7 +153,8 @@ def parse_target(text: str, source: str) -> Target:
                          "(80 for 80%; a fraction such as 0.8 is refused, as it would read as 0.8%)")
     return Target(top["name"].strip(), top["gpu"].strip(), top["gpus_per_node"], tuple(sorted(set(nodes))), below,
                   intra["bus"].strip(),
-                  intra["gbs"], intra["latency_us"], inter["nics"], inter["nic_gbit"], inter["latency_us"], source)
+                  intra["gbs"], intra["latency_us"], inter["nics"], inter["nic_gbit"], inter["latency_us"], source,
+                  intra.get("nvls", False), inter.get("collnet", False))
 
 
 def _bounded(source: str, top: dict[str, Any], intra: dict[str, Any], inter: dict[str, Any]) -> None:

@@ -39,6 +39,8 @@ from ..tables.scaling import (
     matrices, run_stats_table, scaling_table, straggler_table
 )
 from ..tables.full_node import full_node_table
+from ..tables.pairs import pair_alerts, pair_table
+from ..selection import by_time, window_line
 from ..tables.screening import screening_table
 from ..tables.summary import executive_lines
 from ..stats import STRAGGLER_THRESHOLD
@@ -57,7 +59,7 @@ def _intro(collection: Collection, warmup: int | None) -> str:
             f"left out: {rule}. A configuration of several runs is their geometric mean; its 95% interval resamples "
             "the runs and, within each, blocks of its steps (Student's t over the runs); one run's interval is its "
             "steps' alone (within-run: the spread between runs unknown). Speedup = throughput(N) / throughput(1 rank, "
-            "same workload, arguments and system); efficiency = speedup / N.")
+            f"same workload, arguments and system); efficiency = speedup / N.{window_line(collection)}")
 
 
 def _decision(collection: Collection, table: pd.DataFrame, compared: pd.DataFrame, baseline: str | None,
@@ -142,6 +144,7 @@ def build(collection: Collection, *, warmup: int | None = None, threshold: float
     """Statistics, tables, sections and plots of collected runs (``peaks``: the peak table, default built-in;
     ``judging``: how systems are judged, every option of it in one object; default: Judging())."""
     judging = judging or Judging()
+    collection = by_time(collection, judging.window)
     stats = run_stats_table(collection, warmup)
     table = with_peaks(scaling_table(collection, stats), load_peaks() if peaks is None else peaks)
     comm = comm_table(collection)
@@ -157,11 +160,12 @@ def build(collection: Collection, *, warmup: int | None = None, threshold: float
     headline = [_headline(f"{system}: {args or '(defaults)'}", group)
                 for (system, args), group in table.groupby(["system", "args"], sort=True)]
     summary = (_decision_summary(compared, decided) + (executive_lines(table, screen, slow, full) if len(table) else [])
-               + fabric_alerts(collection.runs) + params_alerts(collection.runs))
+               + fabric_alerts(collection.runs) + pair_alerts(pairs := pair_table(comm, collection.runs))
+               + params_alerts(collection.runs))
     described = system_table(collection)
     assembly = Assembly(inputs, comm, slow, screen, full, compared, decided, headline, summary, described, threshold,
                         warmup, {"runs": collection.runs, "run_stats": stats, "scaling": table, "stragglers": slow,
-                                 "system": described})
+                                 "system": described, **({"fabric_pairs": pairs} if len(pairs) else {})})
     sections = [section for part in PARTS for section in walk(part, assembly)]
     tables = assembly.tables
     if summary and "datapath" in tables:  # the data path's verdicts, once built, in the summary a buyer reads first
@@ -207,6 +211,7 @@ def build_report(roots: list[Path], out_dir: Path, *, warmup: int | None = None,
         where = ", ".join(map(str, roots))
         raise ReportError(f"no runs found under {where} (no run.json)"
                           + (f"; {collection.spec_errors[0]}" if collection.spec_errors else ""))
+    collection = by_time(collection, (judging or Judging()).window)  # what extend and the terminal read, too
     report = build(collection, warmup=warmup, peaks=peak_list, judging=judging)
     extra = extend(report, collection) if extend is not None else ""
     return terminal_text(report, collection) + extra, write(report, out_dir)

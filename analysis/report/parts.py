@@ -26,6 +26,7 @@ from ..tables.datapath import DATAPATH_SECTION
 from ..tables.details import BREAKDOWN_SECTION, DETAILS_SECTION, profile_rows
 from ..tables.full_node import THRESHOLD as FULL_THRESHOLD, full_node_rows, full_node_text
 from ..tables.p2p import P2P_TEXT, host_rows, matrix_rows, p2p_table
+from ..tables.pairs import PAIRS_TEXT, pair_rows
 from ..tables.quality import QUALITY_SECTION
 from ..tables.scaling import (ADAPTIVE_TEXT, WARMUP_TEXT, adaptive_rows, straggler_rows, straggler_text,
                               warmup_rows)
@@ -110,7 +111,9 @@ def _stragglers(a: Assembly) -> list[Section]:
 
 def _fabric(a: Assembly) -> list[Section]:
     header, rows = fabric_rows(a.collection.runs)
-    return [Section("The network NCCL used", FABRIC_TEXT, header, rows)] if rows else []
+    pairs = a.tables.get("fabric_pairs")
+    return ([Section("The network NCCL used", FABRIC_TEXT, header, rows)] if rows else []) + (
+        [Section("Fabric between nodes", PAIRS_TEXT, *pair_rows(pairs))] if pairs is not None and len(pairs) else [])
 
 
 def _profile(a: Assembly) -> list[Section]:

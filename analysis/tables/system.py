@@ -27,6 +27,12 @@ def _values(column: pd.Series, most: int = 6) -> str:
     return ", ".join(found[:most]) + (f" (+{len(found) - most} more)" if len(found) > most else "")
 
 
+def _taken_in_hosts(runs: pd.DataFrame) -> pd.Series:
+    """The nodes runs taken in ran on (nccl-tests between a pair names both; its record's host is the first only)."""
+    listed = runs["imported_hosts"].dropna() if "imported_hosts" in runs else pd.Series([], dtype="string")
+    return pd.Series([h for text in listed for h in str(text).split(",") if h], dtype="string")
+
+
 def system_table(collection: Collection) -> pd.DataFrame:
     """One row per fact, one column per system (the fact's distinct values over that system's complete runs)."""
     runs = collection.runs[collection.runs["status"] == "ok"]
@@ -35,7 +41,7 @@ def system_table(collection: Collection) -> pd.DataFrame:
     rows: dict[str, dict[str, str]] = {}
     for system in systems:
         mine = runs[runs["system"] == system]
-        hosts = env[env["run_id"].isin(mine["run_id"])]["host"]
+        hosts = pd.concat([env[env["run_id"].isin(mine["run_id"])]["host"], _taken_in_hosts(mine)])
         started = mine["started"].dropna()
         when = (f"{pd.Timestamp(started.min(), unit='s'):%Y-%m-%d %H:%M} to "
                 f"{pd.Timestamp(started.max(), unit='s'):%Y-%m-%d %H:%M} UTC" if len(started) else "-")
