@@ -30,7 +30,7 @@ def cmd_project(args: argparse.Namespace) -> int:
     if args.fit_nodes:
         raise UsageError("--fit-nodes: goes with --backtest")
     target = load_target(args.target) if args.target else None
-    refused = (target.fabric() if target else Fabric()).refuses(args.algorithm or "")
+    refused = (target.nccl_fabric() if target else Fabric()).refuses(args.algorithm or "")
     if refused:
         raise UsageError(f"--algorithm {args.algorithm}: {refused}")
     algorithms = {None: None, "both": ("ring", "hierarchical")}.get(args.algorithm, (args.algorithm,))

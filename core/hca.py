@@ -178,10 +178,10 @@ def allocation_findings(by_node: Mapping[str, list[dict[str, Any]]]) -> list[str
         usual = sorted(per_node.get(n, 0) for n in by_node)[len(by_node) // 2]  # the median node's count
         found += [f"{node} has {per_node.get(node, 0)} active {layer} port(s) where most nodes have {usual}"
                   for node in by_node if per_node.get(node, 0) < usual]
-    for layer, per_node in fastest.items():
-        best = max(per_node.values())
+    for layer, rates in fastest.items():
+        best = max(rates.values())
         found += [f"{node}'s fastest {layer} port runs {rate:g} Gb/s where other nodes' run {best:g}: the node's "
-                  "links trained down (a switch port, a cable, a NIC setting)" for node, rate in per_node.items()
+                  "links trained down (a switch port, a cable, a NIC setting)" for node, rate in rates.items()
                   if rate < best]
     return found
 

@@ -13,6 +13,8 @@
 #                                 and ranks inside it under ch-run
 #   postgresql                    a real PostgreSQL server (an unprivileged cluster in a temporary folder) for the
 #                                 history store's tests on a team's database
+#   python3-simgrid               SimGrid's Python module: the projection's second opinion on a tapered fabric
+#                                 (analysis/projection/simulated.py loads Debian's extension for this Python)
 #   dataset-fashion-mnist         the full Fashion-MNIST (60,000 + 10,000 images) read and checked as shipped; runs
 #                                 to a quality target train on examples/fashion-mnist-sample, which needs nothing
 set -uo pipefail
@@ -35,6 +37,7 @@ declare -A skips=(
     [charliecloud-runtime]="ranks inside the image (test_container_image_runs_ranks.py)"
     [postgresql]="the history store on PostgreSQL (test_history_store_keeps_every_run_once.py)"
     [dataset-fashion-mnist]="the full Fashion-MNIST read as shipped (test_idx_datasets_are_read_as_shipped_and_checked.py)"
+    [python3-simgrid]="the SimGrid second opinion (test_a_tapered_fabric_is_simulated_beside_the_formula.py)"
 )
 need=()
 have chromium || need+=(chromium)
@@ -57,6 +60,7 @@ have ch-run || need+=(charliecloud-runtime)
 /usr/bin/python3 -c 'import lark' 2>/dev/null || need+=(python3-lark)
 [[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] || need+=(dataset-fashion-mnist)
 [[ -n "$(compgen -G '/usr/lib/postgresql/*/bin/initdb' || true)" ]] || need+=(postgresql)
+[[ -n "$(compgen -G '/usr/lib/python3/dist-packages/simgrid.cpython-*.so' || true)" ]] || need+=(python3-simgrid)
 ((${#need[@]})) || exit 0
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 why="not root or no apt-get"

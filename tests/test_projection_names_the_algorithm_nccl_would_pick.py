@@ -61,8 +61,8 @@ def test_nvls_gains_what_nccls_maintainers_measured_and_collnet_a_switch_level_n
 
 def test_a_target_says_which_of_nvls_and_collnet_its_fabric_has(tmp_path: Path) -> None:
     dgx = load_target("dgx-h100")
-    assert dgx.fabric() == Fabric(nvls=True, collnet=False) and "NVLS" in dgx.describe()
-    assert load_target("hgx-a100").fabric() == Fabric()
+    assert dgx.nccl_fabric() == Fabric(nvls=True, collnet=False) and "NVLS" in dgx.describe()
+    assert load_target("hgx-a100").nccl_fabric() == Fabric()
     text = (Path(dgx.source).read_text(encoding="utf-8").replace("nvls = true", 'nvls = "yes"'))
     with pytest.raises(UsageError, match=r"intra_node\.nvls = 'yes': expected true or false"):
         parse_target(text, "t.toml")

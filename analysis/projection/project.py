@@ -33,7 +33,7 @@ PROJECTION_SCHEMA: dict[str, str] = {
                              for end in ("", "_low", "_high")},
     "measured_step_ms": "float64", "measured_throughput": "float64", "error_pct": "float64",
     "extrapolated_x": "float64", "compute_on": "string", "measured_gpus_per_node": "int64",
-    "runs_as": "string", "link_note": "string",
+    "runs_as": "string", "link_note": "string", "simulated_x": "float64",
 }
 # Beyond 65,536 nodes no system exists to check a projection against; asked for more is refused.
 MAX_NODES = 65536
@@ -56,6 +56,7 @@ class Projection:
     overlap: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)
     target: Target | None = None
     overlap_draws: dict[str, np.ndarray] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what a second opinion said (analysis/projection/simulated.py)
 
     def fitted_overlap(self) -> dict[str, tuple[float, np.ndarray, str]]:
         """Each workload's overlap with its draws and source, as ``project(..., overlaps=)`` takes it."""

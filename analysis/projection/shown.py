@@ -17,6 +17,7 @@ from ..document import Section, csv_safe, section_markdown, text_table
 from .allreduce_model import CHOSEN, Fabric, parse_link
 from .backtest_shown import track_record_line
 from .project import DEFAULT_NODES, EFFICIENCY_BELOW, ERROR_PER_DOUBLING, Projection, efficiency_holds, project
+from .simulated import DISAGREE, Tree, second_opinion
 from .target import Target
 from .to_target import time_to_target, to_target_section
 
@@ -34,6 +35,8 @@ def _beyond(r: Any) -> str:
         said.append(f"{r.gpus_per_node} GPUs per node (measured {r.measured_gpus_per_node})")
     if isinstance(r.link_note, str) and r.link_note:
         said.append("link from 2 nodes: tree's best case")
+    if pd.notna(r.simulated_x) and abs(r.simulated_x - 1) > DISAGREE:
+        said.append(f"SimGrid: ×{r.simulated_x:.2f} the formula's ring across nodes (contention it cannot see)")
     return "; ".join(said)
 
 
@@ -73,8 +76,9 @@ def inputs_lines(p: Projection) -> list[str]:
     if CHOSEN in set(p.table["algorithm"]):
         lines.append(f"{CHOSEN}: the algorithm NCCL would pick for the step's largest fused buffer at each node count, "
                      "the fastest by its cost (ring, tree" + "".join(
-                         f", {a}" for a in (p.target.fabric().algorithms()[2:] if p.target else ())) + "); each "
+                         f", {a}" for a in (p.target.nccl_fabric().algorithms()[2:] if p.target else ())) + "); each "
                      "buffer of the step is costed by its own pick")
+    lines += p.notes
     if p.target is not None:
         lines.append(p.target.describe())
     below = p.target.efficiency_below if p.target else EFFICIENCY_BELOW
@@ -130,10 +134,12 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | Non
         parse_link(text)  # a bad spec is one line before any results are read
     collection = collect(dirs)
     result = project(collection, nodes, gpus_per_node, links, algorithms, warmup,
-                     target.intra_link() if target else None, fabric=target.fabric() if target else Fabric())
+                     target.intra_link() if target else None, fabric=target.nccl_fabric() if target else Fabric())
     result.target = target
     if target is not None:
         check_target_compute(result, target, keep_measured_compute)
+        if target.tree is not None:
+            second_opinions(result, target, target.tree)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -158,6 +164,23 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | Non
                       text_table(section.header, section.rows),
                       *[f"\n{t.title}\n{text_table(t.header, t.rows)}" for t in trains]])
     return text, paths
+
+
+def second_opinions(result: Projection, target: Target, tree: Tree) -> None:
+    """Each workload's ring across nodes simulated on the target's fabric: the ratio to the formula's on the rows over
+    the target's link whose exchange across nodes is a ring (ring, hierarchical, NCCL's pick where it is the ring),
+    and what was simulated (with its calibration) among the inputs."""
+    link = parse_link(target.inter_link()).name
+    counts = sorted({int(n) for n in result.table["nodes"] if n > 1})
+    for w in result.workloads:
+        found, lines = second_opinion(counts, w.model.grad_bytes, target.inter_gbs, target.inter_latency_us * 1e-6,
+                                      tree)
+        result.notes += [f"{w.label}: {line}" for line in lines]
+        table = result.table
+        ring = table["algorithm"].isin(["ring", "hierarchical"]) | (table["runs_as"] == "ring")  # a ring across nodes
+        mine = (table["workload"] == w.label) & (table["link"] == link) & ring.fillna(False)
+        result.table.loc[mine, "simulated_x"] = [found[n].ratio if n in found else np.nan
+                                                 for n in result.table.loc[mine, "nodes"]]
 
 
 def check_target_compute(result: Projection, target: Target, keep: bool) -> None:

@@ -15,6 +15,7 @@ from hvdbench.core.errors import UsageError
 from hvdbench.core.validate import MAX_TOML, read_small_text
 
 from .allreduce_model import Fabric
+from .simulated import PLACEMENTS, Tree
 
 SHIPPED = Path(__file__).parent / "targets"
 
@@ -28,6 +29,12 @@ _TOP: dict[str, tuple[type, bool, str]] = {
     "efficiency_below": (float, False, "the efficiency in % the report asks how long it holds (default 80)"),
     "intra_node": (dict, True, "the bus within a node"),
     "inter_node": (dict, True, "the NICs between nodes"),
+    "fabric": (dict, False, "the leaf-and-spine fabric between nodes, for the SimGrid second opinion"),
+}
+_FABRIC: dict[str, tuple[type, bool, str]] = {
+    "nodes_per_leaf": (int, True, "nodes a leaf switch holds"),
+    "taper": (float, True, "the leaves' uplinks' oversubscription: 1 non-blocking, 4 for 4:1"),
+    "placement": (str, False, f"where the job's nodes sit: {' or '.join(PLACEMENTS)} (default scattered)"),
 }
 _INTRA: dict[str, tuple[type, bool, str]] = {
     "bus": (str, True, "NVLink/NVSwitch or PCIe, in words"),
@@ -69,6 +76,7 @@ class Target:
     source: str
     nvls: bool = False
     collnet: bool = False
+    tree: Tree | None = None  # the leaf-and-spine fabric, where the file describes it
 
     @property
     def inter_gbs(self) -> float:
@@ -87,7 +95,7 @@ class Target:
         """Whether a measured device is the target's GPU model (its name holds the target's, case aside)."""
         return bool(device) and self.gpu.lower() in str(device).lower()
 
-    def fabric(self) -> Fabric:
+    def nccl_fabric(self) -> Fabric:
         """What its fabric offers NCCL beyond ring and tree."""
         return Fabric(nvls=self.nvls, collnet=self.collnet)
 
@@ -147,6 +155,7 @@ def parse_target(text: str, source: str) -> Target:
     if not nodes or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in nodes):
         raise UsageError(f"{source}: nodes = {nodes!r}: expected a list of whole numbers > 0")
     _bounded(source, top, intra, inter)
+    tree = _tree(top["fabric"], source) if "fabric" in top else None
     below = top.get("efficiency_below", 80.0)
     if not 1 < below < 100:
         raise UsageError(f"{source}: efficiency_below = {below:g}: expected a percentage above 1 and below 100 "
@@ -154,7 +163,19 @@ def parse_target(text: str, source: str) -> Target:
     return Target(top["name"].strip(), top["gpu"].strip(), top["gpus_per_node"], tuple(sorted(set(nodes))), below,
                   intra["bus"].strip(),
                   intra["gbs"], intra["latency_us"], inter["nics"], inter["nic_gbit"], inter["latency_us"], source,
-                  intra.get("nvls", False), inter.get("collnet", False))
+                  intra.get("nvls", False), inter.get("collnet", False), tree)
+
+
+def _tree(table: Any, source: str) -> Tree:
+    """The [fabric] table as a Tree; a taper below 1 or a placement not known is one line."""
+    fabric = _checked(table, _FABRIC, "fabric", source)
+    placement = fabric.get("placement", "scattered").strip()
+    if placement not in PLACEMENTS:
+        raise UsageError(f"{source}: fabric.placement = {placement!r}: expected {' or '.join(PLACEMENTS)}")
+    if not 1 <= fabric["taper"] <= 64 or fabric["nodes_per_leaf"] > MAX_GPUS_PER_NODE:
+        raise UsageError(f"{source}: fabric.taper = {fabric['taper']:g} (1 to 64) or nodes_per_leaf = "
+                         f"{fabric['nodes_per_leaf']} (at most {MAX_GPUS_PER_NODE}): no fabric has that")
+    return Tree(fabric["nodes_per_leaf"], fabric["taper"], placement)
 
 
 def _bounded(source: str, top: dict[str, Any], intra: dict[str, Any], inter: dict[str, Any]) -> None:
