@@ -40,13 +40,15 @@ def cmd_screen(args: argparse.Namespace, bench_args: list[str]) -> int:
         scheduler = default_scheduler()().with_options(**{"time_min": job_minutes(args.timeout),
                                                           **given(args, JOB_FLAGS)}, gpus=not args.cpu_slots,
                                                        exclusive=True)
-        executor = scheduler.executor(args.output, name="screen", resume=args.resume, retries=0)
+        executor = scheduler.executor(args.output, name="screen", resume=args.resume, retries=0, per_node=True)
         if args.dry_run:
             return print_plan(planned, executor, args.output, args)
         tag(executor, args.output, planned.specs, args)
         submitted = executor.execute(planned.specs)
-        print(f"submitted {len(submitted)} job(s); follow with: hvdbench status {shlex.quote(str(args.output))}, "
-              f"then hvdbench report {shlex.quote(str(args.output))}")
+        jobs = len({s.job_id for s in submitted})
+        print(f"submitted {len(submitted)} run(s) as {jobs} job(s)" + (", one a node" if jobs < len(submitted) else "")
+              + f"; follow with: hvdbench status {shlex.quote(str(args.output))}, then hvdbench report "
+              f"{shlex.quote(str(args.output))}")
         return 0
     return run_here(replace(sweep, hosts=hosts or sweep.hosts), planned, args.output, args)
 
@@ -76,7 +78,9 @@ def declare(sub: Any) -> None:
     screen.add_argument("--launcher", default="horovodrun", help=f"one of {', '.join(launcher_names())}")
     add_flags(screen, Sweep, ("topology", "system", "timeout"), defaults={"timeout": 900.0})
     screen.add_argument("-o", "--output", type=Path, default=Path("results/screen"), help="results root")
-    screen.add_argument("--submit", action="store_true", help="as SLURM jobs (submitit), one per run, on its node")
+    screen.add_argument("--submit", action="store_true",
+                        help="as SLURM jobs (submitit): one job a node holding its runs one after another (with the "
+                             "srun launcher, whose ranks are tasks, one a run); PBS: one a run")
     job_flags(screen)
     screen.add_argument("--no-resume", dest="resume", action="store_false", help="run again what is complete")
     screen.add_argument("--dry-run", action="store_true", help="print every run and its command; run nothing")

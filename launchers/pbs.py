@@ -158,8 +158,8 @@ class Pbs(Scheduler):
         said = pbs_problem(self.options)
         return (said.split(":", 1)[0], said.split(": ", 1)[1]) if said else None
 
-    def executor(self, root: Path, *, name: str, resume: bool, retries: int) -> "PbsExecutor":
-        return PbsExecutor(root, self.options, name=name, resume=resume, retries=retries)
+    def executor(self, root: Path, *, name: str, resume: bool, retries: int, per_node: bool = False) -> "PbsExecutor":
+        return PbsExecutor(root, self.options, name=name, resume=resume, retries=retries)  # one job a run on PBS
 
 
 class PbsExecutor(Submitter):

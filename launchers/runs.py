@@ -164,10 +164,14 @@ def load(file: Path, output: Path | None, hosts: Sequence[str] | None = None, he
 
 
 def describe_plan(planned: Plan, executor: Executor, root: Path) -> Iterator[str]:
-    """Every run of a plan with what its executor would do, the combinations left out, and a total."""
-    for spec in planned.specs:
+    """Every run of a plan with what its executor would do (or every job, where its executor puts several runs in
+    one: a screen's job a node), the combinations left out, and a total."""
+    jobs = getattr(executor, "describe_jobs", None)
+    shown = jobs(planned.specs) if jobs is not None else None
+    for spec in planned.specs if shown is None else ():
         mark = " (baseline)" if spec.id in planned.baselines else ""
         yield f"{spec.id}{mark}: {executor.describe(spec)}"
+    yield from shown or ()
     for note in planned.skipped:
         yield f"skipped: {note}"
     yield (f"{len(planned.specs)} run(s), {len(planned.baselines)} of them 1-GPU baselines added for speedup; "

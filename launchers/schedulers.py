@@ -146,8 +146,9 @@ class Scheduler:
         """Submit (or with ``dry_run`` show) the sweep as jobs of whole shapes, where ``whole_sweep`` says so."""
         raise UsageError(f"{self.name} submits one job a run")
 
-    def executor(self, root: Path, *, name: str, resume: bool, retries: int) -> Executor:
-        """What submits the runs, one job a run (a launchers/queues.py Submitter)."""
+    def executor(self, root: Path, *, name: str, resume: bool, retries: int, per_node: bool = False) -> Executor:
+        """What submits the runs, one job a run (a launchers/queues.py Submitter); ``per_node``: the runs pinned to
+        one node as one job a node, where the scheduler's executor can (SLURM's)."""
         raise NotImplementedError
 
     def with_options(self, **given: Any) -> "Scheduler":

@@ -21,14 +21,14 @@ from hvdbench.core.containers import runtime
 from hvdbench.core.errors import LaunchError, UsageError
 from hvdbench.core.spec import RunSpec, RunStatus
 
-from .base import LaunchContext, get_launcher, rank_command
+from .base import LaunchContext, get_launcher, launcher_class, rank_command
 from .slurm_allocation import submit_shapes
 from .slurm_jobs import NodeShapes, job_parameters, node_shape, partition_problem, rank_cpus
-from .job_shape import billed_gpus
+from .job_shape import billed_gpus, gpus_needed
 from .queues import Submitter
 from .schedulers import Queue, Scheduler, register_scheduler
 from .slurm_queue import squeue_states
-from .slurm_task import run_task
+from .slurm_task import run_task, run_tasks
 from .slurm_options import SlurmOptions, directive_problem, slurm_warnings
 from .schedulers import setup_problem
 
@@ -82,8 +82,8 @@ class Slurm(Scheduler):
     def whole_sweep(self, sweep: Any) -> bool:
         return sweep.container is not None and bool(runtime(sweep.container.runtime).submit_note)
 
-    def executor(self, root: Path, *, name: str, resume: bool, retries: int) -> "SlurmExecutor":
-        return SlurmExecutor(root, self.options, name=name, resume=resume, retries=retries)
+    def executor(self, root: Path, *, name: str, resume: bool, retries: int, per_node: bool = False) -> "SlurmExecutor":
+        return SlurmExecutor(root, self.options, name=name, resume=resume, retries=retries, per_node=per_node)
 
     def submit_whole(self, sweep: Any, specs: Sequence[RunSpec], root: Path, *, sweep_file: Path,
                      container: Any, dry_run: bool, tags: Mapping[str, str] | None = None,
@@ -93,13 +93,14 @@ class Slurm(Scheduler):
 
 
 class SlurmExecutor(Submitter):
-    """Submits runs as SLURM jobs through submitit; ``resume`` leaves out what is complete or queued."""
+    """Submits runs as SLURM jobs through submitit; ``resume`` leaves out what is complete or queued; ``per_node``:
+    the runs pinned to one node (a screen's) as one job a node, its runs one after another in one allocation."""
 
     def __init__(self, root: Path, options: SlurmOptions, *, name: str, python: str = sys.executable,
                  resume: bool = True, retries: int = 0,
-                 report: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
+                 report: Callable[[str], None] = lambda line: print(line, flush=True), per_node: bool = False) -> None:
         super().__init__(root, python=python, resume=resume, retries=retries, report=report)
-        self.options, self.name = options, name
+        self.options, self.name, self.per_node = options, name, per_node
 
     def limit_s(self) -> float | None:
         return float(self.options.time_min) * 60 if self.options.time_min else None
@@ -157,8 +158,13 @@ class SlurmExecutor(Submitter):
             raise LaunchError(problem)
         self.root.mkdir(parents=True, exist_ok=True)
         self.plan_order(todo)
+        by_node = self.grouped(todo)
+        return self._submit_per_node(by_node) if by_node is not None else self._submit_each(todo)
+
+    def _submit_each(self, todo: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
+        """A job a run, one submitit executor per set of job parameters (as job arrays where array_parallelism is
+        set): each job gets exactly what describe() shows for it."""
         submitted: list[tuple[RunSpec, str]] = []
-        # one submitit executor per set of job parameters: each job gets exactly what describe() shows for it
         groups: dict[str, tuple[dict[str, Any], list[RunSpec]]] = {}
         for spec in todo:
             params = job_parameters(self.options, spec, self.name, self.retries, self.shape)
@@ -183,6 +189,56 @@ class SlurmExecutor(Submitter):
                     self.root / spec.id)
                 submitted.append((spec, str(job.job_id)))
                 self.report(f"{spec.id}: job {job.job_id}")
+        return submitted
+
+    def grouped(self, specs: Sequence[RunSpec]) -> dict[str, list[RunSpec]] | None:
+        """The runs by node where they go as one job a node (``per_node``, each run pinned to a node, its launcher
+        starting its ranks from one task); None where each run is its own job."""
+        if not (self.per_node and specs and all(s.host and not launcher_class(s.launcher).task_per_rank
+                                                for s in specs)):
+            return None
+        by_host: dict[str, list[RunSpec]] = {}
+        for spec in specs:
+            by_host.setdefault(str(spec.host), []).append(spec)
+        return by_host
+
+    def describe_jobs(self, specs: Sequence[RunSpec]) -> list[str] | None:
+        """The dry run of one job a node: each node's job script and its runs; None where each run is its own job."""
+        groups = self.grouped(specs)
+        if groups is None:
+            return None
+        _submittable(list(specs))
+        lines = []
+        for host, group in groups.items():
+            script = job_script(self.node_job(group), self.root / JOBS_DIR / "%j")
+            lines.append(f"{host}: one job, its {len(group)} run(s) one after another ({', '.join(s.id for s in group)}"
+                         f"), job script:\n        {script.rstrip().replace(chr(10), chr(10) + '        ')}")
+        return lines
+
+    def node_job(self, specs: Sequence[RunSpec]) -> dict[str, Any]:
+        """The job parameters of one node's runs: the widest run's, its time limit the runs' together."""
+        params = job_parameters(self.options, max(specs, key=gpus_needed), self.name, 0, self.shape)
+        if params.get("timeout_min"):
+            params["timeout_min"] = int(params["timeout_min"]) * len(specs)
+        return params
+
+    def _submit_per_node(self, by_host: Mapping[str, list[RunSpec]]) -> list[tuple[RunSpec, str]]:
+        """One job a node holding its runs one after another (slurm_task.run_tasks), each run's status its job's."""
+        submitted: list[tuple[RunSpec, str]] = []
+        for host, group in by_host.items():
+            executor = submitit_executor(self.node_job(group), self.root / JOBS_DIR / "%j")
+            for spec in group:
+                spec.write(self.root / spec.id, self.order.get(spec.id))
+            try:
+                job = executor.submit(run_tasks, [(s.to_dict(), str((self.root / s.id).resolve())) for s in group],
+                                      self.python)
+            except Exception as exc:  # submitit raises plain exceptions for sbatch errors
+                raise LaunchError(f"sbatch refused the job(s): {str(exc).strip().splitlines()[-1]}") from None
+            for spec in group:
+                RunStatus("submitted", None, 0.0, f"job {job.job_id} submitted (one job for {len(group)} run(s) "
+                          f"on {host})", job_id=str(job.job_id), scheduler=Slurm.name).write(self.root / spec.id)
+                submitted.append((spec, str(job.job_id)))
+            self.report(f"{host}: job {job.job_id}, {len(group)} run(s) one after another")
         return submitted
 
 

@@ -30,22 +30,31 @@ from .slurm_queue import REQUEUED_BY_SLURM, job_fields, requeue_said, why_stoppe
 from .srun_ssh import ssh_through_srun
 
 
-def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0) -> int:
+def run_tasks(runs: Sequence[tuple[dict[str, Any], str]], python: str) -> int:
+    """A node's job that holds several runs (screening a node: one allocation, not a job a run): each run in turn,
+    one task, a failed run recorded and the next one started; the worst exit status."""
+    return max((run_task(spec_data, run_dir, python, alone=False) for spec_data, run_dir in runs), default=0)
+
+
+def run_task(spec_data: dict[str, Any], run_dir: str, python: str, hosts: Sequence[str] = (), retries: int = 0,
+             alone: bool = True) -> int:
     """What a SLURM task runs: its rank (launcher srun: one task per GPU, MPI wired by PMIx) or, on the
     first task only, horovodrun/mpirun over the allocation's hosts. The first task records how the run
     ended in status.json; SIGTERM (scancel, preemption) and SIGUSR2 (the time limit ahead) are recorded.
     A failed attempt with retries left requeues the job (SLURM_RESTART_COUNT counts the attempts). With a
-    container (the spec's), its runtime, image and mounts are checked on the node before any rank starts."""
+    container (the spec's), its runtime, image and mounts are checked on the node before any rank starts.
+    ``alone``: the task's only run, whose failure ends the task (False: other runs follow it in this task)."""
     folder, first, job = Path(run_dir), _task_rank() == 0, job_env().job_id
     try:
         spec = RunSpec.from_dict(spec_data)
         if spec.container is not None:
             preflight(spec.container, folder.parent, [spec.launcher], gpu=not on_cpu(spec))
-        return _run_task(spec, LaunchContext(python=python, run_dir=folder), tuple(hosts), first, job, retries)
+        returncode = _run_task(spec, LaunchContext(python=python, run_dir=folder), tuple(hosts), first, job, retries)
     except HvdbenchError as exc:  # a run that cannot start says why in its status, in one line
         RunStatus("failed", None, 0.0, str(exc), job_id=job).write(folder)
         print(f"hvdbench: error: {exc}", file=sys.stderr)
-        return _end_task(2)
+        returncode = 2
+    return _end_task(returncode) if alone else returncode
 
 
 def attempt_number() -> int:
@@ -125,7 +134,7 @@ def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: 
     log = attempt.folder.task_log(_task_rank()) if launcher.task_per_rank else attempt.folder.launcher_log
     status = attempt.run(argv, env, log, write_command=False)
     returncode = attempt.returncode if attempt.returncode is not None else 0 if status.status == "ok" else 1
-    return _end_task(returncode) if status.status != "ok" else returncode
+    return returncode if status.status != "ok" else 0
 
 
 class TaskAttempt(Attempt):

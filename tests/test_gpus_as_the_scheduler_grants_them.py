@@ -204,3 +204,37 @@ def test_a_dry_runs_gpu_hours_bill_an_exclusive_job_every_gpu_of_its_node(tmp_pa
         said[exclusive] = node_hours(planned, executor)
     assert said[True].startswith("; node-hours: at most 2.0, GPU-hours: at most 16.0 (exclusive jobs billed every GPU")
     assert said[False].startswith("; node-hours: at most 2.0, GPU-hours: at most 9.0 (every run's nodes")
+
+
+def test_a_screen_goes_as_one_job_a_node_whose_runs_follow_each_other_past_a_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A screen's runs pinned to two nodes: two jobs (not a job a run), each the widest run's shape with the runs'
+    time limits together, shown so in the dry run; srun's runs (a task a rank) stay a job a run; inside the job a
+    failed run is recorded and the next one starts."""
+    from hvdbench.launchers import slurm_task
+    from hvdbench.launchers.plan import Plan
+    from hvdbench.launchers.runs import describe_plan
+    from hvdbench.launchers.slurm import SlurmExecutor
+
+    specs = [RunSpec(benchmark="cifar10", np=1, devices=(gpu,), host=host) for host in ("node1", "node2")
+             for gpu in range(3)]
+    executor = SlurmExecutor(tmp_path, SlurmOptions(exclusive=True, time_min=10), name="screen", per_node=True)
+    executor.__dict__["shape"] = None
+    groups = executor.grouped(specs)
+    assert groups is not None and {h: len(g) for h, g in groups.items()} == {"node1": 3, "node2": 3}
+    job = executor.node_job(groups["node1"])
+    assert job["timeout_min"] == 30 and job["gpus_per_node"] == 3 and job["slurm_additional_parameters"][
+        "nodelist"] == "node1"
+    lines = list(describe_plan(Plan(tuple(specs), frozenset(), ()), executor, tmp_path))
+    assert sum(": one job, its 3 run(s) one after another (" in line for line in lines) == 2
+    srun = [RunSpec(benchmark="cifar10", np=1, launcher="srun", controller="mpi", devices=(0,), host="node1")]
+    assert executor.grouped(srun) is None and SlurmExecutor(tmp_path, SlurmOptions(), name="s").grouped(specs) is None
+    ran: list[str] = []
+
+    def one(spec_data: dict, run_dir: str, python: str, alone: bool = True) -> int:
+        ran.append(run_dir)
+        assert alone is False  # a failure must not end the task the other runs follow in
+        return 3 if len(ran) == 1 else 0
+
+    monkeypatch.setattr(slurm_task, "run_task", one)
+    assert slurm_task.run_tasks([({}, "a"), ({}, "b"), ({}, "c")], "python") == 3 and ran == ["a", "b", "c"]

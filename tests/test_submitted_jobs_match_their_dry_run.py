@@ -28,8 +28,10 @@ def _dry_run(text: str) -> dict[str, dict[str, str]]:
     run = None
     for line in text.splitlines():
         head = re.fullmatch(r"([\w.-]+)(?: \(baseline\))?: job script:", line)
-        if head:
-            run = head.group(1)
+        node = re.fullmatch(r"[\w.-]+: one job, its \d+ run\(s\) one after another \(([\w.-]+)[^)]*\), "
+                            r"job script:", line)
+        if head or node:
+            run = (head or node).group(1)  # a node's job: its first run, whose status names the job
             out[run] = {}
             continue
         option = re.fullmatch(r" +#SBATCH --([\w-]+)(?:=(.*))?", line)
@@ -83,17 +85,22 @@ def test_a_placement_sweep_gets_the_jobs_its_dry_run_shows(gpu_cluster: Any, tmp
     assert placed == {(0, 1), (0, 3)}
 
 
-def test_a_two_host_screen_gets_a_job_on_each_host_as_its_dry_run_shows(gpu_cluster: Any, tmp_path: Path) -> None:
-    root = tmp_path / "screen"
-    argv = ["screen", "--benchmark", "mlp", "--topology", str(TOPOLOGY), "--hosts", "node[1-2]", "--no-pairs",
-            "--submit", "--partition", "gpu", "-o", str(root)]
+def test_a_two_host_screen_gets_one_job_on_each_host_as_its_dry_run_shows(gpu_cluster: Any, tmp_path: Path) -> None:
+    """Four one-GPU runs a node: one exclusive job a node (not four), its time limit the four runs' together, every
+    run's status naming its node's job."""
+    root, topology = tmp_path / "screen", tmp_path / "topology.txt"
+    topology.write_text(re.sub(r"\t(0-31,64-95|32-63,96-127)\t", "\t0-1\t", TOPOLOGY.read_text()))  # 2-CPU nodes
+    argv = ["screen", "--benchmark", "mlp", "--topology", str(topology), "--hosts", "node[1-2]", "--no-pairs",
+            "--submit", "--partition", "gpu", "--time", "5", "-o", str(root)]
     bench = ["--", "--mlp-input", "32", "--steps", "6"]
     dry = cli(*argv, "--dry-run", *bench)
     shown = _dry_run(dry.stdout)
-    nodelists = sorted(p["nodelist"] for p in shown.values())
-    assert dry.returncode == 0 and nodelists == ["node1"] * 4 + ["node2"] * 4, dry.stdout
+    assert dry.returncode == 0 and sorted(p["nodelist"] for p in shown.values()) == ["node1", "node2"], dry.stdout
+    assert {p["time"] for p in shown.values()} == {"20"} and {p.get("exclusive") for p in shown.values()} == {"True"}
     out = cli(*argv, *bench)
     assert out.returncode == 0, out.stderr
-    jobs = _check_jobs(root, shown)
-    subprocess.run(["scancel", *jobs], capture_output=True)  # what was asked is checked; the screen itself is not
-    gpu_cluster.await_nodes()
+    assert "submitted 8 run(s) as 2 job(s), one a node" in out.stdout
+    _check_jobs(root, shown)
+    runs = [p for p in root.iterdir() if (p / "status.json").is_file()]
+    assert len(runs) == 8 and len({json.loads((p / "status.json").read_text())["job_id"] for p in runs}) == 2
+    settled_ok(root, 8, gpu_cluster)  # each node's four runs one after another in its one allocation, every one ok
