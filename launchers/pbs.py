@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from functools import cached_property
 from dataclasses import dataclass
@@ -16,13 +15,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from hvdbench.core.containers import runtime
-from hvdbench.core.errors import LaunchError, UsageError
+from hvdbench.core.errors import UsageError
 from hvdbench.core.options import Grammar, Switch, Text, Whole, option
-from hvdbench.core.spec import RunSpec, RunStatus
+from hvdbench.core.spec import RunSpec
 from hvdbench.core.validate import QUEUE_WORD
 
 from .base import launcher_class
-from .queues import Submitter
+from .queues import ScriptSubmitter
 from .pbs_queue import pbs_node_shape, qstat_states
 from .job_shape import NodeShape, NodeShapes, billed_gpus, cpus_a_rank, gpus_needed
 from .schedulers import Minutes, Queue, Scheduler, register_scheduler, setup_problem
@@ -162,8 +161,11 @@ class Pbs(Scheduler):
         return PbsExecutor(root, self.options, name=name, resume=resume, retries=retries)  # one job a run on PBS
 
 
-class PbsExecutor(Submitter):
-    """Submits runs as PBS jobs with qsub, one job a run; ``resume`` leaves out what is complete or queued."""
+class PbsExecutor(ScriptSubmitter):
+    """Submits runs as PBS jobs with qsub, one job a run (queues.ScriptSubmitter's loop); ``resume`` leaves out what is
+    complete or queued."""
+
+    scheduler, jobs, suffix = "pbs", JOBS_DIR, ".pbs"
 
     def __init__(self, root: Path, options: PbsOptions, *, name: str, python: str = sys.executable,
                  resume: bool = True, retries: int = 0,
@@ -198,37 +200,12 @@ class PbsExecutor(Submitter):
             raise UsageError(f"{self.root}: a PBS job's #PBS -o line takes a path of letters, digits and ._-/+@%,=~ "
                              "only: choose another results directory")
 
-    def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
-        """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""
-        if shutil.which("qsub") is None:
-            raise LaunchError("PBS submission needs qsub on PATH: this machine has no PBS client")
-        todo = self.pending(specs)
-        self.refuse(todo)
-        (self.root / JOBS_DIR).mkdir(parents=True, exist_ok=True)
-        self.plan_order(todo)
-        out = []
-        for spec in todo:
-            run_dir = (self.root / spec.id).resolve()
-            spec.write(run_dir, self.order.get(spec.id))
-            script = (self.root / JOBS_DIR / f"{spec.id}.pbs").resolve()  # qsub runs in the root: a relative path
-            # would name the root's root
-            script.write_text(pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries,
-                                         self.shape), encoding="utf-8")
-            job = self._qsub(script)
-            status = RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job, scheduler=Pbs.name)
-            status.write(run_dir)
-            out.append(status)
-            self.report(f"{spec.id}: job {job}")
-        return out
+    def job_script(self, spec: RunSpec, run_dir: Path) -> str:
+        return pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries, self.shape)
 
-    def _qsub(self, script: Path) -> str:
-        try:
-            done = subprocess.run(["qsub", str(script)], capture_output=True, text=True, timeout=120,
-                                  cwd=self.root)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise LaunchError(f"qsub could not be run: {exc}") from None
-        said = (done.stdout.strip().splitlines() or [""])[-1].strip()
-        if done.returncode != 0 or not JOB_ID.match(said):
-            first = next((line.strip() for line in done.stderr.splitlines() if line.strip()), said or "no output")
-            raise LaunchError(f"qsub refused {script.name}: {first[:300]!r}")
-        return said
+    def submit_command(self, script: Path) -> list[str]:
+        return ["qsub", str(script)]
+
+    def job_id(self, printed: str) -> str | None:
+        said = (printed.strip().splitlines() or [""])[-1].strip()  # what qsub prints: 123.server, 124[].server
+        return said if JOB_ID.match(said) else None

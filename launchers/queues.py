@@ -5,12 +5,13 @@ job ids have its id's form)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
-from hvdbench.core.errors import HvdbenchError
+from hvdbench.core.errors import HvdbenchError, LaunchError
 from hvdbench.core.spec import RUN_FILE, RunSpec, RunStatus
 
 from .executor import Executor
@@ -32,6 +33,69 @@ class Submitter(Executor):
         """The specs to submit: all, or with resume those neither complete nor queued/running."""
         self._states = None
         return self.todo(specs)
+
+
+class ScriptSubmitter(Submitter):
+    """The submit loop written once (as submitit writes it for SLURM) behind three hooks: a run's job script, the
+    command that submits a script file (run in the results root), and the job id in what that command printed. Each
+    run's spec is written, then its script under JOBS, then submitted; its status names the job and the scheduler."""
+
+    scheduler: ClassVar[str]  # the name a run's status gives its scheduler (its queue is asked by it)
+    jobs: ClassVar[str] = "jobs"  # the folder of job scripts under the results root
+    suffix: ClassVar[str] = ".sh"
+    on_stdin: ClassVar[bool] = False  # the script also given on the command's stdin (LSF's ``bsub < script``)
+
+    def job_script(self, spec: RunSpec, run_dir: Path) -> str:
+        """The job script of one run (its run folder absolute)."""
+        raise NotImplementedError
+
+    def submit_command(self, script: Path) -> list[str]:
+        """The command that submits a script file."""
+        raise NotImplementedError
+
+    def job_id(self, printed: str) -> str | None:
+        """The job id in what the submit command printed on stdout (None: it printed none)."""
+        raise NotImplementedError
+
+    def refuse(self, specs: Sequence[RunSpec]) -> None:
+        """A UsageError for the first run this scheduler cannot take, before any job is submitted."""
+
+    def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
+        """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""
+        tool = self.submit_command(Path("job"))[0]
+        if shutil.which(tool) is None:
+            raise LaunchError(f"{self.scheduler.upper()} submission needs {tool} on PATH: this machine has no "
+                              f"{self.scheduler.upper()} client")
+        todo = self.pending(specs)
+        self.refuse(todo)
+        (self.root / self.jobs).mkdir(parents=True, exist_ok=True)
+        self.plan_order(todo)
+        out = []
+        for spec in todo:
+            run_dir = (self.root / spec.id).resolve()
+            spec.write(run_dir, self.order.get(spec.id))
+            script = (self.root / self.jobs / f"{spec.id}{self.suffix}").resolve()  # the submit runs in the root
+            script.write_text(self.job_script(spec, run_dir), encoding="utf-8")
+            job = self._submit(script)
+            status = RunStatus("submitted", None, 0.0, f"job {job} submitted", job_id=job, scheduler=self.scheduler)
+            status.write(run_dir)
+            out.append(status)
+            self.report(f"{spec.id}: job {job}")
+        return out
+
+    def _submit(self, script: Path) -> str:
+        argv = self.submit_command(script)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=self.root,
+                                  input=script.read_text(encoding="utf-8") if self.on_stdin else None)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise LaunchError(f"{argv[0]} could not be run: {exc}") from None
+        said = (done.stdout.strip().splitlines() or [""])[-1].strip()
+        job = self.job_id(done.stdout) if done.returncode == 0 else None
+        if job is None:
+            first = next((line.strip() for line in done.stderr.splitlines() if line.strip()), said or "no output")
+            raise LaunchError(f"{argv[0]} refused {script.name}: {first[:300]!r}")
+        return job
 
 
 def refresh(root: Path, run: Callable[..., Any] = subprocess.run) -> dict[Path, RunStatus]:

@@ -1,5 +1,6 @@
 """A scheduler is one module and one row, as CONTRIBUTING's table says: a stand-in LSF written here alone (its
-sweep-file block's options, its queue read through ``bjobs``, its executor submitting through ``bsub``, its in-job
+sweep-file block's options, its queue read through ``bjobs``, its executor the one submit loop's three hooks (its
+script, ``bsub``, the id bsub prints), its in-job
 row: variables, hosts, requeue) is read from a sweep file's ``lsf:`` block, submitted by ``hvdbench submit`` (whose
 code names no scheduler), refused where a flag is not its own, and its runs' states come from its own queue, not
 from the scheduler whose job ids look alike (SLURM's are numbers too)."""
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +19,11 @@ import pytest
 
 from hvdbench.cli import main
 from hvdbench.core import job_env as job_env_module
-from hvdbench.core.errors import LaunchError, UsageError
+from hvdbench.core.errors import UsageError
 from hvdbench.core.options import Grammar, Switch, option
 from hvdbench.core.spec import RunSpec, RunStatus
 from hvdbench.core.validate import QUEUE_WORD
-from hvdbench.launchers.queues import Submitter, refresh
+from hvdbench.launchers.queues import ScriptSubmitter, refresh
 from hvdbench.launchers.schedulers import (SCHEDULERS, Queue, Scheduler, register_scheduler, scheduler_of,
                                            with_job_flags)
 from hvdbench.launchers.schedulers import Minutes
@@ -63,7 +63,11 @@ def bsub_script(spec: RunSpec, options: LsfOptions, run_dir: Path, python: str) 
     return "\n".join([*lines, f"exec {shlex.join(task)}", ""])
 
 
-class LsfExecutor(Submitter):
+class LsfExecutor(ScriptSubmitter):
+    """Its three hooks on the one submit loop: the script, bsub (the script on its stdin), the id bsub prints."""
+
+    scheduler, jobs, on_stdin = "lsf", "lsf-jobs", True
+
     def __init__(self, root: Path, options: LsfOptions, *, name: str, resume: bool, retries: int) -> None:
         super().__init__(root, resume=resume, retries=retries)
         self.options = options
@@ -71,22 +75,15 @@ class LsfExecutor(Submitter):
     def describe(self, spec: RunSpec) -> str:
         return bsub_script(spec, self.options, (self.root / spec.id).resolve(), self.python)
 
-    def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
-        out = []
-        for spec in self.pending(specs):
-            run_dir = (self.root / spec.id).resolve()
-            spec.write(run_dir)
-            (self.root / "lsf-jobs").mkdir(parents=True, exist_ok=True)
-            said = subprocess.run(["bsub"], input=bsub_script(spec, self.options, run_dir, self.python),
-                                  capture_output=True, text=True, timeout=60).stdout
-            found = re.match(r"Job <(\d+)> is submitted", said)
-            if found is None:
-                raise LaunchError(f"bsub refused the job: {said[:200]!r}")
-            status = RunStatus("submitted", None, 0.0, f"job {found.group(1)} submitted", job_id=found.group(1),
-                               scheduler=Lsf.name)
-            status.write(run_dir)
-            out.append(status)
-        return out
+    def job_script(self, spec: RunSpec, run_dir: Path) -> str:
+        return bsub_script(spec, self.options, run_dir, self.python)
+
+    def submit_command(self, script: Path) -> list[str]:
+        return ["bsub"]
+
+    def job_id(self, printed: str) -> str | None:
+        found = re.match(r"Job <(\d+)> is submitted", printed)
+        return found.group(1) if found else None
 
 
 class Lsf(Scheduler):
