@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 
 from hvdbench.core.axes import AXES
-from hvdbench.core.run_flags import RUN_LENGTH
+from hvdbench.core.run_flags import RUN_LENGTH, without
 from hvdbench.core.run_table import RUNS_SCHEMA
 
 PLOT_LAYOUT = "layout"  # the column plots.py adds: the image layout a plotted line was measured in
@@ -54,20 +54,9 @@ def identity(names: list[str], measured_only: bool = False) -> list[str]:
 
 
 def measured_args(args: str) -> str:
-    """A run's arguments without its run-length flags (``--steps 20 --model x`` -> ``--model x``)."""
+    """A run's arguments without its run-length flags (``--steps 20 --model x`` -> ``--model x``; core/run_flags.py's
+    one tokenizer of arguments no parser reads)."""
     try:
-        tokens = shlex.split(args)
+        return " ".join(without(shlex.split(args), RUN_LENGTH))
     except ValueError:
         return args
-    out: list[str] = []
-    skip = False
-    for token in tokens:
-        if skip:
-            skip = False
-            continue
-        name = token.split("=", 1)[0]
-        if name in RUN_LENGTH_FLAGS:
-            skip = "=" not in token
-            continue
-        out.append(token)
-    return " ".join(out)

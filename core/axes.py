@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .exchanges import DEFAULT, EXCHANGES, exchange_flags, listed
 from .loaders import loaders_of
 from .pagecache import CACHE_MODES
-from .run_flags import given_flags
+from .run_flags import flag_value, given_flags
 
 Value = Any
 LOADERS = {framework: loaders_of(framework) for framework in ("pytorch", "tensorflow")}  # core/loaders.py's
@@ -165,14 +165,5 @@ def read_axes(flags: Mapping[str, Any] | None, args: Sequence[str], framework: s
 
 def _spelled(args: Sequence[str]) -> dict[str, Any]:
     """The axes' flags as arguments no benchmark parser here reads spell them (an imported run's)."""
-    flags: dict[str, Any] = {}
-    for axis in AXES.values():
-        for flag, arity in axis.flags.items():
-            key = flag.lstrip("-").replace("-", "_")
-            if arity == 0:
-                flags[key] = flag in args
-            else:
-                values = [b.split("=", 1)[1] if "=" in b else (args[i + 1] if i + 1 < len(args) else None)
-                          for i, b in enumerate(args) if b.split("=", 1)[0] == flag]
-                flags[key] = values[-1] if values else None
-    return flags
+    return {flag.lstrip("-").replace("-", "_"): flag_value(args, flag, arity)
+            for axis in AXES.values() for flag, arity in axis.flags.items()}

@@ -111,6 +111,16 @@ def measured(benchmark: str, args: Sequence[str]) -> str:
     return flags_key(benchmark, args, RUN_LENGTH)
 
 
+def flag_value(args: Sequence[str], flag: str, arity: int) -> Any:
+    """What arguments no benchmark parser here reads give a flag (``--flag V`` or ``--flag=V``, the last one given;
+    ``arity`` 0: whether it is there); None where they do not give it."""
+    if arity == 0:
+        return flag in args
+    values = [arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else None)
+              for i, arg in enumerate(map(str, args)) if arg.split("=", 1)[0] == flag]
+    return values[-1] if values else None
+
+
 def without(args: Sequence[str], flags: Mapping[str, int]) -> tuple[str, ...]:
     """Arguments without the given flags (``--flag V`` and ``--flag=V`` forms; ``flags``: how many values each
     takes): for a launcher's own arguments and for those no benchmark parser here reads."""

@@ -39,7 +39,7 @@ FULL_NODE_SCHEMA: dict[str, str] = {
 def _work(args: str) -> str:
     """What a run measures, whether its ranks exchange or not: its arguments without run length or
     ``--independent``."""
-    return " ".join(t for t in measured_args(args).split() if t != "--independent")
+    return " ".join(t for t in measured_args(args).split() if t != "--independent")  # a switch: no value to drop
 
 
 def _units(collection: Collection, stats: pd.DataFrame) -> pd.DataFrame:
