@@ -189,3 +189,43 @@ def test_the_readme_is_short_and_every_link_reaches_a_heading() -> None:
         if anchor:
             headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
             assert anchor in {_slug(h) for h in headings}, f"{link}: no such heading"
+
+
+PRINTED = re.compile(r"<!-- printed by: (.+?) -->\n+```\n(.*?)```", re.S)
+
+
+def printed_blocks() -> list[tuple[str, str, str]]:
+    """(page, command, the output block under it) for every output the docs show with the command that printed it."""
+    return [(page.name, m.group(1).strip(), m.group(2)) for page in DOCS
+            for m in PRINTED.finditer(page.read_text(encoding="utf-8"))]
+
+
+def _columns(line: str) -> list[str]:
+    return [cell for cell in re.split(r"\s{2,}", line.strip()) if cell]
+
+
+@pytest.mark.slow  # runs hvdbench on recorded runs
+def test_every_documented_output_has_the_columns_and_words_its_command_prints_today(recorded: Path,
+                                                                                   tmp_path: Path) -> None:
+    """The docs' printed outputs are measurements of their day, so their figures differ from a run here; what the
+    command prints must not: the same columns in the same order, and only verdict words the command still says."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_projection_model import _results
+
+    roots = {"accept": recorded / "cifar", "project": _results(tmp_path / "projected")}  # one system each
+    blocks = printed_blocks()
+    assert {command.split()[1] for _, command, _ in blocks} >= {"accept", "project"}
+    for page, command, block in blocks:
+        words = shlex.split(command)
+        argv = [hvdbench_exe(), *[str(roots[words[1]]) if w.startswith("results/") else w for w in words[1:]],
+                "-o", str(tmp_path / words[1])]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO,
+                              env={**os.environ, "HVDBENCH_STORE": "none"})
+        assert proc.returncode in (0, 1, 4), f"{page}: {command}\n{proc.stderr[-800:]}"
+        documented = _columns(block.splitlines()[0])
+        header = next((line for line in proc.stdout.splitlines() if _columns(line)[:2] == documented[:2]), "")
+        assert _columns(header) == documented, f"{page}: {command}: printed today:\n{header}"
+        if words[1] == "accept":
+            verdicts = {"pass", "fail", "undecided", "not judged", "not measured"}
+            rows = [line for line in block.splitlines()[2:] if line.strip()]
+            assert rows and all(any(f"  {v}  " in row for v in verdicts) for row in rows), page

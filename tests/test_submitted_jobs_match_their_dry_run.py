@@ -20,6 +20,8 @@ from slurm_runs import TINY, cli, envs, settled_ok, sweep_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.timeout(600)]
 TOPOLOGY = REPO / "tests" / "fixtures" / "topology" / "own-4gpu-tabs-nic-legend.txt"  # NV18 0-1, SYS 0-3
+TWO_GPUS = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"  # two GPUs on the test cluster's 2-CPU nodes
+            "GPU0\t X \tNV18\t0-1\t0\nGPU1\tNV18\t X \t0-1\t0\n")
 
 
 def _dry_run(text: str) -> dict[str, dict[str, str]]:
@@ -86,21 +88,21 @@ def test_a_placement_sweep_gets_the_jobs_its_dry_run_shows(gpu_cluster: Any, tmp
 
 
 def test_a_two_host_screen_gets_one_job_on_each_host_as_its_dry_run_shows(gpu_cluster: Any, tmp_path: Path) -> None:
-    """Four one-GPU runs a node: one exclusive job a node (not four), its time limit the four runs' together, every
-    run's status naming its node's job."""
+    """Two one-GPU runs a node: one exclusive job a node (not two), its time limit the runs' together, the runs one
+    after another in it, every run's status naming its node's job."""
     root, topology = tmp_path / "screen", tmp_path / "topology.txt"
-    topology.write_text(re.sub(r"\t(0-31,64-95|32-63,96-127)\t", "\t0-1\t", TOPOLOGY.read_text()))  # 2-CPU nodes
+    topology.write_text(TWO_GPUS)
     argv = ["screen", "--benchmark", "mlp", "--topology", str(topology), "--hosts", "node[1-2]", "--no-pairs",
             "--submit", "--partition", "gpu", "--time", "5", "-o", str(root)]
     bench = ["--", "--mlp-input", "32", "--steps", "6"]
     dry = cli(*argv, "--dry-run", *bench)
     shown = _dry_run(dry.stdout)
     assert dry.returncode == 0 and sorted(p["nodelist"] for p in shown.values()) == ["node1", "node2"], dry.stdout
-    assert {p["time"] for p in shown.values()} == {"20"} and {p.get("exclusive") for p in shown.values()} == {"True"}
+    assert {p["time"] for p in shown.values()} == {"10"} and {p.get("exclusive") for p in shown.values()} == {"True"}
     out = cli(*argv, *bench)
     assert out.returncode == 0, out.stderr
-    assert "submitted 8 run(s) as 2 job(s), one a node" in out.stdout
+    assert "submitted 4 run(s) as 2 job(s), one a node" in out.stdout
     _check_jobs(root, shown)
     runs = [p for p in root.iterdir() if (p / "status.json").is_file()]
-    assert len(runs) == 8 and len({json.loads((p / "status.json").read_text())["job_id"] for p in runs}) == 2
-    settled_ok(root, 8, gpu_cluster)  # each node's four runs one after another in its one allocation, every one ok
+    assert len(runs) == 4 and len({json.loads((p / "status.json").read_text())["job_id"] for p in runs}) == 2
+    settled_ok(root, 4, gpu_cluster)  # each node's runs one after another in its one allocation, every one ok
