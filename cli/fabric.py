@@ -96,8 +96,7 @@ def cmd_fabric(args: argparse.Namespace) -> int:
     for line in across:
         print(f"flagged across the nodes: {inert(line)}")
     for node in sorted({line.split(" ", 1)[0].removesuffix("'s") for line in across}):
-        print("to take it out of service: " + shlex.join(["scontrol", "update", f"NodeName={node}", "State=DRAIN",
-                                                          f"Reason=hvdbench fabric: {node}'s ports differ"]))
+        print("to take it out of service: " + shlex.join(drain_command(node, "ports differ from the others'")))
     return 1 if flagged or across or silent else 0 if sources else 4
 
 

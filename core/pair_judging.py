@@ -90,7 +90,6 @@ def drained(judged: Sequence[tuple[str, float, str]]) -> list[str]:
     return sorted(set(found))
 
 
-def drain_command(node: str) -> list[str]:
+def drain_command(node: str, why: str = "low with every other node") -> list[str]:
     """The command for the engineer to run to take a node out of service (hvdbench changes no node's state)."""
-    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN",
-            f"Reason=hvdbench fabric: {node} low with every other node"]
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason=hvdbench fabric: {node} {why}"]

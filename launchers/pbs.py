@@ -165,7 +165,7 @@ class PbsExecutor(ScriptSubmitter):
     """Submits runs as PBS jobs with qsub, one job a run (queues.ScriptSubmitter's loop); ``resume`` leaves out what is
     complete or queued."""
 
-    scheduler, jobs, suffix = "pbs", JOBS_DIR, ".pbs"
+    scheduler, tool, jobs, suffix = "pbs", "qsub", JOBS_DIR, ".pbs"
 
     def __init__(self, root: Path, options: PbsOptions, *, name: str, python: str = sys.executable,
                  resume: bool = True, retries: int = 0,
@@ -202,9 +202,6 @@ class PbsExecutor(ScriptSubmitter):
 
     def job_script(self, spec: RunSpec, run_dir: Path) -> str:
         return pbs_script(spec, self.options, self.name, run_dir, self.python, self.retries, self.shape)
-
-    def submit_command(self, script: Path) -> list[str]:
-        return ["qsub", str(script)]
 
     def job_id(self, printed: str) -> str | None:
         said = (printed.strip().splitlines() or [""])[-1].strip()  # what qsub prints: 123.server, 124[].server

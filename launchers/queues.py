@@ -38,9 +38,11 @@ class Submitter(Executor):
 class ScriptSubmitter(Submitter):
     """The submit loop written once (as submitit writes it for SLURM) behind three hooks: a run's job script, the
     command that submits a script file (run in the results root), and the job id in what that command printed. Each
-    run's spec is written, then its script under JOBS, then submitted; its status names the job and the scheduler."""
+    run's spec is written, then its script under ``jobs``, then submitted; its status names the job and the
+    scheduler."""
 
     scheduler: ClassVar[str]  # the name a run's status gives its scheduler (its queue is asked by it)
+    tool: ClassVar[str]  # its submit command (qsub, bsub), which must be on PATH
     jobs: ClassVar[str] = "jobs"  # the folder of job scripts under the results root
     suffix: ClassVar[str] = ".sh"
     on_stdin: ClassVar[bool] = False  # the script also given on the command's stdin (LSF's ``bsub < script``)
@@ -50,8 +52,9 @@ class ScriptSubmitter(Submitter):
         raise NotImplementedError
 
     def submit_command(self, script: Path) -> list[str]:
-        """The command that submits a script file."""
-        raise NotImplementedError
+        """The command that submits a script file: the tool with the script's path (on_stdin: the script read
+        from stdin instead, where the tool takes it so)."""
+        return [self.tool] if self.on_stdin else [self.tool, str(script)]
 
     def job_id(self, printed: str) -> str | None:
         """The job id in what the submit command printed on stdout (None: it printed none)."""
@@ -62,9 +65,8 @@ class ScriptSubmitter(Submitter):
 
     def execute(self, specs: Sequence[RunSpec]) -> list[RunStatus]:
         """Submit every spec that is not finished; each submitted run's status (``submitted``, its job id)."""
-        tool = self.submit_command(Path("job"))[0]
-        if shutil.which(tool) is None:
-            raise LaunchError(f"{self.scheduler.upper()} submission needs {tool} on PATH: this machine has no "
+        if shutil.which(self.tool) is None:
+            raise LaunchError(f"{self.scheduler.upper()} submission needs {self.tool} on PATH: this machine has no "
                               f"{self.scheduler.upper()} client")
         todo = self.pending(specs)
         self.refuse(todo)

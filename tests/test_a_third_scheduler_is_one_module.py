@@ -66,7 +66,7 @@ def bsub_script(spec: RunSpec, options: LsfOptions, run_dir: Path, python: str) 
 class LsfExecutor(ScriptSubmitter):
     """Its three hooks on the one submit loop: the script, bsub (the script on its stdin), the id bsub prints."""
 
-    scheduler, jobs, on_stdin = "lsf", "lsf-jobs", True
+    scheduler, tool, jobs, on_stdin = "lsf", "bsub", "lsf-jobs", True
 
     def __init__(self, root: Path, options: LsfOptions, *, name: str, resume: bool, retries: int) -> None:
         super().__init__(root, resume=resume, retries=retries)
@@ -77,9 +77,6 @@ class LsfExecutor(ScriptSubmitter):
 
     def job_script(self, spec: RunSpec, run_dir: Path) -> str:
         return bsub_script(spec, self.options, run_dir, self.python)
-
-    def submit_command(self, script: Path) -> list[str]:
-        return ["bsub"]
 
     def job_id(self, printed: str) -> str | None:
         found = re.match(r"Job <(\d+)> is submitted", printed)

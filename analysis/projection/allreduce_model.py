@@ -19,6 +19,8 @@ import numpy as np
 
 from hvdbench.core.errors import UsageError
 
+from .exchange_model import exchange_terms
+
 # Horovod's defaults since 0.21 (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME), used where a run set neither.
 DEFAULT_FUSION_BYTES = 128 * 2**20
 DEFAULT_CYCLE_S = 1e-3
@@ -137,15 +139,16 @@ def _anchor(link: Link, nbytes: float) -> float:
 def tree_allreduce_s(nbytes: float, nodes: int, per_node: int, intra: Link, inter: Link | None) -> float:
     """NCCL's double binary tree: a chain through a node's ranks and two trees across nodes (each node a leaf of
     one), reduce up then broadcast down, pipelined: latency ``2(log2(nodes)·alpha_inter + (g-1)·alpha_intra)``,
-    every byte twice over the slower of the two links. Within one node NCCL rings."""
+    every byte twice over the slower of the two links (exchange_model.exchange_terms, the terms the back-test on
+    published results checks). Within one node NCCL rings."""
     if nodes <= 1:
         return ring_allreduce_s(nbytes, per_node, intra)
     if nbytes <= 0:
         return 0.0
     assert inter is not None
-    latency = 2 * (math.log2(nodes) * inter.alpha_s + (per_node - 1) * intra.alpha_s)
+    latency, moved = exchange_terms(nbytes, nodes * per_node, nodes, inter.alpha_s, "tree", intra.alpha_s)
     per_byte = max(inter.beta_s, intra.beta_s if per_node > 1 else 0.0)
-    return (latency + 2 * nbytes * per_byte) * _anchor(inter, nbytes)
+    return (latency + moved * per_byte) * _anchor(inter, nbytes)
 
 
 # NVLink SHARP's gain on a ring's bus bandwidth within an 8-GPU H100 board: ~480 against ~370 GB/s (NCCL's

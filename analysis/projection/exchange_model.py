@@ -68,15 +68,17 @@ def inter_alpha(network: str) -> float:
         else TCP_ALPHA_S
 
 
-def exchange_terms(grad_bytes: float, ranks: int, nodes: int, alpha: float, algorithm: str) -> tuple[float, float]:
+def exchange_terms(grad_bytes: float, ranks: int, nodes: int, alpha: float, algorithm: str,
+                   intra_alpha: float = INTRA_ALPHA_S) -> tuple[float, float]:
     """An exchange's latency (seconds) and the bytes it moves over its bottleneck link (time = latency + bytes /
-    bus bandwidth), for ``ranks`` ranks on ``nodes`` nodes by ``algorithm`` (ring, tree, parameter servers)."""
+    bus bandwidth), for ``ranks`` ranks on ``nodes`` nodes by ``algorithm`` (ring, tree, parameter servers);
+    ``alpha`` a step's latency across nodes, ``intra_alpha`` within one."""
     if ranks <= 1:
         return 0.0, 0.0
     if nodes <= 1:
-        alpha = INTRA_ALPHA_S
+        alpha = intra_alpha
     if algorithm == "tree" and nodes > 1:
-        return 2 * (math.log2(nodes) * alpha + (ranks // nodes - 1) * INTRA_ALPHA_S), 2 * grad_bytes
+        return 2 * (math.log2(nodes) * alpha + (ranks // nodes - 1) * intra_alpha), 2 * grad_bytes
     if algorithm == "parameter servers":
         spread = ranks if nodes <= 1 else nodes
         return 2 * alpha, 2 * (spread - 1) / spread * grad_bytes

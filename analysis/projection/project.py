@@ -176,15 +176,13 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
         overlap[w.label], overlap_draws[w.label] = (phi, low, high, how), phi_draws
         between = _between(w, fitted, inter_curve is not None, links, link_rows)
         intra, intra_draws = _within(w, fitted, intra_link, link_rows)
-        note = _link_note(inter_curve)
-        for count in nodes:
-            within = count == 1
-            for name, link, link_draws in [(f"{intra.name} ({WITHIN})" if intra_link and intra else WITHIN, None,
-                                            [None] * DRAWS)] if within else between:
-                for algorithm in ([CHOSEN if CHOSEN in algorithms else "ring"] if within else algorithms):
+        note, largest = _link_note(inter_curve), min(w.model.grad_bytes, w.model.fusion_bytes)
+        one_node = [(f"{intra.name} ({WITHIN})" if intra_link and intra else WITHIN, None, [None] * DRAWS)]
+        for count in nodes:  # one node: NCCL's pick where it was asked for, else the ring
+            for name, link, link_draws in one_node if count == 1 else between:
+                for algorithm in ([CHOSEN if CHOSEN in algorithms else "ring"] if count == 1 else algorithms):
                     if algorithm == "hierarchical" and per_node == 1:
                         continue  # the same as a ring with one rank per node
-                    largest = min(w.model.grad_bytes, w.model.fusion_bytes)
                     rows.append({**_row(w, name, algorithm, count, per_node, phi, phi_draws,
                                         step_allreduce(algorithm, count, per_node, intra, link, w.model.grad_bytes,
                                                        fabric),
@@ -192,7 +190,7 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
                                          for a, e in zip(intra_draws, link_draws)]),
                                  "runs_as": nccl_pick(largest, count, per_node, intra, link, fabric)
                                  if algorithm == CHOSEN else algorithm,
-                                 "link_note": "" if within or name != "measured" else note})
+                                 "link_note": note if name == "measured" else ""})
     table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
     table = widened(table, {w.label: max(m.nodes for m in w.measured) if w.measured else 1 for w in workloads})
     links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)

@@ -170,17 +170,16 @@ def second_opinions(result: Projection, target: Target, tree: Tree) -> None:
     """Each workload's ring across nodes simulated on the target's fabric: the ratio to the formula's on the rows over
     the target's link whose exchange across nodes is a ring (ring, hierarchical, NCCL's pick where it is the ring),
     and what was simulated (with its calibration) among the inputs."""
-    link = parse_link(target.inter_link()).name
-    counts = sorted({int(n) for n in result.table["nodes"] if n > 1})
+    table = result.table
+    counts = sorted({int(n) for n in table["nodes"] if n > 1})
+    ring = table["algorithm"].isin(["ring", "hierarchical"]) | (table["runs_as"] == "ring")  # a ring across nodes
+    over = (table["link"] == parse_link(target.inter_link()).name) & ring.fillna(False)
     for w in result.workloads:
         found, lines = second_opinion(counts, w.model.grad_bytes, target.inter_gbs, target.inter_latency_us * 1e-6,
                                       tree)
         result.notes += [f"{w.label}: {line}" for line in lines]
-        table = result.table
-        ring = table["algorithm"].isin(["ring", "hierarchical"]) | (table["runs_as"] == "ring")  # a ring across nodes
-        mine = (table["workload"] == w.label) & (table["link"] == link) & ring.fillna(False)
-        result.table.loc[mine, "simulated_x"] = [found[n].ratio if n in found else np.nan
-                                                 for n in result.table.loc[mine, "nodes"]]
+        mine = over & (table["workload"] == w.label)
+        table.loc[mine, "simulated_x"] = [found[n].ratio if n in found else np.nan for n in table.loc[mine, "nodes"]]
 
 
 def check_target_compute(result: Projection, target: Target, keep: bool) -> None:

@@ -7,6 +7,7 @@ another."""
 from __future__ import annotations
 
 import shlex
+import statistics
 
 import pandas as pd
 
@@ -37,7 +38,7 @@ def pair_table(comm: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             largest = case[case["bytes"] == case["bytes"].max()]["busbw_gbs"].dropna()
             if len(nodes) >= 2 and len(largest):
                 found.setdefault(nodes, []).append(float(largest.max()))
-        sets = [NodeSet(nodes, ",".join(nodes), float(pd.Series(v).median())) for nodes, v in found.items()]
+        sets = [NodeSet(nodes, ",".join(nodes), statistics.median(v)) for nodes, v in found.items()]
         for (where, busbw, said), nodes in zip(judge_sets(sets), found):
             rows.append({"system": system, "nodes": where, "sets": len(found[nodes]), "busbw_gbs": busbw,
                          "verdict": said})
