@@ -28,6 +28,8 @@ class Section:
     foot: list[str] = field(default_factory=list)  # small print after the section: what its verdicts rest on
     notes: list[str] = field(default_factory=list)  # what a table's marked cells ([1]) say in full, under the table
     role: str = ""  # what it is where another page finds it (ROLES), never by its title; "": the report's alone
+    links: list[str] = field(default_factory=list)  # the page each row's first cell links to (HTML; a site's index)
+    mark: str = ""  # what the text says, for its colour on a page: a finding (regression, improvement, ...)
 
 
 # the sections the decision page carries (and the terminal's decision), found by their role
@@ -44,6 +46,8 @@ class Report:
     plots: dict[str, str]
     headline: list[Section]
     title: str = "hvdbench scaling report"
+    back: tuple[str, str] | None = None  # (text, page): a link above the title, to the page this one belongs to
+    script: bool = True  # the page's rendering check (CHECK); off for a site read where scripts may not run
 
 
 def csv_safe(table: pd.DataFrame) -> pd.DataFrame:

@@ -91,7 +91,7 @@ def test_the_published_site_marks_the_change_in_a_browser(tmp_path: Path) -> Non
     site = tmp_path / "site"
     assert main(["history", "publish", str(site), "--store", store]) == 0
     index = (site / "index.html").read_text()
-    pages = re.findall(r"href=(config-\w+\.html)>dgx-h100 (\w+)", index)
+    pages = re.findall(r'href="(config-\w+\.html)">dgx-h100 (\w+)', index)
     assert len(pages) == 3 and index.count("regression") >= 1
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
              "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'c'}",
@@ -186,7 +186,7 @@ def test_an_environment_change_is_a_numbered_mark_on_the_trend_and_its_text_belo
     site = tmp_path / "site"
     assert main(["history", "publish", str(site), "--store", store]) == 0
     index = (site / "index.html").read_text()
-    (bert,) = re.findall(r"href=(config-\w+\.html)>dgx-h100 bert", index)
+    (bert,) = re.findall(r'href="(config-\w+\.html)">dgx-h100 bert', index)
     page = (site / bert).read_text()
     assert "<!-- env 1 -->" in page and page.count("rotate(-90") == 1
     assert re.search(r"<li>env 1, 2026-10-\d\d \d\d:\d\d: driver \S+ → \S+</li>", page)

@@ -6,7 +6,6 @@ what they amount to, the environment's changes marked with what changed) and its
 from __future__ import annotations
 
 import hashlib
-import html
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,19 +16,13 @@ import pandas as pd
 
 from hvdbench.core.errors import WriteError
 from hvdbench.core.validate import inert
+from ..document import Report, Section
 from ..drawing import figure, plain, svg_text
+from ..report.html import render_html
 from .changes import History
 from .check import TO_TARGET, changed_text, configurations, environment_changes, judged_configuration
 
 CHANGE_COLOUR, ENV_COLOUR = "#c0392b", "#7f8c8d"
-STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em;max-width:72em}table{border-collapse:collapse}"
-         "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left}th{background:#f4f4f4}"
-         ".regression{color:#c0392b;font-weight:bold}.improvement{color:#1e8449}svg{max-width:100%;height:auto}")
-
-
-def _e(value: Any) -> str:
-    """Text from the store as HTML shows it literally."""
-    return html.escape(inert("-" if value is None or (isinstance(value, float) and math.isnan(value)) else value))
 
 
 def _date(seconds: float) -> str:
@@ -91,50 +84,62 @@ def _latest(group: pd.DataFrame, judged: History) -> str:
             f"{judged.finding.sentence()}")
 
 
-def _config_page(group: pd.DataFrame, judged: History, metric: str) -> str:
+def _config_page(group: pd.DataFrame, judged: History, metric: str) -> Report:
+    """A configuration's page: its latest finding over its trend, the environment's changes, its runs."""
     first = group.iloc[0]
     title = f"{first['system']} {first['benchmark']} {first['model']} at {first['np']} rank(s)"
-    changes = environment_changes(list(group["environment"]))
     values, label = shown(group, metric)
-    rows = "".join(f"<tr><td>{_e(_date(r.started))}</td><td>{_e(r.run_id)}</td><td>{_e(f'{v:,.1f}')}</td>"
-                   f"<td>{_e(r.host)}</td></tr>" for r, v in zip(group.itertuples(), values))
-    env = "".join(f"<li>env {n}, {_e(_date(group.iloc[at]['started']))}: {_e(changed_text(c))}</li>"
-                  for n, (at, c) in enumerate(changes, 1))
-    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
-            f"<style>{STYLE}</style></head><body><p><a href=index.html>all configurations</a></p>"
-            f"<h1>{_e(title)}</h1><p class={_e(judged.finding.finding.replace(' ', '-'))}>"
-            f"{_e(_latest(group, judged))}</p>{trend_svg(group, judged, metric)}"
-            f"<h2>The environment changed</h2><ul>{env or '<li>never</li>'}</ul>"
-            f"<h2>Runs</h2><table><tr><th>started (UTC)</th><th>run</th><th>{_e(label)}</th><th>host</th></tr>{rows}"
-            f"</table><p><small>configuration: <code>{_e(first['config'])}</code></small></p></body></html>")
+    runs = [[_date(r.started), _cell(r.run_id), f"{v:,.1f}", _cell(r.host)] for r, v in zip(group.itertuples(), values)]
+    env = [f"env {n}, {_date(group.iloc[at]['started'])}: {changed_text(c)}"
+           for n, (at, c) in enumerate(environment_changes(list(group["environment"])), 1)]
+    return Report("", [Section("Trend", text=_latest(group, judged), mark=_mark(judged),
+                               figure=("trend.svg", trend_svg(group, judged, metric))),
+                       Section("The environment changed", lines=env or ["never"]),
+                       Section("Runs", header=["started (UTC)", "run", label, "host"], rows=runs,
+                               foot=[f"configuration: {first['config']}"])],
+                  {}, {}, [], title=title, back=("all configurations", "index.html"), script=False)
+
+
+def _index(rows: list[list[str]], links: list[str], margin: float) -> Report:
+    """The site's front page: every configuration, its runs and its check's finding, each linking to its page."""
+    intro = (f"Each configuration's runs against its own history (E-divisive means, a permutation test at 1%; the "
+             f"latest change judged at ±{margin:.1%}).")
+    table = Section("Configurations", header=["configuration", "ranks", "runs", "latest change", "finding"],
+                    rows=rows, links=links)
+    return Report(intro, [table], {}, {}, [], title="hvdbench history", script=False)
+
+
+def _cell(value: Any) -> str:
+    """A value from the store as a cell (a missing one as -)."""
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _mark(judged: History) -> str:
+    """The finding as a page colours it."""
+    return judged.finding.finding.replace(" ", "-")
 
 
 def publish(runs: pd.DataFrame, folder: Path, margin: float,
             accepted: set[str] | frozenset[str] = frozenset()) -> list[Path]:
     """The site into ``folder`` (made where missing): index.html and a page a configuration, each judged as history
-    check judges it (``accepted``: the run keys an accept verdict passed); the pages written."""
+    check judges it (``accepted``: the run keys an accept verdict passed), written through the report's document
+    model (every text from the store escaped there); the pages written."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        written, rows = [], []
+        written, rows, links = [], [], []
         for every in configurations(runs):
             metric, group, judged = judged_configuration(every, margin, accepted)
             if group.empty:
                 continue
             first = group.iloc[0]
             name = page_name(str(first["config"]), str(first["system"]))
-            (folder / name).write_text(_config_page(group, judged, metric), encoding="utf-8")
+            (folder / name).write_text(render_html(_config_page(group, judged, metric)), encoding="utf-8")
             written.append(folder / name)
             latest = _date(group.iloc[judged.changes[-1]]["started"]) if judged.changes else "-"
-            rows.append(f"<tr><td><a href={name}>{_e(first['system'])} {_e(first['benchmark'])} {_e(first['model'])}"
-                        f"</a></td><td>{_e(first['np'])}</td><td>{len(group)}</td><td>{_e(latest)}</td>"
-                        f"<td class={_e(judged.finding.finding.replace(' ', '-'))}>{_e(judged.finding.sentence())}"
-                        "</td></tr>")
-        index = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>hvdbench history</title>"
-                 f"<style>{STYLE}</style></head><body><h1>hvdbench history</h1><p>Each configuration's runs against "
-                 f"its own history (E-divisive means, a permutation test at 1%; the latest change judged at "
-                 f"±{margin:.1%}).</p><table><tr><th>configuration</th><th>ranks</th><th>runs</th>"
-                 f"<th>latest change</th><th>finding</th></tr>{''.join(rows)}</table></body></html>")
-        (folder / "index.html").write_text(index, encoding="utf-8")
+            rows.append([f"{first['system']} {first['benchmark']} {first['model']}", _cell(first["np"]),
+                         str(len(group)), latest, judged.finding.sentence()])
+            links.append(name)
+        (folder / "index.html").write_text(render_html(_index(rows, links, margin)), encoding="utf-8")
     except OSError as exc:
         raise WriteError(f"history publish {folder}: {inert(exc)}") from None
     return [folder / "index.html", *written]

@@ -35,6 +35,7 @@ code { background: #f3f3f3; padding: 0 .2em; } figure { margin: 1em 0 2em; } fig
 figure svg { max-width: 100%; height: auto; }
 ul.summary { background: #f7f7f2; border: 1px solid #ddd; padding: .6em 1em .6em 2em; }
 ul.summary ul { padding-left: 1.4em; margin: .15em 0; }
+p.regression, p.slower { color: #c0392b; font-weight: 600; } p.improvement, p.faster { color: #1e8449; }
 div.banner { background: #fff4d6; border: 1px solid #e0b84c; padding: .5em 1em; margin: .5em 0; font-weight: 600; }
 p.foot, p.note { font-size: 12px; color: #555; margin: .2em 0; }
 figure.forest svg { max-width: 100%; height: auto; }
@@ -76,21 +77,27 @@ document.addEventListener('DOMContentLoaded', function () {
 """
 
 
-def _cell(tag: str, value: str, index: int, section: Section) -> str:
+def _cell(tag: str, value: str, index: int, section: Section, href: str | None = None) -> str:
     classes = ["more"] if index in section.folded else []
     if tag == "td" and len(value) > 40:
         classes.append("text")  # long prose (evidence, reasons) wraps instead of widening the table
     attr = f' class="{" ".join(classes)}"' if classes else ""
-    return f"<{tag}{attr}>{_h(value)}</{tag}>"
+    inner = _h(value) if href is None else f'<a href="{_h(href)}">{_h(value)}</a>'
+    return f"<{tag}{attr}>{inner}</{tag}>"
 
 
 WIDE = 9  # columns shown from which a table's cells wrap as its headers do
 
 
+def _row(section: Section, index: int, row: list[str]) -> str:
+    """A table row; its first cell a link where the section names a page for the row."""
+    link = section.links[index] if index < len(section.links) else None
+    return "<tr>" + "".join(_cell("td", c, i, section, link if i == 0 else None) for i, c in enumerate(row)) + "</tr>"
+
+
 def _table(section: Section) -> str:
     head = "".join(_cell("th", h, i, section) for i, h in enumerate(section.header))
-    body = "".join("<tr>" + "".join(_cell("td", c, i, section) for i, c in enumerate(row)) + "</tr>"
-                   for row in section.rows)
+    body = "".join(_row(section, i, row) for i, row in enumerate(section.rows))
     wide = ' class="wide"' if len(section.header) - len(section.folded) >= WIDE else ""
     return f'<div class="scroll"><table{wide}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
@@ -122,16 +129,20 @@ def render_html(report: Report) -> str:
     """The whole page."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{_h(report.title)}</title>", f"<style>{STYLE}</style>", f"<script>{CHECK}</script>",
-             "</head><body>", f"<h1>{_h(report.title)}</h1>",
-             '<input type="checkbox" id="every-column"> <label for="every-column">show every column</label>',
-             "<main>", f"<p>{_h(report.intro)}</p>"]
+             f"<title>{_h(report.title)}</title>", f"<style>{STYLE}</style>",
+             *([f"<script>{CHECK}</script>"] if report.script else []), "</head><body>",
+             *([f'<p><a href="{_h(report.back[1])}">{_h(report.back[0])}</a></p>'] if report.back else []),
+             f"<h1>{_h(report.title)}</h1>",
+             *(['<input type="checkbox" id="every-column"> <label for="every-column">show every column</label>']
+               if any(section.folded for section in report.sections) else []),  # only where a column folds away
+             "<main>", *([f"<p>{_h(report.intro)}</p>"] if report.intro else [])]
     for section in report.sections:
         title = _h(section.title)
         parts.append(f"<h2><code>{title}</code></h2>" if section.code else f"<h2>{title}</h2>")
         parts += [f'<div class="banner">{_h(line)}</div>' for line in section.banner]
         if section.text:
-            parts.append(f"<p>{_h(section.text)}</p>")
+            parts.append(f'<p class="{_h(section.mark)}">{_h(section.text)}</p>' if section.mark else
+                         f"<p>{_h(section.text)}</p>")
         if section.lines:
             parts.append(_lines(section.lines))
         if section.header:
