@@ -12,6 +12,7 @@ from .exchanges import DEFAULT, EXCHANGES, exchange_flags, listed
 from .loaders import loaders_of
 from .pagecache import CACHE_MODES
 from .run_flags import flag_value, given_flags
+from .train_flags import arities, flags_where
 
 Value = Any
 LOADERS = {framework: loaders_of(framework) for framework in ("pytorch", "tensorflow")}  # core/loaders.py's
@@ -83,55 +84,55 @@ def _layout(flags: Mapping[str, Any], framework: str) -> Value:
 AXES: dict[str, Axis] = {axis.name: axis for axis in (
     Axis("batch_size", "samples per step per rank", int,
          {"pytorch": _option("--batch-size"), "tensorflow": _option("--batch-size")},
-         lambda f, _: f.get("batch_size"), {"--batch-size": 1}, None),
+         lambda f, _: f.get("batch_size"), arities("--batch-size"), None),
     Axis("precision", "fp32, fp16, bf16, amp (TensorFlow also its Keras policies)", str,
          {"pytorch": _option("--precision"), "tensorflow": _option("--precision")},
-         lambda f, _: f.get("precision") or "fp32", {"--precision": 1}, "fp32"),
+         lambda f, _: f.get("precision") or "fp32", arities("--precision"), "fp32"),
     Axis("channels_last", "image layout of CNNs: NHWC (true) or NCHW", bool,
          {"pytorch": _switch("--channels-last"), "tensorflow": _tf_layout},
-         _layout, {"--channels-last": 0, "--data-format": 1}, False, shown=lambda on: "NHWC" if on else "NCHW"),
+         _layout, arities("--channels-last", "--data-format"), False, shown=lambda on: "NHWC" if on else "NCHW"),
     Axis("compile", "torch.compile (PyTorch) or XLA (TensorFlow)", bool,
          {"pytorch": _switch("--compile"), "tensorflow": _switch("--xla")},
-         lambda f, fw: bool(f.get("xla" if fw == "tensorflow" else "compile")), {"--compile": 0, "--xla": 0}, False),
+         lambda f, fw: bool(f.get("xla" if fw == "tensorflow" else "compile")), arities("--compile", "--xla"), False),
     Axis("data", "where batches come from: device, host, loader (PyTorch) or pipeline (TensorFlow)", str,
          {"pytorch": _option("--data"), "tensorflow": _option("--data")},
-         lambda f, _: f.get("data") or "device", {"--data": 1}, "device"),
+         lambda f, _: f.get("data") or "device", arities("--data"), "device"),
     Axis("fp16_allreduce", "Horovod fp16 compression of the exchanged gradients", bool,
          {"pytorch": _switch("--fp16-allreduce"), "tensorflow": _switch("--fp16-allreduce")},
-         lambda f, _: bool(f.get("fp16_allreduce")), {"--fp16-allreduce": 0}, False),
+         lambda f, _: bool(f.get("fp16_allreduce")), arities("--fp16-allreduce"), False),
     Axis("exchange", f"how gradients are exchanged (core/exchanges.py): {listed(tuple(EXCHANGES))}", str,
          {"pytorch": _option_unless("--exchange", DEFAULT), "tensorflow": _option_unless("--exchange", DEFAULT)},
-         lambda f, _: f.get("exchange") or DEFAULT, {"--exchange": 1}, DEFAULT),
+         lambda f, _: f.get("exchange") or DEFAULT, arities("--exchange"), DEFAULT),
     Axis("threads", "CPU threads per rank (intra-op pool in TensorFlow)", int,
          {"pytorch": _option("--threads"), "tensorflow": _option("--threads")},
-         lambda f, _: f.get("threads"), {"--threads": 1}, None),
+         lambda f, _: f.get("threads"), arities("--threads"), None),
     Axis("loader", "what reads --data files: " + "; ".join(f"{fw}: {', '.join(names)}" for fw, names in LOADERS.items())
          + " (core/loaders.py)", str,
          {fw: _option_unless("--loader", names[0]) for fw, names in LOADERS.items()},
-         lambda f, fw: _with_files("loader", LOADERS.get(fw, LOADERS["pytorch"])[0])(f, fw), {"--loader": 1},
+         lambda f, fw: _with_files("loader", LOADERS.get(fw, LOADERS["pytorch"])[0])(f, fw), arities("--loader"),
          LOADERS["pytorch"][0],
          offered=LOADERS, files_only=True),
     Axis("loader_workers", "DataLoader workers (PyTorch) or tf.data parallel calls (TensorFlow) a rank reads with",
          int, {"pytorch": _option("--loader-workers"), "tensorflow": _option("--loader-workers")},
-         lambda f, _: f.get("loader_workers"), {"--loader-workers": 1}, 2, least=0),
+         lambda f, _: f.get("loader_workers"), arities("--loader-workers"), 2, least=0),
     Axis("data_dir", "the dataset --data files reads (a folder per layout: ImageFolder, WebDataset, TFRecord)", str,
          {"pytorch": _option("--data-dir"), "tensorflow": _option("--data-dir")},
-         _with_files("data_dir", None), {"--data-dir": 1}, None, shown=lambda path: PurePath(str(path)).name,
+         _with_files("data_dir", None), arities("--data-dir"), None, shown=lambda path: PurePath(str(path)).name,
          files_only=True),
     Axis("data_only", "--data files: the input pipeline timed alone, no model (what the loader gives a rank)", bool,
          {"pytorch": _switch("--data-only"), "tensorflow": _switch("--data-only")},
-         lambda f, _: bool(f.get("data_only")), {"--data-only": 0}, False, files_only=True, compared=False),
+         lambda f, _: bool(f.get("data_only")), arities("--data-only"), False, files_only=True, compared=False),
     Axis("data_cache", f"the dataset's pages at the start: {', '.join(CACHE_MODES)} (core/pagecache.py)", str,
          {"pytorch": _option_unless("--data-cache", CACHE_MODES[0]),
           "tensorflow": _option_unless("--data-cache", CACHE_MODES[0])},
-         _with_files("data_cache", CACHE_MODES[0]), {"--data-cache": 1}, CACHE_MODES[0], files_only=True),
+         _with_files("data_cache", CACHE_MODES[0]), arities("--data-cache"), CACHE_MODES[0], files_only=True),
 )}
 
 
 def base_flags() -> dict[str, int]:
-    """The flags a run's independent twin and 1-GPU baseline leave out: --independent and the exchange's
-    (core/exchanges.py exchange_flags: one baseline serves every exchange)."""
-    return {"--independent": 0, **exchange_flags()}
+    """The flags a run's independent twin and 1-GPU baseline leave out: those core/train_flags.py declares so
+    (--independent) and every exchange's own (core/exchanges.py exchange_flags: one baseline serves every exchange)."""
+    return {**flags_where("baseline"), **exchange_flags()}
 
 
 def axis_flags(framework: str, values: Mapping[str, Value], args: Sequence[str] = (), benchmark: str = "") -> list[str]:

@@ -14,7 +14,6 @@ from .errors import UsageError
 from .loaders import LOADERS, loaders_of
 from .flags import (
     Parser,
-    benchmark_parser,
     byte_size,
     check_flags,
     int_list,
@@ -23,6 +22,7 @@ from .flags import (
     positive_int,
 )
 from .idx import DEBIAN_DIR
+from .train_flags import benchmark_parser
 from .quality_flags import quality_check, quality_flags, to_target
 from .validate import finite, read_small_text
 
@@ -245,10 +245,10 @@ class BenchmarkInfo:
     def sizing(self, flags: argparse.Namespace) -> dict[str, Any]:
         """The flags that fix the model and its input shapes (FLOPs per sample depend on these alone): model,
         batch size, seed (synthetic lengths) and this benchmark's model options."""
-        group = Parser(prog=self.name)
+        group = Parser(prog=self.name, add_help=False)
         if self.extra_flags is not None:
             self.extra_flags(group)
-        dests = [a.dest for a in group._actions if a.dest != "help"]
+        dests = [a.dest for a in group.declared.values()]
         return {"model": flags.model, "batch_size": flags.batch_size, "seed": flags.seed,
                 **{dest: getattr(flags, dest) for dest in dests if hasattr(flags, dest)}}
 

@@ -5,13 +5,13 @@ strings."""
 
 from __future__ import annotations
 
-import argparse
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from .catalog import BENCHMARKS
 from .errors import HvdbenchError
+from .train_flags import TrainFlags, flags_where
 
 Flags = Mapping[str, Any]
 _EMPTY: Flags = MappingProxyType({})
@@ -25,14 +25,11 @@ def _parsed(benchmark: str, args: tuple[str, ...], given_only: bool) -> Flags | 
     if info is None:
         return None
     parser = info.parser()
-    if given_only:
-        for action in parser._actions:  # argparse's own list: each flag's default suppressed, so only given ones stay
-            action.default = argparse.SUPPRESS
     try:
-        flags, _ = parser.parse_known_args(list(args))
+        flags = parser.given_only(args)[0] if given_only else vars(parser.parse_known_args(list(args))[0])
     except (HvdbenchError, SystemExit):
         return None
-    return MappingProxyType(vars(flags))
+    return MappingProxyType(flags)
 
 
 @lru_cache(maxsize=8192)
@@ -40,7 +37,7 @@ def _spelled(benchmark: str, args: tuple[str, ...]) -> tuple[str, ...]:
     info = BENCHMARKS.get(benchmark)
     if info is None:
         return args
-    options = info.parser()._option_string_actions  # argparse's own table: option string -> its action
+    options = info.parser().declared
     out: list[str] = []
     for arg in args:
         name, eq, value = arg.partition("=")
@@ -71,6 +68,14 @@ def run_flags(benchmark: str, args: Sequence[str]) -> Flags:
     return _parsed(benchmark, tuple(map(str, args)), False) or _EMPTY
 
 
+def train_flags(benchmark: str, args: Sequence[str]) -> TrainFlags | None:
+    """A training run's shared flags, typed (core/train_flags.py); None where its benchmark does not train or its
+    parser cannot read the arguments."""
+    info = BENCHMARKS.get(benchmark)
+    flags = _parsed(benchmark, tuple(map(str, args)), False) if info is not None and info.trains else None
+    return TrainFlags.read(flags) if flags else None
+
+
 def given_flags(benchmark: str, args: Sequence[str]) -> Flags | None:
     """The flags ``args`` give, typed (defaults left out); None where the benchmark's parser cannot read them."""
     return _parsed(benchmark, tuple(map(str, args)), True)
@@ -95,7 +100,7 @@ def _same(default: Any, value: Any) -> bool:
     return type(default) is type(value) and default == value
 
 
-RUN_LENGTH = {"--steps": 1, "--warmup-steps": 1, "--target-ci": 1, "--max-steps": 1}  # how long, not what, it measures
+RUN_LENGTH = flags_where("length")  # how long, not what, a run measures (core/train_flags.py declares which)
 
 
 def configuration(benchmark: str, args: Sequence[str]) -> str:

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 from .containers import RECIPE_PYTHON, Container
 from .errors import SpecError, WriteError
 from .records import RANK_LOGS, rank_log_name
-from .run_flags import Flags, run_flags
+from .run_flags import Flags, run_flags, train_flags
+from .train_flags import TrainFlags
 from .validate import read_small_text, text_problem
 
 SMALL_FILE = 1 << 20  # run.json and status.json are a few kB; nothing larger is read
@@ -133,6 +134,12 @@ class RunSpec:
         """Every benchmark flag of the run as its benchmark's parser reads ``args`` (parsed once per set of
         arguments, core/run_flags.py); empty for an imported tool's run or arguments no parser here reads."""
         return run_flags(self.benchmark, self.args)
+
+    @property
+    def train(self) -> TrainFlags | None:
+        """The run's shared training flags, typed (core/train_flags.py); None for a benchmark that does not train
+        (collectives, p2p), an imported tool's run, or arguments no parser here reads."""
+        return train_flags(self.benchmark, self.args)
 
     @property
     def env_dict(self) -> dict[str, str]:

@@ -20,11 +20,10 @@ def cpus_per_rank(spec: RunSpec) -> int:
     """CPUs a rank needs: one, and one for each loader worker where its batches come from a DataLoader or files
     (``--loader-workers``, its default where not given), as the workload's own parser reads its arguments (however
     they are spelled: ``--data files`` or ``--data=files``)."""
-    flags = spec.flags
-    if flags.get("data") not in ("loader", "files", "pipeline"):
+    flags = spec.train
+    if flags is None or flags.data not in ("loader", "files", "pipeline"):
         return 1
-    workers = flags.get("loader_workers")
-    return 1 + (workers if isinstance(workers, int) and workers >= 0 else 0)
+    return 1 + flags.loader_workers
 
 
 @dataclass(frozen=True)

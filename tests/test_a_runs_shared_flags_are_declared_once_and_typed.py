@@ -1,0 +1,78 @@
+"""A training run's shared flags are one frozen dataclass (core/train_flags.py): every benchmark's parser, the
+run-length and baseline flag sets and the axes' flag arities come from it, a run's flags read back into it typed,
+a flag declared twice is refused by name, and no product code reads argparse's private tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from hvdbench.core.axes import AXES, base_flags
+from hvdbench.core.catalog import BENCHMARKS
+from hvdbench.core.run_flags import RUN_LENGTH, given_flags, measured, spelled, train_flags
+from hvdbench.core.spec import RunSpec
+from hvdbench.core.train_flags import TrainFlags, arities, benchmark_parser, declared, flags_where
+from hvdbench.launchers.job_shape import cpus_per_rank
+
+REPO = Path(__file__).resolve().parents[1]
+TRAINING = sorted(name for name, info in BENCHMARKS.items() if info.trains)
+
+
+@pytest.mark.parametrize("benchmark", TRAINING)
+def test_every_shared_flag_of_a_benchmark_is_its_declared_field(benchmark: str) -> None:
+    info = BENCHMARKS[benchmark]
+    parser = info.parser()
+    mine = {name: f for name, f in declared().items() if info.framework in f.frameworks}
+    assert mine and all(parser.declared[f.flag].dest == name for name, f in mine.items())
+    if "--model-file" in parser.declared:  # custom: its required file given, everything else at its default
+        return
+    typed = train_flags(benchmark, ())
+    assert isinstance(typed, TrainFlags) and typed.model == info.default_model
+    defaults = {item.name: item.default for item in dataclasses.fields(TrainFlags)}
+    assert {k: v for k, v in dataclasses.asdict(typed).items() if k not in ("model", "loader")} == \
+        {k: v for k, v in defaults.items() if k not in ("model", "loader")}
+
+
+def test_the_run_length_and_baseline_flags_are_what_the_declaration_marks() -> None:
+    assert RUN_LENGTH == flags_where("length") == {"--steps": 1, "--target-ci": 1, "--max-steps": 1,
+                                                   "--warmup-steps": 1}
+    assert flags_where("baseline") == {"--independent": 0} and set(flags_where("baseline")) <= set(base_flags())
+    args = ("--model", "resnet20", "--steps", "80", "--warmup-steps=2", "--batch-size", "16")
+    assert measured("cifar10", args) == measured("cifar10", ("--batch-size=16",)) == "batch_size=16"
+
+
+def test_every_axis_flag_is_a_declared_shared_flag_of_its_arity() -> None:
+    by_flag = {f.flag: f.arity for f in declared().values()}
+    for axis in AXES.values():
+        assert all(by_flag[flag] == arity for flag, arity in axis.flags.items()), axis.name
+    with pytest.raises(ValueError, match="not a shared flag .*--batch"):
+        arities("--batch")
+
+
+def test_a_model_option_that_repeats_a_shared_flag_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="model option --steps is already a shared flag"):
+        benchmark_parser("toy", ("m",), "m", "samples", lambda group: group.add_argument("--steps", type=int))
+
+
+def test_a_runs_flags_read_typed_however_spelled() -> None:
+    args = ["--batch=64", "--mod", "resnet32", "--no-cudnn-autotune", "--data=loader", "--loader-w", "3"]
+    assert given_flags("cifar10", args) == {"batch_size": 64, "model": "resnet32", "cudnn_autotune": False,
+                                            "data": "loader", "loader_workers": 3}
+    assert spelled("cifar10", args) == ("--batch-size", "64", "--model", "resnet32", "--no-cudnn-autotune", "--data",
+                                        "loader", "--loader-workers", "3")
+    spec = RunSpec(benchmark="cifar10", args=tuple(args), np=2)
+    assert spec.train is not None and spec.train.batch_size == 64 and not spec.train.cudnn_autotune
+    assert cpus_per_rank(spec) == 4  # the rank and its three loader workers
+    assert RunSpec(benchmark="comm", args=("--op", "allreduce"), np=2).train is None  # collectives do not train
+
+
+def test_no_product_code_reads_argparses_private_tables() -> None:
+    private = re.compile(r"\._actions\b|_option_string_actions|_SubParsersAction|_group_actions")
+    found = [f"{path.relative_to(REPO)}:{n}" for folder in ("core", "readers", "suite", "launchers", "analysis",
+                                                            "workflows", "cli")
+             for path in (REPO / folder).rglob("*.py")
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if private.search(line)]
+    assert not found, found
