@@ -11,6 +11,7 @@ from typing import Callable
 import pandas as pd
 
 from .collect import Collection
+from .document import Report
 from .formatting import Rows
 
 
@@ -46,6 +47,14 @@ class Inputs:
 
 
 @dataclass(frozen=True)
+class Terminal:
+    """What a part says on the terminal after a report: blocks under the headline tables, one-line notes at the end."""
+
+    blocks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class TableSection:
     """One table and the section that shows it, where it has rows."""
 
@@ -56,3 +65,4 @@ class TableSection:
     build: Callable[[Inputs], pd.DataFrame]
     folded: tuple[int, ...] = ()  # columns a narrow page folds away
     banner: Callable[[pd.DataFrame], list[str]] | None = None  # what a reader must see before the table, if anything
+    terminal: Callable[[Report], Terminal] | None = None  # what it says on the terminal (report/terminal.py)

@@ -15,15 +15,10 @@ from hvdbench.core.errors import ReportError
 from hvdbench.core.spec import RUN_FILE
 from hvdbench.core.validate import inert
 
-from . import decision_view
+from .parts import PARTS
 from ..collect import Collection
 from ..document import ROLES, Report, csv_safe, render_markdown, text_table
-from ..tables.comm import TIMED, peak_table
-from ..tables.efficiency import disturbed_baselines
-from ..tables.efficiency import ranks_title
-from ..tables.quality import terminal_rows as quality_terminal
 from ..tables.system import system_json
-from ..verdicts.decision import cost_verdict_lines, decision_lines
 from .html import render_html
 
 
@@ -99,29 +94,18 @@ def _every_row(text: str) -> str:
 
 
 def terminal_text(report: Report, collection: Collection) -> str:
-    """The headline tables and what was left out, for the terminal."""
+    """The headline tables, then what each part says on the terminal (its ``terminal`` hook, in PARTS' order), then
+    what was left out."""
     texts = [f"{inert(s.title)}\n{_every_row(s.text)}{text_table(s.header, s.rows)}" for s in report.headline]
-    if len(report.tables.get("quality", ())):
-        texts.append("Time to a quality target\n" + text_table(*quality_terminal(report.tables["quality"])))
-    if "collectives" in report.tables:
-        peaks = peak_table(report.tables["collectives"])
-        sized = ranks_title(report.tables["collectives"].attrs.get("devices", []))
-        texts.append(text_table([sized, "op", "through", "dtype", "timed", "peak busbw GB/s", "at bytes"],
-                                [[str(r.np), r.op, r.path, r.dtype, TIMED[r.timing], f"{r.peak_busbw_gbs:.3f}",
-                                  f"{r.at_bytes:,}"] for r in peaks.itertuples()]))
-    decision = next((s for s in report.sections if s.role == "decision"), None)
-    if decision is not None:
-        decided = report.tables.get("decision")
-        said = [*decision.banner, *decision_lines(decided), *cost_verdict_lines(decided),
-                *decision_view.cost_figures(report.tables["compare"])] if decided is not None else []
-        texts.append(inert(decision.title) + "\n" + "\n".join(inert(line) for line in [*said, *decision.lines]))
-    if "compare" in report.tables:
-        compared = report.tables["compare"]
-        texts.append("systems side by side\n"
-                     + text_table(*decision_view.compare_rows(compared, compared.attrs["baseline"])))
+    said = [part.terminal(report) for part in PARTS if part.terminal is not None]
+    texts += [block for one in said for block in one.blocks]
+    notes = _collection_notes(collection) + [note for one in said for note in one.notes]
+    return "\n\n".join(texts) + ("\n" + inert("; ".join(notes)) if notes else "")
+
+
+def _collection_notes(collection: Collection) -> list[str]:
+    """What the collection left out or could not read, one note each."""
     notes = []
-    if "scaling" in report.tables:  # a stalled baseline stands beside the figures it spoils, on the terminal too
-        notes += disturbed_baselines(report.tables["scaling"])
     left_out = collection.runs[collection.runs["status"] != "ok"]
     if len(left_out):
         notes.append(f"{len(left_out)} run(s) left out (see report.md)")
@@ -138,21 +122,7 @@ def terminal_text(report: Report, collection: Collection) -> str:
     malformed = sum(i.malformed for i in collection.file_issues)
     if malformed:
         notes.append(f"{malformed} malformed log line(s) in {len(collection.file_issues)} file(s)")
-    slow = report.tables["stragglers"]
-    if len(slow):
-        notes.append(f"{len(slow)} straggling rank(s) (see report.md)")
-    if "screening" in report.tables:
-        screen = report.tables["screening"]
-        flagged = screen[screen["flagged"]]
-        notes.append(f"screening: {len(flagged)} of {len(screen)} GPU(s)/node(s) flagged"
-                     + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples()) if len(flagged) else ""))
-    if "full_node" in report.tables:
-        full = report.tables["full_node"]
-        flagged = full[full["flagged"] & (full["level"] == "gpu")]
-        notes.append(f"full-node screening: {len(flagged)} of {(full['level'] == 'gpu').sum()} GPU(s) flagged under "
-                     "full load" + (": " + ", ".join(f"{r.host} {r.unit}" for r in flagged.itertuples())
-                                    if len(flagged) else ""))
-    return "\n\n".join(texts) + ("\n" + inert("; ".join(notes)) if notes else "")
+    return notes
 
 
 def _damaged(runs: pd.DataFrame) -> str | None:

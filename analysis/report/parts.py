@@ -14,12 +14,12 @@ import pandas as pd
 
 from hvdbench.core.errors import ReportError
 
-from . import views
+from . import terminal, views
 from ..collect import Collection
-from ..document import Section
+from ..document import Report, Section
 from ..projection.project import DEFAULT_NODES, project
 from ..projection.shown import projection_section
-from ..sections import Inputs, TableSection
+from ..sections import Inputs, TableSection, Terminal
 from ..tables.comm import COMM_TEXT, horovod_over_mpi, peak_rows, peak_table, ratio_rows
 from ..tables.critical_batch import CRITICAL_SECTION
 from ..tables.datapath import DATAPATH_SECTION
@@ -67,6 +67,7 @@ class Part:
 
     name: str
     build: Callable[[Assembly], list[Section]]
+    terminal: Callable[[Report], Terminal] | None = None  # what it says on the terminal (report/terminal.py)
 
 
 def _summary(a: Assembly) -> list[Section]:
@@ -201,22 +202,23 @@ def walk(part: Union[Part, TableSection], a: Assembly) -> list[Section]:
 
 PARTS: tuple[Union[Part, TableSection], ...] = (
     Part("executive summary", _summary),
-    Part("decision", lambda a: a.decided),  # the verdicts, systems side by side, what one system measured alone
+    # the verdicts, systems side by side, what one system measured alone
+    Part("decision", lambda a: a.decided, terminal.decision),
     Part("system under test", _system),
-    Part("headline", lambda a: a.headline),  # a table per system and arguments
+    Part("headline", lambda a: a.headline, terminal.headline),  # a table per system and arguments
     Part("swept axes", _axes),
     # what a buyer compares, after the headline
     QUALITY_SECTION, CRITICAL_SECTION, KNOBS_SECTION, CROSS_SECTION, DATAPATH_SECTION,
     Part("best configuration", _best),
-    Part("screening", _screens),
-    Part("stragglers", _stragglers),
+    Part("screening", _screens, terminal.screens),
+    Part("stragglers", _stragglers, terminal.stragglers),
     # everything else the runs recorded
     BREAKDOWN_SECTION, DETAILS_SECTION,
     Part("network NCCL used", _fabric),
     Part("top operators", _profile),
     Part("warm-up, run length, left out", _runs),
     Part("kept tables", _kept),
-    Part("collectives", _collectives),
+    Part("collectives", _collectives, terminal.collectives),
     Part("peer-to-peer", _p2p),
     Part("projection", _projection),
 )

@@ -17,12 +17,13 @@ import pandas as pd
 
 from hvdbench.core.time_to_train import Score, counts_as_run, not_comparable, score
 
+from ..document import Report, text_table
 from ..findings import MARGIN, judge, not_judged
 from ..formatting import Rows, fmt, missing
 from ..keys import measured_args
 from ..ratios import Resampled, config_draws, ratio_draws, too_few_runs
 from ..stats import BOOTSTRAP_SAMPLES
-from ..sections import Inputs, TableSection
+from ..sections import Inputs, TableSection, Terminal
 from .efficiency import on_cpu_ranks
 
 KEY = ["system", "framework", "benchmark", "model", "work", "np", "nodes"]
@@ -296,7 +297,15 @@ def report_quality(inputs: Inputs) -> pd.DataFrame:
                                                           i.draws, i.points))
 
 
-QUALITY_SECTION = TableSection("quality", "Time to a quality target", QUALITY_TEXT, quality_rows, report_quality)
+def terminal_said(report: Report) -> Terminal:
+    """The runs to a quality target on the terminal, in the columns it has room for."""
+    table = report.tables.get("quality")
+    return Terminal([f"Time to a quality target\n{text_table(*terminal_rows(table))}"] if table is not None
+                    and len(table) else [])
+
+
+QUALITY_SECTION = TableSection("quality", "Time to a quality target", QUALITY_TEXT, quality_rows, report_quality,
+                               terminal=terminal_said)
 
 
 def decision_lines(table: pd.DataFrame) -> list[str]:
