@@ -174,3 +174,15 @@ def test_the_in_job_row_gives_the_jobs_hosts_and_requeue(lsf: Path) -> None:
     inside = job_env_module.job_env({"LSB_JOBID": "41", "LSB_HOSTS": "n1 n1 n2 n2"})
     assert inside.scheduler == "lsf" and inside.job_id == "41"
     assert inside.hosts() == ("n1", "n2") and inside.requeue_command() == ["brequeue", "41"]
+
+
+def test_every_built_in_scheduler_submits_and_runs_its_jobs_under_one_name() -> None:
+    """A scheduler's two sides, the submission (launchers/) and the in-job row (core/job_env.py), keyed by one name:
+    every built-in submitter has its in-job row, so its jobs' hosts, requeue and variables are read."""
+    from hvdbench.launchers.schedulers import BUILTIN, schedulers
+
+    built_in = {name: cls for name, cls in schedulers().items() if cls.__module__.rsplit(".", 1)[-1] in BUILTIN}
+    assert set(built_in) == set(BUILTIN)
+    assert set(built_in) <= set(job_env_module.SCHEDULERS), set(built_in) - set(job_env_module.SCHEDULERS)
+    for name in built_in:
+        assert job_env_module.SCHEDULERS[name].name == name and job_env_module.SCHEDULERS[name].requeue("7")
