@@ -102,7 +102,8 @@ def _o(name: str) -> Callable[[Context], Any]:
 
 @dataclass(frozen=True)
 class TrainFlags:
-    """Every shared flag of a training run, typed, at its default unless given."""
+    """Every shared flag of a training run, typed, at its default unless given (``model`` and ``loader``: the
+    benchmark's and the framework's own defaults, which its parser fills; empty here)."""
 
     model: str = flag("", "--model", lambda c: f"architecture (default {c.default_model})",
                       choices=lambda c: c.models, default_of=lambda c: c.default_model)
