@@ -57,11 +57,11 @@ class Parser(argparse.ArgumentParser):
             given.insert(0, self.default_command)
         return super().parse_known_args(given, namespace)
 
-    def given_only(self, args: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
-        """The flags ``args`` give, typed, in the order given, with no default filled in (and what is left over):
-        the parse fills a default only where its namespace lacks the attribute, and this one lacks none."""
-        namespace, rest = self.parse_known_args(list(args), _Given())
-        return dict(vars(namespace)), rest
+    def given_only(self, args: Sequence[str]) -> dict[str, Any]:
+        """The flags ``args`` give, typed, in the order given, with no default filled in (arguments it does not know
+        left aside): the parse fills a default only where its namespace lacks the attribute, and this one lacks
+        none."""
+        return dict(vars(self.parse_known_args(list(args), _Given())[0]))
 
 
 class _Given(argparse.Namespace):

@@ -26,7 +26,7 @@ def _parsed(benchmark: str, args: tuple[str, ...], given_only: bool) -> Flags | 
         return None
     parser = info.parser()
     try:
-        flags = parser.given_only(args)[0] if given_only else vars(parser.parse_known_args(list(args))[0])
+        flags = parser.given_only(args) if given_only else vars(parser.parse_known_args(list(args))[0])
     except (HvdbenchError, SystemExit):
         return None
     return MappingProxyType(flags)
@@ -71,8 +71,13 @@ def run_flags(benchmark: str, args: Sequence[str]) -> Flags:
 def train_flags(benchmark: str, args: Sequence[str]) -> TrainFlags | None:
     """A training run's shared flags, typed (core/train_flags.py); None where its benchmark does not train or its
     parser cannot read the arguments."""
+    return _typed(benchmark, tuple(map(str, args)))
+
+
+@lru_cache(maxsize=8192)
+def _typed(benchmark: str, args: tuple[str, ...]) -> TrainFlags | None:
     info = BENCHMARKS.get(benchmark)
-    flags = _parsed(benchmark, tuple(map(str, args)), False) if info is not None and info.trains else None
+    flags = _parsed(benchmark, args, False) if info is not None and info.trains else None
     return TrainFlags.read(flags) if flags else None
 
 

@@ -186,7 +186,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _judged("ranks_logged", "int64", "rank logs read"),
     *_axis_columns(FIRST_AXES),
     _spec("independent", "bool", "--independent: replicas without the gradient exchange",
-          lambda s: s.train.independent if s.train is not None else "--independent" in s.args),
+          lambda s: train.independent if (train := s.train) is not None else "--independent" in s.args),
     _spec("base_args", "string", "the arguments without --independent and the exchange's flags (pairs a run with "
                                  "its independent twin and its 1-GPU baseline, one for every exchange)",
           lambda s: " ".join(without(spelled(s.benchmark, s.args), base_flags()))),

@@ -196,11 +196,11 @@ def arities(*spelled: str) -> dict[str, int]:
 
 def add_train_flags(parser: Parser, context: Context) -> None:
     """The shared flags the context's framework has, in declaration order, onto ``parser``."""
-    for name, f in declared().items():
+    for item in dataclasses.fields(TrainFlags):
+        name, f = item.name, item.metadata["flag"]
         if context.own.framework not in f.frameworks:
             continue
-        field_default = next(i.default for i in dataclasses.fields(TrainFlags) if i.name == name)
-        default = _given(f.default_of, context) if f.default_of is not None else field_default
+        default = _given(f.default_of, context) if f.default_of is not None else item.default
         text = _given(f.help, context)
         if f.switch:
             parser.add_argument(f.flag, dest=name, action="store_false" if f.off else "store_true", help=text)

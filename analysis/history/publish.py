@@ -18,6 +18,7 @@ from hvdbench.core.errors import WriteError
 from hvdbench.core.validate import inert
 from ..document import Report, Section
 from ..drawing import figure, plain, svg_text
+from ..formatting import missing
 from ..report.html import render_html
 from .changes import History
 from .check import TO_TARGET, changed_text, configurations, environment_changes, judged_configuration
@@ -111,7 +112,7 @@ def _index(rows: list[list[str]], links: list[str], margin: float) -> Report:
 
 def _cell(value: Any) -> str:
     """A value from the store as a cell (a missing one as -)."""
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+    return "-" if missing(value) else str(value)
 
 
 def _mark(judged: History) -> str:
