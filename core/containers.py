@@ -263,7 +263,7 @@ class Container:
                         "run every rank inside this image (a registry reference or enroot name for pyxis, a .sif for "
                         "apptainer, an image folder or name for charliecloud, an image for podman)",
                         flag="--container-image", metavar="IMAGE")
-    runtime: str = option(MISSING, Choice(tuple(RUNTIMES)), "what starts the ranks in the image (pyxis: srun's flags, "
+    runtime: str = option(MISSING, Choice(RUNTIMES.keys()), "what starts the ranks in the image (pyxis: srun's flags, "
                                                               "launcher srun only)", flag="--container-runtime")
     mounts: tuple[tuple[str, str], ...] = option((), Mount(), "a folder mounted into the image (repeatable); the "
                                                  "results folder is always mounted at its own path",

@@ -14,7 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from .errors import SpecError
 from .validate import grammar_problem, number_problem, text_problem
@@ -129,9 +129,10 @@ class Switch(Kind):
 
 @dataclass(frozen=True)
 class Choice(Kind):
-    """One of a fixed set of words."""
+    """One of a set of words: a tuple, or a registry's live view of its names (``RUNTIMES.keys()``), so that a member
+    registered after the option was declared is one of them."""
 
-    choices: tuple[str, ...]
+    choices: Collection[str]
 
     def read(self, value: Any, base: Path) -> str:
         if value not in self.choices:

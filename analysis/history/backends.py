@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 from hvdbench.core.validate import inert
 
-from .locations import Location, StoreError, said
+from .locations import SCHEMES, Location, StoreError, said, url_location
 
 WAIT_VARIABLE = "HVDBENCH_STORE_WAIT_S"  # how long a writer waits for another's turn (default WAIT_S)
 WAIT_S = 120.0
@@ -56,10 +57,14 @@ class Backend:
 BACKENDS: dict[str, Callable[[], Backend]] = {}
 
 
-def register_backend(name: str) -> Callable[[Callable[[], Backend]], Callable[[], Backend]]:
-    """Register a backend's maker under its location scheme's name (made on first use: a driver imported only then)."""
+def register_backend(name: str, schemes: tuple[str, ...] = ()) -> Callable[[Callable[[], Backend]],
+                                                                          Callable[[], Backend]]:
+    """Register a backend's maker under its name (made on first use: a driver imported only then); ``schemes``: the
+    URL schemes that name it, read as plain URLs (``locations.url_location``; SQLite's and PostgreSQL's own forms,
+    a path and a keyword string, are read in locations.py)."""
     def add(make: Callable[[], Backend]) -> Callable[[], Backend]:
         BACKENDS[name] = make
+        SCHEMES.update({scheme: partial(url_location, name) for scheme in schemes})
         return make
     return add
 

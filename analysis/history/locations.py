@@ -1,6 +1,7 @@
 """Where the history store lives, as given on the command line, in ``HVDBENCH_STORE`` or by default, read into one
-``Location``: its backend (chosen by the URL's scheme: a plain path or ``sqlite:`` is SQLite, ``postgresql://`` or a
-libpq keyword string ``host=… dbname=…`` is PostgreSQL), what the backend connects to, and how it may be printed.
+``Location``: its backend (chosen by the URL's scheme, each scheme's reader in ``SCHEMES``: a plain path or ``sqlite:``
+is SQLite, ``postgresql://`` or a libpq keyword string ``host=… dbname=…`` is PostgreSQL, a backend registered with
+schemes of its own reads them as plain URLs), what the backend connects to, and how it may be printed.
 A password, however given (the URL's user information, ``?password=`` in its query, ``password=`` in a keyword
 string), is masked as a field when the location is shown and never appears in any line hvdbench prints; anything
 that is neither a path nor a location a backend knows (another scheme, a one-slash ``postgresql:/…``) is refused in
@@ -12,7 +13,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Callable
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from hvdbench.core.errors import HvdbenchError
 from hvdbench.core.validate import inert
@@ -71,6 +73,28 @@ def _keywords(text: str) -> list[tuple[str, str]] | None:
     return [(k, v.strip("'")) for k, v in pairs]
 
 
+Reader = Callable[[str], Location]
+SCHEMES: dict[str, Reader] = {}  # a URL scheme -> how a location of it is read (its backend's grammar)
+
+
+def reads(*schemes: str) -> Callable[[Reader], Reader]:
+    """Register how a location of these URL schemes is read."""
+    def add(read: Reader) -> Reader:
+        SCHEMES.update(dict.fromkeys(schemes, read))
+        return read
+    return add
+
+
+def url_location(backend: str, text: str) -> Location:
+    """A location a backend reads as a plain URL (``scheme://[user[:password]@][host]/path[?query]``): the URL whole
+    as what it connects to, shown with every password masked."""
+    parts = urlsplit(text)
+    if not parts.path and not parts.netloc:
+        raise StoreError(f"store {_scrub(text)}: names nothing after its scheme ({inert(parts.scheme)}://…)")
+    return _masked(backend, text, parts)
+
+
+@reads("postgres", "postgresql")
 def _postgres_url(text: str) -> Location:
     parts = urlsplit(text)
     if not parts.netloc and not parts.path.startswith("/"):
@@ -78,6 +102,12 @@ def _postgres_url(text: str) -> Location:
     if not parts.netloc:
         raise StoreError(f"store {_scrub(text)}: one slash after the scheme: a PostgreSQL store is "
                          "postgresql://user@host/database (two slashes)")
+    return _masked("postgresql", text, parts)
+
+
+def _masked(backend: str, text: str, parts: SplitResult) -> Location:
+    """``text``, a URL split as ``parts``, as the location of ``backend``: the password of its user information and
+    of its query masked where it is shown, and kept as the secrets no printed line may hold."""
     secrets = [parts.password] if parts.password else []
     netloc = parts.netloc
     if parts.password is not None:
@@ -86,7 +116,15 @@ def _postgres_url(text: str) -> Location:
     secrets += [v for k, v in query if k.lower() in SECRET_KEYS and v]
     shown_query = urlencode([(k, MASK if k.lower() in SECRET_KEYS else v) for k, v in query], safe="*")
     shown = urlunsplit(parts._replace(netloc=netloc, query=shown_query))
-    return Location("postgresql", text, inert(shown), tuple(secrets))
+    return Location(backend, text, inert(shown), tuple(secrets))
+
+
+@reads("sqlite")
+def _sqlite_url(text: str) -> Location:
+    path = re.sub(r"^sqlite:(//)?", "", text, flags=re.I)
+    if not path:
+        raise StoreError(f"store {_scrub(text)}: sqlite: names no file (sqlite:///path/to/history.sqlite)")
+    return Location("sqlite", str(Path(path).expanduser()), inert(text))
 
 
 def _scrub(text: str) -> str:
@@ -102,17 +140,14 @@ def parse_location(text: str) -> Location:
     if not text.strip():
         raise StoreError("store: an empty location")
     scheme = _SCHEME.match(text)
-    if scheme and scheme.group(1).lower() in ("postgres", "postgresql"):
-        return _postgres_url(text)
-    if scheme and scheme.group(1).lower() == "sqlite":
-        path = re.sub(r"^sqlite:(//)?", "", text, flags=re.I)
-        if not path:
-            raise StoreError(f"store {_scrub(text)}: sqlite: names no file (sqlite:///path/to/history.sqlite)")
-        return Location("sqlite", str(Path(path).expanduser()), inert(text))
-    if scheme and len(scheme.group(1)) > 1:
-        raise StoreError(f"store {_scrub(text)}: {inert(scheme.group(1))} stores are not supported: give a file path, "
-                         "sqlite:///path, postgresql://user@host/database or a libpq keyword string "
-                         "(host=… dbname=…)")
+    if scheme and len(scheme.group(1)) > 1:  # one letter is a drive, not a scheme
+        read = SCHEMES.get(scheme.group(1).lower())
+        if read is None:
+            others = "".join(f", {name}://…" for name in SCHEMES if name not in ("sqlite", "postgres", "postgresql"))
+            raise StoreError(f"store {_scrub(text)}: {inert(scheme.group(1))} stores are not supported: give a file "
+                             f"path, sqlite:///path, postgresql://user@host/database{inert(others)} or a libpq keyword "
+                             "string (host=… dbname=…)")
+        return read(text)
     pairs = _keywords(text)
     if pairs is not None:
         shown = " ".join(f"{k}={MASK if k.lower() in SECRET_KEYS else v}" for k, v in pairs)
