@@ -131,7 +131,8 @@ def run_outcome(np: int, summary_ranks: Iterable[int], errors: Iterable[str], re
 
 
 def logged_outcome(run_dir: Path, np: int, recorded: Any = None) -> Outcome:
-    """``run_outcome`` from the rank logs on disk: what an executor checks once the launcher has ended."""
+    """``run_outcome`` from the rank logs on disk: what an executor checks once the launcher has ended, and what
+    an ending that comes before then (a time limit's warning) asks of a run measured whole."""
     summaries: set[int] = set()
     errors: list[str] = []
     foreign: list[str] = []
@@ -147,6 +148,8 @@ def logged_outcome(run_dir: Path, np: int, recorded: Any = None) -> Outcome:
                 foreign.append(f"{path.name} holds records of rank {rec['rank']} of {rec['size']}")
             elif rec["kind"] == "summary":
                 summaries.add(rec["rank"])
+                if rec.get("loss_finite") is False:  # the rank's own exit fails it too; its log says so alone
+                    errors.append(f"rank {rec['rank']}: a loss was not finite")
             elif rec["kind"] == "error":
                 errors.append(f"rank {rec['rank']}: {rec.get('message', '')}")
     return run_outcome(np, summaries, errors, recorded, foreign[:1])

@@ -75,6 +75,11 @@ class Attempt:
             return RunStatus("failed", self.returncode, seconds, outcome.reason, tail(log), self.job)
         return RunStatus("ok", self.returncode, seconds, job_id=self.job)
 
+    def measured_whole(self) -> bool:
+        """Whether every rank has logged its summary, each loss finite: what an ending that comes now (a time limit,
+        its warning) would stop is the processes' teardown, never a measurement."""
+        return logged_outcome(self.folder.path, self.spec.np).ok
+
     def outcome(self) -> Outcome:
         """The rank logs' verdict, waiting up to ``settle_s`` while they are incomplete (a scheduler's first task
         may end before the others wrote their last record)."""

@@ -140,8 +140,9 @@ def _run_task(spec: RunSpec, ctx: LaunchContext, hosts: tuple[str, ...], first: 
 class TaskAttempt(Attempt):
     """A SLURM task's attempt: its rank (or the first task's launcher) started with srun's PMI descriptor; SIGTERM
     (scancel, preemption) and SIGUSR2 (the time limit ahead) recorded at once by the first task, with SLURM's
-    word on why; a failed or timed-out attempt requeued while retries are left; the rank logs judged by the first
-    task only, after the others have had a minute to write their last record."""
+    word on why, a warning that comes once every rank has logged its summary keeping the run ok; a failed or
+    timed-out attempt requeued while retries are left; the rank logs judged by the first task only, after the others
+    have had a minute to write their last record."""
 
     settle_s = 60.0
 
@@ -155,7 +156,10 @@ class TaskAttempt(Attempt):
 
     def wait(self, proc: subprocess.Popen[bytes]) -> RunStatus | None:
         def stop(signum: int, _frame: object) -> None:
-            if signum == signal.SIGUSR2:
+            if signum == signal.SIGUSR2 and self.measured_whole():  # the limit would end a teardown, nothing measured
+                self.ending.append(("ok", f"job {self.job} neared its time limit after every rank had logged its "
+                                    "summary; its processes were ended there"))
+            elif signum == signal.SIGUSR2:
                 self.ending.append(("timeout", f"job {self.job} neared its time limit"))
             elif not self.ending:
                 self.ending.append(why_stopped(self.job, attempt_number() - 1, allocation_hosts()))

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -66,6 +67,18 @@ def _requeued_once(root: Path, cluster: Any, ended: str, stop: Callable[[Path, i
     return _requeued(root, cluster, ended, *_stopped(root, stop, rank))
 
 
+def _room_for_the_retry(run_dir: Path, cluster: Any, minutes: int = 10) -> None:
+    """Once the hung attempt is requeued at its time limit's warning, its job's limit raised as an operator may: the
+    retry measures however loaded the machine, never racing the clock that stopped the first (a 2-minute job's retry,
+    warned a minute in, once was)."""
+    wait_for(lambda: status_of(run_dir)["status"] == "requeued" or (run_dir / "attempt-1").is_dir(),
+             "the hung run's job requeued at its time limit's warning", cluster)
+    job = status_of(run_dir / "attempt-1" if (run_dir / "attempt-1").is_dir() else run_dir)["job_id"]
+    out = subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={minutes}"], capture_output=True,
+                         text=True, env={**os.environ, **cluster.env})
+    assert out.returncode == 0, out.stderr
+
+
 @pytest.mark.timing
 def test_a_preempted_run_is_requeued_and_counted_once(gpu_cluster: Any, tmp_path: Path) -> None:
     started = time.monotonic()
@@ -93,6 +106,7 @@ def test_a_hung_rank_at_its_time_limit_and_a_run_that_loses_a_node_are_each_requ
     hung_root = _submit(tmp_path / "hung", nodes=1, time_min=2,  # SLURM warns 30 s ahead, and up to 60 s earlier
                         slurm=f"{one_cpu}, directives: [--exclude=node2]")
     hung = _stopped(hung_root, lambda _run, pid: os.kill(pid, signal.SIGSTOP))
+    room = ThreadPoolExecutor(1).submit(_room_for_the_retry, hung[0], gpu_cluster)
     lost_root = _submit(tmp_path / "lost", nodes=2, time_min=10, slurm=one_cpu)
 
     def lose_node2(run_dir: Path, _pid: int) -> None:
@@ -110,6 +124,7 @@ def test_a_hung_rank_at_its_time_limit_and_a_run_that_loses_a_node_are_each_requ
         gpu_cluster.await_nodes()
     assert "lost node(s) node2" in message
     print(f"\n[two-node cluster] run on a lost node requeued: {time.monotonic() - started:.0f} s")
+    room.result()
     message = _requeued(hung_root, gpu_cluster, "timeout", *hung)
     assert "neared its time limit" in message and "retry 1 of 1" in message
     print(f"[two-node cluster] hung run timed out and requeued, beside it: {time.monotonic() - started:.0f} s")
