@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -21,63 +22,13 @@ from .flags import (
     parse_or_exit,
     positive_int,
 )
-from .idx import DEBIAN_DIR
-from .train_flags import benchmark_parser
-from .quality_flags import quality_check, quality_flags, to_target
-from .validate import finite, read_small_text
+from .model_flags import FashionFiles, ImagenetHeldOut, ImageSize, Mlp, ModelFile, Speech, Transformer, Translation
+from .train_flags import TrainFlags, benchmark_parser, path_flags
+from .quality_flags import ToTarget, quality_check, to_target
+from .validate import read_small_text
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "suite"  # the benchmark scripts: suite/, beside this core package
 SUITE_PACKAGE = "hvdbench.suite"
-
-
-def _mlp_flags(group: Parser) -> None:
-    group.add_argument("--mlp-input", type=positive_int, default=1024, help="input features")
-    group.add_argument("--mlp-widths", type=int_list("hidden widths"), default=[4096, 4096],
-                       help="hidden widths, e.g. 4096,4096")
-    group.add_argument("--mlp-classes", type=positive_int, default=10, help="output classes")
-
-
-def seconds_distribution(text: str) -> tuple[str, tuple[float, ...]]:
-    """argparse type: ``normal:MEAN:STD:MIN:MAX``, ``uniform:MIN:MAX`` or ``fixed:SECONDS``."""
-    kind, _, rest = text.partition(":")
-    arity = {"normal": 4, "uniform": 2, "fixed": 1}
-    try:
-        values = tuple(finite(v) for v in rest.split(":")) if rest else ()
-    except ValueError:  # not a number, or nan/inf
-        values = ()
-    if kind not in arity or len(values) != arity[kind] or min(values, default=0) < 0 \
-            or (kind != "fixed" and values[-2] > values[-1]) or (kind == "fixed" and values[0] <= 0):
-        raise argparse.ArgumentTypeError(
-            f"expected normal:MEAN:STD:MIN:MAX, uniform:MIN:MAX or fixed:SECONDS, got {text!r}")
-    return kind, values
-
-
-def _speech_flags(group: Parser) -> None:
-    group.add_argument("--rnn-type", choices=["lstm", "gru"], default="lstm")
-    group.add_argument("--rnn-impl", choices=["fused", "unrolled"], default="fused",
-                       help="fused: nn.LSTM/nn.GRU (cuDNN on GPU); unrolled: a cell stepped over time")
-    group.add_argument("--rnn-layers", type=positive_int, default=5)
-    group.add_argument("--rnn-hidden", type=positive_int, default=800)
-    group.add_argument("--utt-seconds", type=seconds_distribution, default="normal:12.5:5:2:35",
-                       help="utterance length distribution: normal:MEAN:STD:MIN:MAX, uniform:MIN:MAX or "
-                            "fixed:SECONDS (100 frames/s; the default resembles LibriSpeech, 2-35 s)")
-    group.add_argument("--bucketing", action="store_true", help="batch utterances of similar length")
-
-
-def _translation_flags(group: Parser) -> None:
-    group.add_argument("--src-max-len", type=positive_int, default=100, help="longest source sentence")
-    group.add_argument("--vocab", type=positive_int, default=32000)
-    group.add_argument("--hidden", type=positive_int, default=1024)
-    group.add_argument("--layers", type=positive_int, default=4)
-    group.add_argument("--no-attention", dest="attention", action="store_false")
-    group.add_argument("--rnn-impl", choices=["fused", "unrolled"], default="fused",
-                       help="fused: nn.LSTM / Keras LSTM (cuDNN on a GPU); unrolled: LSTM cells stepped over time, "
-                            "each sentence's state kept past its end (a dynamic RNN)")
-
-
-def _imagenet_flags(group: Parser) -> None:
-    group.add_argument("--image-size", type=positive_int, default=None,
-                       help="side of the synthetic images (default 224; Inception v3: 299, its least)")
 
 
 MIN_IMAGE_SIDE = {"inception_v3": 299, "alexnet": 63}  # Inception's auxiliary head needs its 17x17 grid
@@ -89,14 +40,6 @@ def _imagenet_check(flags: argparse.Namespace) -> None:
         raise UsageError(f"--image-size {flags.image_size} is too small for {flags.model} (at least {least})")
     if flags.model == "inception_v3" and flags.batch_size < 2:
         raise UsageError("inception_v3 needs --batch-size 2 or more (its auxiliary head's batch norm sees 1x1 maps)")
-
-
-def _torch_imagenet_flags(group: Parser) -> None:
-    _imagenet_flags(group)
-    group.add_argument("--eval-dir", default=None, metavar="DIR",
-                       help="with a quality target: the held-out set's folder in --data-dir's layout (ImageNet's val/; "
-                            "default: val/ beside --data-dir's train/); checked to share no file or sample with it")
-    quality_flags(group)
 
 
 def _torch_imagenet_check(flags: argparse.Namespace) -> None:
@@ -126,17 +69,6 @@ def _tf_imagenet_check(flags: argparse.Namespace) -> None:
 FASHION_SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fashion-mnist-sample"  # 1,000 + 200 images
 
 
-def _fashion_flags(group: Parser) -> None:
-    group.add_argument("--idx-dir", default=str(DEBIAN_DIR), metavar="DIR",
-                       help="the dataset: a folder of MNIST-format files (train-images-idx3-ubyte[.gz], "
-                            f"train-labels-idx1-ubyte[.gz], t10k-*); default {DEBIAN_DIR}, Debian's "
-                            "dataset-fashion-mnist")
-    group.add_argument("--eval-dir", default=None, metavar="DIR",
-                       help="the held-out set's folder (its t10k-* files; default --idx-dir's); checked to share no "
-                            "image with the training set")
-    quality_flags(group)
-
-
 def _fashion_check(flags: argparse.Namespace) -> None:
     if flags.data not in ("device", "host"):
         raise UsageError(f"--data {flags.data}: fashion_mnist holds its dataset in memory, on the device (--data "
@@ -146,12 +78,6 @@ def _fashion_check(flags: argparse.Namespace) -> None:
 
 MODEL_FILE_LIMIT = 1024 * 1024  # a model file is source code: a megabyte is plenty
 EXAMPLE_MODEL_FILE = Path(__file__).resolve().parents[1] / "examples" / "model_file.py"
-
-
-def _custom_flags(group: Parser) -> None:
-    group.add_argument("--model-file", required=True, metavar="PATH",
-                       help="a Python file defining model() and batch(batch_size, generator), optionally loss(model, "
-                            "batch) and UNIT (examples/model_file.py documents the interface)")
 
 
 def check_model_file(flags: argparse.Namespace) -> None:
@@ -175,14 +101,6 @@ def check_model_file(flags: argparse.Namespace) -> None:
     if missing:
         raise UsageError(f"--model-file {path}: defines no {' or '.join(f'{n}()' for n in missing)} at its top level "
                          "(the interface: model() -> nn.Module, batch(batch_size, generator) -> tuple of tensors)")
-
-
-def _lm_flags(group: Parser) -> None:
-    group.add_argument("--layers", type=positive_int, default=12)
-    group.add_argument("--width", type=positive_int, default=768)
-    group.add_argument("--heads", type=positive_int, default=12)
-    group.add_argument("--context", type=positive_int, default=1024, help="tokens per sequence")
-    group.add_argument("--vocab", type=positive_int, default=50257)
 
 
 def _comm_parser() -> Parser:
@@ -216,11 +134,11 @@ class BenchmarkInfo:
     unit: str
     description: str
     cnn: bool = False
-    extra_flags: Callable[[Parser], None] | None = None
+    options: tuple[type, ...] = ()  # the declarations of its model family's options, in order (core/model_flags.py)
     extra_check: Callable[[argparse.Namespace], None] | None = None
     own_parser: Callable[[], Parser] | None = None  # benchmarks that do not train (collectives)
     twin: str | None = None  # TensorFlow: the PyTorch benchmark of the same models (its FLOP counts are used)
-    paths: tuple[str, ...] = ("--data-dir",)  # flags naming a file or folder: made absolute when a run is planned
+    own_paths: tuple[str, ...] = ()  # an own parser's flags that name a file or folder (its declarations say theirs)
     reads: str | None = None  # the dataset kind it reads with --data files (core/datasets.py), None: none
     # argument sets that train it at a tiny size, one per architecture family: the workload tests train each
     # (tests/test_*_workloads_train.py parametrise over the catalog, so a new entry is tested by its smoke)
@@ -240,15 +158,19 @@ class BenchmarkInfo:
         """The shared flags, with this benchmark's models and model options."""
         if self.own_parser is not None:
             return self.own_parser()
-        return benchmark_parser(self.name, self.models, self.default_model, self.unit, self.extra_flags, self.framework)
+        return benchmark_parser(self.name, self.models, self.default_model, self.unit, self.options, self.framework)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Its flags that name a file or folder: made absolute when a run is planned, what they hold hashed into the
+        run's identity (launchers/plan.py)."""
+        declared = path_flags(TrainFlags, *self.options) if self.trains else ()
+        return declared + self.own_paths
 
     def sizing(self, flags: argparse.Namespace) -> dict[str, Any]:
         """The flags that fix the model and its input shapes (FLOPs per sample depend on these alone): model,
         batch size, seed (synthetic lengths) and this benchmark's model options."""
-        group = Parser(prog=self.name, add_help=False)
-        if self.extra_flags is not None:
-            self.extra_flags(group)
-        dests = [a.dest for a in group.declared.values()]
+        dests = [item.name for cls in self.options for item in dataclasses.fields(cls)]
         return {"model": flags.model, "batch_size": flags.batch_size, "seed": flags.seed,
                 **{dest: getattr(flags, dest) for dest in dests if hasattr(flags, dest)}}
 
@@ -306,42 +228,42 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                              ("--model", "densenet40_k12", "--batch-size", "2"))),
         BenchmarkInfo("imagenet", "pytorch", "imagenet.py", _IMAGENET, "resnet50", "images",
                       "ImageNet CNNs, synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
-                      extra_flags=_torch_imagenet_flags, extra_check=_torch_imagenet_check, reads="imagenet",
-                      paths=("--data-dir", "--eval-dir"),
+                      options=(ImageSize, ImagenetHeldOut, ToTarget), extra_check=_torch_imagenet_check,
+                      reads="imagenet",
                       smoke=tuple(("--model", m, *_IMG) for m in ("resnet50", "resnet101", "resnet152", "vgg16",
                                                                   "alexnet"))
                       + (("--model", "inception_v3", "--batch-size", "2"),)),
         BenchmarkInfo("mlp", "pytorch", "mlp.py", ("mlp",), "mlp", "samples",
-                      "a large fully connected network on synthetic vectors", extra_flags=_mlp_flags, smoke=(_MLP,)),
+                      "a large fully connected network on synthetic vectors", options=(Mlp,), smoke=(_MLP,)),
         BenchmarkInfo("speech", "pytorch", "speech.py", ("deepspeech2",), "deepspeech2", "utterances",
                       "DeepSpeech2-style recognition with CTC on synthetic utterances of varying length",
-                      extra_flags=_speech_flags, reads="speech",
+                      options=(Speech,), reads="speech",
                       smoke=((*_SPEECH, "--utt-seconds", "uniform:0.3:1"),
                              (*_SPEECH, "--rnn-type", "gru", "--rnn-impl", "unrolled",
                               "--utt-seconds", "uniform:0.3:0.6"))),
         BenchmarkInfo("translation", "pytorch", "translation.py", ("gnmt",), "gnmt", "words",
                       "GNMT-like LSTM sequence-to-sequence translation; words = target tokens",
-                      extra_flags=_translation_flags, reads="translation",
+                      options=(Translation,), reads="translation",
                       smoke=((*_TRANSLATION, "--layers", "2"),
                              (*_TRANSLATION, "--layers", "1", "--rnn-impl", "unrolled"))),
         BenchmarkInfo("lm", "pytorch", "lm.py", ("gpt2",), "gpt2", "tokens",
-                      "Transformer language model, GPT-2 small shape by default", extra_flags=_lm_flags,
+                      "Transformer language model, GPT-2 small shape by default", options=(Transformer,),
                       smoke=(("--batch-size", "2", "--layers", "2", "--width", "32", "--heads", "4", "--context", "16",
                               "--vocab", "64"),)),
         BenchmarkInfo("custom", "pytorch", "custom.py", ("custom",), "custom", "samples",
                       "a model of your own from --model-file (examples/model_file.py: the interface)",
-                      extra_flags=_custom_flags, extra_check=check_model_file, paths=("--model-file", "--data-dir"),
+                      options=(ModelFile,), extra_check=check_model_file,
                       smoke=(("--batch-size", "2", "--model-file", str(EXAMPLE_MODEL_FILE)),)),
         BenchmarkInfo("fashion_mnist", "pytorch", "fashion_mnist.py", ("cnn", "mlp"), "cnn", "images",
                       "a small CNN (or an MLP) on Fashion-MNIST's real 28x28 images, 10 classes, held in memory; "
-                      "to a quality target with --target-accuracy", extra_flags=_fashion_flags,
-                      extra_check=_fashion_check, paths=("--idx-dir", "--eval-dir"),
+                      "to a quality target with --target-accuracy", options=(FashionFiles, ToTarget),
+                      extra_check=_fashion_check,
                       smoke=(("--batch-size", "8", "--idx-dir", str(FASHION_SAMPLE)),
                              ("--batch-size", "8", "--idx-dir", str(FASHION_SAMPLE), "--model", "mlp",
                               "--data", "host"))),
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       f"{', '.join(OPS)} bandwidth through Horovod and raw MPI",
-                      own_parser=_comm_parser, extra_check=_comm_check, paths=("--like",)),
+                      own_parser=_comm_parser, extra_check=_comm_check, own_paths=("--like",)),
         BenchmarkInfo("p2p", "pytorch", "p2p.py", ("p2p",), "p2p", "GB/s",
                       "device-to-device copies between every GPU pair and host-device copies, one process",
                       own_parser=_p2p_parser),
@@ -351,18 +273,18 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
         BenchmarkInfo("tf_imagenet", "tensorflow", "tf_imagenet.py", _TF_IMAGENET, "resnet50", "images",
                       "keras.applications ResNet-50, Inception v3, VGG-16 (weights=None, with top), "
                       "synthetic 224x224x3 images (Inception v3: 299x299), 1000 classes", cnn=True,
-                      extra_flags=_imagenet_flags, extra_check=_tf_imagenet_check, twin="imagenet", reads="imagenet",
+                      options=(ImageSize,), extra_check=_tf_imagenet_check, twin="imagenet", reads="imagenet",
                       smoke=(("--model", "resnet50", *_TF_IMG), ("--model", "vgg16", *_TF_IMG),
                              ("--model", "inception_v3", "--batch-size", "2", "--image-size", "75"))),
         BenchmarkInfo("tf_mlp", "tensorflow", "tf_mlp.py", ("mlp",), "mlp", "samples",
-                      "the MLP in Keras on synthetic vectors", extra_flags=_mlp_flags, twin="mlp", smoke=(_MLP,)),
+                      "the MLP in Keras on synthetic vectors", options=(Mlp,), twin="mlp", smoke=(_MLP,)),
         BenchmarkInfo("tf_speech", "tensorflow", "tf_speech.py", ("deepspeech2",), "deepspeech2", "utterances",
                       "DeepSpeech2-style recognition in Keras (conv, bidirectional LSTM/GRU) with tf.nn.ctc_loss",
-                      extra_flags=_speech_flags, twin="speech",
+                      options=(Speech,), twin="speech",
                       smoke=(_TF_SPEECH, (*_TF_SPEECH, "--rnn-type", "gru", "--rnn-impl", "unrolled"))),
         BenchmarkInfo("tf_translation", "tensorflow", "tf_translation.py", ("gnmt",), "gnmt", "words",
                       "the LSTM sequence-to-sequence model in Keras; words = target tokens",
-                      extra_flags=_translation_flags, twin="translation", smoke=((*_TRANSLATION, "--layers", "1"),)),
+                      options=(Translation,), twin="translation", smoke=((*_TRANSLATION, "--layers", "1"),)),
     )
 }
 

@@ -4,9 +4,11 @@ held-out set, and checked before any rank starts. Importable without a framework
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from .errors import UsageError
-from .flags import MOST_EPOCHS, Parser, bounded, positive_float, positive_int
+from .flags import MOST_EPOCHS, bounded, positive_float, positive_int
+from .train_flags import flag
 
 LR_SCALINGS = ("none", "linear", "sqrt")
 DEFAULT_EVAL_EVERY = 1.0  # epochs
@@ -22,27 +24,31 @@ def fraction(text: str) -> float:
     return value
 
 
-def quality_flags(group: Parser) -> None:
-    """--target-accuracy or --target-loss, when to evaluate, the cap, and the learning rate's scaling."""
-    group.add_argument("--target-accuracy", type=fraction, default=None, metavar="FRACTION",
-                       help="train until the held-out accuracy reaches it (0.85), evaluation on the clock; the run "
-                            "records its time to target, or 'not converged' with its best at the cap")
-    group.add_argument("--target-loss", type=positive_float, default=None, metavar="LOSS",
-                       help="train until the held-out mean loss falls to it (instead of --target-accuracy)")
-    group.add_argument("--eval-every", type=bounded(MOST_EPOCHS, "epochs"), default=None, metavar="EPOCHS",
-                       help=f"epochs between evaluations of the whole held-out set (default {DEFAULT_EVAL_EVERY:g}; "
-                            "0.5: twice an epoch)")
-    group.add_argument("--max-epochs", type=bounded(MOST_EPOCHS, "epochs"), default=None, metavar="EPOCHS",
-                       help=f"the cap: a run that has not reached its target by then did not converge (default "
-                            f"{DEFAULT_MAX_EPOCHS:g})")
-    group.add_argument("--lr-scaling", choices=LR_SCALINGS, default=None,
-                       help="--lr is the rate for --base-batch; scale it to the global batch (ranks x --batch-size): "
-                            "linearly (Goyal et al. 2017), by its square root, or not (default)")
-    group.add_argument("--base-batch", type=positive_int, default=None, metavar="N",
-                       help="the global batch --lr is set for (default: --batch-size, one rank's)")
-    group.add_argument("--warmup-epochs", type=bounded(MOST_EPOCHS, "epochs", zero=True), default=None,
-                       metavar="EPOCHS",
-                       help="ramp the learning rate linearly up to its value over these epochs (default 0)")
+@dataclass(frozen=True)
+class ToTarget:
+    """--target-accuracy or --target-loss, when to evaluate, the cap, and the learning rate's scaling: the options of
+    every workload that trains to a quality target (its model family's options name this declaration)."""
+
+    target_accuracy: float | None = flag(
+        None, "--target-accuracy", "train until the held-out accuracy reaches it (0.85), evaluation on the clock; the "
+        "run records its time to target, or 'not converged' with its best at the cap", parse=fraction,
+        metavar="FRACTION")
+    target_loss: float | None = flag(None, "--target-loss", "train until the held-out mean loss falls to it (instead "
+                                     "of --target-accuracy)", parse=positive_float, metavar="LOSS")
+    eval_every: float | None = flag(None, "--eval-every", f"epochs between evaluations of the whole held-out set "
+                                    f"(default {DEFAULT_EVAL_EVERY:g}; 0.5: twice an epoch)",
+                                    parse=bounded(MOST_EPOCHS, "epochs"), metavar="EPOCHS")
+    max_epochs: float | None = flag(None, "--max-epochs", f"the cap: a run that has not reached its target by then "
+                                    f"did not converge (default {DEFAULT_MAX_EPOCHS:g})",
+                                    parse=bounded(MOST_EPOCHS, "epochs"), metavar="EPOCHS")
+    lr_scaling: str | None = flag(None, "--lr-scaling", "--lr is the rate for --base-batch; scale it to the global "
+                                  "batch (ranks x --batch-size): linearly (Goyal et al. 2017), by its square root, or "
+                                  "not (default)", choices=LR_SCALINGS)
+    base_batch: int | None = flag(None, "--base-batch", "the global batch --lr is set for (default: --batch-size, one "
+                                  "rank's)", parse=positive_int, metavar="N")
+    warmup_epochs: float | None = flag(None, "--warmup-epochs", "ramp the learning rate linearly up to its value over "
+                                       "these epochs (default 0)", parse=bounded(MOST_EPOCHS, "epochs", zero=True),
+                                       metavar="EPOCHS")
 
 
 def quality_check(flags: argparse.Namespace) -> None:

@@ -79,6 +79,8 @@ class Flag:
     baseline: bool = False  # left out of a run's independent twin and 1-GPU baseline
     frameworks: tuple[str, ...] = BOTH
     default_of: Given = None  # a function of the Context where the field's own default depends on it
+    required: bool = False  # the benchmark cannot run without it (a model option: --model-file)
+    path: bool = False  # it names a file or folder: made absolute when a run is planned, what it holds hashed
 
     @property
     def arity(self) -> int:
@@ -87,7 +89,7 @@ class Flag:
 
 
 def flag(default: Any, spelled: str, help: Given, **more: Any) -> Any:
-    """A TrainFlags field: its default and its flag's declaration."""
+    """A declared field (TrainFlags', a model family's options'): its default and its flag's declaration."""
     return dataclasses.field(default=default, metadata={"flag": Flag(spelled, help, **more)})
 
 
@@ -124,7 +126,7 @@ class TrainFlags:
     data: str = flag("device", "--data", _o("data_help"), choices=_o("data_modes"))
     loader_workers: int = flag(2, "--loader-workers", _o("loader_help"), parse=non_negative_int)
     data_dir: str | None = flag(None, "--data-dir", "with --data files: the dataset's folder (hvdbench data make makes "
-                                "one shaped like the real one)", metavar="DIR")
+                                "one shaped like the real one)", metavar="DIR", path=True)
     data_layout: str | None = flag(None, "--data-layout", "with --data files: how the folder holds its samples "
                                    "(default: detected)", choices=("folder", "webdataset", "tfrecord"))
     data_only: bool = flag(False, "--data-only", "with --data files: time the input pipeline alone (read, decode, "
@@ -194,9 +196,21 @@ def arities(*spelled: str) -> dict[str, int]:
     return {s: by_flag[s] for s in spelled}
 
 
+def path_flags(*declarations: type) -> tuple[str, ...]:
+    """The flags of these declarations (TrainFlags, a model family's options) that name a file or folder."""
+    return tuple(item.metadata["flag"].flag for cls in declarations for item in dataclasses.fields(cls)
+                 if item.metadata["flag"].path)
+
+
 def add_train_flags(parser: Parser, context: Context) -> None:
     """The shared flags the context's framework has, in declaration order, onto ``parser``."""
-    for item in dataclasses.fields(TrainFlags):
+    add_declared(parser, TrainFlags, context)
+
+
+def add_declared(parser: Any, cls: type, context: Context) -> None:
+    """The flags a dataclass of ``flag()`` fields declares (those the context's framework has), in declaration
+    order, onto ``parser`` (or an argument group)."""
+    for item in dataclasses.fields(cls):
         name, f = item.name, item.metadata["flag"]
         if context.own.framework not in f.frameworks:
             continue
@@ -207,23 +221,38 @@ def add_train_flags(parser: Parser, context: Context) -> None:
             continue
         choices = _given(f.choices, context)
         parser.add_argument(f.flag, dest=name, type=f.parse, default=default, help=text, metavar=f.metavar,
-                            **({"choices": list(choices)} if choices is not None else {}))
+                            **({"choices": list(choices)} if choices is not None else {}),
+                            **({"required": True} if f.required else {}))
 
 
 def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit: str,
-                     extra: Callable[[Parser], None] | None = None, framework: str = "pytorch") -> Parser:
-    """The shared flags, then the options that size this benchmark's model family (``extra``), then every exchange's
-    own options; a flag two of them declare is refused by name, not with argparse's bare conflict."""
+                     options: Sequence[type] = (), framework: str = "pytorch") -> Parser:
+    """The shared flags, then the options that size this benchmark's model family (``options``: dataclasses of
+    ``flag()`` fields, core/model_flags.py), then every exchange's own options; a flag two of them declare is refused
+    by name, not with argparse's bare conflict."""
+    _owned_once(prog, options)
     parser = Parser(prog=prog, description=f"Horovod training throughput benchmark ({unit}/s).")
-    add_train_flags(parser, Context(FRAMEWORK_FLAGS[framework], tuple(models), default_model))
-    if extra is not None:
-        try:
-            extra(parser.add_argument_group(f"{prog} model options"))
-        except argparse.ArgumentError as exc:
-            raise ValueError(f"{prog}'s model option {exc.argument_name} is already a shared flag "
-                             "(core/train_flags.py): give it a name of its own") from None
+    context = Context(FRAMEWORK_FLAGS[framework], tuple(models), default_model)
+    add_train_flags(parser, context)
+    if options:
+        group = parser.add_argument_group(f"{prog} model options")
+        for declaration in options:
+            add_declared(group, declaration, context)
     _exchange_options(parser)
     return parser
+
+
+def _owned_once(prog: str, options: Sequence[type]) -> None:
+    """Every model option a flag of its own: one that repeats a shared flag, or that two of the benchmark's
+    declarations both declare, is a ValueError naming it and its owners."""
+    owners = {f.flag: "a shared flag (core/train_flags.py)" for f in declared().values()}
+    for declaration in options:
+        for item in dataclasses.fields(declaration):
+            spelled = item.metadata["flag"].flag
+            if spelled in owners:
+                raise ValueError(f"{prog}'s model option {spelled} ({declaration.__name__}) is already "
+                                 f"{owners[spelled]}: give it a name of its own")
+            owners[spelled] = f"{declaration.__name__}'s (core/model_flags.py)"
 
 
 def _exchange_options(parser: Parser) -> None:

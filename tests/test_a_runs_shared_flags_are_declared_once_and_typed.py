@@ -1,20 +1,23 @@
-"""A training run's shared flags are one frozen dataclass (core/train_flags.py): every benchmark's parser, the
-run-length and baseline flag sets and the axes' flag arities come from it, a run's flags read back into it typed,
-a flag declared twice is refused by name, and no product code reads argparse's private tables."""
+"""A training run's shared flags are one frozen dataclass (core/train_flags.py) and each model family's options are
+dataclasses of the same fields (core/model_flags.py): every benchmark's parser, the run-length and baseline flag sets,
+the axes' flag arities, the flags that name files and what sizes a model come from them, a run's flags read back
+typed, a flag declared twice is refused by name, and no product code reads argparse's private tables."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from hvdbench.core.axes import AXES, base_flags
-from hvdbench.core.catalog import BENCHMARKS
+from hvdbench.core.catalog import BENCHMARKS, get_benchmark
+from hvdbench.core.exchanges import EXCHANGES
 from hvdbench.core.run_flags import RUN_LENGTH, given_flags, measured, spelled, train_flags
 from hvdbench.core.spec import RunSpec
-from hvdbench.core.train_flags import TrainFlags, arities, benchmark_parser, declared, flags_where
+from hvdbench.core.train_flags import TrainFlags, arities, benchmark_parser, declared, flag, flags_where
 from hvdbench.launchers.job_shape import cpus_per_rank
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,9 +55,46 @@ def test_every_axis_flag_is_a_declared_shared_flag_of_its_arity() -> None:
         arities("--batch")
 
 
-def test_a_model_option_that_repeats_a_shared_flag_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="model option --steps is already a shared flag"):
-        benchmark_parser("toy", ("m",), "m", "samples", lambda group: group.add_argument("--steps", type=int))
+@dataclass(frozen=True)
+class Steps:
+    steps: int = flag(3, "--steps", "a model option named as a shared flag", parse=int)
+
+
+@dataclass(frozen=True)
+class Width:
+    width: int = flag(8, "--width", "a width", parse=int)
+
+
+@dataclass(frozen=True)
+class OtherWidth:
+    width: int = flag(16, "--width", "another family's width", parse=int)
+
+
+def test_a_model_option_that_repeats_a_shared_flag_or_another_declarations_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"model option --steps \(Steps\) is already a shared flag"):
+        benchmark_parser("toy", ("m",), "m", "samples", (Steps,))
+    with pytest.raises(ValueError, match=r"model option --width \(OtherWidth\) is already Width's"):
+        benchmark_parser("toy", ("m",), "m", "samples", (Width, OtherWidth))
+    assert benchmark_parser("toy", ("m",), "m", "samples", (Width,)).parse_args(["--width", "4"]).width == 4
+
+
+def test_every_model_option_comes_from_its_declarations_and_its_path_flags_from_theirs() -> None:
+    """A benchmark's parser holds the shared flags, its declarations' fields and the exchanges' options, nothing
+    else; the flags it makes absolute are its declarations' path fields; its sizing is its declarations' fields."""
+    exchange = {option.flag for kind in EXCHANGES.values() for option in kind.options}
+    for info in BENCHMARKS.values():
+        if not info.trains:
+            continue
+        own = {item.metadata["flag"].flag for cls in info.options for item in dataclasses.fields(cls)}
+        shared = {f.flag for f in declared().values() if info.framework in f.frameworks}
+        assert set(info.parser().declared) - {"-h", "--help"} == shared | own | exchange, info.name
+        assert set(info.paths) == {item.metadata["flag"].flag for cls in (TrainFlags, *info.options)
+                                   for item in dataclasses.fields(cls) if item.metadata["flag"].path}
+    assert get_benchmark("custom").paths == ("--data-dir", "--model-file")
+    assert get_benchmark("collectives").paths == ("--like",)
+    flags = get_benchmark("mlp").parser().parse_args([])
+    assert get_benchmark("mlp").sizing(flags) == {"model": "mlp", "batch_size": 32, "seed": 1234, "mlp_input": 1024,
+                                                  "mlp_widths": [4096, 4096], "mlp_classes": 10}
 
 
 def test_a_runs_flags_read_typed_however_spelled() -> None:
