@@ -8,9 +8,9 @@ import ast
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
-from .collective_ops import OPS, check_comm_flags, comm_parser
+from .collective_ops import OPS, CommFlags, check_comm_flags
 from .errors import UsageError
 from .loaders import LOADERS, loaders_of
 from .flags import (
@@ -23,7 +23,7 @@ from .flags import (
     positive_int,
 )
 from .model_flags import FashionFiles, ImagenetHeldOut, ImageSize, Mlp, ModelFile, Speech, Transformer, Translation
-from .train_flags import TrainFlags, benchmark_parser, path_flags
+from .train_flags import TrainFlags, benchmark_parser, declared_parser, flag, path_flags
 from .quality_flags import ToTarget, quality_check, to_target
 from .validate import read_small_text
 
@@ -103,23 +103,23 @@ def check_model_file(flags: argparse.Namespace) -> None:
                          "(the interface: model() -> nn.Module, batch(batch_size, generator) -> tuple of tensors)")
 
 
-def _comm_parser() -> Parser:
-    return comm_parser()
-
-
 def _comm_check(flags: argparse.Namespace) -> None:
     check_comm_flags(flags)
 
 
-def _p2p_parser() -> Parser:
-    parser = Parser(prog="p2p", description="Peer-to-peer (every GPU pair) and host-device copy bandwidth.")
-    parser.add_argument("--bytes", type=byte_size, default=256 * 2**20, help="bytes per copy (default 256M)")
-    parser.add_argument("--iters", type=positive_int, default=20, help="timed copies per case")
-    parser.add_argument("--warmup-iters", type=non_negative_int, default=3)
-    parser.add_argument("--devices", type=int_list("GPU ids", minimum=0), default=None,
-                        help="CUDA devices to measure (default: every visible one)")
-    parser.add_argument("--log-dir", default=None)
-    return parser
+@dataclass(frozen=True)
+class P2pFlags:
+    """The peer-to-peer benchmark's flags, declared once."""
+
+    PROG: ClassVar[str] = "p2p"
+    ABOUT: ClassVar[str] = "Peer-to-peer (every GPU pair) and host-device copy bandwidth."
+
+    bytes: int = flag(256 * 2**20, "--bytes", "bytes per copy (default 256M)", parse=byte_size)
+    iters: int = flag(20, "--iters", "timed copies per case", parse=positive_int)
+    warmup_iters: int = flag(3, "--warmup-iters", None, parse=non_negative_int)
+    devices: list[int] | None = flag(None, "--devices", "CUDA devices to measure (default: every visible one)",
+                                     parse=int_list("GPU ids", minimum=0))
+    log_dir: str | None = flag(None, "--log-dir", None)
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,8 @@ class BenchmarkInfo:
     cnn: bool = False
     options: tuple[type, ...] = ()  # the declarations of its model family's options, in order (core/model_flags.py)
     extra_check: Callable[[argparse.Namespace], None] | None = None
-    own_parser: Callable[[], Parser] | None = None  # benchmarks that do not train (collectives)
+    own_flags: type | None = None  # a benchmark that does not train (collectives, p2p): its flags' one declaration
     twin: str | None = None  # TensorFlow: the PyTorch benchmark of the same models (its FLOP counts are used)
-    own_paths: tuple[str, ...] = ()  # an own parser's flags that name a file or folder (its declarations say theirs)
     reads: str | None = None  # the dataset kind it reads with --data files (core/datasets.py), None: none
     # argument sets that train it at a tiny size, one per architecture family: the workload tests train each
     # (tests/test_*_workloads_train.py parametrise over the catalog, so a new entry is tested by its smoke)
@@ -156,16 +155,15 @@ class BenchmarkInfo:
 
     def parser(self) -> Parser:
         """The shared flags, with this benchmark's models and model options."""
-        if self.own_parser is not None:
-            return self.own_parser()
+        if self.own_flags is not None:
+            return declared_parser(self.own_flags)
         return benchmark_parser(self.name, self.models, self.default_model, self.unit, self.options, self.framework)
 
     @property
     def paths(self) -> tuple[str, ...]:
         """Its flags that name a file or folder: made absolute when a run is planned, what they hold hashed into the
         run's identity (launchers/plan.py)."""
-        declared = path_flags(TrainFlags, *self.options) if self.trains else ()
-        return declared + self.own_paths
+        return path_flags(TrainFlags, *self.options) if self.own_flags is None else path_flags(self.own_flags)
 
     def sizing(self, flags: argparse.Namespace) -> dict[str, Any]:
         """The flags that fix the model and its input shapes (FLOPs per sample depend on these alone): model,
@@ -177,7 +175,7 @@ class BenchmarkInfo:
     @property
     def trains(self) -> bool:
         """A training workload (the shared flags: --steps, --target-ci ...), not collectives or p2p."""
-        return self.own_parser is None
+        return self.own_flags is None
 
     def resolved(self, argv: Sequence[str], base: Path) -> tuple[str, ...]:
         """The arguments with every path flag's value made absolute against ``base``: ranks start in their run's
@@ -194,7 +192,7 @@ class BenchmarkInfo:
     def check(self, argv: Sequence[str]) -> argparse.Namespace:
         """Parse and check argv; a UsageError names the first problem."""
         flags = self.parser().parse_args(list(argv))
-        if self.own_parser is None:
+        if self.own_flags is None:
             check_flags(flags, cnn=self.cnn, framework=self.framework, reads=self.reads)
         if self.extra_check is not None:
             self.extra_check(flags)
@@ -263,10 +261,10 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
                               "--data", "host"))),
         BenchmarkInfo("collectives", "pytorch", "collectives.py", ("collectives",), "collectives", "GB/s",
                       f"{', '.join(OPS)} bandwidth through Horovod and raw MPI",
-                      own_parser=_comm_parser, extra_check=_comm_check, own_paths=("--like",)),
+                      own_flags=CommFlags, extra_check=_comm_check),
         BenchmarkInfo("p2p", "pytorch", "p2p.py", ("p2p",), "p2p", "GB/s",
                       "device-to-device copies between every GPU pair and host-device copies, one process",
-                      own_parser=_p2p_parser),
+                      own_flags=P2pFlags),
         BenchmarkInfo("tf_cifar10", "tensorflow", "tf_cifar10.py", _TF_CIFAR, "resnet20", "images",
                       "CIFAR-10 ResNets in Keras, synthetic 32x32x3 images, 10 classes", cnn=True,
                       twin="cifar10", smoke=(("--model", "resnet20", "--batch-size", "2"),)),

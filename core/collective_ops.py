@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
 from .errors import UsageError
 from .flags import Parser, byte_size, non_negative_int, positive_int
+from .train_flags import declared_parser, flag
 from .training_pattern import PATTERNS, check_pattern_flags
 
 ITEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}  # the element types measured
@@ -105,43 +106,58 @@ def skip_reason(op: str, backend: str, dtype: str) -> str | None:
     return None
 
 
+def _choices(what: str, valid: Sequence[str]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        bad = [v for v in values if v not in valid]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"unknown {what} {bad or text!r}; valid: {', '.join(valid)}")
+        return values
+    return parse
+
+
+@dataclass(frozen=True)
+class CommFlags:
+    """The collective benchmark's flags (the harness's device and logging flags included), declared once."""
+
+    PROG: ClassVar[str] = "comm"
+    ABOUT: ClassVar[str] = "Collective bandwidth (algbw, busbw) through Horovod and MPI."
+
+    ops: list[str] | None = flag(None, "--ops", f"of {', '.join(OPS)} (default: all)",
+                                 parse=_choices("ops", tuple(OPS)))
+    backends: list[str] | None = flag(None, "--backends", "horovod (hvd ops on torch tensors), mpi (mpi4py on "
+                                      "buffers; needs mpirun); default both", parse=_choices("backends", BACKENDS))
+    pattern: str = flag("isolated", "--pattern", "isolated: each call alone after a barrier (nccl-tests' way); "
+                        "training: a training run's gradient tensors (--like) allreduced as its steps do, back to back "
+                        "through Horovod's fusion and cycle, at each size", choices=PATTERNS)
+    like: str | None = flag(None, "--like", "with --pattern training: the training run (its folder or a rank log) "
+                            "whose gradient tensors to issue", metavar="RUN", path=True)
+    dtypes: tuple[str, ...] = flag(("fp32",), "--dtypes", None, parse=_choices("dtypes", tuple(ITEM_BYTES)),
+                                   default_of=lambda _: ["fp32"])
+    min_bytes: int = flag(8, "--min-bytes", None, parse=byte_size)
+    max_bytes: int = flag(2**30, "--max-bytes", None, parse=byte_size)
+    factor: int = flag(2, "--factor", None, parse=positive_int)
+    timing: str = flag("batch", "--timing", "batch (default, nccl-tests' way): --iters calls back to back after a "
+                       "barrier and a device sync, one sync at the end, time / --iters, in --batches batches; each: "
+                       "every call bounded by a barrier and a device sync (a call's own time, with the cost of getting "
+                       "there)", choices=TIMINGS)
+    iters: int = flag(20, "--iters", "timed calls per batch (--timing batch) or per size (--timing each)",
+                      parse=positive_int)
+    batches: int | None = flag(None, "--batches", f"with --timing batch: batches per size (default {DEFAULT_BATCHES}); "
+                               "their median per-call time is the figure and they give its interval",
+                               parse=positive_int)
+    warmup_iters: int = flag(5, "--warmup-iters", None, parse=non_negative_int)
+    device: str = flag("auto", "--device", None, choices=("auto", "cpu", "cuda"))
+    cuda_aware_mpi: bool = flag(False, "--cuda-aware-mpi", "hand GPU buffers to MPI directly (else MPI gets host "
+                                "buffers)", switch=True)
+    corrupt_rank: int | None = flag(None, "--corrupt-rank", argparse.SUPPRESS, parse=int)  # self-test of the check
+    log_dir: str | None = flag(None, "--log-dir", None)
+    echo_records: bool = flag(False, "--echo-records", None, switch=True)
+
+
 def comm_parser() -> Parser:
-    """The collective benchmark's flags (the harness's device and logging flags included)."""
-    parser = Parser(prog="comm", description="Collective bandwidth (algbw, busbw) through Horovod and MPI.")
-    parser.add_argument("--ops", type=_choices("ops", tuple(OPS)), default=None,
-                        help=f"of {', '.join(OPS)} (default: all)")
-    parser.add_argument("--backends", type=_choices("backends", BACKENDS), default=None,
-                        help="horovod (hvd ops on torch tensors), mpi (mpi4py on buffers; needs mpirun); default both")
-    parser.add_argument("--pattern", choices=PATTERNS, default="isolated",
-                        help="isolated: each call alone after a barrier (nccl-tests' way); training: a training "
-                             "run's gradient tensors (--like) allreduced as its steps do, back to back through "
-                             "Horovod's fusion and cycle, at each size")
-    parser.add_argument("--like", default=None, metavar="RUN",
-                        help="with --pattern training: the training run (its folder or a rank log) whose gradient "
-                             "tensors to issue")
-    parser.add_argument("--dtypes", type=_choices("dtypes", tuple(ITEM_BYTES)), default=["fp32"])
-    parser.add_argument("--min-bytes", type=byte_size, default=8)
-    parser.add_argument("--max-bytes", type=byte_size, default=2**30)
-    parser.add_argument("--factor", type=positive_int, default=2)
-    parser.add_argument("--timing", choices=TIMINGS, default="batch",
-                        help="batch (default, nccl-tests' way): --iters calls back to back after a barrier and a "
-                             "device sync, one sync at the end, time / --iters, in --batches batches; each: every "
-                             "call bounded by a barrier and a device sync (a call's own time, with the cost of "
-                             "getting there)")
-    parser.add_argument("--iters", type=positive_int, default=20,
-                        help="timed calls per batch (--timing batch) or per size (--timing each)")
-    parser.add_argument("--batches", type=positive_int, default=None,
-                        help=f"with --timing batch: batches per size (default {DEFAULT_BATCHES}); their median "
-                             "per-call "
-                             "time is the figure and they give its interval")
-    parser.add_argument("--warmup-iters", type=non_negative_int, default=5)
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--cuda-aware-mpi", action="store_true",
-                        help="hand GPU buffers to MPI directly (else MPI gets host buffers)")
-    parser.add_argument("--corrupt-rank", type=int, default=None, help=argparse.SUPPRESS)  # self-test of the check
-    parser.add_argument("--log-dir", default=None)
-    parser.add_argument("--echo-records", action="store_true")
-    return parser
+    """The collective benchmark's parser, from its declaration."""
+    return declared_parser(CommFlags)
 
 
 def check_comm_flags(flags: argparse.Namespace) -> None:
@@ -160,16 +176,6 @@ def check_comm_flags(flags: argparse.Namespace) -> None:
         raise UsageError(f"--min-bytes {flags.min_bytes} is above --max-bytes {flags.max_bytes}")
     if flags.factor < 2:
         raise UsageError("--factor must be 2 or more")
-
-
-def _choices(what: str, valid: Sequence[str]) -> Callable[[str], list[str]]:
-    def parse(text: str) -> list[str]:
-        values = [v.strip() for v in text.split(",") if v.strip()]
-        bad = [v for v in values if v not in valid]
-        if bad or not values:
-            raise argparse.ArgumentTypeError(f"unknown {what} {bad or text!r}; valid: {', '.join(valid)}")
-        return values
-    return parse
 
 
 def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:

@@ -93,7 +93,7 @@ def flag(default: Any, spelled: str, help: Given, **more: Any) -> Any:
     return dataclasses.field(default=default, metadata={"flag": Flag(spelled, help, **more)})
 
 
-def _given(value: Given, context: Context) -> Any:
+def _given(value: Given, context: Context | None) -> Any:
     return value(context) if callable(value) else value
 
 
@@ -207,12 +207,12 @@ def add_train_flags(parser: Parser, context: Context) -> None:
     add_declared(parser, TrainFlags, context)
 
 
-def add_declared(parser: Any, cls: type, context: Context) -> None:
-    """The flags a dataclass of ``flag()`` fields declares (those the context's framework has), in declaration
-    order, onto ``parser`` (or an argument group)."""
+def add_declared(parser: Any, cls: type, context: Context | None) -> None:
+    """The flags a dataclass of ``flag()`` fields declares (those the context's framework has; None: a benchmark
+    that does not train, every one), in declaration order, onto ``parser`` (or an argument group)."""
     for item in dataclasses.fields(cls):
         name, f = item.name, item.metadata["flag"]
-        if context.own.framework not in f.frameworks:
+        if context is not None and context.own.framework not in f.frameworks:
             continue
         default = _given(f.default_of, context) if f.default_of is not None else item.default
         text = _given(f.help, context)
@@ -223,6 +223,14 @@ def add_declared(parser: Any, cls: type, context: Context) -> None:
         parser.add_argument(f.flag, dest=name, type=f.parse, default=default, help=text, metavar=f.metavar,
                             **({"choices": list(choices)} if choices is not None else {}),
                             **({"required": True} if f.required else {}))
+
+
+def declared_parser(cls: type) -> Parser:
+    """The parser of a benchmark that does not train, from its one declaration: ``PROG``, ``ABOUT`` and its
+    ``flag()`` fields (core/collective_ops.py's CommFlags)."""
+    parser = Parser(prog=cls.PROG, description=cls.ABOUT)  # type: ignore[attr-defined]
+    add_declared(parser, cls, None)
+    return parser
 
 
 def benchmark_parser(prog: str, models: Sequence[str], default_model: str, unit: str,
