@@ -132,8 +132,8 @@ class CommFlags:
                         "through Horovod's fusion and cycle, at each size", choices=PATTERNS)
     like: str | None = flag(None, "--like", "with --pattern training: the training run (its folder or a rank log) "
                             "whose gradient tensors to issue", metavar="RUN", path=True)
-    dtypes: tuple[str, ...] = flag(("fp32",), "--dtypes", None, parse=_choices("dtypes", tuple(ITEM_BYTES)),
-                                   default_of=lambda _: ["fp32"])
+    dtypes: list[str] = flag(("fp32",), "--dtypes", None, parse=_choices("dtypes", tuple(ITEM_BYTES)),
+                             default_of=lambda _: ["fp32"])
     min_bytes: int = flag(8, "--min-bytes", None, parse=byte_size)
     max_bytes: int = flag(2**30, "--max-bytes", None, parse=byte_size)
     factor: int = flag(2, "--factor", None, parse=positive_int)

@@ -1,7 +1,7 @@
 """The options that size each model family, declared once as frozen dataclasses of ``flag()`` fields (as the shared
 flags are, core/train_flags.py): a benchmark's catalog entry names the declarations its parser adds, in order, and
 the flags that name files (``path=True``), what fixes its FLOPs (``BenchmarkInfo.sizing``) and its parser all come
-from them. Importable without a framework."""
+from them; each field is typed as its flag parses. Importable without a framework."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ class Mlp:
     """The fully connected network's shape."""
 
     mlp_input: int = flag(1024, "--mlp-input", "input features", parse=positive_int)
-    mlp_widths: tuple[int, ...] = flag(MLP_WIDTHS, "--mlp-widths", "hidden widths, e.g. 4096,4096",
-                                       parse=int_list("hidden widths"), default_of=lambda _: list(MLP_WIDTHS))
+    mlp_widths: list[int] = flag(MLP_WIDTHS, "--mlp-widths", "hidden widths, e.g. 4096,4096",
+                                 parse=int_list("hidden widths"), default_of=lambda _: list(MLP_WIDTHS))
     mlp_classes: int = flag(10, "--mlp-classes", "output classes", parse=positive_int)
 
 
@@ -53,9 +53,11 @@ class Speech:
                          "time", choices=RNN_IMPLS)
     rnn_layers: int = flag(5, "--rnn-layers", None, parse=positive_int)
     rnn_hidden: int = flag(800, "--rnn-hidden", None, parse=positive_int)
-    utt_seconds: str = flag("normal:12.5:5:2:35", "--utt-seconds", "utterance length distribution: "
-                            "normal:MEAN:STD:MIN:MAX, uniform:MIN:MAX or fixed:SECONDS (100 frames/s; the default "
-                            "resembles LibriSpeech, 2-35 s)", parse=seconds_distribution)
+    # as parsed (argparse reads its default, a string, through the same parse)
+    utt_seconds: tuple[str, tuple[float, ...]] = flag(
+        "normal:12.5:5:2:35", "--utt-seconds", "utterance length distribution: normal:MEAN:STD:MIN:MAX, "
+        "uniform:MIN:MAX or fixed:SECONDS (100 frames/s; the default resembles LibriSpeech, 2-35 s)",
+        parse=seconds_distribution)
     bucketing: bool = flag(False, "--bucketing", "batch utterances of similar length", switch=True)
 
 

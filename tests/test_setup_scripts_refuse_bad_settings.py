@@ -26,6 +26,8 @@ def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 @pytest.mark.parametrize("setting, problem", [
     ({"HVDBENCH_MPI": "openmpi"}, "HVDBENCH_MPI=openmpi is not understood"),
     ({"HVDBENCH_WHEELS": "/nonexistent/wheels"}, "HVDBENCH_WHEELS=/nonexistent/wheels is not a folder"),
+    ({"HOROVOD_WITHOUT_GLOO": "yes"}, "HOROVOD_WITHOUT_GLOO=yes is not understood"),
+    ({"HVDBENCH_MPI": "none", "HOROVOD_WITHOUT_GLOO": "1"}, "leaves Horovod no controller"),
 ])
 def test_setup_stops_on_a_bad_setting_in_one_line(tmp_path: Path, setting: dict[str, str], problem: str) -> None:
     proc = _run("scripts/setup.sh", env={**setting, "HVDBENCH_VENV": str(tmp_path / "venv")})

@@ -56,7 +56,7 @@ def _changed_values(tmp_path: Path) -> dict[str, str]:
             "HVDBENCH_WHEELS": str(tmp_path / "wheels"), "HVDBENCH_MPI4PY_SOURCE": "1", "HOROVOD_VERSION": "0.28.0",
             "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_HOME": "/opt/nccl", "HOROVOD_CUDA_HOME": "/opt/cuda-13.0",
             "HOROVOD_BUILD_CUDA_CC_LIST": "80,90", "HVDBENCH_HOROVOD_WHEEL": str(tmp_path / "horovod.whl"),
-            "HVDBENCH_REBUILD_HOROVOD": "1", "HOROVOD_DEBUG": "1"}
+            "HVDBENCH_REBUILD_HOROVOD": "1", "HOROVOD_DEBUG": "1", "HOROVOD_WITHOUT_GLOO": "1"}
 
 
 @pytest.mark.slow  # about 20 runs of scripts/setup.sh --stamp
