@@ -31,6 +31,8 @@ for old in "$storage"/img/hvdbench-cpu+*; do
         echo "kept $old: a running process uses it"
         continue
     fi
-    "${ch_image[@]}" delete "hvdbench-cpu:$key" && rm -f "$owners/$key" && echo "deleted $old (this checkout's older image)"
+    # its stamp of a finished build (scripts/container-image.sh) goes with it
+    "${ch_image[@]}" delete "hvdbench-cpu:$key" && rm -f "$owners/$key" "${owners%/*}/built/${old##*/}" \
+        && echo "deleted $old (this checkout's older image)"
 done
 exit 0

@@ -52,6 +52,17 @@ LOG=  # set-up's log, from the moment the environment exists
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 # (inside a command substitution the message is said there, and 97 tells the caller it was)
 die() { printf 'setup: error: %s\n' "$*" >&2; ((BASH_SUBSHELL)) && exit 97; exit 1; }
+# ENTRY COMMAND...: COMMAND run with a fresh folder beside ENTRY as its last argument, which then becomes ENTRY in
+# one rename: a copy or build killed half way leaves no half an entry in the cache that a later set-up would take
+cache_entry() {
+    local entry=$1 part; shift
+    mkdir -p "${entry%/*}" && part=$(mktemp -d "$entry.part-XXXXXX") || return 1
+    "$@" "$part" || { rm -rf "$part"; return 1; }
+    rmdir "$entry" 2>/dev/null  # an empty entry left by a set-up before this one
+    mv -T "$part" "$entry" 2>/dev/null && return 0
+    rm -rf "$part"
+    [[ -n "$(ls -A "$entry" 2>/dev/null)" ]]  # another set-up made the same entry meanwhile: it is taken
+}
 # Anything that fails without its own message: one line naming the command, its line and the log.
 on_error() {
     ((BASH_SUBSHELL)) && exit "$1"
@@ -483,8 +494,7 @@ install_all() {
                     # the first errors say why; pip's traceback at the end does not
                     grep -n -m 12 -A 6 -E 'CMake Error|: (fatal )?error:|Could NOT find|FATAL' "$work/build.log" >&2 || tail -n 40 "$work/build.log" >&2
                     die "Horovod build failed (first errors above; whole log: $CACHE/horovod-build-$key.log)"; }
-            mkdir -p "$wheel_dir"
-            cp "$work"/dist/horovod-*.whl "$wheel_dir/"
+            cache_entry "$wheel_dir" cp "$work"/dist/horovod-*.whl
             log "Horovod built in $(( $(date +%s) - build_started )) s"
         else
             log "Horovod wheel found in cache: $wheel_dir"
@@ -540,7 +550,7 @@ install_mpi4py() {
     wheels=$CACHE/wheels/mpi4py_${py_ver}_mpi-$key
     if ! compgen -G "$wheels/mpi4py-*.whl" >/dev/null; then
         local started; started=$(date +%s)
-        "${PIP[@]}" wheel -q --no-deps --no-binary mpi4py 'mpi4py>=3.1' -w "$wheels" >> "$LOG" 2>&1 \
+        cache_entry "$wheels" "${PIP[@]}" wheel -q --no-deps --no-binary mpi4py 'mpi4py>=3.1' -w >> "$LOG" 2>&1 \
             || die "mpi4py could not be built against $(command -v mpicc || echo 'the MPI on PATH') (log: $LOG)"
         log "mpi4py built against $(mpi_version_line) in $(( $(date +%s) - started )) s; cache: $wheels"
     fi
