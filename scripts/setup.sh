@@ -58,7 +58,7 @@ cache_entry() {
     local entry=$1 part; shift
     mkdir -p "${entry%/*}" && part=$(mktemp -d "$entry.part-XXXXXX") || return 1
     "$@" "$part" || { rm -rf "$part"; return 1; }
-    rmdir "$entry" 2>/dev/null  # an empty entry left by a set-up before this one
+    if [[ -d "$entry" ]]; then rmdir "$entry" 2>/dev/null || true; fi  # an empty one a set-up before this one left
     mv -T "$part" "$entry" 2>/dev/null && return 0
     rm -rf "$part"
     [[ -n "$(ls -A "$entry" 2>/dev/null)" ]]  # another set-up made the same entry meanwhile: it is taken
@@ -494,7 +494,7 @@ install_all() {
                     # the first errors say why; pip's traceback at the end does not
                     grep -n -m 12 -A 6 -E 'CMake Error|: (fatal )?error:|Could NOT find|FATAL' "$work/build.log" >&2 || tail -n 40 "$work/build.log" >&2
                     die "Horovod build failed (first errors above; whole log: $CACHE/horovod-build-$key.log)"; }
-            cache_entry "$wheel_dir" cp "$work"/dist/horovod-*.whl
+            cache_entry "$wheel_dir" cp "$work"/dist/horovod-*.whl || die "could not put Horovod's wheel in $wheel_dir"
             log "Horovod built in $(( $(date +%s) - build_started )) s"
         else
             log "Horovod wheel found in cache: $wheel_dir"
