@@ -25,8 +25,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .exchange_model import (LINK_EFFICIENCY, PARAMETERS, Links, chosen_algorithm, exchange_s, exchange_terms,
-                             inter_alpha, intra_gbs, node_rate_gbs)
+from .exchange_model import (LINK_EFFICIENCY, PARAMETERS, Links, by_servers, chosen_algorithm, exchange_s,
+                             exchange_terms, inter_alpha, intra_gbs, node_rate_gbs)
 
 TRACK_RECORD = Path(__file__).with_name("track_record.json")
 Z95 = 1.959964
@@ -114,9 +114,11 @@ def _fit_link(family: Family, links: Links, fitted: Sequence[Point], tier: str, 
     if not pairs:
         return links
     low, high = max(pairs, key=lambda ab: (ab[1].ranks, ab[0].ranks))
-    algorithm = chosen_algorithm(family.grad_bytes, high.ranks, high.nodes, links, family.exchange, "ring")
+    # the bytes its predictions move over it: parameter servers' where the figures ran through them, else a ring's
+    # (NCCL's tree at 2 nodes is its best case: flagged below)
+    algorithm = "parameter servers" if by_servers(family.exchange) else "ring"
     latency, moved = exchange_terms(family.grad_bytes, high.ranks, high.nodes, links.inter_alpha, algorithm)
-    before = exchange_s(family.grad_bytes, low.ranks, low.nodes, links, "ring")
+    before = exchange_s(family.grad_bytes, low.ranks, low.nodes, links, algorithm)
     exposed = high.step_s - low.step_s + (before if math.isfinite(before) else 0.0) - latency
     value = moved / exposed if exposed > 0 else math.inf
     word = "hides its exchange" if math.isinf(value) else f"{value / 1e9:,.2f} GB/s"

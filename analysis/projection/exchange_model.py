@@ -99,13 +99,18 @@ def exchange_s(grad_bytes: float, ranks: int, nodes: int, links: Links, algorith
     return latency + moved / bandwidth
 
 
+def by_servers(exchange: str) -> bool:
+    """Whether a published figure's exchange (tf_cnn_benchmarks' ``variable_update``) ran through parameter servers."""
+    return "parameter_server" in exchange or "distributed_replicated" in exchange
+
+
 def chosen_algorithm(grad_bytes: float, ranks: int, nodes: int, links: Links, exchange: str = "",
                      forced: str | None = None) -> str:
     """The algorithm an exchange runs: the one forced, parameter servers where the figures say so, else the one NCCL
     would pick (the fastest by the cost model: ring for large messages on few nodes, tree where latency grows)."""
     if forced:
         return forced
-    if "parameter_server" in exchange or "distributed_replicated" in exchange:
+    if by_servers(exchange):
         return "parameter servers"
     if nodes <= 1:
         return "ring"
