@@ -336,6 +336,9 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
          "fit its siblings'), and why: kept for its time to train"),
     _env("host_network", ("imported", "network"), "string", "a run taken in: the host network its system's "
          "description names"),
+    _env("device_batch", ("imported", "device_batch"), "Int64", "an MLPerf result taken in: the samples one device's "
+         "step takes as its log counts them (d_batch_size times gradient_accumulation_steps): where batch_size is not "
+         "this, the log counts samples otherwise (packed sequences, say)"),
     _judged("folder", "string", "the run's folder as it was read (the history store tells a retried attempt of one "
                                 "execution, in its folder again, from a new run)"),
     _spec("args_key", "string", "what the report groups a configuration's runs by: every flag given, typed, at a "

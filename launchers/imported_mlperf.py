@@ -90,7 +90,7 @@ def _env(writer: RecordWriter, spec: RunSpec, taken: TakenIn, round_: str) -> No
                            "network": described.network if described else None,
                            "nodes": spec.nodes, "accelerators_per_node": spec.ranks_per_node,
                            "global_batch": run.global_batch, "batch_per_gpu": batch, "left_out": taken.left_out or None,
-                           "step_s": run.step_s})
+                           "step_s": run.step_s, "device_batch": run.device_batch})
 
 
 def _steps(writer: RecordWriter, run: MlperfRun) -> None:

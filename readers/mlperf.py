@@ -39,7 +39,8 @@ class MlperfRun:
     """One result file: when its run started and stopped (ms since the epoch), its status, whether it converged by
     MLPerf's rule and why not, its global batch, the evaluations (epoch, value, ms), each epoch's logged throughput
     (ms, samples/s), its step time where logged, the submission's facts; ``digest`` what it measured (its events,
-    not its bytes: a comment added makes no new run)."""
+    not its bytes: a comment added makes no new run); ``device_batch`` the samples one device's step takes as the log
+    counts them (``d_batch_size`` times ``gradient_accumulation_steps``, where logged)."""
 
     path: str
     benchmark: str
@@ -55,6 +56,7 @@ class MlperfRun:
     epochs_logged: tuple[tuple[int, float], ...] = ()
     step_s: float | None = None
     train_samples: int | None = None
+    device_batch: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -170,7 +172,16 @@ def read_result(path: Path, round_: str = LATEST) -> MlperfRun:
     logged, step = _tracked(events, int(start["time_ms"]))
     return MlperfRun(str(path), benchmark, int(start["time_ms"]), int(stop["time_ms"]), status,
                      batch if _whole(batch) else None, evals, facts, hashlib.sha256(said.encode()).hexdigest(),
-                     not why, why, logged, step, samples if _whole(samples) else None)
+                     not why, why, logged, step, samples if _whole(samples) else None, _device_batch(first))
+
+
+def _device_batch(first: dict[str, dict[str, Any]]) -> int | None:
+    """The samples one device's step takes as the log counts them: ``d_batch_size`` times the gradient accumulation
+    steps (1 where not logged); None where it logs no whole ``d_batch_size``."""
+    device, steps = (first.get(k, {}).get("value") for k in ("d_batch_size", "gradient_accumulation_steps"))
+    if type(device) is not int or device <= 0:
+        return None
+    return device * (steps if type(steps) is int and steps > 0 else 1)
 
 
 def _whole(value: Any) -> bool:

@@ -102,6 +102,23 @@ def test_runs_left_out_and_a_two_node_link_fit_are_said(backtest: tuple[pd.DataF
     assert aws["note"].str.contains("fitted on 2 nodes only").all()
 
 
+def test_a_family_whose_sizes_log_their_samples_otherwise_is_flagged(roots: tuple[Path, Path],
+                                                                     backtest: tuple[pd.DataFrame, str]) -> None:
+    """BERT's published 1-, 64- and 96-node results log a device batch of half the samples a GPU takes a step, its
+    8-node ones all of them: different configurations, which a fit across them mixes; ResNet's sizes agree."""
+    from hvdbench.analysis.collect import collect
+
+    runs = collect([roots[0]]).runs
+    bert = runs[runs["model"] == "bert"].groupby("nodes")["device_batch"].first().to_dict()
+    assert bert == {1: 48, 8: 72, 64: 3, 96: 3}
+    table, said = backtest
+    note = table[table["workload"] == "mlperf bert"]["note"]
+    assert note.str.contains("count a device's samples differently").all()
+    assert note.str.contains("2 at 1 node(s), 1 at 8 node(s), 2 at 64 node(s), 2 at 96 node(s)", regex=False).all()
+    assert not table[table["workload"] == "mlperf resnet"]["note"].fillna("").str.contains("differently").any()
+    assert "count a device's samples differently" in said
+
+
 def test_a_what_if_link_and_a_forced_algorithm(roots: tuple[Path, Path], tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["project", str(roots[0]), "--backtest", "--link", "half=200,5us", "--algorithm", "ring", "-o",

@@ -21,6 +21,7 @@ from .backtest import Family, Point, family_links, gradient_bytes
 
 _BATCH = re.compile(r"(?:^|\s)--batch-size(?:=|\s+)\S+")
 MIN_SIZES = 3  # two to fit on and one to predict
+SAME_COUNTING = 1.1  # samples a GPU over those its device step logs: sizes beyond this ratio apart count otherwise
 
 
 def _first(group: pd.DataFrame, column: str) -> Any:
@@ -55,6 +56,26 @@ def _point(group: pd.DataFrame, rates: dict[str, float]) -> Point | None:
                  sigma)
 
 
+def _counted(group: pd.DataFrame) -> str:
+    """A line where the family's sizes count a device's samples differently: the samples a GPU a step (the global
+    batch over the GPUs) over those its device step logs (``device_batch``: BERT's published results at 1, 64 and 96
+    nodes log half the samples a GPU takes, at 8 nodes all of them), so the sizes ran different configurations and
+    compute fitted across them mixes them; "" where every size logs the same or none logs it."""
+    if "device_batch" not in group:
+        return ""
+    ratios = {}
+    for (nodes, ranks), size in group.groupby(["nodes", "np"], sort=True):
+        logged = size["device_batch"].dropna()
+        batch = _first(size, "batch_size")
+        if len(logged) and batch is not None and not pd.isna(batch) and float(logged.iloc[0]) > 0:
+            ratios[(int(nodes), int(ranks))] = float(batch) / float(logged.iloc[0])
+    if len(ratios) < 2 or max(ratios.values()) / min(ratios.values()) <= SAME_COUNTING:
+        return ""
+    said = ", ".join(f"{r:.3g} at {n} node(s)" for (n, _), r in sorted(ratios.items()))
+    return (f"its sizes count a device's samples differently (samples a GPU a step over the device batch its log "
+            f"says: {said}): they ran different configurations, and compute fitted across them mixes them")
+
+
 def _family(key: tuple[Any, ...], group: pd.DataFrame, rates: dict[str, float]) -> Family | str:
     system, framework, benchmark, model, args = key
     workload = f"{framework} {benchmark} {model}".strip() if framework != benchmark else f"{benchmark} {model}"
@@ -70,6 +91,7 @@ def _family(key: tuple[Any, ...], group: pd.DataFrame, rates: dict[str, float]) 
         return f"{system} {workload}: not back-tested: {model}'s size is not known here (its runs count none)"
     links, notes = family_links(str(_first(group, "host_network") or ""), str(_first(group, "device_name") or ""))
     notes = notes if any(p.nodes > 1 for p in points) else []
+    notes += [line] if (line := _counted(group)) else []
     exchange = args.split("--variable-update", 1)[1].split()[0] if "--variable-update" in args else ""
     return Family(str(system), workload, str(model), tuple(points), grad, links, exchange, tuple(notes))
 
