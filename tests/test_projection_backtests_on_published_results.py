@@ -61,7 +61,10 @@ def test_every_family_is_predicted_at_its_own_batch_with_its_algorithm(backtest:
     assert list(resnet.index) == [64, 96] and list(resnet["batch_per_gpu"]) == [40, 42]  # the batch a GPU had there
     assert (resnet["error"].abs() < 0.05).all()  # strong scaling: compute fitted as the batch a GPU shrinks
     assert (table["error"] == table["predicted"] / table["measured"] - 1).all()
-    assert table["algorithm"].isin(["ring", "tree", "parameter servers"]).all()
+    assert table["algorithm"].isin(["ring", "tree", "parameter servers", "parameter server on CPU"]).all()
+    cpu = table[(table["system"] == "dgx1_p100") & (table["workload"] == "published resnet50")].set_index("gpus")
+    assert (cpu["algorithm"] == "parameter server on CPU").all()  # its variable_update: parameter_server(cpu)
+    assert (cpu["error"].abs() < 0.05).all()  # each GPU moves all its gradients, at 2 GPUs as at 8
     bert = table[table["workload"] == "mlperf bert"].set_index("nodes")
     assert bert.loc[96, "algorithm"] == "tree"  # a flat ring's latency over 768 ranks: NCCL would not pick it
     dell = table[table["system"].str.startswith("Dell")].set_index("nodes")

@@ -6,9 +6,10 @@ NCCL chooses among its algorithms by a cost model of each (latency plus bytes ov
 (NCCL's tuning: ring, tree, and NVLS/CollNet where the fabric has them). Here: a ring's ``2(N-1)`` steps each wait on
 the slowest hop, ``2(N-1)/N`` of the bytes over the link; a tree's latency grows with ``log2`` of the nodes, its
 bytes twice over the link; parameter servers (tf_cnn_benchmarks' distributed_replicated) move the ring's bytes a
-node through the servers. Bus bandwidth across nodes is the node's NIC line rate times LINK_EFFICIENCY (what
-nccl-tests' all_reduce reaches on a multi-rail node), within a node the accelerator's typical all_reduce bus
-bandwidth."""
+node through the servers; one node's servers on its CPU (``parameter_server(cpu)``) hold no variable on a GPU, so
+each GPU pushes all its gradients and pulls every parameter over its own path to the host, whatever the GPUs.
+Bus bandwidth across nodes is the node's NIC line rate times LINK_EFFICIENCY (what nccl-tests' all_reduce reaches
+on a multi-rail node), within a node the accelerator's typical all_reduce bus bandwidth."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ LINK_EFFICIENCY = 0.9   # of the NICs' line rate a large all_reduce reaches
 INTER_ALPHA_S = 5e-6    # a step's latency across nodes (RDMA); over TCP sockets TCP_ALPHA_S
 TCP_ALPHA_S = 30e-6
 INTRA_ALPHA_S = 2e-6
+CPU_SERVER = "parameter server on CPU"
+SERVERS = "parameter servers"
 ALGORITHMS = ("ring", "tree")  # what NCCL picks between here (NVLS/CollNet: where a target says the fabric has them)
 _RATE = re.compile(r"(\d{1,4}(?:\.\d+)?)\s*Gb(?:it)?(?:/s|ps|/sec)", re.I)
 _COUNT = re.compile(r"\b(\d{1,3})\s*x\s", re.I)
@@ -71,7 +74,8 @@ def inter_alpha(network: str) -> float:
 def exchange_terms(grad_bytes: float, ranks: int, nodes: int, alpha: float, algorithm: str,
                    intra_alpha: float = INTRA_ALPHA_S) -> tuple[float, float]:
     """An exchange's latency (seconds) and the bytes it moves over its bottleneck link (time = latency + bytes /
-    bus bandwidth), for ``ranks`` ranks on ``nodes`` nodes by ``algorithm`` (ring, tree, parameter servers);
+    bus bandwidth), for ``ranks`` ranks on ``nodes`` nodes by ``algorithm`` (ring, tree, parameter servers, a
+    parameter server on one node's CPU);
     ``alpha`` a step's latency across nodes, ``intra_alpha`` within one."""
     if ranks <= 1:
         return 0.0, 0.0
@@ -79,7 +83,9 @@ def exchange_terms(grad_bytes: float, ranks: int, nodes: int, alpha: float, algo
         alpha = intra_alpha
     if algorithm == "tree" and nodes > 1:
         return 2 * (math.log2(nodes) * alpha + (ranks // nodes - 1) * intra_alpha), 2 * grad_bytes
-    if algorithm == "parameter servers":
+    if algorithm == CPU_SERVER:
+        return 2 * alpha, 2 * grad_bytes
+    if algorithm == SERVERS:
         spread = ranks if nodes <= 1 else nodes
         return 2 * alpha, 2 * (spread - 1) / spread * grad_bytes
     return 2 * (ranks - 1) * alpha, 2 * (ranks - 1) / ranks * grad_bytes
@@ -106,12 +112,13 @@ def by_servers(exchange: str) -> bool:
 
 def chosen_algorithm(grad_bytes: float, ranks: int, nodes: int, links: Links, exchange: str = "",
                      forced: str | None = None) -> str:
-    """The algorithm an exchange runs: the one forced, parameter servers where the figures say so, else the one NCCL
-    would pick (the fastest by the cost model: ring for large messages on few nodes, tree where latency grows)."""
+    """The algorithm an exchange runs: the one forced, parameter servers where the figures say so (on one node's CPU
+    where they say ``(cpu)``), else the one NCCL would pick (the fastest by the cost model: ring for large messages
+    on few nodes, tree where latency grows)."""
     if forced:
         return forced
     if by_servers(exchange):
-        return "parameter servers"
+        return CPU_SERVER if nodes <= 1 and "(cpu)" in exchange.lower() else SERVERS
     if nodes <= 1:
         return "ring"
     times = {name: exchange_s(grad_bytes, ranks, nodes, links, name) for name in ALGORITHMS}
