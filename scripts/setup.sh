@@ -53,10 +53,16 @@ log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 # (inside a command substitution the message is said there, and 97 tells the caller it was)
 die() { printf 'setup: error: %s\n' "$*" >&2; ((BASH_SUBSHELL)) && exit 97; exit 1; }
 # ENTRY COMMAND...: COMMAND run with a fresh folder beside ENTRY as its last argument, which then becomes ENTRY in
-# one rename: a copy or build killed half way leaves no half an entry in the cache that a later set-up would take
+# one rename: a copy or build killed half way leaves no half an entry in the cache that a later set-up would take.
+# Such a killed one's folder is swept once it is PART_STALE_MIN minutes untouched (a build takes minutes; one that
+# is running now is kept)
+PART_STALE_MIN=1440
 cache_entry() {
     local entry=$1 part; shift
-    mkdir -p "${entry%/*}" && part=$(mktemp -d "$entry.part-XXXXXX") || return 1
+    mkdir -p "${entry%/*}" || return 1
+    find "${entry%/*}" -maxdepth 1 -type d -name "${entry##*/}.part-*" -mmin +"$PART_STALE_MIN" \
+        -exec rm -rf {} + 2>/dev/null || true
+    part=$(mktemp -d "$entry.part-XXXXXX") || return 1
     "$@" "$part" || { rm -rf "$part"; return 1; }
     if [[ -d "$entry" ]]; then rmdir "$entry" 2>/dev/null || true; fi  # an empty one a set-up before this one left
     mv -T "$part" "$entry" 2>/dev/null && return 0
