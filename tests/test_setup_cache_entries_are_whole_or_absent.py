@@ -23,14 +23,14 @@ FILL = "bash -c 'echo wheel > \"$0/horovod.whl\"'"
 def _cache_entry() -> str:
     """The function's text as setup.sh has it, with the settings it reads."""
     text = SETUP.read_text()
-    found = re.search(r"(?:^PART_STALE_MIN=[^\n]*\n)?(?:^#[^\n]*\n)*^cache_entry\(\) \{\n.*?^\}\n", text, re.S | re.M)
+    found = re.search(r"^PART_STALE_MIN=[^\n]*\n^cache_entry\(\) \{\n.*?^\}\n", text, re.S | re.M)
     assert found, "scripts/setup.sh has no cache_entry"
     return found.group(0)
 
 
 def _run(cache: Path, line: str) -> subprocess.CompletedProcess[str]:
     script = (f"set -Eeuo pipefail\ntrap 'echo \"ERR trap: $BASH_COMMAND\" >&2; exit 9' ERR\n{_cache_entry()}\n"
-              f"{line}\necho rc=$?\n")
+              f"{line}\n")
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "C": str(cache)})
 

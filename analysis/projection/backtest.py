@@ -116,13 +116,10 @@ def _fit_link(family: Family, links: Links, fitted: Sequence[Point], tier: str, 
     low, high = max(pairs, key=lambda ab: (ab[1].ranks, ab[0].ranks))
     # the bytes its predictions move over it: the servers' where the figures ran through them, else a ring's
     # (NCCL's tree at 2 nodes is its best case: flagged below)
-    def algorithm(point: Point) -> str:
-        servers = by_servers(family.exchange)
-        return chosen_algorithm(family.grad_bytes, point.ranks, point.nodes, links, family.exchange) if servers \
-            else "ring"
-
-    latency, moved = exchange_terms(family.grad_bytes, high.ranks, high.nodes, links.inter_alpha, algorithm(high))
-    before = exchange_s(family.grad_bytes, low.ranks, low.nodes, links, algorithm(low))
+    forced = None if by_servers(family.exchange) else "ring"
+    by = [chosen_algorithm(family.grad_bytes, p.ranks, p.nodes, links, family.exchange, forced) for p in (low, high)]
+    latency, moved = exchange_terms(family.grad_bytes, high.ranks, high.nodes, links.inter_alpha, by[1])
+    before = exchange_s(family.grad_bytes, low.ranks, low.nodes, links, by[0])
     exposed = high.step_s - low.step_s + (before if math.isfinite(before) else 0.0) - latency
     value = moved / exposed if exposed > 0 else math.inf
     word = "hides its exchange" if math.isinf(value) else f"{value / 1e9:,.2f} GB/s"
