@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from hvdbench.analysis.collect import collect
-from hvdbench.analysis.projection.backtest import TRACK_RECORD, Calibration, calibrate, held, predict
+from hvdbench.analysis.projection.backtest import (TRACK_RECORD, Calibration, calibrate, family_notes, held,
+                                                  predict)
 from hvdbench.analysis.projection.families import families_of
 from hvdbench.cli import main as hvdbench
 
@@ -77,8 +78,8 @@ def page(rows: list[dict[str, Any]], holds: list[bool], cal: Calibration, left: 
                      f"{'yes' if ok else 'no'} | {r['algorithm']} |")
     lines += ["", f"Intervals held {sum(holds)} of {len(holds)} held-out sizes (each family on the others' "
                   "calibration).", "", "Left out:", "", *[f"- {line}" for line in left], "",
-              "What each fit assumed:", "", *sorted({f"- {r['system']} {r['workload']}: {r['note']}" for r in rows
-                                                    if r["note"]})]
+              "What each fit assumed:", "", *[f"- {system} {workload}: {note}" for system, workload, note
+                                                in family_notes(rows)]]
     return "\n".join(lines) + "\n"
 
 

@@ -339,6 +339,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     _env("device_batch", ("imported", "device_batch"), "Int64", "an MLPerf result taken in: the samples one device's "
          "step takes as its log counts them (d_batch_size times gradient_accumulation_steps): where batch_size is not "
          "this, the log counts samples otherwise (packed sequences, say)"),
+    _env("parameter_servers", ("imported", "parameter_servers"), "Int64", "a published figure taken in: how many of "
+         "its nodes held a parameter server, where its table says (null: one on every node, or no servers)"),
     _judged("folder", "string", "the run's folder as it was read (the history store tells a retried attempt of one "
                                 "execution, in its folder again, from a new run)"),
     _spec("args_key", "string", "what the report groups a configuration's runs by: every flag given, typed, at a "

@@ -61,7 +61,7 @@ def write_figure(root: Path, figure: Figure, table: Path) -> None:
                            "exchange": point.exchange or None, "precision": point.precision or None,
                            "source": point.source or None, "nodes": point.nodes,
                            "accelerators_per_node": point.per_node, "batch_per_gpu": point.batch,
-                           "published_figure": True})
+                           "parameter_servers": point.servers, "published_figure": True})
     writer.write("step", step=0, warmup=False, duration=1.0, samples=point.throughput, host=None, time=None)
     writer.write("summary", unit="samples", host=None, time=None)
     writer.close()

@@ -2,7 +2,9 @@
 or a paper's figures where no log exists (TensorFlow's tf_cnn_benchmarks tables, a datasheet). Columns, by name
 (aliases in brackets): system [table, platform], model, nodes, gpus_per_node, gpus (optional: nodes x gpus_per_node),
 batch_per_gpu [batch], throughput [images_per_sec, samples_per_sec], and optionally interconnect, source,
-variable_update (the exchange: replicated(nccl), parameter_server, distributed_replicated ...), precision. A table
+variable_update (the exchange: replicated(nccl), parameter_server, distributed_replicated ...), precision, and
+parameter_servers (how many of the figure's nodes held a parameter server, where its source says: tf_cnn_benchmarks'
+EC2 tables ran fewer servers than nodes for some models at 8 nodes; only with a server exchange). A table
 column names the system where there is one (its rows are one published table); each bad line is refused in one line
 naming it, nothing read."""
 
@@ -46,11 +48,13 @@ class TablePoint:
     source: str = ""
     exchange: str = ""
     precision: str = ""
+    servers: int | None = None
     line: int = 0
 
     @property
     def key(self) -> tuple[str, str, int, str, str, int, int]:
-        """What one published figure is: the same key twice in a table is one figure given twice."""
+        """What one published figure is: the same key twice in a table is one figure given twice (its parameter
+        servers are not part of it: one configuration at one size is published once)."""
         return self.system, self.model, self.batch, self.exchange, self.precision, self.nodes, self.gpus
 
 
@@ -100,12 +104,24 @@ def _point(row: dict[str, str], columns: dict[str, str | None], where: str) -> T
     rate = _number(given("throughput"), "throughput", where)
     if not 0 < rate <= MOST_RATE:
         raise UsageError(f"{where}: throughput {rate:g} is not a rate above 0 and at most {MOST_RATE:g} samples/s")
+    exchange = _word(given("variable_update"), "variable_update", where, False)
     return TablePoint(_word(given("system"), "system", where), _word(given("model"), "model", where), nodes, per_node,
                       gpus, _count(given("batch_per_gpu"), "batch_per_gpu", MOST_BATCH, where), rate,
                       _word(given("interconnect"), "interconnect", where, False),
                       _word(given("source"), "source", where, False),
-                      _word(given("variable_update"), "variable_update", where, False),
-                      _word(given("precision"), "precision", where, False))
+                      exchange, _word(given("precision"), "precision", where, False),
+                      _servers(given("parameter_servers"), exchange, nodes, where))
+
+
+def _servers(text: str, exchange: str, nodes: int, where: str) -> int | None:
+    """The nodes that held a parameter server, where given: a count of 1 to the figure's nodes, with an exchange
+    through servers."""
+    if not text.strip():
+        return None
+    if not re.search(r"parameter_server|distributed_replicated", exchange):
+        raise UsageError(f"{where}: parameter_servers given for an exchange without servers "
+                         f"(variable_update {exchange or 'not given'})")
+    return _count(text, f"parameter_servers (of {nodes} node(s))", nodes, where)
 
 
 def read_table(path: Path) -> list[TablePoint]:
@@ -119,7 +135,7 @@ def read_table(path: Path) -> list[TablePoint]:
     header = [name.strip() for name in reader.fieldnames or []]
     reader.fieldnames = header
     columns = {name: _column(header, name) for name in (*REQUIRED, "gpus", "interconnect", "source",
-                                                        "variable_update", "precision")}
+                                                        "variable_update", "precision", "parameter_servers")}
     missing = [name for name in REQUIRED if columns[name] is None]
     if missing:
         raise UsageError(f"{path}: no {' or '.join(ALIASES.get(missing[0], (missing[0],)))} column: a published "

@@ -105,6 +105,22 @@ def test_runs_left_out_and_a_two_node_link_fit_are_said(backtest: tuple[pd.DataF
     assert aws["note"].str.contains("fitted on 2 nodes only").all()
 
 
+def test_the_tables_parameter_servers_are_taken_in_and_load_a_servers_node(roots: tuple[Path, Path],
+                                                                          backtest: tuple[pd.DataFrame, str]) -> None:
+    """The EC2 tables' source ran 4 servers on 8 instances for ResNet-152 (and ResNet-50 at batch 32), 6 for
+    Inception-v3: the column taken in, and the 8-node prediction moving a server's node's bytes."""
+    from hvdbench.analysis.collect import collect
+
+    runs = collect([roots[1]]).runs
+    k80 = runs[runs["system"] == "aws_k80_distributed"].groupby(["model", "nodes"])["parameter_servers"].first()
+    assert k80[("resnet152", 8)] == 4 and k80[("inception3", 8)] == 6 and k80[("resnet50", 8)] == 8
+    assert k80[("resnet152", 4)] == 4 and runs[runs["system"] == "dgx1_p100"]["parameter_servers"].isna().all()
+    table, _ = backtest
+    row = table[(table["system"] == "aws_k80_distributed") & (table["workload"] == "published resnet152")
+                ].set_index("nodes").loc[8]
+    assert "4 parameter servers, as the figure ran" in row["note"] and row["error"] < 0.10  # a server a node: +13%
+
+
 def test_a_family_whose_sizes_log_their_samples_otherwise_is_flagged(roots: tuple[Path, Path],
                                                                      backtest: tuple[pd.DataFrame, str]) -> None:
     """BERT's published 1-, 64- and 96-node results log a device batch of half the samples a GPU takes a step, its
@@ -162,6 +178,10 @@ def test_the_exchange_model_reads_a_system_and_picks_as_nccl_would() -> None:
      ":3: the same figure (x y at 8 GPUs) given twice"),
     ("system,model,nodes,gpus_per_node,gpus,batch_per_gpu,throughput\nx,y,2,8,9,64,1\n", "more than they hold"),
     ("system,model,nodes,gpus_per_node,batch_per_gpu,throughput\n", "a header and no figures"),
+    ("system,model,nodes,gpus_per_node,batch_per_gpu,throughput,variable_update,parameter_servers\n"
+     "x,y,4,8,64,1,distributed_replicated,5\n", "parameter_servers (of 4 node(s)) '5' is not a count of 1 to 4"),
+    ("system,model,nodes,gpus_per_node,batch_per_gpu,throughput,variable_update,parameter_servers\n"
+     "x,y,4,8,64,1,replicated(nccl),2\n", "parameter_servers given for an exchange without servers"),
 ])
 def test_a_bad_table_is_refused_in_one_line_before_anything_is_written(tmp_path: Path, text: str, said: str,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .exchange_model import (LINK_EFFICIENCY, PARAMETERS, Links, by_servers, chosen_algorithm, exchange_s,
+from .exchange_model import (LINK_EFFICIENCY, PARAMETERS, SERVERS, Links, by_servers, chosen_algorithm, exchange_s,
                              exchange_terms, inter_alpha, intra_gbs, node_rate_gbs)
 
 TRACK_RECORD = Path(__file__).with_name("track_record.json")
@@ -44,6 +44,7 @@ class Point:
     batch: int
     throughput: float
     sigma: float = 0.0
+    servers: int | None = None  # the nodes holding a parameter server where the figure says (None: every node)
 
     @property
     def step_s(self) -> float:
@@ -78,7 +79,8 @@ class Fit:
     def step_s(self, family: Family, point: Point, forced: str | None = None) -> tuple[float, str]:
         algorithm = chosen_algorithm(family.grad_bytes, point.ranks, point.nodes, self.links, family.exchange, forced)
         return (self.k * point.batch ** self.p
-                + exchange_s(family.grad_bytes, point.ranks, point.nodes, self.links, algorithm)), algorithm
+                + exchange_s(family.grad_bytes, point.ranks, point.nodes, self.links, algorithm, point.servers)), \
+            algorithm
 
 
 def _bytes_a_parameter(framework: str, precision: str) -> int:
@@ -118,8 +120,9 @@ def _fit_link(family: Family, links: Links, fitted: Sequence[Point], tier: str, 
     # (NCCL's tree at 2 nodes is its best case: flagged below)
     forced = None if by_servers(family.exchange) else "ring"
     by = [chosen_algorithm(family.grad_bytes, p.ranks, p.nodes, links, family.exchange, forced) for p in (low, high)]
-    latency, moved = exchange_terms(family.grad_bytes, high.ranks, high.nodes, links.inter_alpha, by[1])
-    before = exchange_s(family.grad_bytes, low.ranks, low.nodes, links, by[0])
+    latency, moved = exchange_terms(family.grad_bytes, high.ranks, high.nodes, links.inter_alpha, by[1],
+                                    servers=high.servers)
+    before = exchange_s(family.grad_bytes, low.ranks, low.nodes, links, by[0], low.servers)
     exposed = high.step_s - low.step_s + (before if math.isfinite(before) else 0.0) - latency
     value = moved / exposed if exposed > 0 else math.inf
     word = "hides its exchange" if math.isinf(value) else f"{value / 1e9:,.2f} GB/s"
@@ -138,7 +141,7 @@ def fit(family: Family, fitted: Sequence[Point]) -> Fit:
     compute = []
     for point in fitted:
         algorithm = chosen_algorithm(family.grad_bytes, point.ranks, point.nodes, links, family.exchange)
-        exchange = exchange_s(family.grad_bytes, point.ranks, point.nodes, links, algorithm)
+        exchange = exchange_s(family.grad_bytes, point.ranks, point.nodes, links, algorithm, point.servers)
         exchange = 0.0 if not math.isfinite(exchange) else exchange
         if exchange >= point.step_s:
             notes.append(f"{point.ranks} GPUs: the exchange the links allow exceeds the step: taken as hidden")
@@ -212,9 +215,19 @@ def predict(family: Family, fit_nodes: Sequence[int] | None = None, calibrated: 
                      "low": predicted * math.exp(-Z95 * sigma), "high": predicted * math.exp(Z95 * sigma),
                      "error": predicted / point.throughput - 1.0, "algorithm": algorithm, "network": network,
                      "fitted_on": ", ".join(f"{p.ranks} GPUs/{p.nodes} node(s) at {p.batch}" for p in fitted),
-                     "note": "; ".join([*family.notes, *model.notes]), "_base_var": base,
+                     "note": "; ".join([*family.notes, *model.notes, *_servers_note(point, algorithm)]),
+                     "_base_var": base,
                      "_doublings": doublings, "_batch_e": batch_e})
     return rows
+
+
+def _servers_note(point: Point, algorithm: str) -> list[str]:
+    """A line where a size ran fewer parameter servers than nodes (the figure says so): what a server's node moves."""
+    if algorithm != SERVERS or not point.servers or point.nodes <= 1 or point.servers >= point.nodes:
+        return []
+    n, p = point.nodes, point.servers
+    return [f"{n} nodes: {p} parameter servers, as the figure ran: a server's node moves {(n + p - 2) / p:.3g} x the "
+            f"gradients each way, not the {2 * (n - 1) / n:.3g} x of a server on every node"]
 
 
 def family_links(network: str, accelerator: str) -> tuple[Links, list[str]]:
@@ -230,6 +243,15 @@ def gradient_bytes(model: str, framework: str, precision: str) -> float | None:
     """The bytes a step all-reduces, where the model's size is known."""
     params = PARAMETERS.get(model.lower())
     return params * _bytes_a_parameter(framework, precision) if params else None
+
+
+def family_notes(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """What each family's fit assumed, once a family: (system, workload, its rows' notes, each said once), sorted."""
+    said: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        parts = said.setdefault((str(row["system"]), str(row["workload"])), [])
+        parts += [part for part in str(row["note"] or "").split("; ") if part and part not in parts]
+    return [(system, workload, "; ".join(parts)) for (system, workload), parts in sorted(said.items()) if parts]
 
 
 def backtest_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:

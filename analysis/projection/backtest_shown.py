@@ -16,7 +16,7 @@ from hvdbench.core.validate import inert
 from ..collect import collect
 from ..document import csv_safe, text_table
 from .allreduce_model import parse_link
-from .backtest import TRACK_RECORD, Links, backtest_table, calibration, predict
+from .backtest import TRACK_RECORD, Links, backtest_table, calibration, family_notes, predict
 from .exchange_model import ALGORITHMS
 from .families import families_of
 
@@ -80,8 +80,7 @@ def write_backtest(dirs: Sequence[Path], out: Path, fit_nodes: Sequence[int] | N
     cal = calibration()
     header = ["system", "workload", "nodes", "GPUs", "batch a GPU", "measured/s", "predicted [95%]", "error",
               "algorithm", "network"]
-    notes = sorted({f"{inert(str(r['system']))} {inert(str(r['workload']))}: {inert(str(r['note']))}"
-                    for r in rows if r["note"]})
+    notes = [f"{inert(system)} {inert(workload)}: {inert(note)}" for system, workload, note in family_notes(rows)]
     sizes = f"sizes {','.join(map(str, fit_nodes))}" if fit_nodes else "two smallest sizes"
     lines = [text_table(header, [_cells(r) for r in rows]), "",
              f"fitted on each family's {sizes}; the model's own error: {cal.per_doubling:.1%} a doubling beyond "

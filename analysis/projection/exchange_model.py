@@ -5,9 +5,12 @@ network text), and the collective algorithm NCCL would pick at that size and nod
 NCCL chooses among its algorithms by a cost model of each (latency plus bytes over bandwidth) and takes the fastest
 (NCCL's tuning: ring, tree, and NVLS/CollNet where the fabric has them). Here: a ring's ``2(N-1)`` steps each wait on
 the slowest hop, ``2(N-1)/N`` of the bytes over the link; a tree's latency grows with ``log2`` of the nodes, its
-bytes twice over the link; parameter servers (tf_cnn_benchmarks' distributed_replicated) move the ring's bytes a
-node through the servers; one node's servers on its CPU (``parameter_server(cpu)``) hold no variable on a GPU, so
-each GPU pushes all its gradients and pulls every parameter over its own path to the host, whatever the GPUs.
+bytes twice over the link; parameter servers (tf_cnn_benchmarks' distributed_replicated, one on each of ``P`` of the
+``N`` nodes) load most a node that holds one: its worker pushes ``(P-1)/P`` of the gradients to the other servers and
+its server answers the ``N-1`` other workers with ``1/P`` of the parameters each, ``(N+P-2)/P`` of the gradients each
+way (a ring's ``2(N-1)/N`` where every node holds one); one node's servers on its CPU (``parameter_server(cpu)``)
+hold no variable on a GPU, so each GPU pushes all its gradients and pulls every parameter over its own path to the
+host, whatever the GPUs.
 Bus bandwidth across nodes is the node's NIC line rate times LINK_EFFICIENCY (what nccl-tests' all_reduce reaches
 on a multi-rail node), within a node the accelerator's typical all_reduce bus bandwidth."""
 
@@ -72,11 +75,11 @@ def inter_alpha(network: str) -> float:
 
 
 def exchange_terms(grad_bytes: float, ranks: int, nodes: int, alpha: float, algorithm: str,
-                   intra_alpha: float = INTRA_ALPHA_S) -> tuple[float, float]:
+                   intra_alpha: float = INTRA_ALPHA_S, servers: int | None = None) -> tuple[float, float]:
     """An exchange's latency (seconds) and the bytes it moves over its bottleneck link (time = latency + bytes /
     bus bandwidth), for ``ranks`` ranks on ``nodes`` nodes by ``algorithm`` (ring, tree, parameter servers, a
-    parameter server on one node's CPU);
-    ``alpha`` a step's latency across nodes, ``intra_alpha`` within one."""
+    parameter server on one node's CPU); ``alpha`` a step's latency across nodes, ``intra_alpha`` within one;
+    ``servers`` the nodes that hold a parameter server (None: every node; on one node none crosses a NIC)."""
     if ranks <= 1:
         return 0.0, 0.0
     if nodes <= 1:
@@ -87,13 +90,16 @@ def exchange_terms(grad_bytes: float, ranks: int, nodes: int, alpha: float, algo
         return 2 * alpha, 2 * grad_bytes
     if algorithm == SERVERS:
         spread = ranks if nodes <= 1 else nodes
-        return 2 * alpha, 2 * (spread - 1) / spread * grad_bytes
+        held = min(servers, spread) if servers and nodes > 1 else spread
+        return 2 * alpha, (held + spread - 2) / held * grad_bytes
     return 2 * (ranks - 1) * alpha, 2 * (ranks - 1) / ranks * grad_bytes
 
 
-def exchange_s(grad_bytes: float, ranks: int, nodes: int, links: Links, algorithm: str) -> float:
+def exchange_s(grad_bytes: float, ranks: int, nodes: int, links: Links, algorithm: str,
+               servers: int | None = None) -> float:
     """Seconds a step's exchange takes (exchange_terms over the link it crosses: within a node on one node, between
-    nodes else); 0 for one rank or a link that hides it; NaN where the link it needs is unknown."""
+    nodes else; ``servers``: the nodes holding a parameter server); 0 for one rank or a link that hides it; NaN where
+    the link it needs is unknown."""
     if ranks <= 1:
         return 0.0
     bandwidth = links.intra if nodes <= 1 else links.inter
@@ -101,7 +107,7 @@ def exchange_s(grad_bytes: float, ranks: int, nodes: int, links: Links, algorith
         return math.nan
     if math.isinf(bandwidth):
         return 0.0
-    latency, moved = exchange_terms(grad_bytes, ranks, nodes, links.inter_alpha, algorithm)
+    latency, moved = exchange_terms(grad_bytes, ranks, nodes, links.inter_alpha, algorithm, servers=servers)
     return latency + moved / bandwidth
 
 

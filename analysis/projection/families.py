@@ -52,8 +52,9 @@ def _point(group: pd.DataFrame, rates: dict[str, float]) -> Point | None:
     batch = _first(group, "batch_size")
     if batch is None or pd.isna(batch):
         return None
+    servers = _first(group, "parameter_servers")
     return Point(int(group["nodes"].iloc[0]), int(group["np"].iloc[0]), int(batch), float(np.exp(logs.mean())),
-                 sigma)
+                 sigma, int(servers) if servers is not None and not pd.isna(servers) else None)
 
 
 def _counted(group: pd.DataFrame) -> str:
