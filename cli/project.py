@@ -22,6 +22,9 @@ def cmd_project(args: argparse.Namespace) -> int:
     if args.backtest:
         from hvdbench.analysis.projection.backtest_shown import write_backtest
 
+        if args.batch_per_gpu or args.global_batch:
+            raise UsageError("--batch-per-gpu/--global-batch: not with --backtest, which predicts each size at the "
+                             "batch it ran")
         forced = None if args.algorithm in (None, "both") else args.algorithm
         text, path = write_backtest(args.dirs, out, args.fit_nodes, args.link, forced)
         print(text)
@@ -29,13 +32,18 @@ def cmd_project(args: argparse.Namespace) -> int:
         return 0
     if args.fit_nodes:
         raise UsageError("--fit-nodes: goes with --backtest")
+    from hvdbench.analysis.projection.at_batch import MOST_BATCH, BatchAsked
+
+    if max(args.batch_per_gpu or 0, args.global_batch or 0) > MOST_BATCH:
+        raise UsageError(f"--batch-per-gpu/--global-batch: at most {MOST_BATCH:,} samples: beyond any training run")
+    batch = BatchAsked(args.batch_per_gpu, args.global_batch) if args.batch_per_gpu or args.global_batch else None
     target = load_target(args.target) if args.target else None
     refused = (target.nccl_fabric() if target else Fabric()).refuses(args.algorithm or "")
     if refused:
         raise UsageError(f"--algorithm {args.algorithm}: {refused}")
     algorithms = {None: None, "both": ("ring", "hierarchical")}.get(args.algorithm, (args.algorithm,))
     text, paths = write_projection(args.dirs, out, args.nodes, args.gpus_per_node, args.link, algorithms, args.warmup,
-                                   target, args.keep_measured_compute)
+                                   target, args.keep_measured_compute, batch)
     print(text)  # its inputs end with the projection's track record on published results
     print(f"projection: {paths['markdown']}, {paths['csv']} and {paths['plot']}")
     return 0
@@ -80,6 +88,13 @@ def declare(sub: Any) -> None:
     project.add_argument("--fit-nodes", type=rank_counts, default=None, metavar="N,M",
                          help="with --backtest: the sizes (node counts; GPUs where all ran on one node) to fit on "
                               "(default: the two smallest)")
+    batch = project.add_mutually_exclusive_group()
+    batch.add_argument("--batch-per-gpu", type=positive_int, default=None, metavar="B",
+                       help="project each workload at B samples a GPU at every node count (compute fitted as a power "
+                            "of the batch across the batches its runs measured: a batch sweep, axes: batch_size)")
+    batch.add_argument("--global-batch", type=positive_int, default=None, metavar="G",
+                       help="project each workload at a global batch of G, shared by the GPUs of each node count "
+                            "(strong scaling: each GPU's share shrinks as nodes grow, and its compute with it)")
     project.add_argument("-o", "--output", type=Path, default=None, help="where to write (default DIR/report)")
     project.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
                          help="leave out exactly the first N steps of every run (default: detected)")

@@ -147,16 +147,23 @@ def fit(family: Family, fitted: Sequence[Point]) -> Fit:
             notes.append(f"{point.ranks} GPUs: the exchange the links allow exceeds the step: taken as hidden")
             exchange = 0.0
         compute.append(point.step_s - exchange)
-    logs_b, logs_c = np.log([p.batch for p in fitted]), np.log(compute)
+    k, p = compute_power([p.batch for p in fitted], compute, notes)
+    return Fit(k, p, links, tuple(fitted), notes)
+
+
+def compute_power(batches: Sequence[float], compute: Sequence[float], notes: list[str]) -> tuple[float, float]:
+    """A step's compute as ``k * b^p`` through (batch, seconds) points: ``p`` fitted where the batches differ by a
+    tenth or more (held to 0.2-1: a GPU's step never costs more than linear in its batch, nor nothing), else 1 (the
+    per-sample cost taken as constant; the caller says so where it predicts another batch)."""
+    logs_b, logs_c = np.log(np.asarray(batches, float)), np.log(np.asarray(compute, float))
     if logs_b.max() - logs_b.min() >= math.log(1.1):
         slope = float(np.polyfit(logs_b, logs_c, 1)[0])
         p = min(max(slope, 0.2), 1.0)
         if p != slope:
             notes.append(f"compute's power of the batch fitted as {slope:.2f}, held to {p:.2f}")
     else:
-        p = 1.0  # predict() says so where a held-out size runs another batch
-    k = float(np.exp(np.mean(logs_c - p * logs_b)))
-    return Fit(k, p, links, tuple(fitted), notes)
+        p = 1.0
+    return float(np.exp(np.mean(logs_c - p * logs_b))), p
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from hvdbench.core.errors import ReportError
 from .allreduce_model import CHOSEN, Fabric, Link, nccl_pick, parse_link, step_allreduce
 from ..collect import Collection
 
+from .backtest import Z95, calibration
+from .at_batch import BatchAsked, ComputeCurve, at_batch, batch_cells, families, shown
 from .inputs import (DRAWS, Measured, FittedWorkload, allreduce_curves, other_curve, pick_curve,
                                 workload_inputs)
 from ..tables.scaling import run_stats_table, scaling_table
@@ -33,7 +35,8 @@ PROJECTION_SCHEMA: dict[str, str] = {
                              for end in ("", "_low", "_high")},
     "measured_step_ms": "float64", "measured_throughput": "float64", "error_pct": "float64",
     "extrapolated_x": "float64", "compute_on": "string", "measured_gpus_per_node": "int64",
-    "runs_as": "string", "link_note": "string", "simulated_x": "float64",
+    "runs_as": "string", "link_note": "string", "simulated_x": "float64", "batch_per_gpu": "Int64",
+    "batch_e": "float64",
 }
 # Beyond 65,536 nodes no system exists to check a projection against; asked for more is refused.
 MAX_NODES = 65536
@@ -145,14 +148,15 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
             warmup: int | None = None, intra_link: str | None = None,
             stats: pd.DataFrame | None = None,
             overlaps: Mapping[str, tuple[float, np.ndarray, str]] | None = None,
-            fabric: Fabric = Fabric()) -> Projection:
+            fabric: Fabric = Fabric(), batch: BatchAsked | None = None) -> Projection:
     """The projection of every exchanging workload in the collection at each node count; ``intra_link`` (a
     target's bus, as a link spec) replaces the measured link within a node once the overlap is fitted;
     ``stats``: the collection's run statistics where the caller has them already (the report); ``overlaps``:
     per workload label, an overlap fitted elsewhere (another projection's ``fitted_overlap()``: runs at one
     link rate projecting another) used instead of fitting one from this collection; ``fabric``: what the
     target's fabric offers NCCL beyond ring and tree (the ``nccl`` algorithm chooses among them); ``algorithms``
-    None: NCCL's pick and hierarchical where NCCL carried the measured curves, else ring and hierarchical."""
+    None: NCCL's pick and hierarchical where NCCL carried the measured curves, else ring and hierarchical;
+    ``batch``: each workload family at the batch a GPU has at each node count (at_batch.py), not the measured."""
     stats = run_stats_table(collection, warmup) if stats is None else stats
     scaling = scaling_table(collection, stats)
     if scaling.empty:
@@ -162,39 +166,77 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
     curves = allreduce_curves(collection)
     if algorithms is None:  # NCCL's pick where NCCL carried the measured exchange, else the ring Gloo and MPI run
         algorithms = (CHOSEN if any(c.nccl for c in curves) else "ring", "hierarchical")
+    units: list[tuple[FittedWorkload, ComputeCurve | None]] = \
+        [(w, None) for w in workloads] if batch is None else list(families(workloads))
+    out = Projection(pd.DataFrame(), pd.DataFrame(), [])
     rows: list[dict[str, Any]] = []
     link_rows: list[dict[str, Any]] = []
-    overlap: dict[str, tuple[float, float, float, str]] = {}
-    overlap_draws: dict[str, np.ndarray] = {}
     fits: dict[str, tuple[Link, list[Link]]] = {}  # each curve fitted once, whichever workloads use it
-    for w in workloads:
-        per_node = w.per_node
-        fitted, inter_curve = _fitted_links(w, per_node, nodes, bool(links), curves, fits, link_rows)
-        given = (overlaps or {}).get(w.label)
+    measured_nodes: dict[str, int] = {}
+    for w, curve in units:
+        fitted, inter_curve = _fitted_links(w, w.per_node, nodes, bool(links), curves, fits, link_rows)
+        shown_as = w if curve is None or batch is None else shown(w, curve, batch)
+        given = (overlaps or {}).get(shown_as.label)
         phi, phi_draws, how = given if given else _fit_overlap(w, fitted["intra"], fitted["inter"])
         low, high = percentile_interval(phi_draws)
-        overlap[w.label], overlap_draws[w.label] = (phi, low, high, how), phi_draws
+        out.overlap[shown_as.label], out.overlap_draws[shown_as.label] = (phi, low, high, how), phi_draws
+        out.workloads.append(shown_as)
+        measured_nodes[shown_as.label] = max(m.nodes for m in w.measured) if w.measured else 1
         between = _between(w, fitted, inter_curve is not None, links, link_rows)
-        intra, intra_draws = _within(w, fitted, intra_link, link_rows)
-        note, largest = _link_note(inter_curve), min(w.model.grad_bytes, w.model.fusion_bytes)
-        one_node = [(f"{intra.name} ({WITHIN})" if intra_link and intra else WITHIN, None, [None] * DRAWS)]
-        for count in nodes:  # one node: NCCL's pick where it was asked for, else the ring
-            for name, link, link_draws in one_node if count == 1 else between:
-                for algorithm in ([CHOSEN if CHOSEN in algorithms else "ring"] if count == 1 else algorithms):
-                    if algorithm == "hierarchical" and per_node == 1:
-                        continue  # the same as a ring with one rank per node
-                    rows.append({**_row(w, name, algorithm, count, per_node, phi, phi_draws,
-                                        step_allreduce(algorithm, count, per_node, intra, link, w.model.grad_bytes,
-                                                       fabric),
-                                        [step_allreduce(algorithm, count, per_node, a, e, w.model.grad_bytes, fabric)
-                                         for a, e in zip(intra_draws, link_draws)]),
-                                 "runs_as": nccl_pick(largest, count, per_node, intra, link, fabric)
-                                 if algorithm == CHOSEN else algorithm,
-                                 "link_note": note if name == "measured" else ""})
+        intra = _within(w, fitted, intra_link, link_rows)
+        for count in nodes:
+            here = w if curve is None or batch is None else _at(w, curve, batch, count, out.notes)
+            if here is not None:
+                rows += _count_rows(here, count, algorithms, between, intra, (phi, phi_draws), fabric,
+                                    bool(intra_link), _link_note(inter_curve), curve)
     table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
-    table = widened(table, {w.label: max(m.nodes for m in w.measured) if w.measured else 1 for w in workloads})
-    links_table = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
-    return Projection(table, links_table, workloads, overlap, overlap_draws=overlap_draws)
+    out.table = widened(table, measured_nodes)
+    out.links = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
+    return out
+
+
+def _at(w: FittedWorkload, curve: ComputeCurve, batch: BatchAsked, count: int, notes: list[str]
+        ) -> FittedWorkload | None:
+    """The workload at the batch a GPU has on ``count`` nodes (None, said once in ``notes``, where a global batch
+    gives less than one sample a GPU); a global batch the GPUs do not divide is said with what a GPU takes."""
+    ranks = count * w.per_node
+    each = batch.at(ranks)
+    if each < 1:
+        notes.append(f"{batch.describe()}: less than one sample a GPU at {count:,} node(s) ({ranks:,} GPUs): not "
+                     "projected there")
+        return None
+    if batch.global_batch and each * ranks != batch.global_batch:
+        notes.append(f"{batch.describe()} over {ranks:,} GPUs ({count:,} node(s)): {each:,} a GPU, "
+                     f"{each * ranks:,} in all")
+    return at_batch(w, curve, batch, each)
+
+
+def _count_rows(w: FittedWorkload, count: int, algorithms: Sequence[str], between: list[tuple[str, Link, list[Link]]],
+                intra: tuple[Link | None, list[Link | None]], overlap: tuple[float, np.ndarray], fabric: Fabric,
+                target_bus: bool, note: str, curve: ComputeCurve | None) -> list[dict[str, Any]]:
+    """A workload's rows at one node count: on one node NCCL's pick where it was asked for (else the ring) over
+    the link within it; across nodes each algorithm over each link between them."""
+    per_node, (link_in, link_in_draws) = w.per_node, intra
+    one_node = [(f"{link_in.name} ({WITHIN})" if target_bus and link_in else WITHIN, None, [None] * DRAWS)]
+    largest, rows = min(w.model.grad_bytes, w.model.fusion_bytes), []
+    for name, link, link_draws in one_node if count == 1 else between:
+        for algorithm in ([CHOSEN if CHOSEN in algorithms else "ring"] if count == 1 else algorithms):
+            if algorithm == "hierarchical" and per_node == 1:
+                continue  # the same as a ring with one rank per node
+            fn = step_allreduce(algorithm, count, per_node, link_in, link, w.model.grad_bytes, fabric)
+            fns = [step_allreduce(algorithm, count, per_node, a, e, w.model.grad_bytes, fabric)
+                   for a, e in zip(link_in_draws, link_draws)]
+            rows.append({**_row(w, name, algorithm, count, per_node, overlap[0], overlap[1], fn, fns),
+                         "runs_as": nccl_pick(largest, count, per_node, link_in, link, fabric)
+                         if algorithm == CHOSEN else algorithm,
+                         "link_note": note if name == "measured" else "",
+                         **batch_cells(curve, _batch_of(w))})
+    return rows
+
+
+def _batch_of(w: FittedWorkload) -> int | None:
+    batch = w.key.get("batch_size")
+    return None if batch is None or pd.isna(batch) else int(batch)
 
 
 Fitted = dict[str, tuple[Link | None, list[Link | None]]]
@@ -219,12 +261,16 @@ def check_nodes(nodes: Sequence[int]) -> None:
 
 def widened(table: pd.DataFrame, measured_nodes: dict[str, int]) -> pd.DataFrame:
     """Rows beyond the most nodes a workload's exchanging runs were measured on: ``extrapolated_x`` (how many
-    times beyond) and intervals widened by ERROR_PER_DOUBLING per doubling, on each side."""
+    times beyond) and intervals widened by ERROR_PER_DOUBLING per doubling, on each side; rows at a batch a GPU
+    other than those measured widened further by the model's own error per e-fold of the batch, as its back-test
+    on published results calibrated it (track_record.json)."""
     out = table.copy()
     most = out["workload"].map(measured_nodes).astype("float64")
     factor = (out["nodes"] / most).where(out["nodes"] > most)
     out["extrapolated_x"] = factor
-    spread = (ERROR_PER_DOUBLING * np.log2(factor)).fillna(0.0)
+    batch_e = out["batch_e"].astype("float64").fillna(0.0).to_numpy()
+    spread = (1 + (ERROR_PER_DOUBLING * np.log2(factor)).fillna(0.0)) * np.exp(Z95 * calibration().per_batch_e
+                                                                               * batch_e) - 1
     for name in ("throughput", "speedup", "efficiency"):
         out[f"{name}_low"] = out[f"{name}_low"] / (1 + spread)
         out[f"{name}_high"] = out[f"{name}_high"] * (1 + spread)

@@ -3,6 +3,7 @@ report section, and ``hvdbench project``'s files (projection.md, the CSVs, the p
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -15,6 +16,7 @@ from hvdbench.core.validate import inert
 from ..collect import collect
 from ..document import Section, csv_safe, section_markdown, text_table
 from .allreduce_model import CHOSEN, Fabric, parse_link
+from .at_batch import BatchAsked
 from .backtest_shown import track_record_line
 from .project import DEFAULT_NODES, EFFICIENCY_BELOW, ERROR_PER_DOUBLING, Projection, efficiency_holds, project
 from .simulated import DISAGREE, Tree, second_opinion
@@ -35,6 +37,8 @@ def _beyond(r: Any) -> str:
         said.append(f"{r.gpus_per_node} GPUs per node (measured {r.measured_gpus_per_node})")
     if isinstance(r.link_note, str) and r.link_note:
         said.append("link from 2 nodes: tree's best case")
+    if pd.notna(r.batch_e) and r.batch_e > 0:
+        said.append(f"batch {r.batch_per_gpu:,} a GPU: x{math.exp(r.batch_e):.3g} from the nearest measured")
     if pd.notna(r.simulated_x) and abs(r.simulated_x - 1) > DISAGREE:
         said.append(f"SimGrid: ×{r.simulated_x:.2f} the formula's ring across nodes (contention it cannot see)")
     return "; ".join(said)
@@ -48,10 +52,11 @@ def algorithm_cell(algorithm: str, runs_as: Any) -> str:
 def table_rows(table: pd.DataFrame, other_hardware: bool = False) -> tuple[list[str], list[list[str]]]:
     """The headline columns of the projection, as text cells; onto ``other_hardware`` (a target), each row's
     workload says what its compute was measured on."""
-    header = ["workload", "link", "algorithm", "nodes", "GPUs", "throughput [95%]", "speedup", "efficiency [95%]",
-              "step ms (overlapped-serial)", "measured step ms", "error", "beyond measured"]
+    header = ["workload", "link", "algorithm", "nodes", "GPUs", "batch a GPU", "throughput [95%]", "speedup",
+              "efficiency [95%]", "step ms (overlapped-serial)", "measured step ms", "error", "beyond measured"]
     rows = [[f"{r.workload} (compute measured on {r.compute_on})" if other_hardware else r.workload, r.link,
              algorithm_cell(r.algorithm, r.runs_as), str(r.nodes), str(r.np),
+             "" if pd.isna(r.batch_per_gpu) else f"{r.batch_per_gpu:,}",
              _interval(r.throughput, r.throughput_low, r.throughput_high, ",.1f"), f"{r.speedup:.2f}",
              _interval(r.efficiency * 100, r.efficiency_low * 100, r.efficiency_high * 100, ".0f") + "%",
              f"{r.step_ms:.1f} ({r.step_overlapped_ms:.1f}-{r.step_serial_ms:.1f})",
@@ -120,11 +125,13 @@ def plot_projection(table: pd.DataFrame) -> str | None:
 def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | None = None,
                      gpus_per_node: int | None = None, links: Sequence[str] = (),
                      algorithms: Sequence[str] | None = None, warmup: int | None = None,
-                     target: Target | None = None, keep_measured_compute: bool = False) -> tuple[str, dict[str, Path]]:
+                     target: Target | None = None, keep_measured_compute: bool = False,
+                     batch: BatchAsked | None = None) -> tuple[str, dict[str, Path]]:
     """Project, then write projection.md (a report section), projection.csv, links.csv and projection.svg;
     returns the text printed and the paths. A ``target`` gives the node counts, GPUs per node, the bus
     within a node and the link between nodes, unless ``nodes``/``gpus_per_node`` are given; its GPU model must
-    be the one the compute was measured on, unless ``keep_measured_compute`` (then every row says whose it is)."""
+    be the one the compute was measured on, unless ``keep_measured_compute`` (then every row says whose it is);
+    ``batch``: the batch a GPU at each node count (at_batch.py)."""
     if target is not None:
         nodes, gpus_per_node = nodes or target.nodes, gpus_per_node or target.gpus_per_node
         links = [target.inter_link(), *links]
@@ -134,7 +141,8 @@ def write_projection(dirs: Sequence[Path], out: Path, nodes: Sequence[int] | Non
         parse_link(text)  # a bad spec is one line before any results are read
     collection = collect(dirs)
     result = project(collection, nodes, gpus_per_node, links, algorithms, warmup,
-                     target.intra_link() if target else None, fabric=target.nccl_fabric() if target else Fabric())
+                     target.intra_link() if target else None, fabric=target.nccl_fabric() if target else Fabric(),
+                     batch=batch)
     result.target = target
     if target is not None:
         check_target_compute(result, target, keep_measured_compute)

@@ -23,7 +23,7 @@ TO_TARGET_SCHEMA: dict[str, str] = {
     "beyond": "float64", "note": "string",
 }
 TO_TARGET_TEXT = ("Time to train at each projected size: the steps to the target McCandlish's curve gives at the "
-                  "global batch (N ranks × the measured batch a rank; fitted to the runs that reached the target, "
+                  "global batch (N ranks × the batch a rank has there; fitted to the runs that reached the target, "
                   "95% interval from their resamples) times the global batch over the projected throughput (its "
                   "interval joined with the curve's). Training steps only: evaluation and start-up are not in it. "
                   "A batch beyond the largest one measured extrapolates the curve (it assumes the learning-rate "
@@ -45,12 +45,13 @@ def time_to_target(projected: pd.DataFrame, workloads: list[Any], runs: pd.DataF
     found = curves(runs) if "steps_to_target" in runs else []
     rows = []
     for w in workloads:
-        batch = w.key.get("batch_size")
         mine = [c for c in found if (c.system, c.benchmark, c.model) == (w.key.get("system"), w.key.get("benchmark"),
                                                                         w.key.get("model"))]
-        if batch is None or pd.isna(batch) or not mine:
-            continue
         for r in projected[(projected["workload"] == w.label) & (projected["system"] == w.key["system"])].itertuples():
+            own = getattr(r, "batch_per_gpu", None)  # the row's own batch a GPU, where it says one
+            batch = own if own is not None and pd.notna(own) else w.key.get("batch_size")
+            if batch is None or pd.isna(batch) or not mine:
+                continue
             global_batch = int(batch) * int(r.np)
             for curve in mine:
                 steps, low, high = curve.steps(global_batch)
