@@ -46,7 +46,7 @@ class BatchAsked:
 
 @dataclass(frozen=True)
 class ComputeCurve:
-    """A step's compute against the batch a GPU, ``k * b^p``, and the batches (and computes) it rests on."""
+    """A step's compute against the batch a GPU, ``k * b^p``, the batches it rests on, and how it was fitted."""
 
     k: float
     p: float
