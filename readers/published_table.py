@@ -113,12 +113,17 @@ def _point(row: dict[str, str], columns: dict[str, str | None], where: str) -> T
                       _servers(given("parameter_servers"), exchange, nodes, where))
 
 
+def by_servers(exchange: str) -> bool:
+    """Whether a published figure's exchange (tf_cnn_benchmarks' ``variable_update``) ran through parameter servers."""
+    return "parameter_server" in exchange or "distributed_replicated" in exchange
+
+
 def _servers(text: str, exchange: str, nodes: int, where: str) -> int | None:
     """The nodes that held a parameter server, where given: a count of 1 to the figure's nodes, with an exchange
     through servers."""
     if not text.strip():
         return None
-    if not re.search(r"parameter_server|distributed_replicated", exchange):
+    if not by_servers(exchange):
         raise UsageError(f"{where}: parameter_servers given for an exchange without servers "
                          f"(variable_update {exchange or 'not given'})")
     return _count(text, f"parameter_servers (of {nodes} node(s))", nodes, where)

@@ -70,14 +70,15 @@ def _family(w: FittedWorkload) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, plain(k, v)) for k, v in w.key.items() if k != "batch_size"))
 
 
-def _batch(w: FittedWorkload) -> int | None:
+def batch_of(w: FittedWorkload) -> int | None:
+    """The batch a GPU a workload ran (None: its runs record none)."""
     batch = w.key.get("batch_size")
     return None if batch is None or pd.isna(batch) else int(batch)
 
 
 def compute_curve(mine: Sequence[FittedWorkload]) -> ComputeCurve:
     """The compute curve of one workload's runs at their batches (one compute a batch: the workload's own)."""
-    points = sorted({b: w.model.compute_s for w in mine if (b := _batch(w)) is not None}.items())
+    points = sorted({b: w.model.compute_s for w in mine if (b := batch_of(w)) is not None}.items())
     batches, computes = [b for b, _ in points], [c for _, c in points]
     notes: list[str] = []
     k, p = compute_power(batches, computes, notes)
@@ -94,11 +95,11 @@ def families(workloads: Sequence[FittedWorkload]) -> list[tuple[FittedWorkload, 
     curve; a ReportError where no workload records its batch."""
     grouped: dict[tuple[tuple[str, str], ...], list[FittedWorkload]] = {}
     for w in workloads:
-        if _batch(w) is not None:
+        if batch_of(w) is not None:
             grouped.setdefault(_family(w), []).append(w)
     if not grouped:
         raise ReportError("--batch-per-gpu/--global-batch: no workload's runs record their batch size")
-    return [(max(mine, key=lambda w: (len(w.measured), _batch(w) or 0)), compute_curve(mine))
+    return [(max(mine, key=lambda w: (len(w.measured), batch_of(w) or 0)), compute_curve(mine))
             for mine in grouped.values()]
 
 
@@ -106,7 +107,7 @@ def at_batch(w: FittedWorkload, curve: ComputeCurve, asked: BatchAsked, batch: i
     """The workload at ``batch`` a GPU: compute from the curve (its draws scaled alike), the same exchange; the
     runs measured kept only at the batch they ran; the speedup against one GPU at the batch asked (a global batch:
     the same work on one GPU, so what the GPUs lose as their share shrinks is in the efficiency)."""
-    measured_batch = _batch(w) or batch
+    measured_batch = batch_of(w) or batch
     compute = curve.compute_s(batch)
     ratio = compute / w.model.compute_s
     thr = batch / compute
@@ -120,7 +121,7 @@ def at_batch(w: FittedWorkload, curve: ComputeCurve, asked: BatchAsked, batch: i
 
 def label(w: FittedWorkload, asked: BatchAsked) -> str:
     """The workload's label with the batch asked for in place of the one measured."""
-    batch = _batch(w)
+    batch = batch_of(w)
     said = f"batch {batch}"
     return w.label.replace(said, asked.describe(), 1) if batch is not None and said in w.label else \
         f"{w.label} {asked.describe()}"

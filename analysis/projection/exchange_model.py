@@ -20,6 +20,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from hvdbench.readers.published_table import by_servers
+
 # trained parameters a step all-reduces (the models' published sizes: ResNet-50 25.6 M, BERT-large 335 M, ...)
 PARAMETERS = {"resnet": 25.6e6, "resnet50": 25.6e6, "bert": 335e6, "inception3": 23.8e6, "resnet152": 60.2e6,
               "vgg16": 138.4e6}
@@ -109,11 +111,6 @@ def exchange_s(grad_bytes: float, ranks: int, nodes: int, links: Links, algorith
         return 0.0
     latency, moved = exchange_terms(grad_bytes, ranks, nodes, links.inter_alpha, algorithm, servers=servers)
     return latency + moved / bandwidth
-
-
-def by_servers(exchange: str) -> bool:
-    """Whether a published figure's exchange (tf_cnn_benchmarks' ``variable_update``) ran through parameter servers."""
-    return "parameter_server" in exchange or "distributed_replicated" in exchange
 
 
 def chosen_algorithm(grad_bytes: float, ranks: int, nodes: int, links: Links, exchange: str = "",

@@ -17,7 +17,7 @@ from .allreduce_model import CHOSEN, Fabric, Link, nccl_pick, parse_link, step_a
 from ..collect import Collection
 
 from .backtest import Z95, calibration
-from .at_batch import BatchAsked, ComputeCurve, at_batch, batch_cells, families, shown
+from .at_batch import BatchAsked, ComputeCurve, at_batch, batch_cells, batch_of, families, shown
 from .inputs import (DRAWS, Measured, FittedWorkload, allreduce_curves, other_curve, pick_curve,
                                 workload_inputs)
 from ..tables.scaling import run_stats_table, scaling_table
@@ -183,12 +183,12 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
         out.workloads.append(shown_as)
         measured_nodes[shown_as.label] = max(m.nodes for m in w.measured) if w.measured else 1
         between = _between(w, fitted, inter_curve is not None, links, link_rows)
-        intra = _within(w, fitted, intra_link, link_rows)
+        intra, note = _within(w, fitted, intra_link, link_rows), _link_note(inter_curve)
         for count in nodes:
             here = w if curve is None or batch is None else _at(w, curve, batch, count, out.notes)
             if here is not None:
                 rows += _count_rows(here, count, algorithms, between, intra, (phi, phi_draws), fabric,
-                                    bool(intra_link), _link_note(inter_curve), curve)
+                                    bool(intra_link), note, curve)
     table = pd.DataFrame(rows, columns=list(PROJECTION_SCHEMA)).astype(PROJECTION_SCHEMA)
     out.table = widened(table, measured_nodes)
     out.links = pd.DataFrame(link_rows, columns=list(LINKS_SCHEMA)).drop_duplicates().astype(LINKS_SCHEMA)
@@ -197,18 +197,20 @@ def project(collection: Collection, nodes: Sequence[int], gpus_per_node: int | N
 
 def _at(w: FittedWorkload, curve: ComputeCurve, batch: BatchAsked, count: int, notes: list[str]
         ) -> FittedWorkload | None:
-    """The workload at the batch a GPU has on ``count`` nodes (None, said once in ``notes``, where a global batch
-    gives less than one sample a GPU); a global batch the GPUs do not divide is said with what a GPU takes."""
+    """The workload at the batch a GPU has on ``count`` nodes (None, said in ``notes``, where a global batch gives
+    less than one sample a GPU); a global batch the GPUs do not divide is said with what a GPU takes. Each line
+    is said once, however many workloads it holds for."""
     ranks = count * w.per_node
     each = batch.at(ranks)
+    line = ""
     if each < 1:
-        notes.append(f"{batch.describe()}: less than one sample a GPU at {count:,} node(s) ({ranks:,} GPUs): not "
-                     "projected there")
-        return None
-    if batch.global_batch and each * ranks != batch.global_batch:
-        notes.append(f"{batch.describe()} over {ranks:,} GPUs ({count:,} node(s)): {each:,} a GPU, "
-                     f"{each * ranks:,} in all")
-    return at_batch(w, curve, batch, each)
+        line = (f"{batch.describe()}: less than one sample a GPU at {count:,} node(s) ({ranks:,} GPUs): not "
+                "projected there")
+    elif batch.global_batch and each * ranks != batch.global_batch:
+        line = f"{batch.describe()} over {ranks:,} GPUs ({count:,} node(s)): {each:,} a GPU, {each * ranks:,} in all"
+    if line and line not in notes:
+        notes.append(line)
+    return at_batch(w, curve, batch, each) if each >= 1 else None
 
 
 def _count_rows(w: FittedWorkload, count: int, algorithms: Sequence[str], between: list[tuple[str, Link, list[Link]]],
@@ -230,13 +232,8 @@ def _count_rows(w: FittedWorkload, count: int, algorithms: Sequence[str], betwee
                          "runs_as": nccl_pick(largest, count, per_node, link_in, link, fabric)
                          if algorithm == CHOSEN else algorithm,
                          "link_note": note if name == "measured" else "",
-                         **batch_cells(curve, _batch_of(w))})
+                         **batch_cells(curve, batch_of(w))})
     return rows
-
-
-def _batch_of(w: FittedWorkload) -> int | None:
-    batch = w.key.get("batch_size")
-    return None if batch is None or pd.isna(batch) else int(batch)
 
 
 Fitted = dict[str, tuple[Link | None, list[Link | None]]]
